@@ -1,0 +1,71 @@
+"""`harness` console script: dispatches to one module per command.
+
+Each command module exposes `add_parser(subparsers)` that registers its sub-parser and sets
+`func(args) -> int`. A command that takes an engine's raw flags (`sim`) sets `passthrough=True`
+and receives the remaining argv unparsed. UserErrors print as plain lines and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from harness import __version__
+from harness.errors import UserError
+
+#: command name -> module path; the module adds its own parser.
+COMMANDS = {
+    "run": "harness.cli.run",
+    "sim": "harness.cli.sim",
+    "sweep": "harness.cli.sweep",
+    "report": "harness.cli.report",
+    "compare": "harness.cli.compare",
+    "baseline": "harness.cli.baseline",
+    "ui": "harness.cli.ui",
+    "gh-summary": "harness.cli.gh_summary",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harness",
+        description="Benchmark LLM serving engines: per-token timing, engine telemetry, flag sweeps.",
+    )
+    parser.add_argument("--version", action="version", version=f"harness {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_path in COMMANDS.items():
+        try:
+            module = importlib.import_module(module_path)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_path:
+                continue  # command not built yet
+            raise
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args, rest = parser.parse_known_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 2
+        if rest and not getattr(args, "passthrough", False):
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        if getattr(args, "passthrough", False):
+            args.rest = rest
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        for line in exc.lines:
+            print(f"error: {line}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

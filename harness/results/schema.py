@@ -1,0 +1,87 @@
+"""The run directory contract: what `summary.json` holds, typed.
+
+Other parts (report, compare, sweep, the GitHub workflow) and users' scripts read these files,
+so fields are only ever added; `schema_version` changes when a meaning changes.
+
+Run directory layout (see harness.results.layout):
+  scenario.yaml        resolved scenario (overrides applied, seed fixed)
+  summary.json         RunSummary below
+  histograms.json      encoded HDR histograms: {"<class or _all>": {"<metric>": "<base64 HDR V2>"}}
+  requests.jsonl       one line per request, appended as each finishes
+  engine_metrics.jsonl telemetry time series, one scrape per line
+  progress.jsonl       the load process's periodic progress lines
+  load.log, sim.log    logs of the load process and simulated engine
+  report.md/.html      written by `harness report`
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+#: latency blocks in `latency_ms`, in display order
+LATENCY_METRICS = ("ttft", "itl_chunk", "itl_token", "tpot", "e2e", "send_lag")
+
+
+class Open(BaseModel):
+    """Summary blocks accept extra keys: newer writers may add fields older readers ignore."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Dist(Open):
+    count: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    max: float | None = None
+    min: float | None = None
+
+
+class RequestsBlock(Open):
+    completed: int = 0
+    failed: int = 0
+    errors_by_kind: dict[str, int] = Field(default_factory=dict)
+    rps: float = 0.0
+
+
+class TokensBlock(Open):
+    input_total: int = 0
+    output_total: int = 0
+    input_per_s: float = 0.0
+    output_per_s: float = 0.0
+    output_count_source: dict[str, int] = Field(default_factory=dict)  # usage / tokenizer
+
+
+class ClassBlock(Open):
+    requests: RequestsBlock = Field(default_factory=RequestsBlock)
+    tokens: TokensBlock = Field(default_factory=TokensBlock)
+    latency_ms: dict[str, Dist] = Field(default_factory=dict)
+    tokens_per_chunk: Dist = Field(default_factory=Dist)
+    goodput: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunSummary(Open):
+    schema_version: int = SCHEMA_VERSION
+    harness_version: str = ""
+    scenario: dict[str, Any] = Field(default_factory=dict)  # name, fingerprint{value, parts}, path
+    target: dict[str, Any] = Field(default_factory=dict)  # url, api, model (never secrets)
+    window: dict[str, Any] = Field(default_factory=dict)  # start, end (unix s), duration_s, warmup_s
+    load: dict[str, Any] = Field(default_factory=dict)  # mode, concurrency/rate, achieved rate
+    requests: RequestsBlock = Field(default_factory=RequestsBlock)
+    tokens: TokensBlock = Field(default_factory=TokensBlock)
+    latency_ms: dict[str, Dist] = Field(default_factory=dict)
+    tokens_per_chunk: Dist = Field(default_factory=Dist)
+    per_class: dict[str, ClassBlock] = Field(default_factory=dict)
+    goodput: dict[str, Any] = Field(default_factory=dict)  # overall{good, rps, fraction}, per_class
+    usage_check: dict[str, Any] = Field(default_factory=dict)
+    timing: dict[str, Any] = Field(default_factory=dict)  # clock, coalesced_reads, stalls
+    client: dict[str, Any] = Field(default_factory=dict)  # cpu_max_pct, cpu_mean_pct, processes
+    engine: dict[str, Any] = Field(default_factory=dict)  # telemetry block (harness.telemetry)
+    validity: dict[str, Any] = Field(default_factory=dict)  # ok, warnings[]
+    status: str = "complete"  # complete | partial | failed

@@ -1,0 +1,42 @@
+"""Fingerprint of everything that defines the work, so only like is compared with like.
+
+The target (URL, model name, engine) is deliberately left out: comparing two engine configs on
+the same work is the point. Each part has its own hash so `compare` can name what differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from harness.scenario.models import Scenario
+
+FINGERPRINT_PARTS = ("workload", "sampling", "load", "warmup", "seed", "api")
+
+
+def _digest(obj: Any) -> str:
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def fingerprint_parts(scenario: Scenario, tokenizer_id: str = "builtin") -> dict[str, str]:
+    data = scenario.model_dump(mode="json")
+    workload = dict(data["workload"])
+    # the tokenizer defines the prompts, so its identity (not its path) enters the hash
+    workload["tokenizer"] = tokenizer_id
+    for cls in workload["classes"]:
+        cls.pop("slo", None)  # SLOs judge the work, they do not define it
+    return {
+        "workload": _digest(workload),
+        "sampling": _digest(data["sampling"]),
+        "load": _digest(data["load"]),
+        "warmup": _digest(data["warmup"]),
+        "seed": _digest(data["seed"]),
+        "api": _digest(data["target"]["api"]),
+    }
+
+
+def fingerprint(scenario: Scenario, tokenizer_id: str = "builtin") -> dict[str, Any]:
+    parts = fingerprint_parts(scenario, tokenizer_id)
+    return {"value": _digest(parts), "parts": parts}

@@ -1,0 +1,203 @@
+"""Pydantic models of the scenario file: what to send, how fast, and what counts as good.
+
+Every model forbids unknown keys so a typo is an error, not a silently ignored setting.
+Durations are seconds (`*_s`), latencies milliseconds (`*_ms`), lengths tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+# ---------------------------------------------------------------- length distributions
+class Fixed(Strict):
+    dist: Literal["fixed"] = "fixed"
+    value: Annotated[int, Field(gt=0)]
+
+
+class Uniform(Strict):
+    dist: Literal["uniform"]
+    min: Annotated[int, Field(gt=0)]
+    max: Annotated[int, Field(gt=0)]
+
+    @model_validator(mode="after")
+    def _order(self) -> Uniform:
+        if self.max < self.min:
+            raise ValueError("max must be >= min")
+        return self
+
+
+class Normal(Strict):
+    dist: Literal["normal"]
+    mean: Annotated[float, Field(gt=0)]
+    std: Annotated[float, Field(ge=0)]
+    min: Annotated[int, Field(gt=0)] = 1
+    max: Annotated[int, Field(gt=0)] | None = None
+
+
+class LogNormal(Strict):
+    """Log-normal with the given mean (tokens) and sigma of the underlying normal."""
+
+    dist: Literal["lognormal"]
+    mean: Annotated[float, Field(gt=0)]
+    sigma: Annotated[float, Field(ge=0)] = 0.5
+    min: Annotated[int, Field(gt=0)] = 1
+    max: Annotated[int, Field(gt=0)] | None = None
+
+
+LengthDist = Annotated[Fixed | Uniform | Normal | LogNormal, Field(discriminator="dist")]
+
+
+def _length_shorthand(value: Any) -> Any:
+    """`input_tokens: 512` means a fixed length."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return {"dist": "fixed", "value": value}
+    if isinstance(value, dict) and "dist" not in value and "value" in value:
+        return {"dist": "fixed", **value}
+    return value
+
+
+# ---------------------------------------------------------------- SLOs and classes
+class SLO(Strict):
+    """A request is 'good' when every limit that is set holds."""
+
+    ttft_ms: Annotated[float, Field(gt=0)] | None = None
+    tpot_ms: Annotated[float, Field(gt=0)] | None = None
+    e2e_ms: Annotated[float, Field(gt=0)] | None = None
+
+    def merged(self, override: SLO | None) -> SLO:
+        if override is None:
+            return self
+        return SLO(**{**self.model_dump(), **override.model_dump(exclude_none=True)})
+
+
+class SharedPrefix(Strict):
+    """A prefix many requests share: a system prompt, few-shot block or document."""
+
+    tokens: Annotated[int, Field(gt=0)]
+    count: Annotated[int, Field(gt=0)] = 1
+    fraction: Annotated[float, Field(ge=0, le=1)] = 1.0
+
+
+class RequestClass(Strict):
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    weight: Annotated[float, Field(gt=0)] = 1.0
+    input_tokens: LengthDist
+    output_tokens: LengthDist
+    shared_prefix: SharedPrefix | None = None
+    slo: SLO | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            for key in ("input_tokens", "output_tokens"):
+                if key in data:
+                    data[key] = _length_shorthand(data[key])
+        return data
+
+
+class Workload(Strict):
+    classes: Annotated[list[RequestClass], Field(min_length=1)]
+    tokenizer: str | None = Field(
+        default=None,
+        description="Path to a local tokenizer (a tokenizer.json file or a directory holding one). "
+        "Without it the built-in word tokenizer (the simulated engine's) sizes prompts.",
+    )
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Workload:
+        names = [c.name for c in self.classes]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"class names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+
+# ---------------------------------------------------------------- load
+class Load(Strict):
+    """Closed loop (`concurrency`) or open loop (`rate` with an arrival process)."""
+
+    concurrency: Annotated[int, Field(gt=0)] | None = None
+    rate: Annotated[float, Field(gt=0)] | None = None
+    arrival: Literal["poisson", "gamma", "constant"] = "poisson"
+    burstiness: Annotated[float, Field(gt=0)] = 1.0
+    max_in_flight: Annotated[int, Field(gt=0)] = 1024
+    ramp_s: Annotated[float, Field(ge=0)] = 0.0
+    duration_s: Annotated[float, Field(gt=0)] | None = None
+    requests: Annotated[int, Field(gt=0)] | None = None
+
+    @model_validator(mode="after")
+    def _mode(self) -> Load:
+        if (self.concurrency is None) == (self.rate is None):
+            raise ValueError("set exactly one of concurrency (closed loop) or rate (open loop)")
+        if self.duration_s is None and self.requests is None:
+            raise ValueError("set duration_s or requests (or both: whichever comes first)")
+        return self
+
+    @property
+    def open_loop(self) -> bool:
+        return self.rate is not None
+
+
+class Warmup(Strict):
+    """Traffic sent before measuring; excluded from every result."""
+
+    duration_s: Annotated[float, Field(ge=0)] = 0.0
+    requests: Annotated[int, Field(ge=0)] = 0
+
+
+class Sampling(Strict):
+    temperature: Annotated[float, Field(ge=0)] = 0.0
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    ignore_eos: bool = True
+    seed: int | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+
+class Target(Strict):
+    url: str | None = Field(default=None, description="Base URL; none = start the built-in simulated engine")
+    api: Literal["openai-chat", "openai-completions"] = "openai-chat"
+    model: str | None = Field(default=None, description="Model name; none = the first of /v1/models")
+    api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = Field(
+        default=None, description="Name of the environment variable holding the API key (never the key)"
+    )
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_s: Annotated[float, Field(gt=0)] = 600.0
+    continuous_usage: Literal["auto", "on", "off"] = "auto"
+
+
+class Telemetry(Strict):
+    enabled: bool = True
+    metrics_url: str | None = Field(default=None, description="default: <target>/metrics")
+    interval_s: Annotated[float, Field(gt=0)] = 1.0
+    profile: str | None = Field(default=None, description="engine profile; none = detect")
+    prometheus: str | None = Field(default=None, description="query this Prometheus server instead")
+    selector: str | None = Field(default=None, description='PromQL label selector, e.g. job="vllm"')
+    nvml: bool = True
+
+
+class Scenario(Strict):
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    description: str = ""
+    seed: int = 0
+    target: Target = Field(default_factory=Target)
+    load: Load
+    workload: Workload
+    sampling: Sampling = Field(default_factory=Sampling)
+    slo: SLO = Field(default_factory=SLO)
+    warmup: Warmup = Field(default_factory=Warmup)
+    telemetry: Telemetry = Field(default_factory=Telemetry)
+
+    def slo_for(self, class_name: str) -> SLO:
+        for cls in self.workload.classes:
+            if cls.name == class_name:
+                return self.slo.merged(cls.slo)
+        return self.slo

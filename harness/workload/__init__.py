@@ -1,0 +1,1 @@
+"""Seeded generation of the work: request classes, lengths, prompts, shared prefixes, arrivals."""
