@@ -1,0 +1,11 @@
+"""Engine kinds, one module each, registered by name in `KINDS`."""
+
+from harness.sweep.engines import custom, llamacpp, sglang, sim, tgi, vllm  # noqa: F401  (registration)
+from harness.sweep.engines.base import KINDS, EngineKind, Probe, failure_hint
+
+
+def get_kind(name: str) -> EngineKind:
+    return KINDS.get(name)
+
+
+__all__ = ["KINDS", "EngineKind", "Probe", "failure_hint", "get_kind"]

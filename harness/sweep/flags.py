@@ -1,0 +1,117 @@
+"""Flags -> argv, the way `vllm bench sweep`'s `apply_to_cmd` does it, a little stricter.
+
+A flag already on the command line is replaced in place (either spelling: `max-num-seqs` finds
+`--max-num-seqs`, `--max_num_seqs`, `--max-num-seqs=8`, and for booleans `--no-max-num-seqs`);
+otherwise it is appended. True -> `--x`, False -> `--no-x`, dict/list -> JSON, None -> removed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+
+def flag_key(name: str) -> str:
+    """Canonical key of a flag name: no leading dashes, underscores as dashes."""
+    return name.lstrip("-").replace("_", "-")
+
+
+def _spelling(name: str) -> str:
+    """The option as written on the command line: `--name` unless the user gave dashes."""
+    return name if name.startswith("-") else f"--{name}"
+
+
+def render_value(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"), sort_keys=False)
+    return str(value)
+
+
+def render_flag(name: str, value: Any) -> list[str]:
+    """argv tokens for one flag (empty for None)."""
+    if value is None:
+        return []
+    if isinstance(value, bool):
+        if name.startswith("-"):
+            # literal spelling: `-x: true` -> `-x`; false -> `--no-x`
+            return [name] if value else [f"--no-{flag_key(name)}"]
+        return [f"--{name}"] if value else [f"--no-{name}"]
+    return [_spelling(name), render_value(value)]
+
+
+def _is_option(token: str) -> bool:
+    if not token.startswith("-") or token == "-":
+        return False
+    try:
+        float(token)  # a negative number is a value
+        return False
+    except ValueError:
+        return True
+
+
+def _match(token: str, key: str) -> bool:
+    """Does argv token start option `key` (`--key`, `--key=v`, `--no-key`, underscore spellings)?"""
+    if not token.startswith("-"):
+        return False
+    head = token.split("=", 1)[0]
+    k = flag_key(head)
+    return k == key or k == f"no-{key}"
+
+
+def apply_flags(argv: list[str], flags: Mapping[str, Any]) -> list[str]:
+    out = list(argv)
+    for name, value in flags.items():
+        key = flag_key(name)
+        new = render_flag(name, value)
+        spans: list[tuple[int, int]] = []  # [start, end) of each existing occurrence
+        i = 0
+        while i < len(out):
+            tok = out[i]
+            if _match(tok, key):
+                end = i + 1
+                if "=" not in tok and end < len(out) and not _is_option(out[end]):
+                    # `--key value`; a switch (`--key`, `--no-key`) has no value token, but we
+                    # cannot tell a switch from a valued flag before a positional, so a value
+                    # follows only when the replaced flag is not a boolean switch itself
+                    if not flag_key(tok).startswith(f"no-{key}") and not isinstance(value, bool):
+                        end += 1
+                    elif isinstance(value, bool) and out[end].lower() in ("true", "false"):
+                        end += 1
+                spans.append((i, end))
+                i = end
+            else:
+                i += 1
+        if not spans:
+            out.extend(new)
+            continue
+        first, *rest = spans
+        for start, end in reversed(rest):
+            del out[start:end]
+        out[first[0] : first[1]] = new
+    return out
+
+
+def substitute(argv: list[str], values: Mapping[str, Any]) -> list[str]:
+    """Fill `{port}`-style placeholders (only the known names; other braces, e.g. JSON, stay)."""
+    out = []
+    for tok in argv:
+        for name, val in values.items():
+            if val is not None:
+                tok = tok.replace("{" + name + "}", str(val))
+        out.append(tok)
+    return out
+
+
+def describe(flags: Mapping[str, Any]) -> str:
+    """`max-num-seqs=64,enable-prefix-caching=false` (for ids and tables)."""
+    parts = []
+    for name, value in flags.items():
+        if isinstance(value, bool):
+            v = "true" if value else "false"
+        elif value is None:
+            v = "unset"
+        else:
+            v = render_value(value)
+        parts.append(f"{flag_key(name)}={v}")
+    return ",".join(parts)

@@ -1,0 +1,145 @@
+"""Pydantic models of the sweep file: which engine to restart, which flags to vary, what to run.
+
+Every model forbids unknown keys (a typo is an error, not a silently ignored setting). Flag names
+are written without the leading dashes (`max-num-seqs`); values are scalars, booleans (rendered
+`--x` / `--no-x`), dicts or lists (rendered as JSON), or null (the flag is removed).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+FlagValue = str | int | float | bool | dict[str, Any] | list[Any] | None
+Flags = dict[str, FlagValue]
+
+ENGINE_KINDS = ("vllm", "sglang", "tgi", "llamacpp", "sim", "custom")
+_ID = r"^[A-Za-z0-9_.=,+-]+$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _check_flag_names(flags: dict[str, Any]) -> dict[str, Any]:
+    for name in flags:
+        if not name or not name.lstrip("-") or any(c.isspace() for c in name) or "=" in name:
+            raise ValueError(f"flag name {name!r} is not a flag; write it like max-num-seqs")
+    return flags
+
+
+class EngineSpec(Strict):
+    kind: Literal["vllm", "sglang", "tgi", "llamacpp", "sim", "custom"]
+    command: Annotated[list[str], Field(min_length=1)] | None = Field(
+        default=None,
+        description="argv list (never run through a shell) with {port}, {model}, {host} placeholders; "
+        "default: the kind's usual launcher",
+    )
+    model: str | None = Field(default=None, description="fills {model} in the command")
+    served_model_name: str | None = Field(default=None, description="model name the load asks for; none = first of /v1/models")
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = Field(default=None, description="working directory, relative to the sweep file")
+    host: str = "127.0.0.1"
+    port: int | Literal["auto"] = Field(default="auto", description="fixed port or a free one per start")
+    ready_timeout_s: Annotated[float, Field(gt=0)] = 600.0
+    stop_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    ready_path: str | None = Field(default=None, description="custom kind: GET path that answers 200 when ready")
+    reset_path: str | None = Field(default=None, description="custom kind: POST path that resets the prefix cache")
+    gpu_release_timeout_s: Annotated[float, Field(ge=0)] = 60.0
+
+    @field_validator("port")
+    @classmethod
+    def _port(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and not 0 < v < 65536:
+            raise ValueError("port must be 1-65535 or auto")
+        return v
+
+    @model_validator(mode="after")
+    def _custom(self) -> EngineSpec:
+        if self.kind == "custom" and not self.command:
+            raise ValueError("kind custom needs a command (argv list with {port})")
+        if self.command and self.port == "auto" and not any("{port}" in a for a in self.command):
+            raise ValueError("command has no {port} placeholder; add one or set a fixed port")
+        return self
+
+
+class ListedConfig(Strict):
+    id: Annotated[str, Field(pattern=_ID)] | None = None
+    flags: Flags = Field(default_factory=dict)
+    overrides: dict[str, Any] = Field(default_factory=dict, description="scenario overrides for this config only")
+
+    @field_validator("flags")
+    @classmethod
+    def _names(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _check_flag_names(v)
+
+
+class Vary(Strict):
+    """How configs are made from `base`.
+
+    one-at-a-time: each listed flag takes each of its values alone, the others staying at base
+    (plus the base config itself when `include_base`). grid: every combination. list: `configs`.
+    """
+
+    mode: Literal["one-at-a-time", "grid", "list"] = "one-at-a-time"
+    flags: dict[str, Annotated[list[FlagValue], Field(min_length=1)]] = Field(default_factory=dict)
+    configs: list[ListedConfig] = Field(default_factory=list)
+    include_base: bool | None = Field(default=None, description="one-at-a-time: also run base alone (default true)")
+    link: dict[str, str] = Field(
+        default_factory=dict,
+        description='scenario override path -> flag whose value it takes, e.g. {"load.concurrency": "max-num-seqs"}',
+    )
+
+    @field_validator("flags")
+    @classmethod
+    def _names(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _check_flag_names(v)
+
+    @model_validator(mode="after")
+    def _shape(self) -> Vary:
+        if self.mode == "list":
+            if not self.configs:
+                raise ValueError("mode list needs configs: [{id, flags}, ...]")
+            if self.flags:
+                raise ValueError("mode list takes configs, not flags; move the values into configs")
+        else:
+            if self.configs:
+                raise ValueError(f"configs is for mode list; mode {self.mode} takes flags: {{name: [values]}}")
+            if not self.flags and self.mode == "grid":
+                raise ValueError("mode grid needs flags: {name: [values]}")
+        if self.include_base is not None and self.mode != "one-at-a-time":
+            raise ValueError("include_base applies to mode one-at-a-time only")
+        for path, flag in self.link.items():
+            if not path or "." not in path:
+                raise ValueError(f"link key {path!r} must be a scenario field path such as load.concurrency")
+            if not flag.lstrip("-"):
+                raise ValueError(f"link {path}: name the flag whose value it takes")
+        return self
+
+
+class SweepWarmup(Strict):
+    """Traffic after each engine start, before measuring; replaces the scenarios' own warmup."""
+
+    requests: Annotated[int, Field(ge=0)] = 0
+    duration_s: Annotated[float, Field(ge=0)] = 0.0
+    every_cell: bool = Field(default=False, description="warm up before every cell, not only after a start")
+
+
+class SweepFile(Strict):
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    description: str = ""
+    engine: EngineSpec
+    base: Flags = Field(default_factory=dict)
+    vary: Vary = Field(default_factory=Vary)
+    scenarios: Annotated[list[str], Field(min_length=1)] = Field(description="scenario files, relative to this file")
+    overrides: dict[str, Any] = Field(default_factory=dict, description="scenario overrides for every cell")
+    repeats: Annotated[int, Field(ge=1)] = 1
+    warmup: SweepWarmup | None = None
+    reset_prefix_cache_between: bool = True
+    cold_start: bool = Field(default=False, description="a fresh engine for every cell, not one per config")
+
+    @field_validator("base")
+    @classmethod
+    def _names(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _check_flag_names(v)

@@ -1,0 +1,244 @@
+"""The sweep plan: configs (one engine command line each) x scenarios x repeats = cells.
+
+Everything here is pure: loading the sweep file, expanding `vary` into configs, resolving the
+scenario files with their overrides, naming each config and cell. `harness sweep FILE --plan`
+prints a Plan; the executor walks the same Plan, so what is printed is what runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserError
+from harness.scenario.loader import apply_overrides, format_validation_error, read_yaml, validate
+from harness.scenario.models import Scenario
+from harness.sweep.flags import apply_flags, describe, flag_key, substitute
+from harness.sweep.models import SweepFile
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.=,+-]")
+MAX_ID = 80
+
+
+@dataclass(frozen=True)
+class Config:
+    id: str
+    flags: dict[str, Any]  # effective flags: base with the varied ones applied (None = removed)
+    varied: dict[str, Any]  # the flags that differ from base (empty for the base config)
+    overrides: dict[str, Any] = field(default_factory=dict)  # scenario overrides of this config
+
+
+@dataclass(frozen=True)
+class ScenarioRef:
+    name: str  # unique within the sweep (the file's stem)
+    path: Path
+
+
+@dataclass
+class Cell:
+    id: str
+    config: Config
+    scenario: ScenarioRef
+    repeat: int  # 1-based
+    overrides: dict[str, Any]  # sweep + config + linked overrides, applied to the scenario file
+    resolved: Scenario  # the scenario with its overrides, validated at plan time
+
+    @property
+    def run_dir(self) -> str:
+        return f"runs/{self.id}"
+
+
+@dataclass
+class Plan:
+    sweep: SweepFile
+    source: Path
+    configs: list[Config]
+    scenarios: list[ScenarioRef]
+    cells: list[Cell]
+
+    @property
+    def base_dir(self) -> Path:
+        return self.source.parent
+
+    def cells_of(self, config: Config) -> list[Cell]:
+        return [c for c in self.cells if c.config.id == config.id]
+
+    def command(self, config: Config, port: int | str | None = None) -> list[str]:
+        """The exact argv for `config` (port None leaves the `{port}` placeholder for display)."""
+        from harness.sweep.engines import get_kind
+
+        spec = self.sweep.engine
+        argv = list(spec.command) if spec.command else get_kind(spec.kind).default_command(spec)
+        values = {"model": spec.model, "host": spec.host, "python": sys.executable}
+        if port is None and spec.port != "auto":
+            port = spec.port
+        if port is not None:
+            values["port"] = port
+        argv = substitute(argv, values)
+        return apply_flags(argv, config.flags)
+
+    def engine_starts(self) -> list[tuple[Config, list[Cell]]]:
+        """The engine starts in order: one per config, or one per cell when cold_start."""
+        out: list[tuple[Config, list[Cell]]] = []
+        for config in self.configs:
+            cells = self.cells_of(config)
+            if self.sweep.cold_start:
+                out.extend((config, [c]) for c in cells)
+            elif cells:
+                out.append((config, cells))
+        return out
+
+
+# ---------------------------------------------------------------- loading
+def load_sweep(path: str | Path) -> SweepFile:
+    path = Path(path)
+    data = read_yaml(path)
+    return validate(SweepFile, data, str(path))
+
+
+def _safe_id(text: str) -> str:
+    text = _UNSAFE.sub("_", text) or "config"
+    if len(text) > MAX_ID:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+        text = f"{text[: MAX_ID - 9]}-{digest}"
+    return text
+
+
+def _merge(base: dict[str, Any], varied: dict[str, Any]) -> dict[str, Any]:
+    """base with varied applied, matching flags by key (`max_num_seqs` replaces `max-num-seqs`)."""
+    out: dict[str, tuple[str, Any]] = {flag_key(k): (k, v) for k, v in base.items()}
+    for k, v in varied.items():
+        out[flag_key(k)] = (k, v)
+    return {name: value for name, value in out.values()}
+
+
+def _differs(base: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+    b = {flag_key(k): v for k, v in base.items()}
+    return {k: v for k, v in flags.items() if flag_key(k) not in b or b[flag_key(k)] != v or type(b[flag_key(k)]) is not type(v)}
+
+
+def _norm(flags: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps({flag_key(k): v for k, v in sorted(flags.items(), key=lambda kv: flag_key(kv[0]))}, sort_keys=True, default=str)
+
+
+def expand_configs(sweep: SweepFile) -> list[Config]:
+    vary = sweep.vary
+    base = dict(sweep.base)
+    raw: list[tuple[str | None, dict[str, Any], dict[str, Any]]] = []  # (explicit id, varied, overrides)
+    if vary.mode == "list":
+        raw = [(c.id, dict(c.flags), dict(c.overrides)) for c in vary.configs]
+    elif vary.mode == "grid":
+        names = list(vary.flags)
+        for combo in itertools.product(*(vary.flags[n] for n in names)):
+            raw.append((None, dict(zip(names, combo)), {}))
+    else:
+        if vary.include_base is not False or not vary.flags:
+            raw.append(("base", {}, {}))
+        for name, values in vary.flags.items():
+            raw.extend((None, {name: v}, {}) for v in values)
+
+    configs: list[Config] = []
+    seen_flags: dict[str, str] = {}
+    used_ids: set[str] = set()
+    for explicit, varied_in, overrides in raw:
+        flags = _merge(base, varied_in)
+        varied = _differs(base, flags)
+        key = _norm(flags) + repr(sorted(overrides.items()))
+        if key in seen_flags and explicit is None:
+            continue  # a one-at-a-time value equal to base's is the base config
+        seen_flags.setdefault(key, explicit or "")
+        cid = explicit or (_safe_id(describe(varied)) if varied else "base")
+        if cid in used_ids:
+            if explicit:
+                raise UserError(f"vary.configs: id {cid!r} is used twice; give each config its own id")
+            n = 2
+            while f"{cid}-{n}" in used_ids:
+                n += 1
+            cid = f"{cid}-{n}"
+        used_ids.add(cid)
+        linked = dict(overrides)
+        for path, flag in vary.link.items():
+            value = _flag_value(flags, flag)
+            if value is not None and not isinstance(value, bool):
+                linked[path] = value
+        configs.append(Config(id=cid, flags=flags, varied=varied, overrides=linked))
+    return configs
+
+
+def _flag_value(flags: dict[str, Any], name: str) -> Any:
+    key = flag_key(name)
+    for k, v in flags.items():
+        if flag_key(k) == key:
+            return v
+    return None
+
+
+def _scenario_refs(sweep: SweepFile, base_dir: Path, source: str) -> list[ScenarioRef]:
+    refs: list[ScenarioRef] = []
+    names: set[str] = set()
+    missing = []
+    for i, rel in enumerate(sweep.scenarios):
+        path = Path(rel)
+        if not path.is_absolute():
+            path = (base_dir / path).resolve()
+        if not path.is_file():
+            missing.append(f"{source}: scenarios[{i}]: {rel}: no such file (paths are relative to the sweep file)")
+            continue
+        name = _safe_id(path.stem)
+        n = 2
+        while name in names:
+            name = f"{_safe_id(path.stem)}-{n}"
+            n += 1
+        names.add(name)
+        refs.append(ScenarioRef(name=name, path=path))
+    if missing:
+        raise UserError(*missing)
+    return refs
+
+
+def build_plan(path: str | Path, sweep: SweepFile | None = None) -> Plan:
+    source = Path(path).resolve()
+    sweep = sweep or load_sweep(source)
+    configs = expand_configs(sweep)
+    refs = _scenario_refs(sweep, source.parent, str(path))
+    _check_links(sweep, configs, str(path))
+    cells: list[Cell] = []
+    problems: list[str] = []
+    cache: dict[tuple[Path, str], Scenario] = {}
+    for config in configs:
+        for ref in refs:
+            overrides = {**sweep.overrides, **config.overrides}
+            key = (ref.path, repr(sorted(overrides.items())))
+            if key not in cache:
+                try:
+                    data = read_yaml(ref.path)
+                    data = apply_overrides(data, overrides) if overrides else data
+                    cache[key] = validate(Scenario, data, f"{ref.path} (config {config.id})")
+                except UserError as exc:
+                    problems.extend(exc.lines)
+                    continue
+            for r in range(1, sweep.repeats + 1):
+                cid = f"{config.id}__{ref.name}__r{r}"
+                cells.append(Cell(cid, config, ref, r, overrides, cache[key]))
+    if problems:
+        raise UserError(*dict.fromkeys(problems))
+    return Plan(sweep=sweep, source=source, configs=configs, scenarios=refs, cells=cells)
+
+
+def _check_links(sweep: SweepFile, configs: list[Config], source: str) -> None:
+    for path, flag in sweep.vary.link.items():
+        if not any(path in c.overrides for c in configs):
+            raise UserError(
+                f"{source}: vary.link.{path}: no config sets flag {flag!r} to a value; "
+                "link to a flag in base or vary"
+            )
+
+
+__all__ = ["Cell", "Config", "Plan", "ScenarioRef", "build_plan", "expand_configs", "format_validation_error", "load_sweep"]
