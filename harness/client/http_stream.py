@@ -1,0 +1,331 @@
+"""The hot path: a small HTTP/1.1 streaming reader that stamps every read at arrival.
+
+Why our own reader: Locust's `iter_content`/`iter_lines` batch 1 KB and were 40-100 ms off, and
+no HTTP library exposes the kernel's receive time. Here each `recvmsg` returns the kernel's
+`SO_TIMESTAMPNS` stamp (CLOCK_REALTIME of the last TCP segment the read consumed), converted to
+the monotonic `perf_counter_ns` clock with an offset measured at send time. So the client's own
+scheduling delay (gevent, GC, other streams) vanishes from TTFT and ITL. Where the OS gives no
+stamp (TLS, other platforms) the read is stamped with `perf_counter_ns()` right after it returns,
+and the clock used is recorded. Reads that hold several SSE events share one stamp; they are
+counted (`coalesced_reads`) so a saturated client shows up in the results.
+
+Nothing slow sits between the socket and the stamp: the loop only decodes chunked framing and
+keeps `(stamp_ns, line)` for `data:` lines; JSON is decoded after the stream ends.
+The module works with plain sockets and with gevent's patched ones (inside Locust).
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+SCM_TIMESTAMPNS = getattr(socket, "SCM_TIMESTAMPNS", SO_TIMESTAMPNS)
+_CMSG_SPACE = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
+_TIMESPEC = struct.Struct("@qq")
+READ_SIZE = 65536
+
+perf_ns = time.perf_counter_ns
+wall_ns = time.time_ns
+
+
+class StreamError(Exception):
+    """A transport-level failure; `kind` names it for errors_by_kind."""
+
+    def __init__(self, kind: str, detail: str = "") -> None:
+        super().__init__(f"{kind}: {detail}" if detail else kind)
+        self.kind = kind
+        self.detail = detail
+
+
+@dataclass(slots=True)
+class StreamResult:
+    status: int = 0
+    reason: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    head_ns: int = 0  # arrival of the response head
+    lines: list[tuple[int, bytes]] = field(default_factory=list)  # (stamp_ns, b"data: ...")
+    body: bytes = b""  # non-SSE body (errors, non-streaming responses)
+    end_ns: int = 0
+    reads: int = 0
+    coalesced_reads: int = 0
+    complete: bool = False  # the body ended cleanly (terminal chunk / full length / [DONE])
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    host: str
+    port: int
+    tls: bool
+    base_path: str
+
+    @classmethod
+    def parse(cls, url: str) -> Endpoint:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"target url must look like http://host:port, got {url!r}")
+        tls = parts.scheme == "https"
+        port = parts.port or (443 if tls else 80)
+        return cls(parts.hostname, port, tls, parts.path.rstrip("/"))
+
+    @property
+    def host_header(self) -> str:
+        default = 443 if self.tls else 80
+        return self.host if self.port == default else f"{self.host}:{self.port}"
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection; reopened transparently when the server closed it."""
+
+    def __init__(self, endpoint: Endpoint, timeout_s: float = 600.0, kernel_stamps: bool = True) -> None:
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self.want_kernel = kernel_stamps and not endpoint.tls and _CMSG_SPACE > 0
+        self.sock: socket.socket | None = None
+        self.kernel = False
+        self.requests_on_conn = 0
+
+    def connect(self) -> int:
+        """Open the connection if needed; returns the nanoseconds spent connecting (0 if reused)."""
+        if self.sock is not None:
+            return 0
+        t0 = perf_ns()
+        ep = self.endpoint
+        try:
+            sock = socket.create_connection((ep.host, ep.port), timeout=min(self.timeout_s, 30.0))
+        except TimeoutError as exc:
+            raise StreamError("connect_timeout", str(exc)) from None
+        except OSError as exc:
+            raise StreamError("connect", exc.strerror or str(exc)) from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.kernel = False
+        if self.want_kernel:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                self.kernel = True
+            except OSError:
+                self.kernel = False
+        if ep.tls:
+            ctx = ssl.create_default_context()
+            sock = ctx.wrap_socket(sock, server_hostname=ep.host)
+        sock.settimeout(self.timeout_s)
+        self.sock = sock
+        self.requests_on_conn = 0
+        return perf_ns() - t0
+
+    def close(self) -> None:
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+            self.sock = None
+
+    # ------------------------------------------------------------------ request
+    def request(self, method: str, path: str, headers: dict[str, str], body: bytes, deadline_ns: int) -> tuple[int, int, StreamResult]:
+        """Send one request and read the whole response, stamping every read.
+
+        Returns (clock offset wall-perf at send, perf_ns stamped right before the send, result).
+        A stale keep-alive connection (closed by the server between requests) is retried once.
+        """
+        for attempt in (0, 1):
+            reused = self.sock is not None
+            self.connect()
+            head = _request_head(method, self.endpoint, path, headers, len(body))
+            offset = wall_ns() - perf_ns()
+            sent_ns = perf_ns()
+            try:
+                self.sock.sendall(head + body)  # type: ignore[union-attr]
+                result = self._read_response(offset, deadline_ns)
+            except StreamError as exc:
+                self.close()
+                if reused and attempt == 0 and exc.kind == "stale_connection":
+                    continue
+                raise
+            except OSError as exc:
+                self.close()
+                if reused and attempt == 0:
+                    continue
+                raise StreamError("disconnect", exc.strerror or str(exc)) from None
+            self.requests_on_conn += 1
+            if result.headers.get("connection", "").lower() == "close" or not result.complete:
+                self.close()
+            return offset, sent_ns, result
+        raise StreamError("disconnect", "connection closed twice before a response")
+
+    def _read_response(self, offset_ns: int, deadline_ns: int) -> StreamResult:
+        sock = self.sock
+        assert sock is not None
+        kernel = self.kernel
+        recvmsg = sock.recvmsg if kernel else None
+        recv = sock.recv
+        res = StreamResult()
+        buf = b""
+        # ---- response head
+        while True:
+            data, stamp = _read(recvmsg, recv, offset_ns, kernel)
+            if not data:
+                if res.reads == 0:
+                    raise StreamError("stale_connection", "closed before the response head")
+                raise StreamError("disconnect", "closed inside the response head")
+            res.reads += 1
+            buf += data
+            end = buf.find(b"\r\n\r\n")
+            if end >= 0:
+                res.head_ns = stamp
+                break
+            if len(buf) > 65536:
+                raise StreamError("malformed", "response head larger than 64 KiB")
+            if perf_ns() > deadline_ns:
+                raise StreamError("timeout", "waiting for the response head")
+        head, buf = buf[:end], buf[end + 4 :]
+        lines = head.split(b"\r\n")
+        try:
+            _version, status, *reason = lines[0].split(b" ", 2)
+            res.status = int(status)
+        except ValueError:
+            raise StreamError("malformed", f"bad status line {lines[0][:80]!r}") from None
+        res.reason = reason[0].decode("latin-1") if reason else ""
+        hdrs = res.headers
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            hdrs[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+        chunked = "chunked" in hdrs.get("transfer-encoding", "").lower()
+        length = int(hdrs["content-length"]) if "content-length" in hdrs and not chunked else None
+        sse = "text/event-stream" in hdrs.get("content-type", "")
+        if chunked:
+            self._read_chunked(res, buf, res.head_ns, recvmsg, recv, offset_ns, kernel, sse, deadline_ns)
+        else:
+            self._read_plain(res, buf, res.head_ns, recvmsg, recv, offset_ns, kernel, sse, length, deadline_ns)
+        return res
+
+    @staticmethod
+    def _read_plain(res, buf, stamp, recvmsg, recv, offset_ns, kernel, sse, length, deadline_ns) -> None:  # type: ignore[no-untyped-def]
+        received = len(buf)
+        pending = b""
+        body_parts: list[bytes] = []
+        lines = res.lines
+        data = buf
+        while True:
+            if data:
+                if sse:
+                    pending += data
+                    n_before = len(lines)
+                    if b"\n" in pending:
+                        *complete, pending = pending.split(b"\n")
+                        for line in complete:
+                            if line.startswith(b"data:"):
+                                lines.append((stamp, line))
+                    if len(lines) - n_before > 1:
+                        res.coalesced_reads += 1
+                else:
+                    body_parts.append(data)
+            if length is not None and received >= length:
+                res.complete = True
+                break
+            if perf_ns() > deadline_ns:
+                raise StreamError("timeout", "body not finished before the request timeout")
+            data, stamp = _read(recvmsg, recv, offset_ns, kernel)
+            if not data:
+                res.complete = length is None  # close-delimited body ends at EOF
+                break
+            res.reads += 1
+            received += len(data)
+        if pending.startswith(b"data:"):
+            lines.append((stamp, pending))
+        res.body = b"".join(body_parts)
+        res.end_ns = stamp
+
+    @staticmethod
+    def _read_chunked(res, buf, stamp, recvmsg, recv, offset_ns, kernel, sse, deadline_ns) -> None:  # type: ignore[no-untyped-def]
+        """Decode chunked transfer encoding incrementally; split SSE lines as they complete."""
+        lines = res.lines
+        body_parts: list[bytes] = []
+        pending = b""  # decoded body bytes not yet ending in a newline
+        need = -1  # bytes left in the current chunk; -1 = expecting a size line
+        data = buf
+        while True:
+            n_before = len(lines)
+            pos = 0
+            size = len(data)
+            while pos < size:
+                if need < 0:
+                    eol = data.find(b"\r\n", pos)
+                    if eol < 0:
+                        break  # partial size line: wait for more
+                    size_field = data[pos:eol].split(b";", 1)[0].strip()
+                    if not size_field:  # the CRLF that ends a chunk
+                        pos = eol + 2
+                        continue
+                    try:
+                        need = int(size_field, 16)
+                    except ValueError:
+                        raise StreamError("malformed", f"bad chunk size {size_field[:20]!r}") from None
+                    pos = eol + 2
+                    if need == 0:
+                        res.complete = True
+                        break
+                    continue
+                take = min(need, size - pos)
+                piece = data[pos : pos + take]
+                pos += take
+                need -= take
+                if need == 0:
+                    need = -1
+                if sse:
+                    pending += piece
+                else:
+                    body_parts.append(piece)
+            data = data[pos:] if pos < size else b""
+            if sse and b"\n" in pending:
+                *complete, pending = pending.split(b"\n")
+                for line in complete:
+                    if line.startswith(b"data:"):
+                        lines.append((stamp, line))
+                if len(lines) - n_before > 1:
+                    res.coalesced_reads += 1
+            if res.complete:
+                break
+            if perf_ns() > deadline_ns:
+                raise StreamError("timeout", "stream not finished before the request timeout")
+            more, stamp = _read(recvmsg, recv, offset_ns, kernel)
+            if not more:
+                break  # peer closed mid-body: res.complete stays False
+            res.reads += 1
+            data = data + more if data else more
+        if pending.startswith(b"data:"):
+            lines.append((stamp, pending))
+        res.body = b"".join(body_parts)
+        res.end_ns = stamp
+
+
+def _read(recvmsg, recv, offset_ns: int, kernel: bool) -> tuple[bytes, int]:  # type: ignore[no-untyped-def]
+    """One read and its arrival stamp on the perf_counter_ns clock."""
+    try:
+        if kernel:
+            data, ancdata, _flags, _addr = recvmsg(READ_SIZE, _CMSG_SPACE)
+            now = perf_ns()
+            for level, kind, payload in ancdata:
+                if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(payload) >= 16:
+                    sec, nsec = _TIMESPEC.unpack_from(payload)
+                    stamp = sec * 1_000_000_000 + nsec - offset_ns
+                    # a stamp can never be later than "now"; guard against clock steps
+                    return data, stamp if stamp <= now else now
+            return data, now
+        data = recv(READ_SIZE)
+        return data, perf_ns()
+    except TimeoutError:
+        raise StreamError("timeout", "no data from the server within the read timeout") from None
+    except ConnectionResetError as exc:
+        raise StreamError("disconnect", exc.strerror or "connection reset") from None
+
+
+def _request_head(method: str, ep: Endpoint, path: str, headers: dict[str, str], length: int) -> bytes:
+    lines = [f"{method} {ep.base_path}{path} HTTP/1.1", f"Host: {ep.host_header}"]
+    lines.extend(f"{k}: {v}" for k, v in headers.items())
+    lines.append(f"Content-Length: {length}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")

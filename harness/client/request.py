@@ -1,0 +1,112 @@
+"""Send one streaming request and return its RequestRecord, errors classified by kind.
+
+Error kinds: http_429, http_5xx, http_4xx (with the server's message), connect,
+connect_timeout, timeout, disconnect (closed mid-stream), malformed (bad SSE/JSON),
+server_error (an error event inside the stream), incomplete (no [DONE]), empty_output.
+Nothing hangs: every request has a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.client.adapters.base import ApiAdapter, Prompt
+from harness.client.http_stream import Connection, StreamError, perf_ns
+from harness.client.sse import SSEError, interpret
+from harness.metrics.record import RequestRecord
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+@dataclass
+class RequestSpec:
+    """Everything per-target that does not change between requests."""
+
+    adapter: ApiAdapter
+    model: str
+    sampling: dict[str, Any]
+    stream_options: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 600.0
+
+
+def base_headers(api_key: str | None, extra: dict[str, str]) -> dict[str, str]:
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream",
+        "Accept-Encoding": "identity",
+        "User-Agent": "harness",
+    }
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    headers.update(extra)
+    return headers
+
+
+def build_payload(spec: RequestSpec, prompt: Prompt) -> bytes:
+    return _dumps(spec.adapter.build_body(prompt, spec.model, spec.sampling, spec.stream_options)).encode()
+
+
+def execute(
+    conn: Connection,
+    spec: RequestSpec,
+    payload: bytes,
+    rec: RequestRecord,
+    count_tokens: Callable[[str], int],
+) -> RequestRecord:
+    """Run the request on `conn`, filling `rec` (whose index/class/intended time are set)."""
+    headers = spec.headers
+    if rec.request_id:
+        headers = {**headers, "X-Request-Id": rec.request_id}
+    try:
+        rec.connect_ns = conn.connect()
+        rec.clock = "kernel" if conn.kernel else "user"
+        deadline = perf_ns() + int(spec.timeout_s * 1e9)
+        _offset, rec.sent_ns, res = conn.request("POST", spec.adapter.path, headers, payload, deadline)
+    except StreamError as exc:
+        rec.sent_ns = rec.sent_ns or perf_ns()
+        rec.error_kind, rec.error_detail = exc.kind, exc.detail
+        return rec
+    rec.http_status = res.status
+    rec.coalesced_reads = res.coalesced_reads
+    if res.status != 200:
+        rec.error_kind = _status_kind(res.status)
+        rec.error_detail = _error_message(res.body)
+        return rec
+    try:
+        interpret(rec, res.lines, spec.adapter, count_tokens)
+    except SSEError as exc:
+        rec.error_kind, rec.error_detail = exc.kind, exc.detail
+        return rec
+    if not res.complete and rec.error_kind in (None, "incomplete"):
+        rec.error_kind = "disconnect"
+        rec.error_detail = "connection closed mid-stream"
+    elif rec.error_kind is None and not rec.chunk_ns:
+        rec.error_kind = "empty_output"
+        rec.error_detail = "stream finished without any content"
+    return rec
+
+
+def _status_kind(status: int) -> str:
+    if status == 429:
+        return "http_429"
+    if status >= 500:
+        return "http_5xx"
+    return "http_4xx"
+
+
+def _error_message(body: bytes) -> str:
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text[:300]
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            return str(err.get("message", err))[:300]
+        return str(err)[:300]
+    return text[:300]

@@ -1,0 +1,117 @@
+"""Turn a stamped SSE stream into the fields of a RequestRecord.
+
+Runs after the stream has ended (off the read path). Token counts per chunk come, in order of
+trust, from cumulative `usage` on every chunk (`continuous_usage_stats`), from the final usage
+when it equals the number of content chunks (one token each), or from the tokenizer's count of
+each chunk's text scaled to the server's total. With no usage at all, the tokenizer's count is
+the total and the record says so (`output_source = "tokenizer"`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from harness.client.adapters.base import ApiAdapter
+from harness.metrics.record import RequestRecord
+
+_loads = json.loads
+
+
+class SSEError(Exception):
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+
+
+def interpret(
+    rec: RequestRecord,
+    lines: list[tuple[int, bytes]],
+    adapter: ApiAdapter,
+    count_tokens: Callable[[str], int],
+) -> None:
+    """Fill rec's chunk times, tokens per chunk, usage and output count from the SSE lines."""
+    chunk_ns: list[int] = []
+    texts: list[str] = []
+    cumulative: list[int | None] = []
+    usage: dict[str, Any] | None = None
+    done = False
+    content_of = adapter.content
+    for stamp, line in lines:
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            done = True
+            rec.done_ns = stamp
+            continue
+        if not payload:
+            continue
+        try:
+            event = _loads(payload)
+        except ValueError:
+            raise SSEError("malformed", f"not JSON: {payload[:120]!r}") from None
+        if not isinstance(event, dict):
+            raise SSEError("malformed", f"event is not an object: {payload[:120]!r}")
+        if "error" in event and not event.get("choices"):
+            err = event["error"]
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            raise SSEError("server_error", f"error event mid-stream: {str(msg)[:200]}")
+        ev_usage = event.get("usage")
+        if ev_usage:
+            usage = ev_usage
+        text = content_of(event)
+        if text:
+            chunk_ns.append(stamp)
+            texts.append(text)
+            cumulative.append(ev_usage.get("completion_tokens") if ev_usage else None)
+        elif text is not None and rec.role_ns is None and not chunk_ns:
+            rec.role_ns = stamp  # role-only (or empty) chunk before any content
+    rec.events = len(lines)
+    rec.chunk_ns = chunk_ns
+    if usage:
+        rec.input_tokens = usage.get("prompt_tokens")
+        details = usage.get("prompt_tokens_details") or {}
+        rec.cached_tokens = details.get("cached_tokens")
+    full_text = "".join(texts)
+    rec.tokenizer_output_tokens = count_tokens(full_text) if texts else 0
+    n_server = usage.get("completion_tokens") if usage else None
+    rec.chunk_tokens = _tokens_per_chunk(texts, cumulative, n_server, count_tokens)
+    if n_server is not None:
+        rec.output_tokens = n_server
+        rec.output_source = "continuous_usage" if all(c is not None for c in cumulative) and cumulative else "usage"
+    else:
+        rec.output_tokens = sum(rec.chunk_tokens)
+        rec.output_source = "tokenizer"
+    if not done and rec.error_kind is None:
+        rec.error_kind = "incomplete"
+        rec.error_detail = "stream ended without data: [DONE]"
+
+
+def _tokens_per_chunk(
+    texts: list[str], cumulative: list[int | None], n_server: int | None, count_tokens: Callable[[str], int]
+) -> list[int]:
+    m = len(texts)
+    if m == 0:
+        return []
+    if all(c is not None for c in cumulative):
+        out, prev = [], 0
+        for c in cumulative:
+            out.append(max(int(c) - prev, 1))  # type: ignore[arg-type]
+            prev = int(c)  # type: ignore[arg-type]
+        return out
+    if n_server is not None and n_server == m:
+        return [1] * m
+    estimates = [max(count_tokens(t), 1) for t in texts]
+    if n_server is None or n_server <= 0:
+        return estimates
+    # scale the tokenizer's per-chunk estimates to the server's total (largest remainder)
+    total = sum(estimates)
+    raw = [e * n_server / total for e in estimates]
+    out = [max(int(r), 1) for r in raw]
+    short = n_server - sum(out)
+    if short > 0:
+        order = sorted(range(m), key=lambda i: raw[i] - int(raw[i]), reverse=True)
+        for i in order[:short]:
+            out[i] += 1
+    return out

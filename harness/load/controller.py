@@ -1,0 +1,323 @@
+"""The per-process run controller: phases, request hand-out, recording, progress.
+
+Locust users ask `next_item()` for work and hand back `finish(record)`. Phases:
+warmup -> measure -> drain -> done. The measured window starts when the first measured request
+is handed out and ends when the stop condition is met (duration or request count); requests
+handed out inside the window are measured to completion (drain), so the window's wall time is
+extended to the last completion. Nothing here imports gevent: the caller supplies the clock
+and sleeps, which keeps the controller testable without Locust.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness.client.adapters.base import Prompt, get_adapter
+from harness.client.http_stream import perf_ns
+from harness.client.request import RequestSpec, base_headers, build_payload
+from harness.load.plan import LoadPlan
+from harness.metrics.record import RequestRecord
+from harness.metrics.recorder import ALL, MetricSet
+from harness.scenario.models import Scenario
+from harness.workload.generator import PlannedRequest, WorkloadGenerator
+from harness.workload.schedule import arrival_offsets, worker_share
+from harness.workload.tokenizers import load_tokenizer
+
+WARMUP, MEASURE, DRAIN, DONE = "warmup", "measure", "drain", "done"
+
+
+class Item:
+    __slots__ = ("planned", "payload", "intended_ns", "request_id")
+
+    def __init__(self, planned: PlannedRequest, payload: bytes, intended_ns: int | None, request_id: str) -> None:
+        self.planned = planned
+        self.payload = payload
+        self.intended_ns = intended_ns
+        self.request_id = request_id
+
+
+class LoadController:
+    def __init__(self, plan: LoadPlan, emit: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.plan = plan
+        self.scenario = Scenario.model_validate(plan.scenario)
+        sc = self.scenario
+        self.tokenizer = load_tokenizer(sc.workload.tokenizer, Path(plan.scenario_dir))
+        self.count_tokens = self.tokenizer.count
+        self.generator = WorkloadGenerator(sc, self.tokenizer)
+        api_key = os.environ.get(plan.api_key_env) if plan.api_key_env else None
+        stream_options: dict[str, Any] = {"include_usage": True}
+        if plan.continuous_usage:
+            stream_options["continuous_usage_stats"] = True
+        sampling: dict[str, Any] = {"temperature": sc.sampling.temperature, "top_p": sc.sampling.top_p}
+        if sc.sampling.ignore_eos:
+            sampling["ignore_eos"] = True
+        if sc.sampling.seed is not None:
+            sampling["seed"] = sc.sampling.seed
+        sampling.update(sc.sampling.extra_body)
+        self.spec = RequestSpec(
+            adapter=get_adapter(sc.target.api),
+            model=plan.model,
+            sampling=sampling,
+            stream_options=stream_options,
+            headers=base_headers(api_key, sc.target.headers),
+            timeout_s=sc.target.timeout_s,
+        )
+        slos = {c.name: sc.slo_for(c.name).model_dump() for c in sc.workload.classes}
+        slos[ALL] = sc.slo.model_dump()
+        self.metrics = MetricSet(slos)
+        self.emit = emit or (lambda _line: None)
+        out = Path(plan.out_dir)
+        suffix = f".w{plan.worker}" if plan.workers > 1 else ""
+        self.requests_path = out / f"requests{suffix}.jsonl"
+        self.requests_file: TextIO = open(self.requests_path, "a", buffering=1 << 16)
+        self.progress_path = out / f"progress{suffix}.jsonl"
+        self.progress_file: TextIO = open(self.progress_path, "a", buffering=1)
+        # ---- state
+        self.phase = WARMUP
+        self.open_loop = sc.load.open_loop
+        self.started_ns = 0
+        self.window_start_ns: int | None = None
+        self.window_start_wall: float | None = None
+        self.window_end_ns: int | None = None  # when the stop condition was met
+        self.last_done_ns: int | None = None
+        self.warm_sent = 0
+        self.sent = 0
+        self.in_flight = 0
+        self.done = 0
+        self.failed = 0
+        self.warm_done = 0
+        self.output_tokens = 0
+        self.coalesced_reads = 0
+        self.reads_clock: dict[str, int] = {}
+        self.usage_diffs: list[int] = []
+        self.output_disagreements = 0
+        self.cut_at_end = 0
+        self._schedule: Iterator[tuple[int, float]] | None = None
+        self._warm_schedule: Iterator[tuple[int, float]] | None = None
+        self._closed_index = plan.worker
+        self._warm_index = plan.worker
+        self.cpu_samples: list[float] = []
+        self._last_cpu = (time.process_time(), time.perf_counter())
+        self.on_done: Callable[[], None] = lambda: None
+
+    # ------------------------------------------------------------------ phases
+    def start(self) -> None:
+        self.started_ns = perf_ns()
+        w = self.scenario.warmup
+        if w.duration_s <= 0 and w.requests <= 0:
+            self._begin_measure()
+        else:
+            self.emit({"event": "warmup_start", "t": time.time()})
+
+    def _begin_measure(self) -> None:
+        self.phase = MEASURE
+        self.window_start_ns = perf_ns()
+        self.window_start_wall = time.time()
+        if self.open_loop:
+            self._schedule = worker_share(arrival_offsets(self.scenario.load, self.scenario.seed), self.plan.worker, self.plan.workers)
+        self.emit({"event": "window_start", "t": self.window_start_wall})
+
+    def _end_window(self) -> None:
+        if self.phase == MEASURE:
+            self.phase = DRAIN
+            self.window_end_ns = perf_ns()
+            self.emit({"event": "window_end", "t": time.time()})
+        self._maybe_done()
+
+    def _maybe_done(self) -> None:
+        if self.phase == DRAIN and self.in_flight == 0:
+            self.phase = DONE
+            self.emit({"event": "drained", "t": time.time()})
+            self.on_done()
+
+    def stop(self) -> None:
+        """Stop handing out work (Ctrl-C, SIGTERM, or a runner stop)."""
+        if self.phase in (WARMUP, MEASURE):
+            if self.phase == WARMUP:
+                self.phase = MEASURE  # nothing measured yet; the window is empty
+                self.window_start_ns = self.window_start_ns or perf_ns()
+                self.window_start_wall = self.window_start_wall or time.time()
+            self._end_window()
+
+    # ------------------------------------------------------------------ hand-out
+    def next_item(self) -> Item | None:
+        """The next request for a user, or None when the user should stop."""
+        now = perf_ns()
+        if self.phase == WARMUP:
+            item = self._next_warmup(now)
+            if item is not None:
+                return item
+            self._begin_measure()
+            now = perf_ns()
+        if self.phase != MEASURE:
+            return None
+        load = self.scenario.load
+        assert self.window_start_ns is not None
+        if load.requests is not None and self.sent >= self._my_request_quota():
+            self._end_window()
+            return None
+        if load.duration_s is not None and now - self.window_start_ns >= load.duration_s * 1e9:
+            self._end_window()
+            return None
+        if self.open_loop:
+            assert self._schedule is not None
+            index, offset = next(self._schedule)
+            if load.duration_s is not None and offset >= load.duration_s:
+                self._end_window()
+                return None
+            intended = self.window_start_ns + int(offset * 1e9)
+        else:
+            index = self._closed_index
+            self._closed_index += self.plan.workers
+            intended = None
+        self.sent += 1
+        self.in_flight += 1
+        return self._item(self.generator.request(index), intended)
+
+    def _my_request_quota(self) -> int:
+        total = self.scenario.load.requests or 0
+        w, n = self.plan.worker, self.plan.workers
+        return total // n + (1 if w < total % n else 0)
+
+    def _next_warmup(self, now: int) -> Item | None:
+        w = self.scenario.warmup
+        quota = w.requests // self.plan.workers + (1 if self.plan.worker < w.requests % self.plan.workers else 0)
+        if w.requests > 0 and self.warm_sent >= quota:
+            return None
+        if w.duration_s > 0 and now - self.started_ns >= w.duration_s * 1e9:
+            return None
+        if self.open_loop:
+            if self._warm_schedule is None:
+                self._warm_schedule = worker_share(arrival_offsets(self.scenario.load, self.scenario.seed + 7919), self.plan.worker, self.plan.workers)
+            index, offset = next(self._warm_schedule)
+            if w.duration_s > 0 and offset >= w.duration_s:
+                return None
+            intended: int | None = self.started_ns + int(offset * 1e9)
+        else:
+            index = self._warm_index
+            self._warm_index += self.plan.workers
+            intended = None
+        self.warm_sent += 1
+        self.in_flight += 1
+        return self._item(self.generator.request(index, warmup=True), intended)
+
+    def _item(self, planned: PlannedRequest, intended: int | None) -> Item:
+        prompt = Prompt(planned.prefix, planned.text, planned.output_tokens)
+        rid = f"{'w' if planned.warmup else 'm'}{planned.index}-{os.getpid()}"
+        return Item(planned, build_payload(self.spec, prompt), intended, rid)
+
+    # ------------------------------------------------------------------ results
+    def new_record(self, item: Item) -> RequestRecord:
+        p = item.planned
+        return RequestRecord(
+            index=p.index,
+            class_name=p.class_name,
+            request_id=item.request_id,
+            intended_ns=item.intended_ns,
+            intended_input_tokens=p.input_tokens,
+            warmup=p.warmup,
+        )
+
+    def finish(self, rec: RequestRecord) -> bool:
+        """Record a finished request; returns whether it met its SLO (False for warmup)."""
+        self.in_flight -= 1
+        self.reads_clock[rec.clock] = self.reads_clock.get(rec.clock, 0) + 1
+        good = False
+        if rec.warmup:
+            self.warm_done += 1
+        else:
+            good = self.metrics.record(rec)
+            self.last_done_ns = perf_ns()
+            if rec.ok:
+                self.done += 1
+                self.output_tokens += rec.output_tokens or 0
+                if rec.input_tokens is not None:
+                    self.usage_diffs.append(rec.input_tokens - rec.intended_input_tokens)
+                if rec.tokenizer_output_tokens is not None and rec.output_tokens is not None and rec.output_source != "tokenizer":
+                    self.output_disagreements += rec.tokenizer_output_tokens != rec.output_tokens
+            else:
+                self.failed += 1
+            self.coalesced_reads += rec.coalesced_reads
+            line = rec.to_json()
+            self.requests_file.write(json.dumps(line, separators=(",", ":")) + "\n")
+        self._maybe_done()
+        return good
+
+    # ------------------------------------------------------------------ progress
+    def progress(self) -> dict[str, Any]:
+        now_cpu = (time.process_time(), time.perf_counter())
+        cpu_pct = 100.0 * (now_cpu[0] - self._last_cpu[0]) / max(now_cpu[1] - self._last_cpu[1], 1e-9)
+        self._last_cpu = now_cpu
+        if self.phase in (MEASURE, DRAIN):
+            self.cpu_samples.append(cpu_pct)
+        now = perf_ns()
+        elapsed = (now - self.window_start_ns) / 1e9 if self.window_start_ns else 0.0
+        load = self.scenario.load
+        line = {
+            "t": time.time(),
+            "phase": self.phase,
+            "worker": self.plan.worker,
+            "elapsed_s": round(elapsed, 3),
+            "duration_s": load.duration_s,
+            "requests_target": load.requests,
+            "sent": self.sent,
+            "done": self.done,
+            "failed": self.failed,
+            "in_flight": self.in_flight,
+            "output_tokens": self.output_tokens,
+            "warmup_done": self.warm_done,
+            "cpu_pct": round(cpu_pct, 1),
+        }
+        self.progress_file.write(json.dumps(line) + "\n")
+        self.requests_file.flush()
+        return line
+
+    def result(self) -> dict[str, Any]:
+        """Everything the orchestrator needs to build summary.json for this process."""
+        start = self.window_start_ns
+        end_candidates = [t for t in (self.window_end_ns, self.last_done_ns) if t is not None]
+        end = max(end_candidates) if end_candidates else start
+        duration = (end - start) / 1e9 if start is not None and end is not None else 0.0
+        diffs = self.usage_diffs
+        cpu = self.cpu_samples
+        return {
+            "worker": self.plan.worker,
+            "metrics": self.metrics.to_dict(),
+            "window": {
+                "start": self.window_start_wall,
+                "end": (self.window_start_wall or 0) + duration if self.window_start_wall else None,
+                "duration_s": duration,
+                "warmup_s": (start - self.started_ns) / 1e9 if start else 0.0,
+                "warmup_requests": self.warm_done,
+            },
+            "sent": self.sent,
+            "cut_at_end": self.cut_at_end,
+            "timing": {
+                "clock_by_request": self.reads_clock,
+                "coalesced_reads": self.coalesced_reads,
+            },
+            "usage_check": {
+                "requests_with_usage": len(diffs),
+                "prompt_tokens_mean_diff": (sum(diffs) / len(diffs)) if diffs else None,
+                "max_diff": max((abs(d) for d in diffs), default=None),
+                "output_tokenizer_disagreements": self.output_disagreements,
+                "tokenizer": self.tokenizer.id,
+            },
+            "client": {
+                "cpu_max_pct": max(cpu) if cpu else None,
+                "cpu_mean_pct": (sum(cpu) / len(cpu)) if cpu else None,
+            },
+        }
+
+    def close(self) -> None:
+        for f in (self.requests_file, self.progress_file):
+            try:
+                f.flush()
+                f.close()
+            except (OSError, ValueError):
+                pass

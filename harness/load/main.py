@@ -1,0 +1,106 @@
+"""A headless load process: `python -m harness.load.main PLAN.json`.
+
+Runs Locust programmatically with the harness user, prints JSON lines on stdout for the
+orchestrator (progress every second, and window_start / window_end / drained events), and
+writes `load_result[.wN].json` at the end. SIGTERM/SIGINT stop the hand-out of new requests,
+let in-flight ones finish (up to the plan's grace), and still write every result.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import gevent  # noqa: E402  (Locust patches on import; this process is a load process)
+import gevent.event
+import locust
+from locust.env import Environment
+from locust.log import setup_logging
+
+from harness.errors import UserError
+from harness.load import user as user_module
+from harness.load.controller import DONE, DRAIN, LoadController
+from harness.load.plan import LoadPlan
+
+
+def _emit(line: dict) -> None:
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+
+
+def run(plan: LoadPlan) -> dict:
+    setup_logging("WARNING")
+    ctrl = LoadController(plan, emit=_emit)
+    user_module.install(ctrl)
+    finished = gevent.event.Event()
+    ctrl.on_done = finished.set
+
+    env = Environment(user_classes=[user_module.LLMUser], events=locust.events)
+    runner = env.create_local_runner()
+    load = ctrl.scenario.load
+    users = load.concurrency if load.concurrency is not None else load.max_in_flight
+    users = max(1, users // plan.workers + (1 if plan.worker < users % plan.workers else 0))
+    spawn_rate = users / load.ramp_s if (load.ramp_s > 0 and not ctrl.open_loop) else float(users)
+
+    def _stop(*_args: object) -> None:
+        ctrl.stop()
+
+    gevent.signal_handler(signal.SIGTERM, _stop)
+    gevent.signal_handler(signal.SIGINT, _stop)
+
+    def _progress() -> None:
+        while not finished.is_set():
+            _emit({"event": "progress", **ctrl.progress()})
+            gevent.sleep(plan.progress_interval_s)
+
+    if plan.gc_tune:
+        # GC pauses reached 131 ms untuned (LOCUST.md); freeze the startup heap, collect rarely
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(50_000, 50, 1000)
+
+    ctrl.start()
+    runner.start(users, spawn_rate=spawn_rate, wait=False)
+    progress = gevent.spawn(_progress)
+    # wait for the window to end, then for in-flight requests (bounded by the grace period)
+    while ctrl.phase not in (DRAIN, DONE):
+        finished.wait(0.2)
+    finished.wait(plan.stop_grace_s)
+    ctrl.cut_at_end = ctrl.in_flight
+    runner.stop()
+    runner.quit()
+    finished.set()
+    progress.kill(block=False)
+    _emit({"event": "progress", **ctrl.progress()})
+    result = ctrl.result()
+    ctrl.close()
+    suffix = f".w{plan.worker}" if plan.workers > 1 else ""
+    path = Path(plan.out_dir) / f"load_result{suffix}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result))
+    os.replace(tmp, path)
+    _emit({"event": "result", "path": str(path)})
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m harness.load.main PLAN.json", file=sys.stderr)
+        return 2
+    try:
+        plan = LoadPlan.model_validate_json(Path(argv[0]).read_text())
+        run(plan)
+    except UserError as exc:
+        for line in exc.lines:
+            print(f"error: {line}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

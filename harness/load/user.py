@@ -1,0 +1,68 @@
+"""The Locust user: pulls planned requests from the process's controller and measures them.
+
+Imports Locust (and so gevent's monkey-patching): only load processes import this module.
+Each user owns one keep-alive connection. In open loop a user sleeps until the request's
+intended send time; if every user is busy the request goes out late and its latency still counts
+from the intended time (coordinated omission), with the lateness reported as send lag.
+"""
+
+from __future__ import annotations
+
+import gevent
+from locust import User, constant, task
+from locust.exception import StopUser
+
+from harness.client.http_stream import Connection, Endpoint, perf_ns
+from harness.client.request import execute
+from harness.load.controller import LoadController
+
+CONTROLLER: LoadController | None = None
+
+
+def install(controller: LoadController) -> None:
+    global CONTROLLER
+    CONTROLLER = controller
+
+
+class LLMUser(User):
+    wait_time = constant(0)
+    host = "http://127.0.0.1"  # the controller's plan holds the real target
+
+    def on_start(self) -> None:
+        ctrl = CONTROLLER
+        assert ctrl is not None, "harness.load.user.install(controller) was not called"
+        self.ctrl = ctrl
+        self.conn = Connection(
+            Endpoint.parse(ctrl.plan.target_url), timeout_s=ctrl.spec.timeout_s, kernel_stamps=ctrl.plan.kernel_stamps
+        )
+
+    def on_stop(self) -> None:
+        self.conn.close()
+
+    @task
+    def one_request(self) -> None:
+        ctrl = self.ctrl
+        item = ctrl.next_item()
+        if item is None:
+            raise StopUser()
+        if item.intended_ns is not None:
+            delay = item.intended_ns - perf_ns()
+            if delay > 0:
+                gevent.sleep(delay / 1e9)
+        rec = ctrl.new_record(item)
+        execute(self.conn, ctrl.spec, item.payload, rec, ctrl.count_tokens)
+        ctrl.finish(rec)
+        self._report(rec)
+
+    def _report(self, rec) -> None:  # type: ignore[no-untyped-def]
+        """Feed Locust's own stats (UI tables, CSV): one entry per class and metric."""
+        fire = self.environment.events.request.fire
+        phase = "warmup " if rec.warmup else ""
+        if rec.ok:
+            fire(request_type="LLM", name=f"{phase}{rec.class_name} ttft", response_time=rec.ttft_ns / 1e6,
+                 response_length=rec.output_tokens or 0, exception=None, context={})
+            fire(request_type="LLM", name=f"{phase}{rec.class_name} e2e", response_time=rec.e2e_ns / 1e6,
+                 response_length=rec.output_tokens or 0, exception=None, context={})
+        else:
+            fire(request_type="LLM", name=f"{phase}{rec.class_name} e2e", response_time=0.0, response_length=0,
+                 exception=Exception(f"{rec.error_kind}: {rec.error_detail}"[:200]), context={})

@@ -1,0 +1,134 @@
+"""A typed façade over HdrHistogram for latencies in integer nanoseconds.
+
+Why a façade: hdrh's `record_value` silently drops negative or out-of-range values and its
+`get_mean_value` costs ~24 ms. Here out-of-range values are clamped *and counted*, and the exact
+sum/min/max ride along so the mean is exact and cheap. Histograms encode to HDR V2 base64 so
+workers' histograms merge losslessly on a master.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+#: latency range: 1 µs resolution floor (finer below 1 ms: 512 ns buckets) to one hour
+LATENCY_LOWEST_NS = 1_000
+LATENCY_HIGHEST_NS = 3_600 * 1_000_000_000
+#: counts (tokens per chunk, ...)
+COUNT_LOWEST = 1
+COUNT_HIGHEST = 10_000_000
+SIGNIFICANT_FIGURES = 3
+
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
+
+
+@dataclass(frozen=True)
+class Range:
+    lowest: int
+    highest: int
+
+
+LATENCY = Range(LATENCY_LOWEST_NS, LATENCY_HIGHEST_NS)
+COUNT = Range(COUNT_LOWEST, COUNT_HIGHEST)
+
+
+class Histogram:
+    """HDR histogram of non-negative integers with counted clamping and an exact mean."""
+
+    __slots__ = ("range", "_h", "sum", "min", "max", "clamped_low", "clamped_high")
+
+    def __init__(self, value_range: Range = LATENCY) -> None:
+        self.range = value_range
+        self._h = HdrHistogram(value_range.lowest, value_range.highest, SIGNIFICANT_FIGURES)
+        self.sum = 0
+        self.min: int | None = None
+        self.max: int | None = None
+        self.clamped_low = 0
+        self.clamped_high = 0
+
+    @property
+    def count(self) -> int:
+        return self._h.get_total_count()
+
+    def record(self, value: int, count: int = 1) -> None:
+        value = int(value)
+        if value < 0:
+            self.clamped_low += count
+            value = 0
+        elif value > self.range.highest:
+            self.clamped_high += count
+            value = self.range.highest
+        self._h.record_value(value, count)
+        self.sum += value * count
+        if self.min is None or value < self.min:
+            self.min = value
+        if self.max is None or value > self.max:
+            self.max = value
+
+    def percentile(self, pct: float) -> int:
+        return int(self._h.get_value_at_percentile(pct))
+
+    def merge(self, other: Histogram) -> None:
+        self._h.add(other._h)
+        self.sum += other.sum
+        self.clamped_low += other.clamped_low
+        self.clamped_high += other.clamped_high
+        if other.min is not None:
+            self.min = other.min if self.min is None else min(self.min, other.min)
+        if other.max is not None:
+            self.max = other.max if self.max is None else max(self.max, other.max)
+
+    def reset(self) -> None:
+        self._h.reset()
+        self.sum = 0
+        self.min = self.max = None
+        self.clamped_low = self.clamped_high = 0
+
+    # -- serialisation: HDR V2 payload plus the exact side values
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hdr": self._h.encode().decode("ascii"),
+            "sum": self.sum,
+            "min": self.min,
+            "max": self.max,
+            "clamped_low": self.clamped_low,
+            "clamped_high": self.clamped_high,
+            "range": [self.range.lowest, self.range.highest],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Histogram:
+        lowest, highest = data.get("range", [LATENCY.lowest, LATENCY.highest])
+        hist = cls(Range(lowest, highest))
+        if data.get("hdr"):
+            hist._h.decode_and_add(data["hdr"].encode("ascii"))
+        hist.sum = int(data.get("sum", 0))
+        hist.min = data.get("min")
+        hist.max = data.get("max")
+        hist.clamped_low = int(data.get("clamped_low", 0))
+        hist.clamped_high = int(data.get("clamped_high", 0))
+        return hist
+
+    def values(self) -> list[tuple[int, int]]:
+        """(value, count) for each recorded bucket: for percentile plots and exact re-merging."""
+        return [(it.value_iterated_to, it.count_at_value_iterated_to) for it in self._h.get_recorded_iterator()]
+
+    def stats(self, scale: float = 1.0) -> dict[str, Any]:
+        """count, mean, p50..p999, min, max divided by `scale` (1e6: ns -> ms)."""
+        n = self.count
+        out: dict[str, Any] = {"count": n}
+        if n == 0:
+            out.update({"mean": None, **{k: None for k in PERCENTILES}, "min": None, "max": None})
+            return out
+        out["mean"] = self.sum / n / scale
+        pct = self._h.get_percentile_to_value_dict(list(PERCENTILES.values()))
+        for key, p in PERCENTILES.items():
+            # HDR reports a bucket's highest equivalent value; never beyond the exact max
+            out[key] = min(pct[p], self.max if self.max is not None else pct[p]) / scale
+        out["min"] = (self.min or 0) / scale
+        out["max"] = (self.max or 0) / scale
+        if self.clamped_low or self.clamped_high:
+            out["clamped"] = {"low": self.clamped_low, "high": self.clamped_high}
+        return out

@@ -1,0 +1,125 @@
+"""One finished request, as measured, and the metric definitions derived from it.
+
+Definitions (all from integer nanosecond stamps on one monotonic clock):
+- start: the intended send time in open loop (coordinated omission: a late send is the
+  client's fault but the user still waited), the actual send time in closed loop.
+- TTFT: first chunk that carries content (text or reasoning), never the role-only chunk.
+- E2E: last content chunk - start.
+- ITL per chunk: gap between consecutive content chunks; ITL per token: a chunk of k tokens
+  contributes k samples of gap/k; tokens per chunk: k.
+- TPOT: (E2E - TTFT) / (N - 1), N = output tokens (server usage, else tokenizer count).
+- send lag: actual send - intended send (open loop only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SLO_FIELDS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms"}
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    index: int
+    class_name: str
+    request_id: str = ""
+    intended_ns: int | None = None  # open loop: when it should have been sent
+    sent_ns: int = 0  # stamped right before the request bytes were written
+    connect_ns: int = 0  # time spent opening a connection for this request (0 = reused)
+    role_ns: int | None = None  # role-only first chunk, kept for reference
+    chunk_ns: list[int] = field(default_factory=list)  # arrival of each content chunk
+    chunk_tokens: list[int] = field(default_factory=list)  # tokens in each content chunk
+    done_ns: int | None = None  # stream end ([DONE] or close)
+    input_tokens: int | None = None  # server usage.prompt_tokens
+    intended_input_tokens: int = 0
+    output_tokens: int | None = None  # server usage.completion_tokens, else tokenizer count
+    output_source: str = "usage"  # usage | continuous_usage | tokenizer
+    tokenizer_output_tokens: int | None = None  # our count of the text, to report disagreement
+    cached_tokens: int | None = None
+    error_kind: str | None = None
+    error_detail: str = ""
+    http_status: int | None = None
+    events: int = 0
+    coalesced_reads: int = 0  # reads that held several SSE events (they share one stamp)
+    clock: str = "kernel"  # kernel | user
+    warmup: bool = False
+
+    # ---- derived values (ns)
+    @property
+    def start_ns(self) -> int:
+        return self.intended_ns if self.intended_ns is not None else self.sent_ns
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+    @property
+    def ttft_ns(self) -> int | None:
+        return self.chunk_ns[0] - self.start_ns if self.chunk_ns else None
+
+    @property
+    def e2e_ns(self) -> int | None:
+        return self.chunk_ns[-1] - self.start_ns if self.chunk_ns else None
+
+    @property
+    def send_lag_ns(self) -> int | None:
+        return self.sent_ns - self.intended_ns if self.intended_ns is not None else None
+
+    @property
+    def tpot_ns(self) -> float | None:
+        n = self.output_tokens
+        if not self.chunk_ns or n is None or n < 2:
+            return None
+        return (self.chunk_ns[-1] - self.chunk_ns[0]) / (n - 1)
+
+    def to_json(self) -> dict[str, Any]:
+        """The requests.jsonl line: enough to recompute every metric of this request."""
+        ms = 1e6
+        ttft, e2e, tpot, lag = self.ttft_ns, self.e2e_ns, self.tpot_ns, self.send_lag_ns
+        return {
+            "i": self.index,
+            "id": self.request_id,
+            "class": self.class_name,
+            "warmup": self.warmup,
+            "intended_ns": self.intended_ns,
+            "sent_ns": self.sent_ns,
+            "connect_ms": self.connect_ns / ms,
+            "ttft_ms": None if ttft is None else ttft / ms,
+            "e2e_ms": None if e2e is None else e2e / ms,
+            "tpot_ms": None if tpot is None else tpot / ms,
+            "send_lag_ms": None if lag is None else lag / ms,
+            "input_tokens": self.input_tokens,
+            "intended_input_tokens": self.intended_input_tokens,
+            "output_tokens": self.output_tokens,
+            "output_source": self.output_source,
+            "tokenizer_output_tokens": self.tokenizer_output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "chunks": len(self.chunk_ns),
+            "chunk_offsets_us": [(t - self.start_ns) // 1000 for t in self.chunk_ns],
+            "chunk_tokens": self.chunk_tokens,
+            "coalesced_reads": self.coalesced_reads,
+            "clock": self.clock,
+            "status": self.http_status,
+            "error": self.error_kind,
+            "error_detail": self.error_detail[:300] if self.error_detail else None,
+        }
+
+
+def meets_slo(rec: RequestRecord, slo: dict[str, float | None]) -> bool:
+    """Good = no error and every limit that is set holds (limits in ms)."""
+    if not rec.ok:
+        return False
+    values = {"ttft": rec.ttft_ns, "tpot": rec.tpot_ns, "e2e": rec.e2e_ns}
+    for metric, key in SLO_FIELDS.items():
+        limit = slo.get(key)
+        if limit is None:
+            continue
+        value = values[metric]
+        if value is None:
+            if metric == "tpot":
+                continue  # a one-token answer has no TPOT; it cannot violate it
+            return False
+        if value > limit * 1e6:
+            return False
+    return True
