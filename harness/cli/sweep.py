@@ -1,0 +1,74 @@
+"""`harness sweep FILE [--plan | --out DIR | --resume DIR]`: engine flags across restarts."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+from harness.errors import UserError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="restart an engine per flag config and run the same scenarios against each",
+        description="Run a sweep file: every config (engine flags) x scenario x repeat. "
+        "See docs/sweeps.md and scenarios/sweeps/.",
+    )
+    p.add_argument("file", help="sweep YAML file")
+    p.add_argument("--plan", action="store_true", help="print every step with its exact command line; start nothing")
+    p.add_argument("--out", metavar="DIR", help="sweep directory (default results/sweeps/<name>-<time>)")
+    p.add_argument("--resume", metavar="DIR", help="continue the sweep in DIR: finished cells are kept, the rest run")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    p.add_argument("--strict", action="store_true", help="exit 1 when any cell is not complete")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from harness.sweep.execute import SweepOptions, run_sweep
+    from harness.sweep.plan import build_plan
+    from harness.sweep.render import render_plan
+
+    plan = build_plan(args.file)
+    if args.plan:
+        print(render_plan(plan))
+        return 0
+    if args.resume and args.out:
+        raise UserError("--out and --resume: give one; --resume DIR continues the sweep in DIR")
+    if args.resume:
+        out = Path(args.resume)
+        if not (out / "index.json").is_file():
+            raise UserError(f"--resume {out}: no index.json there; give the directory of an earlier sweep")
+    else:
+        out = Path(args.out) if args.out else Path("results") / "sweeps" / f"{plan.sweep.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if out.exists() and any(out.iterdir()):
+            raise UserError(f"--out {out}: not empty; choose a new directory, or continue it with --resume {out}")
+    _signals_to_interrupt()
+    outcome = run_sweep(plan, SweepOptions(out_dir=out, resume=bool(args.resume), show_progress=not args.quiet, write_report=not args.no_report))
+    if outcome.table:
+        print(outcome.table)
+    print(f"results: {out}/index.json, {out}/summary.csv")
+    if outcome.interrupted:
+        print(f"interrupted: finished cells are kept; continue with: harness sweep {args.file} --resume {out}", file=sys.stderr)
+        return 130
+    if args.strict and (outcome.counts.get("failed") or outcome.counts.get("partial")):
+        return 1
+    return 0
+
+
+def _signals_to_interrupt() -> None:
+    """SIGTERM/SIGHUP (a closed ssh session, a job scheduler) stop the sweep like Ctrl-C: the
+    engine's process group is stopped and the finished cells are kept."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError):  # not the main thread
+            pass

@@ -1,0 +1,328 @@
+"""Walk a Plan: per engine start, launch -> ready -> facts -> cells (reset, run) -> stop.
+
+Every cell ends as one index entry (complete / partial / failed) written atomically before the
+next begins, so a killed sweep loses at most the cell in flight and `--resume` runs only what
+is missing. A config that does not start fails its cells with the reason and the log's last
+lines, and the sweep goes on; an engine that dies mid-run marks that cell partial, and the next
+start is a clean one (the whole process group is gone and the port is free).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserError
+from harness.scenario.models import Scenario, Warmup
+from harness.sweep.engines import failure_hint, get_kind
+from harness.sweep.flags import substitute
+from harness.sweep.launcher import EngineProcess, GpuMemory, StartupFailed, free_port, port_is_free, wait_port_free
+from harness.sweep.plan import Cell, Config, Plan
+from harness.sweep.progress import Clock, Progress
+from harness.sweep.results import SweepIndex, ranking_table, read_run_summary, run_metrics
+
+RunFn = Callable[[Scenario, Any], Any]
+
+
+@dataclass
+class SweepOptions:
+    out_dir: Path
+    resume: bool = False
+    show_progress: bool = True
+    write_report: bool = True
+    run_fn: RunFn | None = None  # default: harness.runner.run_scenario (looked up at call time)
+    probe_interval_s: float = 0.5
+    port_free_timeout_s: float = 30.0
+
+
+@dataclass
+class SweepOutcome:
+    out_dir: Path
+    counts: dict[str, int]
+    table: str
+    interrupted: bool = False
+
+
+def _default_run(scenario: Scenario, opts: Any) -> Any:
+    from harness import runner
+
+    return runner.run_scenario(scenario, opts)
+
+
+def _run_options(**kw: Any) -> Any:
+    from harness.runner import RunOptions
+
+    return RunOptions(**kw)
+
+
+class SweepExecutor:
+    def __init__(self, plan: Plan, opts: SweepOptions, progress: Progress | None = None) -> None:
+        self.plan = plan
+        self.opts = opts
+        self.sweep = plan.sweep
+        self.kind = get_kind(self.sweep.engine.kind)
+        self.out = opts.out_dir
+        self.index = (
+            SweepIndex.load(self.out, self.sweep.name, str(plan.source))
+            if opts.resume
+            else SweepIndex(self.out, self.sweep.name, str(plan.source))
+        )
+        self.index.order = [c.id for c in plan.cells]
+        starts = plan.engine_starts()
+        self.progress = progress or Progress(len(plan.cells), len(starts), enabled=opts.show_progress)
+        self.run_fn: RunFn = opts.run_fn or _default_run
+        self.gpu = GpuMemory()
+        self.gpu_baseline = self.gpu.used()
+        self._reset_warned = False
+        self._current: EngineProcess | None = None
+
+    # ------------------------------------------------------------ top level
+    def run(self) -> SweepOutcome:
+        clock = Clock()
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "logs").mkdir(exist_ok=True)
+        self._write_sweep_copy()
+        todo = [(config, [c for c in cells if not self.index.is_complete(c.id)]) for config, cells in self.plan.engine_starts()]
+        skipped = len(self.plan.cells) - sum(len(cells) for _, cells in todo)
+        todo = [(config, cells) for config, cells in todo if cells]
+        self.progress.total_starts = len(todo)
+        self.progress.estimate_cell_s = self._estimate_cell_s()
+        self.progress.skipped(skipped)
+        self.index.write()
+        interrupted = False
+        try:
+            for config, cells in todo:
+                self._run_start(config, cells)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            if self._current is not None:
+                self._stop(self._current)
+                self._current = None
+            self.index.write()
+        entries = self.index.ordered()
+        counts = {s: sum(1 for e in entries if e["status"] == s) for s in ("complete", "partial", "failed")}
+        counts["not run"] = len(self.plan.cells) - len(entries)
+        table = ranking_table(entries) if entries else ""
+        if not interrupted:
+            self.progress.finished(clock.elapsed(), counts)
+            if self.opts.write_report:
+                self._write_report()
+        return SweepOutcome(self.out, counts, table, interrupted)
+
+    def _estimate_cell_s(self) -> float | None:
+        durations = []
+        for cell in self.plan.cells:
+            load = cell.resolved.load
+            if load.duration_s:
+                durations.append(load.duration_s + cell.resolved.warmup.duration_s)
+        return sum(durations) / len(durations) if durations else None
+
+    def _write_sweep_copy(self) -> None:
+        target = self.out / "sweep.yaml"
+        text = self.plan.source.read_text()
+        if target.exists() and target.read_text() != text:
+            self.progress.note(f"{self.plan.source} changed since {target} was written; cells are matched by id")
+            target.with_name("sweep.previous.yaml").write_text(target.read_text())
+        target.write_text(text)
+
+    def _write_report(self) -> None:
+        try:
+            from harness.report import write_report  # type: ignore[attr-defined]
+        except ImportError:
+            return
+        try:
+            path = write_report(self.out)
+            self.progress.note(f"report: {path}")
+        except Exception as exc:  # the sweep's results stand without the report
+            self.progress.note(f"report not written: {type(exc).__name__}: {exc}")
+
+    # ------------------------------------------------------------ one engine start
+    def _engine_env(self, port: int) -> dict[str, str]:
+        spec = self.sweep.engine
+        env = dict(os.environ)
+        env.update(self.kind.default_env(spec))
+        values = {"port": port, "model": spec.model, "host": spec.host}
+        for k, v in spec.env.items():
+            env[k] = substitute([v], values)[0]
+        return env
+
+    def _cwd(self) -> Path | None:
+        cwd = self.sweep.engine.cwd
+        if cwd is None:
+            return None
+        path = Path(cwd)
+        return path if path.is_absolute() else (self.plan.base_dir / path).resolve()
+
+    def _run_start(self, config: Config, cells: list[Cell]) -> None:
+        spec = self.sweep.engine
+        port = free_port(spec.host) if spec.port == "auto" else int(spec.port)
+        argv = self.plan.command(config, port)
+        base_url = f"http://{spec.host}:{port}"
+        log_rel = f"logs/{config.id}.log"
+        self.progress.engine_starting(config.id, config.varied, argv, len(cells))
+        common = {"argv": argv, "log": log_rel, "port": port}
+
+        if spec.port != "auto" and not port_is_free(port, spec.host) and not wait_port_free(port, spec.host, self.opts.port_free_timeout_s):
+            reason = f"port {port} is still in use by another process; free it or use port: auto"
+            self.progress.engine_failed(reason, [])
+            for cell in cells:
+                self._record(cell, "failed", reason=reason, extra=common)
+            return
+
+        proc = EngineProcess(argv, self.out / log_rel, env=self._engine_env(port), cwd=self._cwd())
+        proc.port = port  # type: ignore[attr-defined]
+        self._current = proc
+        try:
+            proc.start(header=f"config {config.id}")
+            started = proc.wait_ready(
+                lambda: self.kind.probe(base_url, spec),
+                timeout=spec.ready_timeout_s,
+                interval=self.opts.probe_interval_s,
+                on_wait=lambda t, p: self.progress.waiting(t, p.detail),
+                failure_hint=failure_hint,
+            )
+        except StartupFailed as exc:
+            facts = self.kind.startup_facts(proc.log_text()) if proc.proc else {}
+            self._stop(proc)
+            self.progress.engine_failed(exc.reason, exc.tail)
+            for cell in cells:
+                self._record(cell, "failed", reason=exc.reason, startup_facts=facts, extra={**common, "log_tail": exc.tail})
+            return
+
+        facts = self.kind.startup_facts(started.log_text)
+        self.progress.engine_ready(started.startup_s, facts)
+        startup = {"startup_s": round(started.startup_s, 3), "startup_facts": facts}
+        died_in: str | None = None
+        for i, cell in enumerate(cells):
+            code = proc.poll()
+            if code is not None:
+                why = f"engine exited with code {code}" + (f" during cell {died_in}" if died_in else " before this cell")
+                self._record(cell, "failed", reason=why, extra={**common, "log_tail": proc.tail()}, **startup)
+                continue
+            notes = []
+            if i > 0 and self.sweep.reset_prefix_cache_between:
+                problem = self.kind.reset_prefix_cache(base_url, spec)
+                if problem:
+                    notes.append(f"prefix cache not reset: {problem}")
+                    if not self._reset_warned:
+                        self.progress.note(f"prefix cache not reset between cells: {problem}")
+                        self._reset_warned = True
+            if self._run_cell(cell, i, base_url, proc, startup, {**common, "notes": notes}) == "engine-died":
+                died_in = cell.id
+        self._stop(proc)
+
+    def _stop(self, proc: EngineProcess) -> None:
+        spec = self.sweep.engine
+        proc.stop(spec.stop_timeout_s)
+        if self._current is proc:
+            self._current = None
+        port = getattr(proc, "port", None)
+        if port is not None and not wait_port_free(port, spec.host, self.opts.port_free_timeout_s):
+            self.progress.note(f"port {port} still busy {self.opts.port_free_timeout_s:g}s after the engine stopped")
+        if self.gpu.available:
+            ok, used = self.gpu.wait_released(self.gpu_baseline, spec.gpu_release_timeout_s)
+            if not ok:
+                self.progress.note(f"GPU memory not released after {spec.gpu_release_timeout_s:g}s: used {used}, before {self.gpu_baseline}")
+
+    # ------------------------------------------------------------ one cell
+    def _scenario_for(self, cell: Cell, first_after_start: bool) -> Scenario:
+        scenario = cell.resolved
+        warm = self.sweep.warmup
+        if warm is not None:
+            if first_after_start or warm.every_cell:
+                w = Warmup(requests=warm.requests, duration_s=warm.duration_s)
+            else:
+                w = Warmup()
+            scenario = scenario.model_copy(update={"warmup": w})
+        return scenario
+
+    def _run_cell(self, cell: Cell, i: int, base_url: str, proc: EngineProcess, startup: dict[str, Any], extra: dict[str, Any]) -> str:
+        spec = self.sweep.engine
+        run_dir = self.out / cell.run_dir
+        if run_dir.exists():
+            shutil.rmtree(run_dir)  # an earlier, unfinished attempt of this cell
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        opts = _run_options(
+            out_dir=run_dir,
+            target_url=base_url,
+            model=spec.served_model_name,
+            engine_kind=self.kind.telemetry_profile or self.kind.name,
+            show_progress=False,
+            write_report=False,
+            scenario_path=str(cell.scenario.path),
+            labels={"config": cell.config.id, "sweep": self.sweep.name, "scenario": cell.scenario.name, "repeat": str(cell.repeat)},
+        )
+        self.progress.cell_starting(cell.id, cell.scenario.name, cell.repeat)
+        t0 = time.monotonic()
+        started = time.strftime("%Y-%m-%dT%H:%M:%S")
+        status, reason = "complete", None
+        try:
+            result = self.run_fn(self._scenario_for(cell, i == 0), opts)
+            status = getattr(result, "status", None) or "complete"
+        except KeyboardInterrupt:
+            self._record(cell, "partial", reason="interrupted (Ctrl-C)", extra={**extra, "started": started}, **startup)
+            raise
+        except UserError as exc:
+            status, reason = "failed", "; ".join(exc.lines)
+        except Exception as exc:  # one broken cell must not end an overnight sweep
+            status, reason = "failed", f"{type(exc).__name__}: {exc}"
+        wall = time.monotonic() - t0
+        outcome = "ok"
+        code = proc.poll()
+        if code is not None:
+            hint = failure_hint(proc.log_text())
+            reason = f"engine exited with code {code} during the run" + (f": {hint}" if hint else "")
+            status = "partial" if read_run_summary(run_dir) else "failed"
+            extra = {**extra, "log_tail": proc.tail()}
+            outcome = "engine-died"
+        elif status not in ("complete", "partial", "failed"):
+            status = "partial"
+        entry = self._record(cell, status, reason=reason, extra={**extra, "started": started, "duration_s": round(wall, 3)}, **startup)
+        self.progress.cell_done(entry, wall)
+        return outcome
+
+    def _record(
+        self,
+        cell: Cell,
+        status: str,
+        reason: str | None = None,
+        startup_s: float | None = None,
+        startup_facts: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        summary = read_run_summary(self.out / cell.run_dir)
+        entry: dict[str, Any] = {
+            "id": cell.id,
+            "config_id": cell.config.id,
+            "flags": cell.config.flags,
+            "scenario": cell.scenario.name,
+            "repeat": cell.repeat,
+            "status": status,
+            "run_dir": cell.run_dir,
+            "startup_s": startup_s,
+            "startup_facts": startup_facts or {},
+            "reason": reason,
+            "varied": cell.config.varied,
+            "overrides": cell.overrides,
+            "scenario_path": str(cell.scenario.path),
+            "metrics": run_metrics(summary) if summary else {},
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            **(extra or {}),
+        }
+        if status == "complete" and summary is None:
+            entry["status"] = "partial"
+            entry["reason"] = reason or "the run wrote no summary.json"
+        self.index.record(entry)
+        if status == "failed" and "duration_s" not in entry:
+            self.progress.cell_done(entry, None)
+        return entry
+
+
+def run_sweep(plan: Plan, opts: SweepOptions, progress: Progress | None = None) -> SweepOutcome:
+    return SweepExecutor(plan, opts, progress).run()

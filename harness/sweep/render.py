@@ -1,0 +1,84 @@
+"""`--plan`: every step of a sweep, with the exact command line, before anything starts."""
+
+from __future__ import annotations
+
+import shlex
+
+from harness.sweep.engines import get_kind
+from harness.sweep.flags import describe
+from harness.sweep.plan import Plan
+from harness.sweep.progress import fmt_duration
+
+
+def render_plan(plan: Plan) -> str:
+    sweep = plan.sweep
+    spec = sweep.engine
+    kind = get_kind(spec.kind)
+    starts = plan.engine_starts()
+    lines = [
+        f"sweep {sweep.name}: {len(plan.configs)} config(s) x {len(plan.scenarios)} scenario(s) x {sweep.repeats} repeat(s)"
+        f" = {len(plan.cells)} cell(s), {len(starts)} engine start(s)",
+    ]
+    if sweep.description:
+        lines.append(f"  {sweep.description.strip()}")
+    port = "a free port per start ({port})" if spec.port == "auto" else str(spec.port)
+    env = {**kind.default_env(spec), **spec.env}
+    lines.append(
+        f"engine {spec.kind}: port {port}, ready when {_readiness(spec)}, ready timeout {spec.ready_timeout_s:g}s, "
+        f"stop: SIGTERM to the process group, SIGKILL after {spec.stop_timeout_s:g}s"
+    )
+    if env:
+        lines.append("  env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()))
+    if spec.cwd:
+        lines.append(f"  cwd: {spec.cwd}")
+    lines.append(
+        f"between cells: {'reset the prefix cache' if sweep.reset_prefix_cache_between else 'no cache reset'}; "
+        f"{'a fresh engine for every cell (cold start)' if sweep.cold_start else 'one engine per config'}"
+    )
+    if sweep.warmup:
+        w = sweep.warmup
+        lines.append(
+            f"warmup: {w.requests} request(s) / {w.duration_s:g}s "
+            f"{'before every cell' if w.every_cell else 'after each engine start'} (replaces the scenarios' warmup)"
+        )
+    lines.append("scenarios:")
+    for ref in plan.scenarios:
+        lines.append(f"  {ref.name}: {ref.path}")
+    lines.append("")
+    step = 0
+    total_s = 0.0
+    known = True
+    for n, (config, cells) in enumerate(starts, 1):
+        what = describe(config.varied) or "base flags"
+        lines.append(f"[start {n}/{len(starts)}] config {config.id}" + ("" if what == config.id else f": {what}"))
+        lines.append(f"  $ {shlex.join(plan.command(config))}")
+        for cell in cells:
+            step += 1
+            ov = ", ".join(f"{k}={v}" for k, v in cell.overrides.items())
+            load = cell.resolved.load
+            what = f"concurrency {load.concurrency}" if load.concurrency else f"rate {load.rate:g}/s"
+            stop = " or ".join(x for x in (f"{load.duration_s:g}s" if load.duration_s else "", f"{load.requests} requests" if load.requests else "") if x)
+            if load.duration_s:
+                total_s += load.duration_s + cell.resolved.warmup.duration_s
+            else:
+                known = False
+            lines.append(
+                f"  step {step}: {cell.scenario.name} r{cell.repeat} ({what}, {stop})"
+                + (f" overrides: {ov}" if ov else "")
+                + f" -> {cell.run_dir}"
+            )
+    lines.append("")
+    if known:
+        est = f"at least {fmt_duration(total_s)} of load"
+    elif total_s:
+        est = f"{fmt_duration(total_s)} of timed load, plus cells bounded by request count"
+    else:
+        est = "cells bounded by request count (no duration to estimate)"
+    lines.append(f"{len(plan.cells)} cells; {est} plus {len(starts)} engine start(s). Nothing was started (--plan).")
+    return "\n".join(lines)
+
+
+def _readiness(spec) -> str:  # noqa: ANN001
+    kind = get_kind(spec.kind)
+    path = spec.ready_path if spec.kind == "custom" and spec.ready_path else getattr(kind, "ready_path", "/health")
+    return f"GET {path} answers 200"

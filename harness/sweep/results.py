@@ -1,0 +1,267 @@
+"""The sweep directory's index: `index.json` (one entry per cell), `summary.csv`, the ranking.
+
+Both files are rewritten whole after every cell, through a temporary file and os.replace, so a
+killed sweep leaves either the previous or the new version, never half of one.
+
+index.json = {"sweep", "sweep_file", "created", "updated", "cells": [entry, ...]} where entry has
+the keys the report reads: id, config_id, flags, scenario, repeat, status, run_dir (relative to
+the sweep dir), startup_s, startup_facts, reason; plus varied, argv, log, log_tail, metrics,
+started, finished, duration_s, overrides, notes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from harness.sweep.flags import describe
+
+METRIC_COLUMNS = (
+    "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
+    "req_per_s", "output_tok_per_s", "input_tok_per_s", "goodput_req_per_s", "goodput_fraction",
+    "kv_usage_max", "preemptions", "prefix_hit_rate", "completed", "failed",
+)
+FACT_COLUMNS = ("kv_cache_tokens", "max_concurrency", "model_load_s", "graph_capture_s", "init_engine_s")
+
+_CANDIDATES = {
+    "kv_usage_max": ("kv_usage_max", "kv_cache_usage_max", "kv_cache_usage_perc_max", "kv_usage.max", "kv_cache_usage.max", "kv_cache_usage_perc.max", "kv_usage"),
+    "preemptions": ("preemptions", "num_preemptions", "preemptions_total", "num_preemptions_total", "preemptions.delta", "preemptions.total"),
+    "prefix_hit_rate": ("prefix_cache_hit_rate", "prefix_hit_rate", "prefix_cache.hit_rate", "prefix_cache_hit_rate.value"),
+}
+
+
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- metrics of one run
+def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    else:
+        out[prefix] = obj
+    return out
+
+
+def _engine_value(engine: dict[str, Any], name: str) -> float | None:
+    flat = {k: v for k, v in _flatten(engine).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    for cand in _CANDIDATES[name]:
+        for key, value in flat.items():
+            if key == cand or key.endswith("." + cand):
+                return float(value)
+    return None
+
+
+def _dist(latency: dict[str, Any], name: str, q: str) -> float | None:
+    block = latency.get(name) or {}
+    value = block.get(q) if isinstance(block, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def run_metrics(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary.csv metrics of one run, from its summary.json (a RunSummary dumped)."""
+    lat = summary.get("latency_ms") or {}
+    itl = "itl_token" if lat.get("itl_token", {}).get("count") else "itl_chunk"
+    req = summary.get("requests") or {}
+    tok = summary.get("tokens") or {}
+    good = (summary.get("goodput") or {}).get("overall") or {}
+    engine = summary.get("engine") or {}
+    m: dict[str, Any] = {
+        "ttft_p50_ms": _dist(lat, "ttft", "p50"),
+        "ttft_p99_ms": _dist(lat, "ttft", "p99"),
+        "itl_p50_ms": _dist(lat, itl, "p50"),
+        "itl_p99_ms": _dist(lat, itl, "p99"),
+        "e2e_p50_ms": _dist(lat, "e2e", "p50"),
+        "e2e_p99_ms": _dist(lat, "e2e", "p99"),
+        "req_per_s": req.get("rps"),
+        "output_tok_per_s": tok.get("output_per_s"),
+        "input_tok_per_s": tok.get("input_per_s"),
+        "goodput_req_per_s": good.get("rps"),
+        "goodput_fraction": good.get("fraction"),
+        "kv_usage_max": _engine_value(engine, "kv_usage_max"),
+        "preemptions": _engine_value(engine, "preemptions"),
+        "prefix_hit_rate": _engine_value(engine, "prefix_hit_rate"),
+        "completed": req.get("completed"),
+        "failed": req.get("failed"),
+    }
+    return m
+
+
+def read_run_summary(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------- the index
+class SweepIndex:
+    def __init__(self, out_dir: Path, sweep_name: str, sweep_file: str) -> None:
+        self.out_dir = out_dir
+        self.path = out_dir / "index.json"
+        self.csv_path = out_dir / "summary.csv"
+        self.sweep_name = sweep_name
+        self.sweep_file = sweep_file
+        self.created = time.strftime("%Y-%m-%dT%H:%M:%S")
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.order: list[str] = []  # the plan's cell order
+
+    @classmethod
+    def load(cls, out_dir: Path, sweep_name: str, sweep_file: str) -> SweepIndex:
+        idx = cls(out_dir, sweep_name, sweep_file)
+        try:
+            data = json.loads(idx.path.read_text())
+        except FileNotFoundError:
+            return idx
+        except ValueError as exc:
+            from harness.errors import UserError
+
+            raise UserError(f"{idx.path}: not valid JSON ({exc}); restore it or start a new sweep directory") from None
+        idx.created = data.get("created", idx.created)
+        for entry in data.get("cells", []):
+            idx.entries[entry["id"]] = entry
+        return idx
+
+    def is_complete(self, cell_id: str) -> bool:
+        entry = self.entries.get(cell_id)
+        if not entry or entry.get("status") != "complete":
+            return False
+        return (self.out_dir / entry["run_dir"] / "summary.json").is_file()
+
+    def record(self, entry: dict[str, Any]) -> None:
+        self.entries[entry["id"]] = entry
+        self.write()
+
+    def ordered(self) -> list[dict[str, Any]]:
+        seen = [self.entries[i] for i in self.order if i in self.entries]
+        extra = [e for i, e in self.entries.items() if i not in set(self.order)]
+        return seen + extra
+
+    def write(self) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        data = {
+            "sweep": self.sweep_name,
+            "sweep_file": self.sweep_file,
+            "created": self.created,
+            "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "cells": self.ordered(),
+        }
+        atomic_write(self.path, json.dumps(data, indent=2, default=str) + "\n")
+        atomic_write(self.csv_path, summary_csv(self.ordered()))
+
+
+def summary_csv(entries: Iterable[dict[str, Any]]) -> str:
+    entries = list(entries)
+    extra_facts = sorted({k for e in entries for k in (e.get("startup_facts") or {})} - set(FACT_COLUMNS))
+    header = [
+        "cell_id", "config_id", "varied", "flags", "scenario", "repeat", "status", "startup_s",
+        *FACT_COLUMNS, *METRIC_COLUMNS, *extra_facts, "reason", "run_dir",
+    ]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for e in entries:
+        facts = e.get("startup_facts") or {}
+        metrics = e.get("metrics") or {}
+        w.writerow([
+            e["id"], e["config_id"], describe(e.get("varied") or {}), json.dumps(e.get("flags") or {}, sort_keys=True),
+            e["scenario"], e["repeat"], e["status"], _fmt(e.get("startup_s")),
+            *(_fmt(facts.get(k)) for k in FACT_COLUMNS),
+            *(_fmt(metrics.get(k)) for k in METRIC_COLUMNS),
+            *(_fmt(facts.get(k)) for k in extra_facts),
+            e.get("reason") or "", e.get("run_dir") or "",
+        ])
+    return buf.getvalue()
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+# ---------------------------------------------------------------- closing table
+def _mean(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def ranking(entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Per scenario: configs ranked by mean goodput (req/s under the SLOs) over complete repeats;
+    configs with no complete cell follow, with their reason."""
+    by_scenario: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for e in entries:
+        by_scenario.setdefault(e["scenario"], {}).setdefault(e["config_id"], []).append(e)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for scenario, configs in by_scenario.items():
+        rows = []
+        for config_id, cells in configs.items():
+            done = [c for c in cells if c["status"] == "complete"]
+            ms = [c.get("metrics") or {} for c in done]
+            rows.append({
+                "config_id": config_id,
+                "varied": describe(cells[0].get("varied") or {}) or "(base)",
+                "cells": len(cells),
+                "complete": len(done),
+                "goodput": _mean([m.get("goodput_req_per_s") for m in ms]),
+                "good_pct": _mean([m.get("goodput_fraction") for m in ms]),
+                "rps": _mean([m.get("req_per_s") for m in ms]),
+                "tok_s": _mean([m.get("output_tok_per_s") for m in ms]),
+                "ttft_p99": _mean([m.get("ttft_p99_ms") for m in ms]),
+                "itl_p99": _mean([m.get("itl_p99_ms") for m in ms]),
+                "preemptions": _mean([m.get("preemptions") for m in ms]),
+                "kv_max": _mean([m.get("kv_usage_max") for m in ms]),
+                "status": "complete" if len(done) == len(cells) else (cells[-1]["status"] if not done else "some failed"),
+                "reason": next((c.get("reason") for c in cells if c.get("reason")), None),
+            })
+        ranked = sorted((r for r in rows if r["complete"]), key=lambda r: -(r["goodput"] if r["goodput"] is not None else (r["rps"] or 0.0)))
+        out[scenario] = ranked + [r for r in rows if not r["complete"]]
+    return out
+
+
+def ranking_table(entries: list[dict[str, Any]]) -> str:
+    lines = []
+    for scenario, rows in ranking(entries).items():
+        lines.append(f"scenario {scenario}: configs ranked by goodput (req/s meeting the SLOs)")
+        head = f"  {'#':>2}  {'config':<36} {'goodput':>8} {'good%':>6} {'req/s':>7} {'tok/s':>8} {'TTFT p99':>9} {'ITL p99':>8} {'preempt':>8} {'KV max':>6}"
+        lines.append(head)
+        rank = 0
+        for r in rows:
+            if r["complete"]:
+                rank += 1
+                lines.append(
+                    f"  {rank:>2}  {_cut(r['config_id'], 36):<36} {_n(r['goodput'], '.2f'):>8} {_pct(r['good_pct']):>6} "
+                    f"{_n(r['rps'], '.2f'):>7} {_n(r['tok_s'], '.0f'):>8} {_n(r['ttft_p99'], '.0f', ' ms'):>9} "
+                    f"{_n(r['itl_p99'], '.1f', ' ms'):>8} {_n(r['preemptions'], '.0f'):>8} {_pct(r['kv_max']):>6}"
+                )
+            else:
+                lines.append(f"   -  {_cut(r['config_id'], 36):<36} {r['status']}: {_cut(r['reason'] or '', 90)}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _cut(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _n(v: float | None, spec: str, unit: str = "") -> str:
+    return "-" if v is None else f"{v:{spec}}{unit}"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.0f}%"
