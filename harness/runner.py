@@ -1,17 +1,38 @@
-"""Run one scenario against one target, end to end (stub: the real body lands shortly).
+"""Run one scenario against one target, end to end.
 
-Start the simulated engine when no target is given, preflight the target, start telemetry and
-the stall meter, launch the load process (the only place gevent lives), follow its progress,
-then assemble summary.json, print the table and write the report.
+Start the simulated engine when no target is given, preflight the target (reachable, model,
+whether it accepts continuous usage), start telemetry and the stall meter, launch the load
+process(es) (the only place gevent lives), follow their progress lines, then assemble
+summary.json, print the table and write the report. Ctrl-C stops the load gracefully and still
+writes what was measured (status "partial").
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from harness.errors import TargetError, UserError
+from harness.load.plan import LoadPlan
+from harness.metrics.stall_meter import StallMeter
+from harness.results.build import build_summary
+from harness.results.console import Progress, print_summary
+from harness.results.layout import RunDir, write_json_atomic, write_text_atomic
 from harness.results.schema import RunSummary
+from harness.scenario.fingerprint import fingerprint
+from harness.scenario.loader import dump_scenario
 from harness.scenario.models import Scenario
+from harness.target import EmbeddedSim, preflight
+from harness.workload.generator import expected_prefix_hit_rate
+from harness.workload.tokenizers import load_tokenizer
 
 
 @dataclass
@@ -26,6 +47,8 @@ class RunOptions:
     processes: int = 1
     scenario_path: str | None = None
     labels: dict[str, str] = field(default_factory=dict)  # e.g. sweep config id, for exporters
+    kernel_stamps: bool = True
+    stop_grace_s: float = 30.0
 
 
 def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
@@ -34,4 +57,241 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
     Raises UserError when the target is unusable. Ctrl-C writes what was measured
     (status "partial") before re-raising KeyboardInterrupt.
     """
-    raise NotImplementedError
+    run_dir = RunDir(opts.out_dir).create()
+    write_text_atomic(run_dir.scenario, dump_scenario(scenario))
+    scenario_dir = Path(opts.scenario_path).parent if opts.scenario_path else Path(".")
+    tokenizer = load_tokenizer(scenario.workload.tokenizer, scenario_dir)  # fail early on a bad path
+    sim: EmbeddedSim | None = None
+    target_url = opts.target_url or scenario.target.url
+    engine_kind = opts.engine_kind
+    try:
+        if target_url is None:
+            sim = EmbeddedSim(opts.sim_args, log_path=run_dir.sim_log).start()
+            target_url = sim.url
+            engine_kind = engine_kind or "sim"
+        info = preflight(target_url, opts.model or scenario.target.model, scenario)
+        return _measure(scenario, opts, run_dir, scenario_dir, target_url, info, engine_kind, tokenizer.id)
+    finally:
+        if sim is not None:
+            sim.stop()
+
+
+def _measure(
+    scenario: Scenario,
+    opts: RunOptions,
+    run_dir: RunDir,
+    scenario_dir: Path,
+    target_url: str,
+    info: dict[str, Any],
+    engine_kind: str | None,
+    tokenizer_id: str,
+) -> RunSummary:
+    fp = fingerprint(scenario, tokenizer_id)
+    telemetry = _start_telemetry(scenario, target_url, run_dir, engine_kind)
+    stall = StallMeter().start()
+    processes = max(1, opts.processes)
+    procs: list[subprocess.Popen[str]] = []
+    log = open(run_dir.load_log, "a")
+    for worker in range(processes):
+        plan = LoadPlan(
+            scenario=scenario.model_dump(mode="json"),
+            scenario_dir=str(scenario_dir.resolve()),
+            target_url=target_url,
+            model=info["model"],
+            api_key_env=scenario.target.api_key_env,
+            continuous_usage=info["continuous_usage"],
+            out_dir=str(run_dir.root.resolve()),
+            worker=worker,
+            workers=processes,
+            kernel_stamps=opts.kernel_stamps,
+            stop_grace_s=opts.stop_grace_s,
+        )
+        plan_path = run_dir.root / (f"load_plan.w{worker}.json" if processes > 1 else "load_plan.json")
+        plan_path.write_text(plan.model_dump_json(indent=2))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "harness.load.main", str(plan_path)],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                bufsize=1,
+                start_new_session=True,  # Ctrl-C reaches us only; we stop the load gracefully
+            )
+        )
+    progress = Progress(scenario, enabled=opts.show_progress, live=telemetry.live if telemetry else None)
+    follower = _Follower(procs, progress, telemetry)
+    status = "complete"
+    try:
+        follower.wait()
+    except KeyboardInterrupt:
+        status = "partial"
+        progress.note("interrupted: stopping the load, keeping what was measured ...")
+        for p in procs:
+            _signal(p, signal.SIGTERM)
+        follower.wait(grace_s=opts.stop_grace_s + 10)
+    finally:
+        progress.close()
+        stall.stop()
+        log.close()
+    if any(p.returncode not in (0, None) for p in procs):
+        status = "partial" if status == "complete" else status
+    results = [json.loads(p.read_text()) for p in run_dir.load_results()]
+    if not results:
+        tail = _tail(run_dir.load_log)
+        raise UserError(f"the load process failed before measuring anything; see {run_dir.load_log}", *tail)
+    engine: dict[str, Any] = {}
+    reconcile: list[str] = []
+    windows = [r["window"] for r in results if r.get("window", {}).get("start")]
+    w_start = min((w["start"] for w in windows), default=None)
+    w_end = max((w["end"] or w["start"] for w in windows), default=None)
+    if telemetry is not None:
+        engine = telemetry.stop()
+    summary, metrics = build_summary(
+        scenario={"name": scenario.name, "fingerprint": fp, "path": opts.scenario_path, "seed": scenario.seed},
+        target={"url": target_url, "api": scenario.target.api, "model": info["model"], "engine_kind": engine_kind,
+                "simulated": engine_kind == "sim", "continuous_usage": info["continuous_usage"], "labels": opts.labels},
+        load=_load_block(scenario),
+        results=results,
+        engine=engine,
+        stalls=stall.summary(w_start, w_end),
+        status=status,
+        processes=processes,
+    )
+    if telemetry is not None:
+        reconcile = _reconcile(summary, engine)
+        if reconcile:
+            summary.validity["warnings"].extend(reconcile)
+            summary.validity["ok"] = False
+    write_json_atomic(run_dir.histograms, metrics.to_dict())
+    write_json_atomic(run_dir.summary, summary.model_dump(mode="json"))
+    if opts.show_progress:
+        print_summary(summary, run_dir.root)
+    if opts.write_report:
+        _write_report(run_dir.root, opts.show_progress)
+    if status == "partial" and follower.interrupted:
+        raise KeyboardInterrupt
+    return summary
+
+
+def _load_block(scenario: Scenario) -> dict[str, Any]:
+    load = scenario.load
+    block: dict[str, Any] = {"mode": "open" if load.open_loop else "closed", "duration_s": load.duration_s,
+                             "requests": load.requests, "ramp_s": load.ramp_s}
+    if load.open_loop:
+        block.update(rate=load.rate, arrival=load.arrival, burstiness=load.burstiness, max_in_flight=load.max_in_flight)
+    else:
+        block["concurrency"] = load.concurrency
+    return block
+
+
+def _start_telemetry(scenario: Scenario, target_url: str, run_dir: RunDir, engine_kind: str | None):  # type: ignore[no-untyped-def]
+    if not scenario.telemetry.enabled:
+        return None
+    try:
+        from harness.telemetry.session import TelemetrySession
+    except ImportError:
+        return None
+    session = TelemetrySession(
+        target_url=target_url,
+        config=scenario.telemetry,
+        out_dir=run_dir.root,
+        expected_prefix_hit_rate=expected_prefix_hit_rate(scenario),
+        engine_kind=engine_kind,
+    )
+    session.start()
+    return session
+
+
+def _reconcile(summary: RunSummary, engine: dict[str, Any]) -> list[str]:
+    try:
+        from harness.telemetry.reconcile import reconcile
+    except ImportError:
+        return []
+    client = {k: v.model_dump() for k, v in summary.latency_ms.items()}
+    return list(reconcile(client, engine))
+
+
+def _write_report(root: Path, verbose: bool) -> None:
+    try:
+        from harness.report import write_report
+    except ImportError:
+        return
+    try:
+        path = write_report(root)
+        if verbose:
+            print(f"report: {path}")
+    except Exception as exc:  # noqa: BLE001 - a report failure must never lose the run
+        print(f"warning: report not written: {exc}", file=sys.stderr)
+
+
+def _signal(proc: subprocess.Popen[str], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail(path: Path, n: int = 8) -> list[str]:
+    try:
+        return [line.rstrip() for line in path.read_text(errors="replace").splitlines()[-n:]]
+    except OSError:
+        return []
+
+
+class _Follower:
+    """Reads the load processes' JSON lines; tells telemetry when the window starts and ends."""
+
+    def __init__(self, procs: list[subprocess.Popen[str]], progress: Progress, telemetry: Any) -> None:
+        self.procs = procs
+        self.progress = progress
+        self.telemetry = telemetry
+        self.started = 0
+        self.ended = 0
+        self.interrupted = False
+        self.latest: dict[int, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._read, args=(i, p), daemon=True) for i, p in enumerate(procs)]
+        for t in self._threads:
+            t.start()
+
+    def _read(self, worker: int, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            event = line.get("event")
+            with self._lock:
+                if event == "window_start":
+                    self.started += 1
+                    if self.started == 1 and self.telemetry is not None:
+                        self.telemetry.mark_window_start()
+                elif event == "window_end":
+                    self.ended += 1
+                elif event == "drained":
+                    pass
+                elif event == "progress":
+                    self.latest[worker] = line
+                    self.progress.update(list(self.latest.values()))
+            if event == "drained" and self._all_drained() and self.telemetry is not None:
+                self.telemetry.mark_window_end()
+
+    def _all_drained(self) -> bool:
+        with self._lock:
+            self._drained = getattr(self, "_drained", 0) + 1
+            return self._drained == len(self.procs)
+
+    def wait(self, grace_s: float | None = None) -> None:
+        deadline = None if grace_s is None else time.monotonic() + grace_s
+        try:
+            for p in self.procs:
+                while p.poll() is None:
+                    if deadline is not None and time.monotonic() > deadline:
+                        _signal(p, signal.SIGKILL)
+                    time.sleep(0.1)
+            for t in self._threads:
+                t.join(timeout=2)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            raise

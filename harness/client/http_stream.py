@@ -7,7 +7,7 @@ the monotonic `perf_counter_ns` clock with an offset measured at send time. So t
 scheduling delay (gevent, GC, other streams) vanishes from TTFT and ITL. Where the OS gives no
 stamp (TLS, other platforms) the read is stamped with `perf_counter_ns()` right after it returns,
 and the clock used is recorded. Reads that hold several SSE events share one stamp; they are
-counted (`coalesced_reads`) so a saturated client shows up in the results.
+counted afterwards (content chunks sharing a stamp) so a client that fell behind shows up.
 
 Nothing slow sits between the socket and the stamp: the loop only decodes chunked framing and
 keeps `(stamp_ns, line)` for `data:` lines; JSON is decoded after the stream ends.
@@ -52,7 +52,6 @@ class StreamResult:
     body: bytes = b""  # non-SSE body (errors, non-streaming responses)
     end_ns: int = 0
     reads: int = 0
-    coalesced_reads: int = 0
     complete: bool = False  # the body ended cleanly (terminal chunk / full length / [DONE])
 
 
@@ -214,14 +213,11 @@ class Connection:
             if data:
                 if sse:
                     pending += data
-                    n_before = len(lines)
                     if b"\n" in pending:
                         *complete, pending = pending.split(b"\n")
                         for line in complete:
                             if line.startswith(b"data:"):
                                 lines.append((stamp, line))
-                    if len(lines) - n_before > 1:
-                        res.coalesced_reads += 1
                 else:
                     body_parts.append(data)
             if length is not None and received >= length:
@@ -249,7 +245,6 @@ class Connection:
         need = -1  # bytes left in the current chunk; -1 = expecting a size line
         data = buf
         while True:
-            n_before = len(lines)
             pos = 0
             size = len(data)
             while pos < size:
@@ -286,8 +281,6 @@ class Connection:
                 for line in complete:
                     if line.startswith(b"data:"):
                         lines.append((stamp, line))
-                if len(lines) - n_before > 1:
-                    res.coalesced_reads += 1
             if res.complete:
                 break
             if perf_ns() > deadline_ns:

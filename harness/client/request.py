@@ -71,7 +71,6 @@ def execute(
         rec.error_kind, rec.error_detail = exc.kind, exc.detail
         return rec
     rec.http_status = res.status
-    rec.coalesced_reads = res.coalesced_reads
     if res.status != 200:
         rec.error_kind = _status_kind(res.status)
         rec.error_detail = _error_message(res.body)

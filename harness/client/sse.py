@@ -69,6 +69,8 @@ def interpret(
             rec.role_ns = stamp  # role-only (or empty) chunk before any content
     rec.events = len(lines)
     rec.chunk_ns = chunk_ns
+    # content chunks that arrived in the same read as the previous one share its stamp
+    rec.coalesced_reads = sum(1 for a, b in zip(chunk_ns, chunk_ns[1:]) if a == b)
     if usage:
         rec.input_tokens = usage.get("prompt_tokens")
         details = usage.get("prompt_tokens_details") or {}

@@ -1,0 +1,78 @@
+"""`harness run SCENARIO [overrides]`: measure one scenario against one target."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from harness.results.layout import default_run_dir
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run a scenario (no --target: against the built-in simulated engine)",
+                       description="Run one scenario and write a run directory with summary.json, histograms, "
+                                   "requests.jsonl and a report.")
+    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("--target", help="base URL of an OpenAI-compatible server (default: start the simulated engine)")
+    p.add_argument("--model", help="model name (default: the first one /v1/models lists)")
+    p.add_argument("--api", choices=["openai-chat", "openai-completions"], help="API to call")
+    p.add_argument("--out", type=Path, help="run directory (default: results/<UTC time>-<scenario name>)")
+    p.add_argument("--concurrency", type=int, help="closed loop with N users (replaces the file's load mode)")
+    p.add_argument("--rate", type=float, help="open loop at R requests/s (replaces the file's load mode)")
+    p.add_argument("--duration", type=float, help="measured window in seconds")
+    p.add_argument("--requests", type=int, help="measured request count")
+    p.add_argument("--warmup", type=float, help="warmup seconds (excluded from results)")
+    p.add_argument("--seed", type=int, help="workload seed")
+    p.add_argument("--processes", type=int, default=1, help="load processes (more client CPU; results merged)")
+    p.add_argument("--sim-args", default="", help='flags for the simulated engine, e.g. "--max-num-seqs 8"')
+    p.add_argument("--engine-kind", help="engine kind hint for telemetry (vllm, sglang, tgi, llamacpp)")
+    p.add_argument("--prometheus", help="read engine telemetry from this Prometheus server instead of /metrics")
+    p.add_argument("--no-telemetry", action="store_true", help="do not scrape engine metrics")
+    p.add_argument("--user-clock", action="store_true", help="stamp reads in user space instead of the kernel")
+    p.add_argument("--no-report", action="store_true", help="do not write report.md/html")
+    p.add_argument("--quiet", action="store_true", help="no progress line and no table")
+    p.set_defaults(func=run)
+
+
+def overrides_from_args(args: argparse.Namespace) -> dict:
+    return {
+        "target.url": args.target,
+        "target.model": args.model,
+        "target.api": args.api,
+        "load.concurrency": args.concurrency,
+        "load.rate": args.rate,
+        "load.duration_s": args.duration,
+        "load.requests": args.requests,
+        "warmup.duration_s": args.warmup,
+        "seed": args.seed,
+        "telemetry.prometheus": args.prometheus,
+        "telemetry.enabled": False if args.no_telemetry else None,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.errors import UserError
+    from harness.runner import RunOptions, run_scenario
+    from harness.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario, overrides_from_args(args))
+    if args.processes < 1:
+        raise UserError("--processes must be at least 1")
+    out = args.out or default_run_dir(scenario.name)
+    opts = RunOptions(
+        out_dir=out,
+        target_url=scenario.target.url,
+        model=scenario.target.model,
+        sim_args=shlex.split(args.sim_args),
+        engine_kind=args.engine_kind,
+        show_progress=not args.quiet,
+        write_report=not args.no_report,
+        processes=args.processes,
+        scenario_path=args.scenario,
+        kernel_stamps=not args.user_clock,
+    )
+    summary = run_scenario(scenario, opts)
+    if summary.requests.completed == 0:
+        return 1
+    return 0

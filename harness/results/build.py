@@ -1,0 +1,180 @@
+"""Assemble summary.json from the load processes' results, telemetry and host checks.
+
+Validity warnings say plainly when numbers should not be trusted: a saturated client, stalls
+of the host inside the window, reads that coalesced several events (shared stamps), late sends
+in open loop, prompt lengths the server disagrees with, missing telemetry, requests cut at the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness import __version__
+from harness.metrics.recorder import ALL, MetricSet
+from harness.results.schema import RunSummary
+
+CPU_SATURATED_PCT = 90.0
+SEND_LAG_P99_MS = 10.0
+
+
+def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[str, Any]]:
+    """Merge per-process results losslessly: histograms add, counters sum, windows span."""
+    metrics = MetricSet()
+    starts, ends, warm = [], [], []
+    merged: dict[str, Any] = {
+        "sent": 0,
+        "cut_at_end": 0,
+        "coalesced_reads": 0,
+        "clock_by_request": {},
+        "usage": {"n": 0, "sum_diff": 0.0, "max_diff": None, "disagree": 0, "tokenizer": None},
+        "cpu_max": [],
+        "cpu_mean": [],
+        "warmup_requests": 0,
+    }
+    for res in results:
+        metrics.merge_dict(res["metrics"])
+        w = res.get("window", {})
+        if w.get("start") is not None:
+            starts.append(w["start"])
+            ends.append(w.get("end") or w["start"])
+        warm.append(w.get("warmup_s", 0.0))
+        merged["warmup_requests"] += w.get("warmup_requests", 0)
+        merged["sent"] += res.get("sent", 0)
+        merged["cut_at_end"] += res.get("cut_at_end", 0)
+        t = res.get("timing", {})
+        merged["coalesced_reads"] += t.get("coalesced_reads", 0)
+        for clock, n in t.get("clock_by_request", {}).items():
+            merged["clock_by_request"][clock] = merged["clock_by_request"].get(clock, 0) + n
+        u = res.get("usage_check", {})
+        n = u.get("requests_with_usage", 0) or 0
+        usage = merged["usage"]
+        if n:
+            usage["n"] += n
+            usage["sum_diff"] += (u.get("prompt_tokens_mean_diff") or 0.0) * n
+            if u.get("max_diff") is not None:
+                usage["max_diff"] = max(usage["max_diff"] or 0, u["max_diff"])
+        usage["disagree"] += u.get("output_tokenizer_disagreements", 0) or 0
+        usage["tokenizer"] = u.get("tokenizer") or usage["tokenizer"]
+        c = res.get("client", {})
+        if c.get("cpu_max_pct") is not None:
+            merged["cpu_max"].append(c["cpu_max_pct"])
+            merged["cpu_mean"].append(c["cpu_mean_pct"])
+    merged["window"] = {
+        "start": min(starts) if starts else None,
+        "end": max(ends) if ends else None,
+        "duration_s": (max(ends) - min(starts)) if starts else 0.0,
+        "warmup_s": max(warm) if warm else 0.0,
+    }
+    return metrics, merged
+
+
+def build_summary(
+    *,
+    scenario: dict[str, Any],
+    target: dict[str, Any],
+    load: dict[str, Any],
+    results: list[dict[str, Any]],
+    engine: dict[str, Any] | None,
+    stalls: dict[str, Any] | None,
+    reconcile_warnings: list[str] | None = None,
+    status: str = "complete",
+    processes: int = 1,
+) -> tuple[RunSummary, MetricSet]:
+    metrics, merged = merge_load_results(results)
+    window = merged["window"]
+    duration = window["duration_s"]
+    overall = metrics.classes[ALL].summarize(duration)
+    per_class = {name: cm.summarize(duration) for name, cm in sorted(metrics.classes.items()) if name != ALL}
+    usage = merged["usage"]
+    completed = overall["requests"]["completed"]
+    clock = merged["clock_by_request"]
+    timing = {
+        "clock": "kernel" if clock and set(clock) == {"kernel"} else ("user" if clock.get("user") else "kernel"),
+        "requests_by_clock": clock,
+        "coalesced_reads": merged["coalesced_reads"],
+        "stall_meter": stalls or {},
+    }
+    client = {
+        "processes": processes,
+        "cpu_max_pct": max(merged["cpu_max"]) if merged["cpu_max"] else None,
+        "cpu_mean_pct": (sum(merged["cpu_mean"]) / len(merged["cpu_mean"])) if merged["cpu_mean"] else None,
+        "sent": merged["sent"],
+        "cut_at_end": merged["cut_at_end"],
+        "warmup_requests": merged["warmup_requests"],
+    }
+    usage_check = {
+        "requests_with_usage": usage["n"],
+        "prompt_tokens_mean_diff": (usage["sum_diff"] / usage["n"]) if usage["n"] else None,
+        "max_diff": usage["max_diff"],
+        "output_tokenizer_disagreements": usage["disagree"],
+        "tokenizer": usage["tokenizer"],
+    }
+    summary = RunSummary(
+        harness_version=__version__,
+        scenario=scenario,
+        target=target,
+        window=window,
+        load=load,
+        requests=overall["requests"],
+        tokens=overall["tokens"],
+        latency_ms=overall["latency_ms"],
+        tokens_per_chunk=overall["tokens_per_chunk"],
+        per_class=per_class,
+        goodput={"overall": overall["goodput"], "per_class": {k: v["goodput"] for k, v in per_class.items()}},
+        usage_check=usage_check,
+        timing=timing,
+        client=client,
+        engine=engine or {},
+        status=status,
+    )
+    warnings = _validity(summary, load, completed, reconcile_warnings or [])
+    summary.validity = {"ok": not warnings, "warnings": warnings}
+    return summary, metrics
+
+
+def _validity(s: RunSummary, load: dict[str, Any], completed: int, extra: list[str]) -> list[str]:
+    out: list[str] = []
+    if completed == 0:
+        out.append("no request completed in the measured window: there is nothing to report")
+    cpu = s.client.get("cpu_max_pct")
+    if cpu is not None and cpu >= CPU_SATURATED_PCT:
+        out.append(
+            f"client saturated: a load process reached {cpu:.0f}% CPU; latencies include client queueing "
+            "(use --processes N or fewer streams per process)"
+        )
+    stalls = s.timing.get("stall_meter", {})
+    if stalls.get("stalls_in_window"):
+        out.append(
+            f"host stalled {stalls['stalls_in_window']} time(s) in the window (max {stalls['max_stall_ms']:.0f} ms): "
+            "tail latencies may include time the machine was not running"
+        )
+    coalesced = s.timing.get("coalesced_reads", 0)
+    chunks = s.latency_ms.get("itl_chunk")
+    n_gaps = chunks.count if chunks else 0
+    if n_gaps and coalesced / max(n_gaps, 1) > 0.01:
+        out.append(
+            f"{coalesced} reads held several SSE events ({100 * coalesced / n_gaps:.1f}% of chunk gaps): "
+            "those events share one arrival stamp, so ITL is less exact (client fell behind)"
+        )
+    lag = s.latency_ms.get("send_lag")
+    if load.get("mode") == "open" and lag and lag.p99 is not None and lag.p99 > SEND_LAG_P99_MS:
+        out.append(
+            f"open-loop sends ran late (send lag p99 {lag.p99:.1f} ms): raise load.max_in_flight or add processes; "
+            "latencies are measured from the intended send times"
+        )
+    mean_diff = s.usage_check.get("prompt_tokens_mean_diff")
+    if mean_diff is not None and abs(mean_diff) >= 1.0:
+        out.append(
+            f"the server counted {mean_diff:+.1f} prompt tokens per request on average vs the intended lengths "
+            f"(max {s.usage_check.get('max_diff')}); set workload.tokenizer to the model's tokenizer for exact lengths"
+        )
+    src = s.tokens.output_count_source
+    if src.get("tokenizer"):
+        out.append(f"{src['tokenizer']} request(s) had no usage from the server: output tokens counted with the tokenizer")
+    if s.client.get("cut_at_end"):
+        out.append(f"{s.client['cut_at_end']} in-flight request(s) were cut when the run stopped")
+    tele = (s.engine or {}).get("telemetry", {})
+    if tele.get("missing_reason"):
+        out.append(f"engine telemetry missing: {tele['missing_reason']}")
+    out.extend(extra)
+    return out

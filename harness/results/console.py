@@ -1,0 +1,160 @@
+"""What a person sees in the terminal: a progress line while running, a table at the end."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.results.schema import Dist, RunSummary
+from harness.scenario.models import Scenario
+
+
+class Progress:
+    """One line, rewritten in place on a TTY (a plain line every 5 s otherwise)."""
+
+    def __init__(self, scenario: Scenario, enabled: bool = True, live: Callable[[], dict] | None = None) -> None:
+        self.enabled = enabled
+        self.scenario = scenario
+        self.live = live
+        self.tty = sys.stderr.isatty()
+        self._last_plain = 0.0
+        self._last_tokens = 0
+        self._last_t: float | None = None
+        self._wrote = False
+
+    def update(self, lines: list[dict[str, Any]]) -> None:
+        if not self.enabled or not lines:
+            return
+        phase = lines[0].get("phase", "")
+        elapsed = max(l.get("elapsed_s", 0.0) for l in lines)
+        done = sum(l.get("done", 0) for l in lines)
+        failed = sum(l.get("failed", 0) for l in lines)
+        in_flight = sum(l.get("in_flight", 0) for l in lines)
+        tokens = sum(l.get("output_tokens", 0) for l in lines)
+        now = time.time()
+        tok_s = 0.0
+        if self._last_t is not None and now > self._last_t:
+            tok_s = (tokens - self._last_tokens) / (now - self._last_t)
+        self._last_t, self._last_tokens = now, tokens
+        load = self.scenario.load
+        if phase == "warmup":
+            text = f"warming up: {sum(l.get('warmup_done', 0) for l in lines)} requests"
+        else:
+            parts = [f"{elapsed:6.1f}s"]
+            if load.duration_s:
+                parts.append(f"/{load.duration_s:.0f}s (ETA {max(load.duration_s - elapsed, 0):.0f}s)")
+            req = f"{done}" + (f"/{load.requests}" if load.requests else "")
+            parts.append(f"  req {req}  in-flight {in_flight}  out {tok_s:,.0f} tok/s  errors {failed}")
+            if phase == "drain":
+                parts.append("  draining")
+            text = "".join(parts)
+        if self.live is not None:
+            try:
+                live = self.live() or {}
+            except Exception:  # noqa: BLE001 - a display must never break a run
+                live = {}
+            if live.get("kv_usage") is not None:
+                text += f"  KV {100 * live['kv_usage']:.0f}%"
+            if live.get("waiting") is not None:
+                text += f"  waiting {live['waiting']:.0f}"
+        if self.tty:
+            sys.stderr.write("\r\033[K" + text)
+            sys.stderr.flush()
+            self._wrote = True
+        elif now - self._last_plain >= 5:
+            self._last_plain = now
+            print(text, file=sys.stderr, flush=True)
+
+    def note(self, text: str) -> None:
+        if self.enabled:
+            if self._wrote:
+                sys.stderr.write("\n")
+                self._wrote = False
+            print(text, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.enabled and self.tty and self._wrote:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _row(name: str, d: Dist | None, digits: int = 1) -> str:
+    if d is None or d.count == 0:
+        return f"  {name:<22}{'-':>10}"
+    return (f"  {name:<22}{_fmt(d.p50, digits):>10}{_fmt(d.p90, digits):>10}{_fmt(d.p99, digits):>10}"
+            f"{_fmt(d.p999, digits):>10}{_fmt(d.max, digits):>10}{_fmt(d.mean, digits):>10}")
+
+
+def print_summary(s: RunSummary, run_dir: Path, file=None) -> None:  # type: ignore[no-untyped-def]
+    out = file or sys.stdout
+    w = s.window
+    p = lambda *a: print(*a, file=out)  # noqa: E731
+    p("")
+    p(f"{s.scenario.get('name')}  ->  {s.target.get('url')}  model {s.target.get('model')}"
+      f"{'  (simulated engine)' if s.target.get('simulated') else ''}")
+    p(f"window {w.get('duration_s', 0):.1f} s after {w.get('warmup_s', 0):.1f} s warmup; "
+      f"fingerprint {s.scenario.get('fingerprint', {}).get('value')}; clock: {s.timing.get('clock')} receive stamps")
+    p("")
+    p(f"  {'latency (ms)':<22}{'p50':>10}{'p90':>10}{'p99':>10}{'p99.9':>10}{'max':>10}{'mean':>10}")
+    labels = {"ttft": "TTFT", "itl_token": "ITL (per token)", "itl_chunk": "ITL (per chunk)",
+              "tpot": "TPOT", "e2e": "E2E", "send_lag": "send lag (open loop)"}
+    for key, label in labels.items():
+        d = s.latency_ms.get(key)
+        if key == "send_lag" and (d is None or d.count == 0):
+            continue
+        p(_row(label, d, 2 if key.startswith(("itl", "tpot", "send")) else 1))
+    r, t = s.requests, s.tokens
+    p("")
+    p(f"  requests/s {r.rps:,.2f}   completed {r.completed}   failed {r.failed}"
+      + (f"  ({', '.join(f'{k} {v}' for k, v in r.errors_by_kind.items())})" if r.errors_by_kind else ""))
+    p(f"  tokens/s   input {t.input_per_s:,.0f}   output {t.output_per_s:,.0f}"
+      f"   (tokens per chunk mean {_fmt(s.tokens_per_chunk.mean, 2)})")
+    g = s.goodput.get("overall", {})
+    if g.get("fraction") is not None:
+        p(f"  goodput    {g.get('rps', 0):,.2f} req/s  ({100 * g['fraction']:.1f}% of requests met the SLOs)")
+    e = s.engine or {}
+    if e and e.get("telemetry", {}).get("source") not in (None, "none"):
+        kv = e.get("kv_usage") or {}
+        pre = e.get("preemptions") or {}
+        pc = e.get("prefix_cache") or {}
+        gm = e.get("gpu_memory") or {}
+        line = f"  engine     KV usage mean {_pct(kv.get('mean'))} max {_pct(kv.get('max'))}   preemptions {pre.get('count', '-')}"
+        if pc.get("hit_rate") is not None:
+            line += f"   prefix hit {_pct(pc.get('hit_rate'))}"
+            if pc.get("expected_hit_rate") is not None:
+                line += f" (expected {_pct(pc['expected_hit_rate'])})"
+        p(line)
+        if gm.get("used_max_bytes"):
+            p(f"  GPU memory {gm['used_max_bytes'] / 2**30:,.1f} GiB used of {gm.get('total_bytes', 0) / 2**30:,.1f} GiB")
+    if len(s.per_class) > 1:
+        p("")
+        p(f"  {'class':<16}{'done':>7}{'TTFT p50':>10}{'TTFT p99':>10}{'ITL p50':>9}{'ITL p99':>9}{'E2E p99':>10}{'good':>8}")
+        for name, c in s.per_class.items():
+            lt = c.latency_ms
+            gp = c.goodput.get("fraction")
+            p(f"  {name:<16}{c.requests.completed:>7}{_fmt(_g(lt, 'ttft', 'p50')):>10}{_fmt(_g(lt, 'ttft', 'p99')):>10}"
+              f"{_fmt(_g(lt, 'itl_token', 'p50'), 2):>9}{_fmt(_g(lt, 'itl_token', 'p99'), 2):>9}"
+              f"{_fmt(_g(lt, 'e2e', 'p99')):>10}{('-' if gp is None else f'{100 * gp:.0f}%'):>8}")
+    warnings = s.validity.get("warnings", [])
+    if warnings:
+        p("")
+        for wtext in warnings:
+            p(f"  WARNING: {wtext}")
+    p("")
+    p(f"results: {run_dir}")
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def _g(lat: dict[str, Dist], key: str, field: str) -> float | None:
+    d = lat.get(key)
+    return getattr(d, field) if d is not None else None

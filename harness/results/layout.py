@@ -1,0 +1,54 @@
+"""Run directory paths and crash-safe writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+def default_run_dir(scenario_name: str, root: Path = Path("results")) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = root / f"{stamp}-{scenario_name}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = root / f"{stamp}-{scenario_name}-{n}"
+    return path
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write to a temp file then rename, so a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class RunDir:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def create(self) -> RunDir:
+        self.root.mkdir(parents=True, exist_ok=True)
+        return self
+
+    scenario = property(lambda self: self.root / "scenario.yaml")
+    summary = property(lambda self: self.root / "summary.json")
+    histograms = property(lambda self: self.root / "histograms.json")
+    requests = property(lambda self: self.root / "requests.jsonl")
+    engine_metrics = property(lambda self: self.root / "engine_metrics.jsonl")
+    progress = property(lambda self: self.root / "progress.jsonl")
+    plan = property(lambda self: self.root / "load_plan.json")
+    load_log = property(lambda self: self.root / "load.log")
+    sim_log = property(lambda self: self.root / "sim.log")
+
+    def load_results(self) -> list[Path]:
+        return sorted(self.root.glob("load_result*.json"))

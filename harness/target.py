@@ -1,0 +1,135 @@
+"""Resolve the target: start the embedded simulated engine, or check a given URL before load.
+
+Preflight fails fast with one line naming the fix (unreachable target, unknown model, wrong
+API path) instead of a run full of errors, and probes whether the server accepts
+`continuous_usage_stats` (exact tokens per chunk) when the scenario says `auto`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from harness.errors import TargetError
+from harness.scenario.models import Scenario
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _http(method: str, url: str, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
+          timeout: float = 10.0) -> tuple[int, bytes]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+class EmbeddedSim:
+    """The built-in simulated engine as a child process on a free loopback port."""
+
+    def __init__(self, args: list[str], log_path: Path, ready_timeout_s: float = 60.0) -> None:
+        self.args = list(args)
+        self.log_path = log_path
+        self.ready_timeout_s = ready_timeout_s
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> EmbeddedSim:
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.sim", "--host", "127.0.0.1", "--port", str(self.port), *self.args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + self.ready_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = self.log_path.read_text(errors="replace").strip().splitlines()[-3:]
+                raise TargetError(f"the simulated engine exited at startup (code {self.proc.returncode})", *tail)
+            try:
+                if _http("GET", self.url + "/health", timeout=1.0)[0] == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise TargetError(f"the simulated engine was not ready within {self.ready_timeout_s:.0f} s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def preflight(url: str, model: str | None, scenario: Scenario) -> dict[str, Any]:
+    """Check the target answers; resolve the model; probe continuous usage. Returns facts."""
+    base = url.rstrip("/")
+    try:
+        status, body = _http("GET", base + "/v1/models")
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise TargetError(f"target {base}: cannot connect ({reason}); start the engine or fix --target") from None
+    models: list[str] = []
+    max_model_len = None
+    if status == 200:
+        try:
+            data = json.loads(body).get("data", [])
+            models = [m.get("id") for m in data if isinstance(m, dict)]
+            if data and isinstance(data[0], dict):
+                max_model_len = data[0].get("max_model_len")
+        except (ValueError, AttributeError):
+            models = []
+    if model is None:
+        if not models:
+            raise TargetError(f"target {base}: /v1/models lists no model; give one with --model or target.model")
+        model = models[0]
+    elif models and model not in models:
+        raise TargetError(f"target.model {model!r} is not served by {base}; served: {', '.join(models)} (use --model)")
+    mode = scenario.target.continuous_usage
+    continuous = mode == "on"
+    if mode == "auto":
+        continuous = _probe_continuous_usage(base, model, scenario)
+    return {"model": model, "models": models, "max_model_len": max_model_len, "continuous_usage": continuous}
+
+
+def _probe_continuous_usage(base: str, model: str, scenario: Scenario) -> bool:
+    from harness.client.adapters.base import Prompt, get_adapter
+
+    adapter = get_adapter(scenario.target.api)
+    body = adapter.build_body(Prompt("", "hello", 2), model, {"temperature": 0.0},
+                              {"include_usage": True, "continuous_usage_stats": True})
+    headers = {}
+    if scenario.target.api_key_env:
+        import os
+
+        key = os.environ.get(scenario.target.api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+    try:
+        status, _ = _http("POST", base + adapter.path, body, headers, timeout=30.0)
+    except OSError:
+        return False
+    if status == 404:
+        raise TargetError(f"target {base}{adapter.path} answered 404; check target.api ({scenario.target.api}) and the URL")
+    return status == 200
