@@ -1,0 +1,248 @@
+"""Turn a loaded run or sweep into a Document: warnings first, then tables, then figures."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from harness.report import figures as F
+from harness.report import sweep_view as V
+from harness.report import tables as T
+from harness.report.data import RunData, SweepData
+from harness.report.document import Callout, Document, Figure, Heading, Paragraph, Table
+from harness.report.metrics import fmt_num, fmt_pct
+
+
+def _when(ts: Any) -> str:
+    if not isinstance(ts, (int, float)):
+        return ""
+    return datetime.fromtimestamp(float(ts), tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def validity_items(run: RunData) -> list[str]:
+    """Everything that limits how far the numbers can be trusted, most important first."""
+    s = run.summary
+    items: list[str] = []
+    warnings = s.validity.get("warnings") if isinstance(s.validity, dict) else None
+    if isinstance(warnings, list):
+        items += [str(w) for w in warnings]
+    tel = (s.engine or {}).get("telemetry") if isinstance(s.engine, dict) else None
+    if isinstance(tel, dict) and tel.get("missing_reason"):
+        msg = f"engine telemetry missing: {tel['missing_reason']}"
+        if not any("telemetry" in i for i in items):
+            items.append(msg)
+    items += [n for n in run.notes if n not in items]
+    return items
+
+
+def _warnings_block(items: list[str]) -> Callout:
+    if items:
+        return Callout("Validity warnings: read these before the numbers", items, "warning")
+    return Callout("No validity warnings: client kept up, usage matched, telemetry complete", [], "ok")
+
+
+# ---------------------------------------------------------------- run report
+def run_figures(run: RunData) -> list[Figure]:
+    figs: list[Figure] = []
+    classes = list(run.summary.per_class) or [c for c in run.classes]
+    for metric, title, what in (
+        ("ttft", "TTFT percentile distribution", "time to first token"),
+        ("itl_token", "ITL percentile distribution (per token)", "inter-token latency"),
+    ):
+        series: list[F.Series] = []
+        h = run.hist(metric)
+        if h is not None:
+            series.append(F.Series("all requests", h))
+        for i, cls in enumerate(classes):
+            hc = run.hist(metric, cls)
+            if hc is not None:
+                series.append(F.Series(f"class {cls}", hc, color=F.PALETTE[i % len(F.PALETTE)]))
+        if metric == "itl_token":
+            hc = run.hist("itl_chunk")
+            if hc is not None and series:
+                series.append(F.Series("all, per chunk", hc, style=":", color="#7f7f7f"))
+        if not series:
+            continue
+        src = "HDR histograms" if run.histograms.get("_all", {}).get(metric) else "per-request records (histograms.json missing)"
+        fig = F.percentile_figure(series, f"{title}", ylabel=f"{what} (ms)")
+        figs.append(Figure(metric if metric == "ttft" else "itl", title,
+                           f"Latency at each percentile, from the {src}; each step right on the x axis is 10× rarer, "
+                           "so the tail is readable. Lines stop where the sample count runs out.", fig))
+    engine_missing = ""
+    tel = (run.summary.engine or {}).get("telemetry") if isinstance(run.summary.engine, dict) else None
+    if isinstance(tel, dict) and tel.get("missing_reason"):
+        engine_missing = str(tel["missing_reason"])
+    elif run.engine_metrics is None:
+        engine_missing = "engine_metrics.jsonl missing"
+    if run.engine_metrics or run.progress:
+        fig = F.over_time_figure(run.engine_metrics, run.progress, run.summary.window, engine_missing)
+        figs.append(Figure("over_time", "Over time",
+                           "KV cache usage, engine queue, preemptions and throughput across the run; the grey band is warmup "
+                           "(excluded from every number above).", fig))
+    return figs
+
+
+def build_run_report(run: RunData) -> Document:
+    s = run.summary
+    w = s.window
+    subtitle_parts = [f"scenario `{run.name}`"]
+    if s.target.get("model"):
+        subtitle_parts.append(f"model `{s.target['model']}`")
+    if s.target.get("url"):
+        subtitle_parts.append(f"target {s.target['url']}")
+    if w.get("start"):
+        subtitle_parts.append(_when(w.get("start")))
+    subtitle_parts.append(f"status **{s.status}**")
+    fp = run.fingerprint.get("value")
+    if fp:
+        subtitle_parts.append(f"fingerprint `{fp}`")
+    doc = Document(title=f"Run report: {run.name}", subtitle=" · ".join(subtitle_parts), kind="run")
+    doc.add(_warnings_block(validity_items(run)))
+    doc.add(Heading("Record list"))
+    doc.add(Paragraph("The values the tuning guides say to record before and after every change."))
+    doc.add(T.record_table(run))
+    if not run.summary_derived:
+        doc.add(T.engine_table(run))
+    et = T.errors_table(run)
+    if et is not None:
+        doc.add(et)
+    figs = run_figures(run)
+    if figs:
+        doc.add(Heading("Distributions"))
+        doc.add(*[f for f in figs if f.name != "over_time"])
+        over = [f for f in figs if f.name == "over_time"]
+        if over:
+            doc.add(Heading("Over time"), *over)
+    else:
+        doc.add(Callout("No figures", ["neither histograms.json nor requests.jsonl holds latency samples"], "note"))
+    doc.add(Heading("Measurement"))
+    doc.add(T.measurement_table(run))
+    doc.add(Paragraph(f"Run directory: `{run.path}`"))
+    return doc
+
+
+# ---------------------------------------------------------------- sweep report
+def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str | None) -> Table:
+    repeats = max((len(r.cells) for r in rows), default=1)
+    cols = ["#", "Config", "Flags", f"{key.label} ({key.unit})", "Good %", "req/s", "out tok/s",
+            "TTFT p50", "TTFT p99", "ITL p99", "E2E p99", "KV max", "Preempt."]
+    if repeats > 1:
+        cols.append("Repeats")
+    out: list[list[str]] = []
+    rank = 0
+    for r in rows:
+        if not r.runs:
+            cells = ["—", r.config, V.flags_text(r.flags), r.status.upper() + (f": {r.reason}" if r.reason else "")]
+            cells += [""] * (len(cols) - len(cells))
+            out.append(cells)
+            continue
+        rank += 1
+        kv = [_kv_max(run) for run in r.runs]
+        kv_vals = [k for k in kv if k is not None]
+        pre = [_preempt(run) for run in r.runs]
+        pre_vals = [p for p in pre if p is not None]
+        name = f"★ **{r.config}**" if r.config == best else r.config
+        spread = r.spread(key)
+        main = fmt_num(r.value(key)) + (f" ±{fmt_num(spread / 2)}" if spread is not None else "")
+        cells = [
+            str(rank), name, V.flags_text(r.flags), main, fmt_pct(r.value("goodput_pct"), 0),
+            fmt_num(r.value("rps")), fmt_num(r.value("output_tps")),
+            fmt_num(r.value("ttft.p50")), fmt_num(r.value("ttft.p99")), fmt_num(r.value("itl.p99")), fmt_num(r.value("e2e.p99")),
+            fmt_pct(100 * max(kv_vals) if kv_vals and max(kv_vals) <= 1.5 else (max(kv_vals) if kv_vals else None), 0),
+            f"{int(sum(pre_vals) / len(pre_vals)):,}" if pre_vals else "—",
+        ]
+        if repeats > 1:
+            cells.append(str(len(r.runs)))
+        if r.status == "partial":
+            cells[1] += " (partial)"
+        out.append(cells)
+    slo = ""
+    for r in rows:
+        if r.runs:
+            slo = T.run_slo(r.runs[0])
+            break
+    notes = ["Latencies in ms (client-measured). ★ = best under the SLOs: highest goodput, ties broken by lower E2E p99."]
+    if slo:
+        notes.append(f"SLO: {slo}.")
+    if repeats > 1:
+        notes.append("With repeats, values are the mean of the repeats; ± is half the range between them.")
+    align = ["r", "l", "l"] + ["r"] * (len(cols) - 3)
+    return Table(cols, out, caption=f"Scenario {scenario}: configs ranked by {key.label}", align=align, notes=notes)  # type: ignore[arg-type]
+
+
+def _kv_max(run: Any) -> float | None:
+    kv = (run.summary.engine or {}).get("kv_usage")
+    v = kv.get("max") if isinstance(kv, dict) else None
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def _preempt(run: Any) -> float | None:
+    p = (run.summary.engine or {}).get("preemptions")
+    v = p.get("count") if isinstance(p, dict) else None
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def build_sweep_report(sweep: SweepData) -> Document:
+    ranked, key = V.ranking(sweep)
+    best = V.best_configs(ranked, key)
+    failed = V.failed_configs(sweep)
+    n_cells = len(sweep.cells)
+    n_ok = sum(1 for c in sweep.cells if c.usable)
+    doc = Document(
+        title=f"Sweep report: {sweep.name}",
+        subtitle=f"{len(sweep.configs)} configs × {len(sweep.scenarios)} scenarios, {n_cells} cells ({n_ok} with results) · `{sweep.path}`",
+        kind="sweep",
+    )
+    items: list[str] = []
+    for cfg, reason in failed.items():
+        items.append(f"config `{cfg}` ({V.flags_text(sweep.flags_of(cfg))}) produced no results: {reason}")
+    for cell in sweep.cells:
+        if cell.run is None or cell.config_id in failed:
+            continue
+        for w in validity_items(cell.run):
+            items.append(f"{cell.config_id} × {cell.scenario} (repeat {cell.repeat}): {w}")
+    items += sweep.notes
+    if key.key == "rps":
+        items.append("no goodput in the results (no SLO set?): configs are ranked on requests/s instead")
+    doc.add(_warnings_block(items))
+
+    doc.add(Heading("Best config under the SLOs"))
+    lines = []
+    for scenario in sweep.scenarios:
+        b = best.get(scenario)
+        if b is None:
+            lines.append(f"- scenario `{scenario}`: no config produced results")
+            continue
+        top = ranked[scenario][0]
+        lines.append(f"- scenario `{scenario}`: **{b}** ({V.flags_text(top.flags)}): {fmt_num(top.value(key))} {key.unit} {key.label}, "
+                     f"{fmt_pct(top.value('goodput_pct'), 0)} of requests within the SLO")
+    doc.add(Paragraph("\n".join(lines)))
+
+    doc.add(Heading("Ranking per scenario"))
+    for scenario in sweep.scenarios:
+        doc.add(_ranked_table(scenario, ranked[scenario], key, best.get(scenario)))
+
+    pts = V.points(sweep)
+    if pts:
+        doc.add(Heading("Figures"))
+        doc.add(Figure("latency_vs_throughput", "Latency against throughput per config",
+                       "Each config is a bar from its p50 (●) to its p99 (▲) latency at the output throughput it reached; "
+                       "the ringed config is the best under the SLOs. Down and to the right is better.",
+                       F.latency_throughput_figure(pts, sweep.configs, sweep.scenarios, best)))
+        doc.add(Figure("goodput", "Goodput per config and scenario",
+                       "Requests per second that met every SLO (bars) and the share of requests that did (label); "
+                       "★ marks the best config per scenario; failed configs are named.",
+                       F.goodput_figure(pts, sweep.configs, sweep.scenarios, best, failed,
+                                        metric_label=f"{key.label} ({key.unit})")))
+
+    doc.add(Heading("Cells"))
+    rows = []
+    for c in sweep.cells:
+        link = f"`{c.run_dir.relative_to(sweep.path)}`" if c.run_dir is not None else "—"
+        has_report = c.run_dir is not None and (c.run_dir / "report.html").is_file()
+        rows.append([c.id, c.config_id, c.scenario, str(c.repeat), c.status, fmt_num(c.startup_s),
+                     link + (" (report.html)" if has_report else ""), c.reason or ""])
+    doc.add(Table(["Cell", "Config", "Scenario", "Repeat", "Status", "Startup (s)", "Run directory", "Reason"], rows,
+                  caption="Every cell of the sweep", align=["l", "l", "l", "r", "l", "r", "l", "l"],
+                  notes=["`harness report <run directory>` writes a cell's own report (distributions, over-time plots)."]))
+    return doc

@@ -1,0 +1,421 @@
+"""Load run and sweep directories for reports and comparisons, tolerating crashed runs.
+
+Any file of a run directory may be missing or cut short (a run that crashed, a copy in
+progress). Loading never fails on that: what is missing or damaged is listed in
+`RunData.notes`, in words a user can act on, and the report shows those notes at the top.
+When `summary.json` is missing, a partial summary is computed from `requests.jsonl`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import ValidationError
+
+from harness.errors import UserError
+from harness.report import hdr
+from harness.results.schema import RunSummary
+
+RUN_FILES = ("summary.json", "histograms.json", "requests.jsonl", "engine_metrics.jsonl", "progress.jsonl")
+SWEEP_FILES = ("index.json", "sweep.yaml")
+
+
+# ---------------------------------------------------------------- small readers
+def _open_text(path: Path):
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    return path.open("r", encoding="utf-8", errors="replace")
+
+
+def find_file(run_dir: Path, name: str) -> Path | None:
+    """`name` or its gzipped copy (baselines store requests.jsonl.gz)."""
+    for candidate in (run_dir / name, run_dir / f"{name}.gz"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """Rows and the number of unreadable lines (a crashed writer leaves half a last line)."""
+    rows: list[dict[str, Any]] = []
+    bad = 0
+    try:
+        with _open_text(path) as fh:
+            for line in fh:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    bad += 1
+                    continue
+                if isinstance(obj, dict):
+                    rows.append(obj)
+                else:
+                    bad += 1
+    except (OSError, EOFError) as exc:  # EOFError: a truncated .gz
+        bad += 1
+        if not rows:
+            raise OSError(str(exc)) from exc
+    return rows, bad
+
+
+def read_json(path: Path) -> Any:
+    with _open_text(path) as fh:
+        return json.load(fh)
+
+
+# ---------------------------------------------------------------- run data
+@dataclass
+class RunData:
+    path: Path
+    summary: RunSummary
+    histograms: dict[str, dict[str, str]] = field(default_factory=dict)
+    requests: list[dict[str, Any]] | None = None
+    engine_metrics: list[dict[str, Any]] | None = None
+    progress: list[dict[str, Any]] | None = None
+    scenario: dict[str, Any] | None = None  # scenario.yaml as loaded YAML (resolved scenario)
+    notes: list[str] = field(default_factory=list)  # what is missing or damaged, for the report
+    summary_derived: bool = False  # summary computed from requests.jsonl
+    _hist_cache: dict[tuple[str, str], hdr.Hist | None] = field(default_factory=dict, repr=False)
+
+    @property
+    def name(self) -> str:
+        return str(self.summary.scenario.get("name") or self.path.name)
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        fp = self.summary.scenario.get("fingerprint")
+        return fp if isinstance(fp, dict) else {}
+
+    @property
+    def classes(self) -> list[str]:
+        names = list(self.summary.per_class)
+        for key in self.histograms:
+            if key != "_all" and key not in names:
+                names.append(key)
+        return names
+
+    def measured_requests(self) -> list[dict[str, Any]]:
+        """requests.jsonl without warmup requests."""
+        return [r for r in (self.requests or []) if not r.get("warmup")]
+
+    def hist(self, metric: str, group: str = "_all") -> hdr.Hist | None:
+        """Decoded histogram of `metric` for a class (or `_all`), in the stored unit (ns for
+        latencies); falls back to per-request values for ttft/e2e/tpot when histograms.json lacks
+        it. None when nothing holds it."""
+        key = (group, metric)
+        if key not in self._hist_cache:
+            self._hist_cache[key] = self._load_hist(metric, group)
+        return self._hist_cache[key]
+
+    def _load_hist(self, metric: str, group: str) -> hdr.Hist | None:
+        blob = self.histograms.get(group, {}).get(metric)
+        if blob:
+            try:
+                h = hdr.decode(blob)
+                return h if h.total else None
+            except hdr.HistogramError as exc:
+                self.notes.append(f"histograms.json: {group}/{metric} is not a readable HDR histogram ({exc})")
+        field_name = {"ttft": "ttft_ms", "e2e": "e2e_ms", "tpot": "tpot_ms", "send_lag": "send_lag_ms"}.get(metric)
+        if field_name and self.requests:
+            rows = [r for r in self.measured_requests() if not r.get("error") and (group == "_all" or r.get("class") == group)]
+            vals = [float(r[field_name]) * 1e6 for r in rows if isinstance(r.get(field_name), (int, float))]
+            if vals:
+                return hdr.from_values(vals)
+        return None
+
+    def window_start(self) -> float | None:
+        start = self.summary.window.get("start")
+        return float(start) if isinstance(start, (int, float)) else None
+
+
+def _fmt_missing(name: str, why: str) -> str:
+    return f"{name} {why}"
+
+
+def load_run(path: Path | str) -> RunData:
+    """Load a run directory; raises UserError only when nothing usable is there."""
+    run_dir = Path(path)
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: no such directory; pass a run directory (holding summary.json) or a sweep directory (holding index.json)")
+    notes: list[str] = []
+    present = [n for n in RUN_FILES if find_file(run_dir, n)]
+    if not present:
+        raise UserError(
+            f"{run_dir}: not a run directory (none of {', '.join(RUN_FILES)} is there); "
+            "pass the directory `harness run` wrote"
+        )
+
+    # requests first: a missing summary is rebuilt from them
+    requests = _load_jsonl(run_dir, "requests.jsonl", notes, what="per-request records; noise estimates and the fallback summary use them")
+    engine_metrics = _load_jsonl(run_dir, "engine_metrics.jsonl", notes, what="engine telemetry over time; the KV, queue and preemption plots need it")
+    progress = _load_jsonl(run_dir, "progress.jsonl", notes, what="client progress over time")
+
+    summary: RunSummary | None = None
+    derived = False
+    spath = find_file(run_dir, "summary.json")
+    if spath is None:
+        notes.append("summary.json is missing: the run did not finish; the values below are computed from requests.jsonl")
+    else:
+        try:
+            summary = RunSummary.model_validate(read_json(spath))
+        except (OSError, json.JSONDecodeError) as exc:
+            notes.append(f"summary.json is unreadable ({_short(exc)}); the values below are computed from requests.jsonl")
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            notes.append(f"summary.json does not match the summary schema ({loc}: {first['msg']}); values below are computed from requests.jsonl")
+    if summary is None:
+        summary = summary_from_requests(requests or [], progress or [])
+        derived = True
+        if not requests:
+            notes.append("requests.jsonl is missing or empty too: no latency or throughput values are available")
+
+    histograms: dict[str, dict[str, str]] = {}
+    hpath = find_file(run_dir, "histograms.json")
+    if hpath is None:
+        notes.append("histograms.json is missing: percentile plots use per-request values (TTFT, E2E) and ITL plots are left out")
+    else:
+        try:
+            raw = read_json(hpath)
+            if isinstance(raw, dict):
+                histograms = {str(k): {str(m): b for m, b in v.items() if isinstance(b, str)} for k, v in raw.items() if isinstance(v, dict)}
+            else:
+                notes.append("histograms.json is not an object of {class: {metric: blob}}; percentile plots use per-request values")
+        except (OSError, json.JSONDecodeError) as exc:
+            notes.append(f"histograms.json is unreadable ({_short(exc)}); percentile plots use per-request values")
+
+    scenario = None
+    sc_path = run_dir / "scenario.yaml"
+    if sc_path.is_file():
+        try:
+            loaded = yaml.safe_load(sc_path.read_text())
+            scenario = loaded if isinstance(loaded, dict) else None
+        except (OSError, yaml.YAMLError) as exc:
+            notes.append(f"scenario.yaml is unreadable ({_short(exc)})")
+
+    if summary.status != "complete" and not derived:
+        notes.insert(0, f"run status is {summary.status!r}: values cover only what was measured before it stopped")
+    return RunData(
+        path=run_dir,
+        summary=summary,
+        histograms=histograms,
+        requests=requests,
+        engine_metrics=engine_metrics,
+        progress=progress,
+        scenario=scenario,
+        notes=notes,
+        summary_derived=derived,
+    )
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:160]
+
+
+def _load_jsonl(run_dir: Path, name: str, notes: list[str], what: str) -> list[dict[str, Any]] | None:
+    path = find_file(run_dir, name)
+    if path is None:
+        notes.append(f"{name} is missing ({what})")
+        return None
+    try:
+        rows, bad = read_jsonl(path)
+    except OSError as exc:
+        notes.append(f"{name} is unreadable ({_short(exc)})")
+        return None
+    if bad:
+        notes.append(f"{name}: {bad} unreadable line(s) skipped (a run that stopped mid-write leaves a partial last line)")
+    return rows
+
+
+def _pcts(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"count": 0}
+    arr = np.asarray(values, dtype=float)
+    q = np.percentile(arr, [50, 90, 99, 99.9])
+    return {
+        "count": int(arr.size),
+        "mean": float(arr.mean()),
+        "p50": float(q[0]),
+        "p90": float(q[1]),
+        "p99": float(q[2]),
+        "p999": float(q[3]),
+        "max": float(arr.max()),
+        "min": float(arr.min()),
+    }
+
+
+def summary_from_requests(requests: list[dict[str, Any]], progress: list[dict[str, Any]]) -> RunSummary:
+    """A partial summary from per-request records (for runs that never wrote summary.json)."""
+    rows = [r for r in requests if not r.get("warmup")]
+    ok = [r for r in rows if not r.get("error")]
+    failed = [r for r in rows if r.get("error")]
+    errors: dict[str, int] = {}
+    for r in failed:
+        errors[str(r.get("error"))] = errors.get(str(r.get("error")), 0) + 1
+
+    def start_ns(r: dict[str, Any]) -> float | None:
+        v = r.get("intended_ns") if r.get("intended_ns") is not None else r.get("sent_ns")
+        return float(v) if isinstance(v, (int, float)) else None
+
+    starts = [s for s in (start_ns(r) for r in rows) if s is not None]
+    ends = [start_ns(r) + float(r["e2e_ms"]) * 1e6 for r in ok if start_ns(r) is not None and isinstance(r.get("e2e_ms"), (int, float))]
+    duration = (max(ends) - min(starts)) / 1e9 if starts and ends and max(ends) > min(starts) else 0.0
+
+    def block(sel: list[dict[str, Any]]) -> dict[str, Any]:
+        good = [r for r in sel if not r.get("error")]
+        inp = sum(int(r.get("input_tokens") or 0) for r in good)
+        out = sum(int(r.get("output_tokens") or 0) for r in good)
+        return {
+            "requests": {
+                "completed": len(good),
+                "failed": len(sel) - len(good),
+                "rps": len(good) / duration if duration else 0.0,
+            },
+            "tokens": {
+                "input_total": inp,
+                "output_total": out,
+                "input_per_s": inp / duration if duration else 0.0,
+                "output_per_s": out / duration if duration else 0.0,
+            },
+            "latency_ms": {
+                m: _pcts([float(r[f"{m}_ms"]) for r in good if isinstance(r.get(f"{m}_ms"), (int, float))])
+                for m in ("ttft", "tpot", "e2e")
+            },
+        }
+
+    overall = block(rows)
+    classes = sorted({str(r.get("class")) for r in rows if r.get("class") is not None})
+    data: dict[str, Any] = {
+        "requests": {**overall["requests"], "errors_by_kind": errors},
+        "tokens": overall["tokens"],
+        "latency_ms": overall["latency_ms"],
+        "per_class": {c: block([r for r in rows if r.get("class") == c]) for c in classes},
+        "window": {"duration_s": duration},
+        "status": "partial",
+        "validity": {"ok": False, "warnings": ["summary computed from requests.jsonl: ITL, engine telemetry and goodput are not available"]},
+    }
+    if progress:
+        data["window"]["start"] = progress[0].get("t")
+    return RunSummary.model_validate(data)
+
+
+# ---------------------------------------------------------------- sweep data
+@dataclass
+class Cell:
+    id: str
+    config_id: str
+    scenario: str
+    repeat: int
+    status: str
+    flags: dict[str, Any]
+    reason: str | None
+    startup_s: float | None
+    run_dir: Path | None
+    run: RunData | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def usable(self) -> bool:
+        return self.run is not None and self.status in ("complete", "partial") and self.run.summary.requests.completed > 0
+
+
+@dataclass
+class SweepData:
+    path: Path
+    name: str
+    cells: list[Cell]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def configs(self) -> list[str]:
+        seen: list[str] = []
+        for c in self.cells:
+            if c.config_id not in seen:
+                seen.append(c.config_id)
+        return seen
+
+    @property
+    def scenarios(self) -> list[str]:
+        seen: list[str] = []
+        for c in self.cells:
+            if c.scenario not in seen:
+                seen.append(c.scenario)
+        return seen
+
+    def flags_of(self, config_id: str) -> dict[str, Any]:
+        for c in self.cells:
+            if c.config_id == config_id:
+                return c.flags
+        return {}
+
+    def cells_for(self, config_id: str, scenario: str) -> list[Cell]:
+        return [c for c in self.cells if c.config_id == config_id and c.scenario == scenario]
+
+
+def load_sweep(path: Path | str, load_runs: bool = True) -> SweepData:
+    sweep_dir = Path(path)
+    ipath = sweep_dir / "index.json"
+    if not ipath.is_file():
+        raise UserError(f"{sweep_dir}: no index.json; pass the directory `harness sweep` wrote (it holds index.json and one run directory per cell)")
+    try:
+        index = read_json(ipath)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{ipath}: unreadable ({_short(exc)}); re-run `harness sweep --resume {sweep_dir}` to rewrite it") from None
+    if not isinstance(index, dict) or not isinstance(index.get("cells"), list):
+        raise UserError(f"{ipath}: expected an object with a 'cells' list; was it written by `harness sweep`?")
+    notes: list[str] = []
+    cells: list[Cell] = []
+    for i, raw in enumerate(index["cells"]):
+        if not isinstance(raw, dict):
+            notes.append(f"index.json: cells[{i}] is not an object; skipped")
+            continue
+        rd = raw.get("run_dir")
+        run_dir = (sweep_dir / rd) if isinstance(rd, str) and rd else None
+        cell = Cell(
+            id=str(raw.get("id") or f"cell{i}"),
+            config_id=str(raw.get("config_id") or "?"),
+            scenario=str(raw.get("scenario") or "?"),
+            repeat=int(raw.get("repeat") or 0),
+            status=str(raw.get("status") or "unknown"),
+            flags=raw.get("flags") if isinstance(raw.get("flags"), dict) else {},
+            reason=raw.get("reason"),
+            startup_s=raw.get("startup_s") if isinstance(raw.get("startup_s"), (int, float)) else None,
+            run_dir=run_dir,
+            raw=raw,
+        )
+        if load_runs and run_dir is not None and run_dir.is_dir() and any(find_file(run_dir, n) for n in RUN_FILES):
+            try:
+                cell.run = load_run(run_dir)
+            except UserError as exc:
+                notes.append(f"cell {cell.id}: {exc.lines[0]}")
+        elif load_runs and cell.status != "failed":
+            notes.append(f"cell {cell.id} ({cell.config_id} × {cell.scenario}): status {cell.status} but its run directory {rd!r} is missing")
+        cells.append(cell)
+    name = str(index.get("sweep") or sweep_dir.name)
+    return SweepData(path=sweep_dir, name=name, cells=cells, notes=notes)
+
+
+# ---------------------------------------------------------------- what a directory is
+def kind_of(path: Path) -> str:
+    """'sweep', 'run', 'group' (a folder of run directories: repeats) or 'unknown'."""
+    if (path / "index.json").is_file():
+        return "sweep"
+    if any(find_file(path, n) for n in RUN_FILES):
+        return "run"
+    if path.is_dir() and run_subdirs(path):
+        return "group"
+    return "unknown"
+
+
+def run_subdirs(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if p.is_dir() and any(find_file(p, n) for n in RUN_FILES))

@@ -1,0 +1,303 @@
+"""Matplotlib figures of runs and sweeps, built with the object API (no pyplot, no global state).
+
+Each builder returns a `matplotlib.figure.Figure` whose lines and bars carry labels, so tests
+can check the series before anything is rendered. Latencies arrive in nanoseconds (HDR) and are
+plotted in milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from harness.report import hdr
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+ALL_COLOR = "#222222"
+
+
+def _style(ax: Any) -> None:
+    ax.grid(True, which="major", alpha=0.3)
+    ax.spines["top"].set_visible(False)
+    ax.spines["right"].set_visible(False)
+
+
+# ---------------------------------------------------------------- percentile plots
+@dataclass
+class Series:
+    label: str
+    hist: hdr.Hist  # in nanoseconds
+    style: str = "-"
+    color: str | None = None
+
+
+def percentile_figure(series: list[Series], title: str, ylabel: str = "latency (ms)") -> Figure:
+    """Latency against percentile, the x axis stretched towards the tail (90, 99, 99.9, 99.99 equally
+    spaced), as HdrHistogram's plotter draws it. A curve stops at the last percentile its sample
+    count can support (1 - 1/n)."""
+    fig = Figure(figsize=(8.0, 4.4), layout="constrained")
+    ax = fig.add_subplot()
+    top = 0.0
+    lows: list[float] = []
+    x_max = 0.0
+    for i, s in enumerate(series):
+        x, y = hdr.percentile_curve(s.hist)
+        if not x.size:
+            continue
+        y = y / 1e6
+        color = s.color or (ALL_COLOR if i == 0 else PALETTE[(i - 1) % len(PALETTE)])
+        ax.plot(x, y, s.style, color=color, lw=2.0 if i == 0 else 1.5, label=f"{s.label} (n={s.hist.total:,})")
+        top = max(top, float(y.max()))
+        lows.append(float(y.min()))
+        x_max = max(x_max, float(x[-1]))
+    ticks = [(x, lab) for x, lab in hdr.TAIL_TICKS if x <= max(x_max, 2.0) + 1e-9]
+    ax.set_xticks([t[0] for t in ticks], [t[1] for t in ticks])
+    ax.set_xlim(0, max(x_max, 2.0))
+    if lows and top > 0 and min(lows) > 0 and top / min(lows) > 30:
+        ax.set_yscale("log")
+        ylabel += ", log scale"
+    else:
+        ax.set_ylim(0, top * 1.08 if top else 1)
+    ax.set_xlabel("percentile (tail stretched: each step right is 10× rarer)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    _style(ax)
+    if ax.get_lines():
+        ax.legend(loc="upper left", fontsize="small", frameon=False)
+    else:
+        ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes, color="#888")
+    return fig
+
+
+# ---------------------------------------------------------------- over time
+def _series(rows: list[dict[str, Any]], key: str, t0: float) -> tuple[np.ndarray, np.ndarray]:
+    pts = [(float(r["t"]) - t0, float(r[key])) for r in rows if isinstance(r.get("t"), (int, float)) and isinstance(r.get(key), (int, float))]
+    if not pts:
+        return np.zeros(0), np.zeros(0)
+    arr = np.asarray(pts)
+    return arr[:, 0], arr[:, 1]
+
+
+def _rate(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-second rate of a cumulative counter; a counter reset (engine restart) counts as 0."""
+    if t.size < 2:
+        return np.zeros(0), np.zeros(0)
+    dt = np.diff(t)
+    dv = np.diff(v)
+    ok = dt > 0
+    rate = np.where(dv >= 0, dv, 0.0)[ok] / dt[ok]
+    return t[1:][ok], rate
+
+
+def over_time_figure(
+    engine: list[dict[str, Any]] | None,
+    progress: list[dict[str, Any]] | None,
+    window: dict[str, Any] | None = None,
+    engine_missing: str = "",
+) -> Figure:
+    """Four stacked panels sharing the time axis: KV cache usage, running/waiting requests,
+    preemptions per second, and tokens per second (engine counters and the client's count)."""
+    engine = engine or []
+    progress = progress or []
+    starts = [float(r["t"]) for r in (*engine[:1], *progress[:1]) if isinstance(r.get("t"), (int, float))]
+    t0 = min(starts) if starts else 0.0
+    fig = Figure(figsize=(9.0, 9.0), layout="constrained")
+    axes = fig.subplots(4, 1, sharex=True)
+    fig.suptitle("Over time (seconds since the first sample)")
+    no_engine = "no engine telemetry" + (f": {engine_missing}" if engine_missing else "")
+
+    # warmup shading: progress phase "warmup", else the summary's window start
+    warm_end = None
+    warm = [float(r["t"]) for r in progress if r.get("phase") == "warmup" and isinstance(r.get("t"), (int, float))]
+    meas = [float(r["t"]) for r in progress if r.get("phase") == "measure" and isinstance(r.get("t"), (int, float))]
+    if warm and meas:
+        warm_end = min(meas) - t0
+    elif window and isinstance(window.get("start"), (int, float)) and starts and window["start"] > t0:
+        warm_end = float(window["start"]) - t0
+
+    # 1. KV usage
+    ax = axes[0]
+    t, kv = _series(engine, "kv_usage", t0)
+    if t.size:
+        scale = 100.0 if np.nanmax(kv) <= 1.5 else 1.0
+        ax.plot(t, kv * scale, color=PALETTE[0], label="KV cache usage")
+        ax.set_ylim(0, 105)
+        ax.axhline(100, color="#d62728", lw=0.8, ls=":")
+    else:
+        ax.text(0.5, 0.5, no_engine, ha="center", va="center", transform=ax.transAxes, color="#888")
+    ax.set_ylabel("KV usage (%)")
+    ax.set_title("KV cache usage", loc="left", fontsize="medium")
+
+    # 2. running / waiting
+    ax = axes[1]
+    drawn = False
+    for key, color, label in (("running", PALETTE[2], "running"), ("waiting", PALETTE[1], "waiting")):
+        t, v = _series(engine, key, t0)
+        if t.size:
+            ax.plot(t, v, color=color, label=label, drawstyle="steps-post")
+            drawn = True
+    tp, inflight = _series(progress, "in_flight", t0)
+    if tp.size:
+        ax.plot(tp, inflight, color="#7f7f7f", ls="--", lw=1, label="in flight (client)")
+        drawn = True
+    if not engine:
+        ax.text(0.5, 0.8, no_engine, ha="center", va="center", transform=ax.transAxes, color="#888")
+    ax.set_ylabel("requests")
+    ax.set_title("Requests running and waiting in the engine", loc="left", fontsize="medium")
+    if drawn:
+        ax.legend(loc="upper right", fontsize="small", frameon=False, ncol=3)
+
+    # 3. preemptions
+    ax = axes[2]
+    t, v = _series(engine, "preemptions_total", t0)
+    tr, rate = _rate(t, v)
+    if tr.size:
+        ax.plot(tr, rate, color=PALETTE[3], label="preemptions/s", drawstyle="steps-pre")
+        ax.fill_between(tr, rate, step="pre", color=PALETTE[3], alpha=0.25)
+        total = float(v[-1] - v[0]) if v.size else 0.0
+        ax.text(0.99, 0.9, f"{total:,.0f} in total", ha="right", va="top", transform=ax.transAxes, fontsize="small")
+        ax.set_ylim(bottom=0)
+    else:
+        ax.text(0.5, 0.5, no_engine if not engine else "engine reports no preemption counter", ha="center", va="center", transform=ax.transAxes, color="#888")
+    ax.set_ylabel("preemptions/s")
+    ax.set_title("Preemptions", loc="left", fontsize="medium")
+
+    # 4. tokens/s
+    ax = axes[3]
+    drawn = False
+    for key, color, label in (("generation_tokens_total", PALETTE[0], "engine output tokens/s"), ("prompt_tokens_total", PALETTE[4], "engine prompt tokens/s")):
+        t, v = _series(engine, key, t0)
+        tr, rate = _rate(t, v)
+        if tr.size:
+            ax.plot(tr, rate, color=color, label=label)
+            drawn = True
+    t, v = _series(progress, "output_tokens", t0)
+    tr, rate = _rate(t, v)
+    if tr.size:
+        ax.plot(tr, rate, color="#222222", ls="--", lw=1.2, label="client output tokens/s")
+        drawn = True
+    ax.set_ylabel("tokens/s")
+    ax.set_title("Throughput", loc="left", fontsize="medium")
+    ax.set_xlabel("time (s)")
+    if drawn:
+        ax.legend(loc="upper right", fontsize="small", frameon=False, ncol=3)
+        ax.set_ylim(bottom=0)
+    else:
+        ax.text(0.5, 0.5, "no throughput samples", ha="center", va="center", transform=ax.transAxes, color="#888")
+
+    for ax in axes:
+        _style(ax)
+        if warm_end is not None and warm_end > 0:
+            ax.axvspan(0, warm_end, color="#999999", alpha=0.15, lw=0, label="_warmup")
+    if warm_end is not None and warm_end > 0:
+        axes[0].text(warm_end / 2, 0.5, "warmup", transform=axes[0].get_xaxis_transform(), ha="center", fontsize="small", color="#555")
+    return fig
+
+
+# ---------------------------------------------------------------- sweeps
+@dataclass
+class SweepPoint:
+    config: str
+    scenario: str
+    throughput: float  # output tokens/s
+    lat: dict[str, tuple[float | None, float | None]]  # metric -> (p50, p99) in ms
+    goodput_rps: float | None
+    goodput_fraction: float | None  # 0-1
+    repeats: int = 1
+
+
+def config_colors(configs: list[str]) -> dict[str, str]:
+    return {c: PALETTE[i % len(PALETTE)] for i, c in enumerate(configs)}
+
+
+LAT_PANELS = (("ttft", "TTFT"), ("itl", "ITL per token"), ("e2e", "E2E latency"))
+
+
+def latency_throughput_figure(points: list[SweepPoint], configs: list[str], scenarios: list[str], best: dict[str, str | None]) -> Figure:
+    """Grid: rows TTFT / ITL / E2E, one column per scenario. Each config is a vertical bar from its
+    p50 (circle) to its p99 (triangle) at its output throughput; the best config under the SLOs is
+    ringed."""
+    colors = config_colors(configs)
+    ncol = max(1, len(scenarios))
+    fig = Figure(figsize=(min(4.6 * ncol + 1.5, 18), 9.0), layout="constrained")
+    axes = np.atleast_2d(fig.subplots(len(LAT_PANELS), ncol, squeeze=False))
+    fig.suptitle("Latency (p50 ● to p99 ▲) against output throughput, per config")
+    for c, scenario in enumerate(scenarios):
+        pts = [p for p in points if p.scenario == scenario]
+        for r, (metric, label) in enumerate(LAT_PANELS):
+            ax = axes[r][c]
+            for p in pts:
+                p50, p99 = p.lat.get(metric, (None, None))
+                if p50 is None and p99 is None:
+                    continue
+                ys = [y for y in (p50, p99) if y is not None]
+                color = colors[p.config]
+                ax.plot([p.throughput] * len(ys), ys, "-", color=color, lw=2, alpha=0.7, label=p.config)
+                if p50 is not None:
+                    ax.plot([p.throughput], [p50], "o", color=color, ms=6, label="_p50")
+                if p99 is not None:
+                    ax.plot([p.throughput], [p99], "^", color=color, ms=7, label="_p99")
+                if best.get(scenario) == p.config and p99 is not None:
+                    ax.plot([p.throughput], [p99], "o", ms=16, mfc="none", mec="#bf8700", mew=2, label="_best")
+            ax.set_ylim(bottom=0)
+            if r == 0:
+                ax.set_title(f"scenario {scenario}", fontsize="medium")
+            if c == 0:
+                ax.set_ylabel(f"{label} (ms)")
+            if r == len(LAT_PANELS) - 1:
+                ax.set_xlabel("output tokens/s")
+            _style(ax)
+            if not pts:
+                ax.text(0.5, 0.5, "no complete cells", ha="center", va="center", transform=ax.transAxes, color="#888")
+    handles = [Line2D([], [], color=colors[c], lw=3, label=c) for c in configs if any(p.config == c for p in points)]
+    handles += [
+        Line2D([], [], marker="o", ls="", color="#444", label="p50"),
+        Line2D([], [], marker="^", ls="", color="#444", label="p99"),
+        Line2D([], [], marker="o", ls="", ms=12, mfc="none", mec="#bf8700", mew=2, label="best under SLO"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 7), frameon=False, fontsize="small")
+    return fig
+
+
+def goodput_figure(points: list[SweepPoint], configs: list[str], scenarios: list[str], best: dict[str, str | None],
+                   failed: dict[str, str], metric_label: str = "goodput (requests/s meeting every SLO)") -> Figure:
+    """Grouped bars: one group per config, one bar per scenario; the share of requests meeting
+    the SLO printed on each bar, the best config per scenario starred, failed configs named."""
+    fig = Figure(figsize=(max(7.0, 1.6 * len(configs) * max(1, len(scenarios)) ** 0.5 + 3), 4.8), layout="constrained")
+    ax = fig.add_subplot()
+    n = max(1, len(scenarios))
+    width = 0.8 / n
+    x = np.arange(len(configs))
+    top = max([p.goodput_rps or 0.0 for p in points] + [0.0])
+    for j, scenario in enumerate(scenarios):
+        heights = []
+        for cfg in configs:
+            p = next((p for p in points if p.config == cfg and p.scenario == scenario), None)
+            heights.append(p.goodput_rps if p and p.goodput_rps is not None else 0.0)
+        xs = x - 0.4 + width * (j + 0.5)
+        bars = ax.bar(xs, heights, width * 0.92, color=PALETTE[j % len(PALETTE)], label=f"scenario {scenario}")
+        for k, (bar, cfg) in enumerate(zip(bars, configs)):
+            p = next((p for p in points if p.config == cfg and p.scenario == scenario), None)
+            if p is None:
+                continue
+            txt = f"{100 * p.goodput_fraction:.0f}%" if p.goodput_fraction is not None else ""
+            if best.get(scenario) == cfg:
+                txt = "★ " + txt
+                bar.set_edgecolor("#000000")
+                bar.set_linewidth(1.8)
+            ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() + top * 0.01, txt, ha="center", va="bottom", fontsize="x-small")
+    for k, cfg in enumerate(configs):
+        if cfg in failed:
+            ax.text(x[k], top * 0.05 if top else 0.05, "failed to start", ha="center", va="bottom", rotation=90, color="#d62728", fontsize="small")
+    ax.set_xticks(x, configs, rotation=20 if len(configs) > 4 else 0, ha="right" if len(configs) > 4 else "center")
+    ax.set_ylabel(metric_label)
+    ax.set_ylim(0, top * 1.18 if top else 1)
+    ax.set_title("Goodput per config and scenario (★ best under the SLOs; % = share of requests meeting them)")
+    _style(ax)
+    ax.grid(False, axis="x")
+    ax.legend(loc="upper left", fontsize="small", frameon=False, ncol=min(3, n))
+    return fig

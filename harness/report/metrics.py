@@ -1,0 +1,147 @@
+"""The key metrics that reports, `compare` and the CI summary talk about: one definition each.
+
+A definition says where the value lives in summary.json, its unit, which direction is better
+(latency up = worse, throughput down = worse), and which per-request data can estimate its
+run-to-run noise. Add a metric here and every table, comparison and summary knows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from harness.errors import UserError
+from harness.results.schema import RunSummary
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    key: str  # what users type: ttft.p99, rps, ...
+    label: str
+    unit: str
+    better: Literal["lower", "higher"]
+    kind: Literal["latency", "throughput", "rate"]
+    get: Callable[[RunSummary], float | None]
+    #: per-request field whose resampling estimates the noise (latency metrics)
+    record_field: str | None = None
+    #: statistic over that field: a percentile (0-100) or "mean"
+    stat: float | str | None = None
+    #: per-request quantity summed per time slice (throughput metrics)
+    slice_quantity: str | None = None
+    #: ITL: gaps come from chunk_offsets_us/chunk_tokens, or the histogram
+    itl: str | None = None
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _lat(metric: str, stat: str) -> Callable[[RunSummary], float | None]:
+    def get(s: RunSummary) -> float | None:
+        d = s.latency_ms.get(metric)
+        return _num(getattr(d, stat, None)) if d is not None and d.count else None
+
+    return get
+
+
+def _goodput_rps(s: RunSummary) -> float | None:
+    overall = s.goodput.get("overall") if isinstance(s.goodput, dict) else None
+    return _num(overall.get("rps")) if isinstance(overall, dict) else None
+
+
+def _goodput_fraction(s: RunSummary) -> float | None:
+    overall = s.goodput.get("overall") if isinstance(s.goodput, dict) else None
+    v = _num(overall.get("fraction")) if isinstance(overall, dict) else None
+    return None if v is None else 100.0 * v
+
+
+def _error_rate(s: RunSummary) -> float | None:
+    total = s.requests.completed + s.requests.failed
+    return 100.0 * s.requests.failed / total if total else None
+
+
+def _defs() -> list[MetricDef]:
+    out: list[MetricDef] = []
+    names = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2e": "E2E"}
+    for short, label in names.items():
+        source = "itl_token" if short == "itl" else short
+        for stat in ("p50", "p90", "p99", "mean"):
+            pct: float | str = "mean" if stat == "mean" else float(stat[1:])
+            out.append(
+                MetricDef(
+                    key=f"{short}.{stat}",
+                    label=f"{label} {stat}",
+                    unit="ms",
+                    better="lower",
+                    kind="latency",
+                    get=_lat(source, stat),
+                    record_field=None if short == "itl" else f"{short}_ms",
+                    stat=pct,
+                    itl="token" if short == "itl" else None,
+                )
+            )
+    out += [
+        MetricDef("rps", "requests/s", "req/s", "higher", "throughput", lambda s: _num(s.requests.rps) or None, slice_quantity="requests"),
+        MetricDef("output_tps", "output tokens/s", "tok/s", "higher", "throughput", lambda s: _num(s.tokens.output_per_s) or None, slice_quantity="output_tokens"),
+        MetricDef("input_tps", "input tokens/s", "tok/s", "higher", "throughput", lambda s: _num(s.tokens.input_per_s) or None, slice_quantity="input_tokens"),
+        MetricDef("goodput_rps", "goodput", "req/s", "higher", "throughput", _goodput_rps, slice_quantity="good"),
+        MetricDef("goodput_pct", "goodput share", "%", "higher", "rate", _goodput_fraction),
+        MetricDef("error_rate", "failed requests", "%", "lower", "rate", _error_rate),
+    ]
+    return out
+
+
+METRICS: dict[str, MetricDef] = {m.key: m for m in _defs()}
+
+DEFAULT_COMPARE = (
+    "ttft.p50", "ttft.p99", "itl.p50", "itl.p99", "tpot.p50", "e2e.p50", "e2e.p99",
+    "rps", "output_tps", "goodput_rps", "error_rate",
+)  # fmt: skip
+
+
+def resolve(keys: list[str] | None) -> list[MetricDef]:
+    if not keys:
+        return [METRICS[k] for k in DEFAULT_COMPARE]
+    out: list[MetricDef] = []
+    bad: list[str] = []
+    for key in keys:
+        for part in key.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part in METRICS:
+                out.append(METRICS[part])
+            else:
+                bad.append(part)
+    if bad:
+        raise UserError(f"--metrics: unknown metric(s) {', '.join(bad)}; choose from: {', '.join(METRICS)}")
+    return out
+
+
+# ---------------------------------------------------------------- formatting
+def fmt_num(value: float | None, digits: int | None = None) -> str:
+    """Three significant figures, thousands separated; '—' for missing."""
+    if value is None:
+        return "—"
+    v = float(value)
+    if digits is None:
+        a = abs(v)
+        digits = 0 if a >= 100 else 1 if a >= 10 else 2 if a >= 1 else 3
+        if a == 0:
+            digits = 0
+    return f"{v:,.{digits}f}"
+
+
+def fmt_pct(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{value:.{digits}f} %"
+
+
+def fmt_signed_pct(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:+.1f} %"
+
+
+def fmt_bytes_gib(value: float | None) -> str:
+    return "—" if value is None else f"{value / 2**30:,.1f} GiB"

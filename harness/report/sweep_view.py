@@ -1,0 +1,131 @@
+"""A sweep seen as configs × scenarios: repeats averaged, configs ranked per scenario.
+
+Ranking is on goodput (requests per second that met every SLO), the guides' criterion for
+"best config"; ties go to the lower E2E p99. A sweep whose runs carry no goodput (no SLO set)
+is ranked on requests/s and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness.report.data import Cell, RunData, SweepData
+from harness.report.figures import SweepPoint
+from harness.report.metrics import METRICS, MetricDef
+
+
+@dataclass
+class ConfigResult:
+    config: str
+    scenario: str
+    flags: dict[str, Any]
+    cells: list[Cell] = field(default_factory=list)
+
+    @property
+    def runs(self) -> list[RunData]:
+        return [c.run for c in self.cells if c.usable and c.run is not None]
+
+    @property
+    def status(self) -> str:
+        if self.runs:
+            return "complete" if all(c.status == "complete" for c in self.cells) else "partial"
+        if any(c.status == "failed" for c in self.cells):
+            return "failed"
+        return "missing"
+
+    @property
+    def reason(self) -> str | None:
+        for c in self.cells:
+            if c.reason:
+                return str(c.reason)
+        return None
+
+    def value(self, metric: MetricDef | str) -> float | None:
+        m = METRICS[metric] if isinstance(metric, str) else metric
+        vals = [v for v in (m.get(r.summary) for r in self.runs) if v is not None]
+        return float(np.mean(vals)) if vals else None
+
+    def spread(self, metric: MetricDef | str) -> float | None:
+        m = METRICS[metric] if isinstance(metric, str) else metric
+        vals = [v for v in (m.get(r.summary) for r in self.runs) if v is not None]
+        return float(max(vals) - min(vals)) if len(vals) > 1 else None
+
+
+def results(sweep: SweepData) -> dict[tuple[str, str], ConfigResult]:
+    out: dict[tuple[str, str], ConfigResult] = {}
+    for cell in sweep.cells:
+        key = (cell.config_id, cell.scenario)
+        if key not in out:
+            out[key] = ConfigResult(cell.config_id, cell.scenario, cell.flags)
+        out[key].cells.append(cell)
+    return out
+
+
+def rank_metric(sweep_results: dict[tuple[str, str], ConfigResult]) -> MetricDef:
+    has_goodput = any(r.value("goodput_rps") is not None for r in sweep_results.values())
+    return METRICS["goodput_rps" if has_goodput else "rps"]
+
+
+def ranking(sweep: SweepData) -> tuple[dict[str, list[ConfigResult]], MetricDef]:
+    """Per scenario, configs best first (unusable ones last, in sweep order)."""
+    res = results(sweep)
+    key_metric = rank_metric(res)
+    out: dict[str, list[ConfigResult]] = {}
+    for scenario in sweep.scenarios:
+        rows = [res[(c, scenario)] for c in sweep.configs if (c, scenario) in res]
+        usable = [r for r in rows if r.runs]
+        usable.sort(key=lambda r: (-(r.value(key_metric) or 0.0), r.value("e2e.p99") or float("inf")))
+        out[scenario] = usable + [r for r in rows if not r.runs]
+    return out, key_metric
+
+
+def best_configs(ranked: dict[str, list[ConfigResult]], key_metric: MetricDef) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for scenario, rows in ranked.items():
+        top = rows[0] if rows and rows[0].runs and (rows[0].value(key_metric) or 0) > 0 else None
+        out[scenario] = top.config if top else None
+    return out
+
+
+def points(sweep: SweepData) -> list[SweepPoint]:
+    out: list[SweepPoint] = []
+    for r in results(sweep).values():
+        if not r.runs:
+            continue
+        frac = r.value("goodput_pct")
+        out.append(
+            SweepPoint(
+                config=r.config,
+                scenario=r.scenario,
+                throughput=r.value("output_tps") or 0.0,
+                lat={m: (r.value(f"{m}.p50"), r.value(f"{m}.p99")) for m in ("ttft", "itl", "e2e")},
+                goodput_rps=r.value("goodput_rps") if r.value("goodput_rps") is not None else r.value("rps"),
+                goodput_fraction=None if frac is None else frac / 100.0,
+                repeats=len(r.runs),
+            )
+        )
+    return out
+
+
+def failed_configs(sweep: SweepData) -> dict[str, str]:
+    """Configs none of whose cells produced results, with the first reason recorded."""
+    out: dict[str, str] = {}
+    res = results(sweep)
+    for cfg in sweep.configs:
+        rows = [r for (c, _), r in res.items() if c == cfg]
+        if rows and not any(r.runs for r in rows):
+            out[cfg] = next((r.reason for r in rows if r.reason), None) or "no results"
+    return out
+
+
+def flags_text(flags: dict[str, Any]) -> str:
+    if not flags:
+        return "(base)"
+    parts = []
+    for k, v in flags.items():
+        name = k if str(k).startswith("-") else f"--{k}"
+        parts.append(name if v is True else f"{name} {v}")
+    return " ".join(parts)

@@ -1,0 +1,185 @@
+"""Tables of a run: the tuning guides' record list (client side per class and overall, engine
+side for the whole server), goodput, errors, and how the measurement itself held up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.report.data import RunData
+from harness.report.document import Table
+from harness.report.metrics import fmt_bytes_gib, fmt_num, fmt_pct
+from harness.results.schema import ClassBlock, Dist, RunSummary
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _get(d: Any, *keys: str) -> Any:
+    for k in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+def _dist_cell(d: Dist | None, stat: str) -> str:
+    if d is None or not d.count:
+        return "—"
+    return fmt_num(getattr(d, stat, None))
+
+
+def _frac_pct(v: Any) -> str:
+    """A 0-1 fraction as percent (values above 1.5 are taken as already percent)."""
+    f = _num(v)
+    if f is None:
+        return "—"
+    return fmt_pct(f * 100 if f <= 1.5 else f)
+
+
+def slo_text(slo: Any) -> str:
+    if not isinstance(slo, dict):
+        return ""
+    parts = [f"{k.removesuffix('_ms').upper()} ≤ {fmt_num(v)} ms" for k, v in slo.items() if _num(v) is not None]
+    return ", ".join(parts)
+
+
+def run_slo(run: RunData) -> str:
+    text = slo_text(_get(run.summary.goodput, "slo"))
+    if not text and run.scenario:
+        text = slo_text(run.scenario.get("slo"))
+    return text
+
+
+def record_table(run: RunData) -> Table:
+    """Client-measured values per class and overall (columns), one metric per row."""
+    s = run.summary
+    groups: list[tuple[str, RunSummary | ClassBlock]] = [("all requests", s)]
+    groups += [(name, s.per_class[name]) for name in s.per_class]
+    cols = ["Metric"] + [g[0] for g in groups]
+
+    def row(label: str, fn) -> list[str]:
+        return [label] + [fn(b) for _, b in groups]
+
+    def lat(metric: str, stat: str):
+        return lambda b: _dist_cell(b.latency_ms.get(metric), stat)
+
+    def goodput(b) -> str:
+        g = b.goodput.get("overall", b.goodput) if isinstance(b.goodput, dict) else {}
+        if not isinstance(g, dict) or _num(g.get("fraction")) is None:
+            return "—"
+        return f"{fmt_pct(100 * g['fraction'])} ({fmt_num(_num(g.get('rps')))} req/s)"
+
+    rows = [
+        row("Requests completed", lambda b: f"{b.requests.completed:,}"),
+        row("Requests failed", lambda b: f"{b.requests.failed:,}"),
+        row("Requests/s", lambda b: fmt_num(b.requests.rps)),
+        row("Input tokens/s", lambda b: fmt_num(b.tokens.input_per_s)),
+        row("Output tokens/s", lambda b: fmt_num(b.tokens.output_per_s)),
+    ]
+    for metric, label in (("ttft", "TTFT"), ("itl_token", "ITL per token"), ("itl_chunk", "ITL per chunk"), ("tpot", "TPOT"), ("e2e", "E2E latency")):
+        if not any(b.latency_ms.get(metric) is not None and b.latency_ms[metric].count for _, b in groups):
+            continue
+        for stat in ("p50", "p90", "p99", "max") if metric in ("ttft", "e2e") else ("p50", "p90", "p99"):
+            rows.append(row(f"{label} {stat} (ms)", lat(metric, stat)))
+    rows.append(row("Goodput (share meeting SLO)", goodput))
+    slo = run_slo(run)
+    notes = [
+        "Latencies in milliseconds, measured by the client; TTFT and E2E from the intended send time "
+        "(open loop) so queueing in the client counts. ITL per token splits a multi-token chunk's gap evenly.",
+    ]
+    if slo:
+        notes.append(f"SLO: {slo}.")
+    return Table(cols, rows, caption="Latency and throughput, per request class and overall", notes=notes)
+
+
+def engine_table(run: RunData) -> Table:
+    e = run.summary.engine or {}
+    tel = e.get("telemetry") if isinstance(e.get("telemetry"), dict) else {}
+    missing = tel.get("missing_reason") if tel else None
+    rows: list[list[str]] = []
+
+    gm = e.get("gpu_memory")
+    if isinstance(gm, dict) and gm.get("available") is not False and _num(gm.get("used_max_bytes")) is not None:
+        used, total = _num(gm.get("used_max_bytes")), _num(gm.get("total_bytes"))
+        share = f" of {fmt_bytes_gib(total)} ({fmt_pct(100 * used / total)})" if total else ""
+        rows.append(["GPU memory used (max)", fmt_bytes_gib(used) + share])
+    else:
+        why = gm.get("reason") if isinstance(gm, dict) else None
+        rows.append(["GPU memory used (max)", "not available" + (f": {why}" if why else "")])
+
+    kv = e.get("kv_usage")
+    if isinstance(kv, dict) and _num(kv.get("max")) is not None:
+        cap = _num(e.get("kv_capacity_tokens"))
+        rows.append([
+            "KV cache occupancy mean / p99 / max",
+            " / ".join(_frac_pct(kv.get(k)) for k in ("mean", "p99", "max")) + (f" of {fmt_num(cap)} tokens" if cap else ""),
+        ])
+    else:
+        rows.append(["KV cache occupancy", "not available"])
+
+    pre = e.get("preemptions")
+    if isinstance(pre, dict) and _num(pre.get("count")) is not None:
+        rows.append(["Preemptions", f"{int(pre['count']):,} ({fmt_num(_num(pre.get('per_s')))} /s)"])
+    else:
+        rows.append(["Preemptions", "not available"])
+
+    pc = e.get("prefix_cache")
+    if isinstance(pc, dict) and _num(pc.get("hit_rate")) is not None:
+        expected = _num(pc.get("expected_hit_rate"))
+        rows.append(["Prefix cache hit rate", _frac_pct(pc["hit_rate"]) + (f" (workload allows {_frac_pct(expected)})" if expected is not None else "")])
+    else:
+        rows.append(["Prefix cache hit rate", "not available"])
+
+    for key, label in (("running", "Running requests mean / max"), ("waiting", "Waiting requests mean / max")):
+        d = e.get(key)
+        if isinstance(d, dict) and _num(d.get("max")) is not None:
+            rows.append([label, f"{fmt_num(_num(d.get('mean')))} / {fmt_num(_num(d.get('max')), 0)}"])
+    sd = e.get("spec_decode")
+    if isinstance(sd, dict) and sd:
+        rows.append(["Speculative decoding", ", ".join(f"{k} {fmt_num(_num(v)) if _num(v) is not None else v}" for k, v in sd.items())])
+    source = (tel or {}).get("source")
+    rows.append(["Telemetry", f"{source or 'none'}, {tel.get('scrapes', 0) if tel else 0} scrapes" + (f"; missing: {missing}" if missing else "")])
+    profile = e.get("profile")
+    caption = "Engine, whole server" + (f" (profile {profile})" if profile else "")
+    return Table(["Metric", "Value"], rows, caption=caption, align=["l", "l"],
+                 notes=["From the engine's metrics endpoint over the measurement window; shared by all request classes."])
+
+
+def errors_table(run: RunData) -> Table | None:
+    errs = run.summary.requests.errors_by_kind
+    if not errs:
+        return None
+    total = run.summary.requests.completed + run.summary.requests.failed
+    rows = [[k, f"{v:,}", fmt_pct(100 * v / total if total else None)] for k, v in sorted(errs.items(), key=lambda kv: -kv[1])]
+    return Table(["Error kind", "Requests", "Share"], rows, caption="Failed requests by kind")
+
+
+def measurement_table(run: RunData) -> Table:
+    s = run.summary
+    rows: list[list[str]] = []
+    w = s.window
+    rows.append(["Measurement window", f"{fmt_num(_num(w.get('duration_s')))} s after {fmt_num(_num(w.get('warmup_s')))} s of warmup"])
+    load = s.load or {}
+    if load:
+        rows.append(["Load", ", ".join(f"{k} {v}" for k, v in load.items() if v is not None)])
+    clock = s.timing.get("clock")
+    if clock:
+        rows.append(["Timestamp clock", str(clock)])
+    if _num(s.timing.get("coalesced_reads")) is not None:
+        rows.append(["Reads holding several events", f"{int(s.timing['coalesced_reads']):,}"])
+    stalls = s.timing.get("stalls")
+    if isinstance(stalls, list):
+        rows.append(["Host stalls in the window", f"{len(stalls)}"])
+    if _num(s.client.get("cpu_max_pct")) is not None:
+        rows.append(["Client CPU max / mean", f"{fmt_pct(_num(s.client.get('cpu_max_pct')), 0)} / {fmt_pct(_num(s.client.get('cpu_mean_pct')), 0)}"])
+    lag = s.latency_ms.get("send_lag")
+    if lag is not None and lag.count:
+        rows.append(["Send lag p50 / p99 (open loop)", f"{fmt_num(lag.p50)} / {fmt_num(lag.p99)} ms"])
+    uc = s.usage_check or {}
+    if uc:
+        rows.append(["Prompt tokens vs intended", ", ".join(f"{k} {v}" for k, v in uc.items() if not isinstance(v, (dict, list)))])
+    tgt = s.target or {}
+    if tgt:
+        rows.append(["Target", " ".join(str(tgt.get(k)) for k in ("url", "api", "model") if tgt.get(k))])
+    return Table(["Item", "Value"], rows, caption="How the measurement held up", align=["l", "l"])
