@@ -102,6 +102,7 @@ def load_sweep(path: str | Path) -> SweepFile:
 
 
 def _safe_id(text: str) -> str:
+    text = re.sub(r"[{}\[\]\"' ]", "", text).replace(":", "-").replace("/", "_")
     text = _UNSAFE.sub("_", text) or "config"
     if len(text) > MAX_ID:
         digest = hashlib.sha256(text.encode()).hexdigest()[:8]

@@ -29,10 +29,11 @@ METRIC_COLUMNS = (
 )
 FACT_COLUMNS = ("kv_cache_tokens", "max_concurrency", "model_load_s", "graph_capture_s", "init_engine_s")
 
+# paths in the engine block of summary.json (harness.telemetry.block) first, then older spellings
 _CANDIDATES = {
-    "kv_usage_max": ("kv_usage_max", "kv_cache_usage_max", "kv_cache_usage_perc_max", "kv_usage.max", "kv_cache_usage.max", "kv_cache_usage_perc.max", "kv_usage"),
-    "preemptions": ("preemptions", "num_preemptions", "preemptions_total", "num_preemptions_total", "preemptions.delta", "preemptions.total"),
-    "prefix_hit_rate": ("prefix_cache_hit_rate", "prefix_hit_rate", "prefix_cache.hit_rate", "prefix_cache_hit_rate.value"),
+    "kv_usage_max": ("kv_usage.max", "kv_usage_max", "kv_cache_usage.max"),
+    "preemptions": ("preemptions.count", "preemptions", "num_preemptions"),
+    "prefix_hit_rate": ("prefix_cache.hit_rate", "prefix_cache_hit_rate", "prefix_hit_rate"),
 }
 
 

@@ -118,16 +118,24 @@ def scan_facts(facts: list[Fact], log_text: str) -> dict[str, Any]:
     return out
 
 
-_ERROR_LINE = re.compile(
-    r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception)\b: .+|error: .+|CUDA out of memory.*|Traceback.*)"
-)
-_GENERIC = ("Engine core initialization failed", "Traceback (most recent call last)")
+_PREFIX = re.compile(r"^(?:\([\w ]+pid=\d+\)\s*)?(?:(?P<level>[A-Z]+) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\]\s*)?")
+_ERROR_START = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception)|CUDA out of memory)\b:? .+|^(?:\S+ )*\S*: error: .+")
+_GENERIC = ("Engine core initialization failed", "initialization failed")
 
 
 def failure_hint(log_text: str) -> str | None:
-    """The most telling error line of a failed start: the first specific one (the root cause
-    comes before the generic 'initialization failed' wrappers)."""
-    hits = [m.group(1).strip() for m in _ERROR_LINE.finditer(strip_ansi(log_text))]
+    """The most telling error line of a failed start: the first line that begins with an
+    exception (`ValueError: ...`) or an argparse `error:`, log prefixes stripped, warnings
+    skipped; the root cause comes before generic wrappers such as 'initialization failed'."""
+    hits = []
+    for raw in strip_ansi(log_text).splitlines():
+        m = _PREFIX.match(raw)
+        level = m.group("level") if m else None
+        if level in ("INFO", "WARNING", "DEBUG"):
+            continue
+        line = raw[m.end():].strip() if m else raw.strip()
+        if _ERROR_START.match(line):
+            hits.append(line)
     specific = [h for h in hits if not any(g in h for g in _GENERIC)]
     if specific:
         return specific[0][:400]

@@ -15,6 +15,8 @@ VLLM_FACTS = [
     fact(r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) s", "model_load_gib", "model_load_s"),
     fact(r"Loading model weights took ([\d.]+) GB", "model_load_gib"),
     fact(r"Available KV cache memory: ([\d.]+) GiB", "kv_cache_gib"),
+    fact(r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache", "kv_cache_gib"),  # CPU build
+    fact(r"Loading weights took ([\d.]+) seconds", "weights_load_s"),
     fact(r"# (?:GPU|CPU) blocks: (\d+)", "num_gpu_blocks"),
     fact(r"Graph capturing finished in ([\d.]+) secs?, took ([\d.]+) GiB", "graph_capture_s", "graph_capture_gib"),
     fact(

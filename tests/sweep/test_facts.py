@@ -1,0 +1,92 @@
+"""Startup-log facts per engine kind, on lines in the engines' real formats, and the failure hint."""
+
+from harness.sweep.engines import failure_hint, get_kind
+
+from .conftest import DATA
+
+
+def test_vllm_cpu_build_real_log():
+    facts = get_kind("vllm").startup_facts((DATA / "vllm_cpu_0.32_startup.log").read_text())
+    assert facts == {
+        "kv_cache_tokens": 524288,
+        "max_concurrency_for_tokens": 2048,
+        "max_concurrency": 256.0,
+        "kv_cache_gib": 1.0,
+        "weights_load_s": 0.02,
+        "init_engine_s": 34.75,
+    }
+
+
+def test_vllm_gpu_one_line_format():
+    log = """
+(EngineCore_DP0 pid=1) INFO 05-01 10:00:01 [gpu_model_runner.py:2000] Model loading took 14.9889 GiB memory and 5.382 seconds
+(EngineCore_DP0 pid=1) INFO 05-01 10:00:09 [gpu_worker.py:300] Available KV cache memory: 51.25 GiB
+(EngineCore_DP0 pid=1) INFO 05-01 10:00:09 [kv_cache_utils.py:1000] GPU KV cache size: 419,840 tokens, Maximum concurrency for 32,768 tokens per request: 12.81x
+Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████████| 67/67 [00:04<00:00, 15.2it/s]
+(EngineCore_DP0 pid=1) INFO 05-01 10:00:20 [gpu_model_runner.py:3000] Graph capturing finished in 11 secs, took 0.54 GiB
+(EngineCore_DP0 pid=1) INFO 05-01 10:00:20 [core.py:200] init engine (profile, create kv cache, warmup model) took 38.47 s (compilation: 21.03 s)
+"""
+    facts = get_kind("vllm").startup_facts(log)
+    assert facts == {
+        "kv_cache_tokens": 419840, "max_concurrency_for_tokens": 32768, "max_concurrency": 12.81,
+        "model_load_gib": 14.9889, "model_load_s": 5.382, "kv_cache_gib": 51.25,
+        "graph_capture_s": 11, "graph_capture_gib": 0.54, "init_engine_s": 38.47, "compile_s": 21.03,
+    }
+
+
+def test_vllm_older_two_line_format_and_ansi():
+    log = (
+        "\x1b[1;36m(VllmWorker rank=0 pid=7)\x1b[0m INFO 01-01 00:00:00 [kv_cache_utils.py:634] GPU KV cache size: 1,234 tokens\n"
+        "INFO 01-01 00:00:00 [kv_cache_utils.py:637] Maximum concurrency for 2,048 tokens per request: 3.52x\n"
+        "INFO # GPU blocks: 77, # CPU blocks: 2048\n"
+    )
+    assert get_kind("vllm").startup_facts(log) == {
+        "kv_cache_tokens": 1234, "max_concurrency_for_tokens": 2048, "max_concurrency": 3.52, "num_gpu_blocks": 77,
+    }
+
+
+def test_sim_reads_vllm_lines():
+    log = "GPU KV cache size: 1,234 tokens, Maximum concurrency for 2,048 tokens per request: 0.60x\n"
+    assert get_kind("sim").startup_facts(log)["kv_cache_tokens"] == 1234
+
+
+def test_sglang():
+    log = (
+        "[2026-01-01 00:00:05 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.1 GB, mem usage=15.0 GB.\n"
+        "[2026-01-01 00:00:06 TP0] KV Cache is allocated. #tokens: 413152, K size: 25.2 GB, V size: 25.2 GB\n"
+        "[2026-01-01 00:00:12 TP0] Capture cuda graph end. Time elapsed: 5.17 s. mem usage=0.30 GB. avail mem=12.1 GB.\n"
+        "[2026-01-01 00:00:12 TP0] max_total_num_tokens=413152, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=4096, context_len=131072, available_gpu_mem=12.10 GB\n"
+        "[2026-01-01 00:00:20] The server is fired up and ready to roll!\n"
+    )
+    assert get_kind("sglang").startup_facts(log) == {
+        "max_total_num_tokens": 413152, "kv_cache_tokens": 413152, "chunked_prefill_size": 8192,
+        "max_prefill_tokens": 16384, "max_running_requests": 4096, "context_len": 131072,
+        "available_gpu_mem_gb": 12.1, "model_load_gib": 15.0, "graph_capture_s": 5.17,
+    }
+
+
+def test_tgi():
+    log = '2026-01-01T00:00:00.000Z  INFO text_generation_router_v3: backends/v3/src/lib.rs:125: Setting max batch total tokens to 159568\n'
+    assert get_kind("tgi").startup_facts(log) == {"max_batch_total_tokens": 159568, "kv_cache_tokens": 159568}
+
+
+def test_llamacpp():
+    log = "llama_context: n_ctx         = 8192\nsrv    load_model: initializing slots, n_slots = 4\nslot   load_model: id  0 | task -1 | new slot n_ctx_slot = 2048\n"
+    assert get_kind("llamacpp").startup_facts(log) == {"n_ctx": 8192, "n_slots": 4, "n_ctx_slot": 2048}
+
+
+def test_failure_hint_real_vllm_failed_start():
+    hint = failure_hint((DATA / "vllm_cpu_0.32_failed_start.log").read_text())
+    assert hint.startswith("ValueError: To serve at least one request with the model's max seq len (2048)")
+
+
+def test_failure_hint_other_shapes():
+    assert failure_hint("usage: vllm serve [-h]\nvllm serve: error: unrecognized arguments: --bogus 1\n") == (
+        "vllm serve: error: unrecognized arguments: --bogus 1"
+    )
+    assert failure_hint("Traceback (most recent call last):\nRuntimeError: Engine core initialization failed.") == (
+        "RuntimeError: Engine core initialization failed."
+    )
+    assert failure_hint("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n").startswith("torch.OutOfMemoryError")
+    assert failure_hint("all good\n") is None
