@@ -1,0 +1,124 @@
+"""`harness sim` / `python -m harness.sim`: flags (vLLM spellings plus simulator-only ones).
+
+Exit codes: 0 after SIGTERM/SIGINT, 1 when the engine fails to start (vLLM-like error lines on
+stderr, before any HTTP is served), 2 for a flag error (one line on stderr, like argparse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import sys
+
+from harness.sim.config import KV_DTYPE_BYTES, ConfigError, SimConfig
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.stderr.flush()
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="harness sim",
+        description="Simulated vLLM-like engine: an OpenAI-compatible server whose timing comes from a "
+                    "continuous-batching scheduler, a paged KV cache and a GPU cost model.",
+        allow_abbrev=False,
+    )
+    p.add_argument("model", nargs="?", default=None, help="model name (used as the served name unless --served-model-name)")
+    g = p.add_argument_group("server (vLLM flags)")
+    g.add_argument("--model", dest="model_flag", default=None, help="same as the positional model")
+    g.add_argument("--served-model-name", nargs="+", default=None, help="names the API accepts (default sim-llama-8b)")
+    g.add_argument("--host", default="127.0.0.1")
+    g.add_argument("--port", type=int, default=8000)
+    g.add_argument("--uvicorn-log-level", default="info", help="accepted and ignored")
+    g.add_argument("--disable-log-stats", action="store_true", help="no periodic 'Engine 000:' stats line")
+    g.add_argument("--disable-log-requests", action="store_true", help="accepted and ignored")
+    g.add_argument("--disable-uvicorn-access-log", action="store_true", help="accepted and ignored")
+    g.add_argument("--enable-request-id-headers", action="store_true", help="accepted; X-Request-Id is always echoed")
+    g.add_argument("--enable-force-include-usage", action="store_true", help="usage on every streamed chunk")
+    g.add_argument("--enable-prompt-tokens-details", action="store_true", help="usage.prompt_tokens_details.cached_tokens")
+    g.add_argument("--trust-remote-code", action="store_true", help="accepted and ignored")
+    g.add_argument("--seed", type=int, default=0)
+
+    e = p.add_argument_group("engine (vLLM flags)")
+    e.add_argument("--max-num-seqs", type=int, default=None)
+    e.add_argument("--max-num-batched-tokens", type=int, default=None)
+    e.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True)
+    e.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True)
+    e.add_argument("--gpu-memory-utilization", "--device-memory-utilization", type=float, default=0.92)
+    e.add_argument("--kv-cache-memory-bytes", default=None, help="KV cache size; overrides --gpu-memory-utilization")
+    e.add_argument("--max-model-len", default=None, help="tokens; 8192, 8k, 8K, or auto/-1 (largest that fits)")
+    e.add_argument("--kv-cache-dtype", default="auto", choices=sorted(KV_DTYPE_BYTES))
+    e.add_argument("--block-size", type=int, default=16)
+    e.add_argument("--num-gpu-blocks-override", type=int, default=None)
+    e.add_argument("--enforce-eager", action="store_true")
+    e.add_argument("-tp", "--tensor-parallel-size", type=int, default=1)
+    e.add_argument("-sc", "--speculative-config", default=None,
+                   help='JSON, e.g. {"method":"ngram","num_speculative_tokens":3,"acceptance_rate":0.6}')
+    e.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "half", "float32", "float"])
+    e.add_argument("-q", "--quantization", default=None)
+
+    s = p.add_argument_group("simulator")
+    s.add_argument("--sim-layers", type=int, default=32)
+    s.add_argument("--sim-kv-heads", type=int, default=8)
+    s.add_argument("--sim-head-dim", type=int, default=128)
+    s.add_argument("--sim-params-b", type=float, default=8.03, help="weights, billions of parameters")
+    s.add_argument("--sim-max-position", type=int, default=131072, help="the model's native max length")
+    s.add_argument("--sim-gpu-memory-gib", type=float, default=80.0)
+    s.add_argument("--sim-gpu-memory-used-gib", type=float, default=0.0, help="memory held by other processes")
+    s.add_argument("--sim-hbm-tbps", type=float, default=3.35, help="memory bandwidth, TB/s")
+    s.add_argument("--sim-tflops", type=float, default=600.0, help="effective dense TFLOPS")
+    s.add_argument("--sim-speed", type=float, default=1.0, help="speed factor: 2.0 = steps take half as long")
+    s.add_argument("--sim-eos-prob", type=float, default=0.002,
+                   help="per-token chance of EOS when ignore_eos is false (after min_tokens)")
+    s.add_argument("--sim-log-stats-interval", type=float,
+                   default=float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10")))
+    s.add_argument("--startup-delay", type=float, default=0.5, help="seconds before /health answers")
+    s.add_argument("--trace", default=None, metavar="FILE", help="JSONL ground truth of every write")
+
+    sc = p.add_argument_group("scripted mode (fixed timing, independent of batching)")
+    sc.add_argument("--scripted-ttft-ms", type=float, default=None)
+    sc.add_argument("--scripted-itl-ms", type=float, default=None)
+    sc.add_argument("--scripted-jitter-ms", type=float, default=0.0, help="uniform +/- offset on TTFT and each gap")
+
+    f = p.add_argument_group("faults")
+    f.add_argument("--fault-error-rate", type=float, default=0.0, help="fraction of requests answered with an error")
+    f.add_argument("--fault-error-status", type=int, default=500, choices=[500, 429])
+    f.add_argument("--fault-stall-every-s", type=float, default=0.0)
+    f.add_argument("--fault-stall-ms", type=float, default=0.0)
+    f.add_argument("--fault-disconnect-rate", type=float, default=0.0, help="fraction of streams cut mid-way")
+    f.add_argument("--fault-crash-after-s", type=float, default=0.0, help="exit(1) this long after becoming ready")
+    f.add_argument("--fault-crash-after-requests", type=int, default=0, help="exit(1) once N requests have finished")
+    f.add_argument("--fault-metrics", choices=["slow", "junk", "html", "absent"], default=None)
+    f.add_argument("--fault-metrics-delay-s", type=float, default=3.0, help="delay for --fault-metrics slow")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        cfg = SimConfig.from_args(args)
+    except SystemExit as exc:  # argparse: --help (0) or a flag error (2)
+        return int(exc.code or 0)
+    except ConfigError as exc:
+        sys.stderr.write(f"{parser.prog}: error: {exc}\n")
+        return 2
+
+    from harness.sim.loop import new_event_loop
+    from harness.sim.server import serve
+
+    loop = new_event_loop()
+    asyncio.set_event_loop(loop)
+    gc.collect()
+    gc.freeze()  # startup objects never need scanning again: shorter GC pauses while streaming
+    try:
+        return loop.run_until_complete(serve(cfg))
+    finally:
+        loop.close()

@@ -1,0 +1,59 @@
+"""One generation request as both engines (batching and scripted) see it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from harness.sim.sse import SSEStream
+
+WAITING, RUNNING, FINISHED = 0, 1, 2
+
+
+class SimRequest:
+    __slots__ = (
+        "rid", "response_id", "chat", "created", "prompt_len", "tokens", "out_ids", "max_tokens", "min_tokens",
+        "ignore_eos", "arrival", "arrival_ns", "arrival_wall_ns", "stream", "transport", "done", "status",
+        "num_computed", "blocks", "block_hashes", "num_cached_blocks", "cached_tokens", "first_sched",
+        "first_token", "last_token", "preemptions", "finish_reason", "disconnect_after", "trace",
+    )
+
+    def __init__(self, *, rid: str, response_id: str, chat: bool, created: int, prompt_words: list[str],
+                 max_tokens: int, min_tokens: int, ignore_eos: bool, arrival: float, arrival_ns: int,
+                 arrival_wall_ns: int, transport: Any, trace: list | None) -> None:
+        self.rid = rid
+        self.response_id = response_id
+        self.chat = chat
+        self.created = created
+        self.prompt_len = len(prompt_words)
+        # The engine needs at least one token to prefill; an empty prompt still reports 0 tokens.
+        self.tokens: list[str] = prompt_words if prompt_words else ["<bos>"]
+        self.out_ids: list[int] = []
+        self.max_tokens = max_tokens
+        self.min_tokens = min_tokens
+        self.ignore_eos = ignore_eos
+        self.arrival = arrival  # time.perf_counter()
+        self.arrival_ns = arrival_ns
+        self.arrival_wall_ns = arrival_wall_ns
+        self.stream: SSEStream | None = None
+        self.transport = transport
+        self.done: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.status = WAITING
+        self.num_computed = 0
+        self.blocks: list[int] = []
+        self.block_hashes: list[int] = []
+        self.num_cached_blocks = 0
+        self.cached_tokens = -1  # prefix-cache hits at first admission; -1 = not admitted yet
+        self.first_sched: float | None = None
+        self.first_token: float | None = None
+        self.last_token: float | None = None
+        self.preemptions = 0
+        self.finish_reason: str | None = None
+        self.disconnect_after: int | None = None  # fault: close the connection after this many tokens
+        self.trace = trace
+
+    def is_disconnected(self) -> bool:
+        if self.stream is not None:
+            return self.stream.is_disconnected()
+        t = self.transport
+        return t is None or t.is_closing()

@@ -1,0 +1,133 @@
+"""OpenAI-compatible SSE events written straight to the transport, one write per event.
+
+Each stream pre-renders the constant parts of its chunk JSON once, so an event costs a few byte
+concatenations and one `transport.write`. Events are framed by hand as HTTP/1.1 chunks (the
+response was prepared by aiohttp with chunked encoding; aiohttp writes the final `0\\r\\n\\r\\n`
+at `write_eof`). Layout matches vLLM:
+
+* chat: a role-only chunk (`delta: {role: assistant, content: ""}`) written right before the first
+  token (vLLM emits it together with the first output), then one chunk per engine output (one
+  token, or several when speculative decoding accepted several), `finish_reason` on the last one;
+* completions: one `text_completion` chunk per output;
+* with `stream_options.include_usage` a final `choices: []` chunk with `usage`; with
+  `continuous_usage_stats` too, every chunk carries cumulative `usage`;
+* then `data: [DONE]`.
+
+When tracing, each write appends `(perf_counter_ns after the write, n_tokens, kind)`.
+"""
+
+from __future__ import annotations
+
+import json
+from time import perf_counter_ns
+from typing import Any
+
+from harness.workload.builtin_tokenizer import VOCAB
+
+#: Token i's text in a stream: " word" (every token carries its leading space).
+WORD_BYTES: tuple[bytes, ...] = tuple((" " + w).encode() for w in VOCAB)
+DONE_FRAME = b"e\r\ndata: [DONE]\n\n\r\n"
+_FINISH = {None: b"null", "length": b'"length"', "stop": b'"stop"', "abort": b'"abort"'}
+
+
+def usage_json(prompt: int, completion: int, cached: int | None = None) -> bytes:
+    extra = b',"prompt_tokens_details":{"cached_tokens":%d}' % cached if cached is not None else b""
+    return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d%s}' % (prompt, prompt + completion, completion, extra)
+
+
+class SSEStream:
+    """Writes one request's SSE events to its transport."""
+
+    __slots__ = ("transport", "chat", "trace", "closed", "prompt_tokens", "cached_tokens", "completion_tokens",
+                 "include_usage", "continuous", "_pre", "_mid", "_head", "_details")
+
+    def __init__(self, transport: Any, *, chat: bool, response_id: str, model: str, created: int, prompt_tokens: int,
+                 include_usage: bool, continuous_usage: bool, details: bool, trace: list | None) -> None:
+        self.transport = transport
+        self.chat = chat
+        self.trace = trace
+        self.closed = False
+        self.prompt_tokens = prompt_tokens
+        self.cached_tokens = 0
+        self.completion_tokens = 0
+        self.include_usage = include_usage
+        self.continuous = include_usage and continuous_usage
+        self._details = details
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        self._head = ('data: {"id":%s,"object":"%s","created":%d,"model":%s,"choices":'
+                      % (json.dumps(response_id), obj, created, json.dumps(model))).encode()
+        if chat:
+            self._pre = self._head + b'[{"index":0,"delta":{"content":"'
+            self._mid = b'"},"logprobs":null,"finish_reason":'
+        else:
+            self._pre = self._head + b'[{"index":0,"text":"'
+            self._mid = b'","logprobs":null,"finish_reason":'
+
+    def _usage(self) -> bytes:
+        return usage_json(self.prompt_tokens, self.completion_tokens, self.cached_tokens if self._details else None)
+
+    def _write(self, payload: bytes, n_tokens: int, kind: str) -> bool:
+        t = self.transport
+        if self.closed or t is None or t.is_closing():
+            self.closed = True
+            return False
+        t.write(b"%x\r\n%b\r\n" % (len(payload), payload))
+        if self.trace is not None:
+            self.trace.append((perf_counter_ns(), n_tokens, kind))
+        return True
+
+    def role(self) -> bool:
+        """Chat only: the role chunk that precedes the first token."""
+        tail = b',"usage":' + self._usage() + b"}\n\n" if self.continuous else b"}\n\n"
+        return self._write(self._head + b'[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]' + tail, 0, "role")
+
+    def content(self, text: bytes, n_tokens: int, finish: str | None) -> bool:
+        self.completion_tokens += n_tokens
+        fin = _FINISH[finish]
+        if self.chat:
+            stop = b"}]" if finish is None else b',"stop_reason":null}]'
+        else:
+            stop = b',"stop_reason":null}]'
+        if self.continuous:
+            payload = b"".join((self._pre, text, self._mid, fin, stop, b',"usage":', self._usage(), b"}\n\n"))
+        else:
+            payload = b"".join((self._pre, text, self._mid, fin, stop, b"}\n\n"))
+        return self._write(payload, n_tokens, "content")
+
+    def finish(self) -> None:
+        """The usage chunk (when asked for) and `[DONE]`."""
+        if self.include_usage:
+            self._write(self._head + b'[],"usage":' + self._usage() + b"}\n\n", 0, "usage")
+        if not self._write_done():
+            return
+
+    def _write_done(self) -> bool:
+        t = self.transport
+        if self.closed or t is None or t.is_closing():
+            self.closed = True
+            return False
+        t.write(DONE_FRAME)
+        if self.trace is not None:
+            self.trace.append((perf_counter_ns(), 0, "done"))
+        return True
+
+    def is_disconnected(self) -> bool:
+        t = self.transport
+        return self.closed or t is None or t.is_closing()
+
+
+def completion_body(*, chat: bool, response_id: str, model: str, created: int, text: str, finish: str,
+                    prompt_tokens: int, completion_tokens: int, cached: int | None) -> dict:
+    """A non-streaming response, shaped like vLLM's."""
+    usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
+                             "completion_tokens": completion_tokens}
+    if cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    if chat:
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text, "tool_calls": []},
+                                  "logprobs": None, "finish_reason": finish, "stop_reason": None}
+        obj = "chat.completion"
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+        obj = "text_completion"
+    return {"id": response_id, "object": obj, "created": created, "model": model, "choices": [choice], "usage": usage}
