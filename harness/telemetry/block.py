@@ -1,0 +1,129 @@
+"""The `engine` block of summary.json, built from a WindowAccumulator (or empty, with a reason).
+
+Every key is always present; what the engine does not expose (or what telemetry could not read)
+is null. Keys: profile, kv_usage, kv_capacity_tokens, block_size, preemptions, prefix_cache,
+running, waiting, prompt_tokens, generation_tokens, spec_decode, gpu_memory, engine_latency_ms,
+telemetry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.telemetry.window import WindowAccumulator
+
+LATENCIES = ("ttft", "itl", "e2e", "queue")
+
+
+def _none_latency() -> dict[str, Any]:
+    return {"p50": None, "p99": None, "mean": None, "count": None}
+
+
+def gpu_unavailable(reason: str) -> dict[str, Any]:
+    return {"available": False, "reason": reason}
+
+
+def empty_block(
+    *,
+    source: str = "none",
+    missing_reason: str | None = None,
+    profile: str | None = None,
+    expected_hit_rate: float | None = None,
+    gpu_memory: dict | None = None,
+    scrapes: int = 0,
+    extra_telemetry: dict | None = None,
+) -> dict[str, Any]:
+    return {
+        "profile": profile,
+        "kv_usage": {"mean": None, "p50": None, "p99": None, "max": None},
+        "kv_capacity_tokens": None,
+        "block_size": None,
+        "preemptions": {"count": None, "per_s": None},
+        "prefix_cache": {"queries": None, "hits": None, "hit_rate": None, "expected_hit_rate": expected_hit_rate},
+        "running": {"mean": None, "max": None},
+        "waiting": {"mean": None, "max": None},
+        "prompt_tokens": None,
+        "generation_tokens": None,
+        "spec_decode": None,
+        "gpu_memory": gpu_memory if gpu_memory is not None else gpu_unavailable("not sampled"),
+        "engine_latency_ms": {k: _none_latency() for k in LATENCIES},
+        "telemetry": {"source": source, "scrapes": scrapes, "missing_reason": missing_reason, **(extra_telemetry or {})},
+    }
+
+
+def _int(x: float | None) -> int | None:
+    return None if x is None else int(round(x))
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or not den:
+        return None
+    return num / den
+
+
+def spec_decode_block(acc: WindowAccumulator) -> dict[str, Any] | None:
+    drafts = acc.counter("spec_drafts")
+    draft_tokens = acc.counter("spec_draft_tokens")
+    accepted = acc.counter("spec_accepted_tokens")
+    if drafts is not None or draft_tokens is not None or accepted is not None:
+        per_pos = acc.labelled_counter("spec_accepted_per_pos")
+        per_position = None
+        if per_pos and drafts:
+            ordered = sorted(per_pos.items(), key=lambda kv: (len(kv[0]), kv[0]))
+            per_position = [v / drafts for _k, v in ordered]
+        length = _ratio(accepted, drafts)
+        return {
+            "acceptance_rate": _ratio(accepted, draft_tokens),
+            "mean_acceptance_length": None if length is None else 1.0 + length,
+            "per_position": per_position,
+            "drafts": _int(drafts),
+            "draft_tokens": _int(draft_tokens),
+            "accepted_tokens": _int(accepted),
+        }
+    rate = acc.gauge_stats("spec_accept_rate")["mean"]
+    length = acc.gauge_stats("spec_accept_length")["mean"]
+    if rate is None and length is None:
+        return None
+    return {"acceptance_rate": rate, "mean_acceptance_length": length, "per_position": None}
+
+
+def build_block(
+    acc: WindowAccumulator,
+    *,
+    source: str,
+    scrapes: int,
+    missing_reason: str | None = None,
+    expected_hit_rate: float | None = None,
+    gpu_memory: dict | None = None,
+    extra_telemetry: dict | None = None,
+) -> dict[str, Any]:
+    block = empty_block(
+        source=source,
+        missing_reason=missing_reason,
+        profile=acc.profile.name,
+        expected_hit_rate=expected_hit_rate,
+        gpu_memory=gpu_memory,
+        scrapes=scrapes,
+        extra_telemetry={"window_s": round(acc.duration_s, 3), "counter_resets": acc.resets, **(extra_telemetry or {})},
+    )
+    block["kv_usage"] = acc.gauge_stats("kv_usage", percentiles=True)
+    block["kv_capacity_tokens"] = _int(acc.capacity.get("kv_capacity_tokens"))
+    block["block_size"] = _int(acc.capacity.get("block_size"))
+    pre = acc.counter("preemptions")
+    dur = acc.duration_s
+    block["preemptions"] = {"count": _int(pre), "per_s": (pre / dur) if pre is not None and dur > 0 else None}
+    queries, hits = acc.counter("prefix_queries"), acc.counter("prefix_hits")
+    block["prefix_cache"] = {
+        "queries": _int(queries),
+        "hits": _int(hits),
+        "hit_rate": _ratio(hits, queries),
+        "expected_hit_rate": expected_hit_rate,
+    }
+    block["running"] = acc.gauge_stats("running")
+    block["waiting"] = acc.gauge_stats("waiting")
+    block["prompt_tokens"] = _int(acc.counter("prompt_tokens"))
+    block["generation_tokens"] = _int(acc.counter("generation_tokens"))
+    block["spec_decode"] = spec_decode_block(acc)
+    for key in LATENCIES:
+        block["engine_latency_ms"][key] = acc.histogram(key) or _none_latency()
+    return block

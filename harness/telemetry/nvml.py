@@ -1,0 +1,142 @@
+"""GPU memory sampling through NVML (nvidia-ml-py's `pynvml`).
+
+NVML sees every GPU of *this* machine (it ignores CUDA_VISIBLE_DEVICES) and memory used by any
+process, so the numbers mean the engine's memory only when the engine runs here, alone on its
+GPUs; the session samples only when the target URL is local. No driver / no GPU is a normal case:
+`open()` returns the reason and the block says {"available": false, "reason": ...}.
+`bench/telemetry_nvml_check.py` prints what this module reads, to check it on a GPU machine.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from typing import Any
+from urllib.parse import urlparse
+
+
+class NvmlSampler:
+    def __init__(self) -> None:
+        self._nvml: Any = None
+        self._handles: list[Any] = []
+        self.devices: list[dict[str, Any]] = []
+        self.driver: str | None = None
+        self._max_used: list[int] = []
+        self._total: list[int] = []
+        self.samples = 0
+
+    def open(self) -> str | None:
+        """Initialize NVML; None on success, else why GPU memory is unavailable."""
+        try:
+            import pynvml
+        except ImportError:
+            return "nvidia-ml-py (pynvml) is not installed"
+        try:
+            pynvml.nvmlInit()
+        except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
+            return f"NVML unavailable: {_text(exc)} (no NVIDIA driver or GPU visible)"
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+            if count == 0:
+                pynvml.nvmlShutdown()
+                return "NVML found no GPUs"
+            self.driver = _text(pynvml.nvmlSystemGetDriverVersion())
+            for i in range(count):
+                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+                self._handles.append(h)
+                self.devices.append({"index": i, "name": _text(pynvml.nvmlDeviceGetName(h)), "uuid": _text(pynvml.nvmlDeviceGetUUID(h))})
+        except Exception as exc:  # noqa: BLE001
+            self.close_quietly(pynvml)
+            return f"NVML device query failed: {_text(exc)}"
+        self._nvml = pynvml
+        self._max_used = [0] * count
+        self._total = [0] * count
+        return None
+
+    @property
+    def active(self) -> bool:
+        return self._nvml is not None
+
+    def read(self) -> list[dict[str, int]]:
+        """Current [{index, used_bytes, total_bytes}] (no window bookkeeping)."""
+        out = []
+        for i, h in enumerate(self._handles):
+            mem = self._nvml.nvmlDeviceGetMemoryInfo(h)
+            out.append({"index": i, "used_bytes": int(mem.used), "total_bytes": int(mem.total)})
+        return out
+
+    def reset_window(self) -> None:
+        self._max_used = [0] * len(self._handles)
+        self.samples = 0
+
+    def sample(self) -> list[dict[str, int]] | None:
+        """Read all GPUs and fold into the window maxima; None (and no raise) on NVML errors."""
+        if not self.active:
+            return None
+        try:
+            cur = self.read()
+        except Exception:  # noqa: BLE001 - a GPU fell off the bus: keep what we have
+            return None
+        for g in cur:
+            self._max_used[g["index"]] = max(self._max_used[g["index"]], g["used_bytes"])
+            self._total[g["index"]] = g["total_bytes"]
+        self.samples += 1
+        return cur
+
+    def block(self) -> dict[str, Any]:
+        if not self.active:
+            return {"available": False, "reason": "NVML not initialized"}
+        if self.samples == 0:
+            return {"available": False, "reason": "no NVML sample in the window"}
+        per_gpu = [
+            {**dev, "used_max_bytes": used, "total_bytes": total}
+            for dev, used, total in zip(self.devices, self._max_used, self._total, strict=True)
+        ]
+        return {
+            "available": True,
+            "source": "nvml",
+            "used_max_bytes": sum(self._max_used),
+            "total_bytes": sum(self._total),
+            "per_gpu": per_gpu,
+            "samples": self.samples,
+            "driver": self.driver,
+        }
+
+    def close(self) -> None:
+        if self._nvml is not None:
+            self.close_quietly(self._nvml)
+            self._nvml = None
+
+    @staticmethod
+    def close_quietly(pynvml: Any) -> None:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _text(x: Any) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
+def is_local_url(url: str | None) -> bool:
+    """True when the URL's host is this machine (loopback, unspecified, our hostname or address)."""
+    if not url:
+        return True
+    host = urlparse(url if "//" in url else f"//{url}").hostname or ""
+    if host in ("localhost", "", socket.gethostname(), socket.getfqdn()):
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        try:
+            ip = ipaddress.ip_address(socket.gethostbyname(host))
+        except (OSError, ValueError):
+            return False
+    if ip.is_loopback or ip.is_unspecified:
+        return True
+    try:
+        local = {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None)}
+    except OSError:
+        local = set()
+    return str(ip) in local

@@ -1,0 +1,526 @@
+"""TelemetrySession: engine telemetry beside one run, on a background thread.
+
+Lifecycle, called by the run orchestrator (a plain process, no gevent):
+
+    s = TelemetrySession(target_url=..., config=scenario.telemetry, out_dir=run_dir, ...)
+    s.start()               # thread: one scrape every config.interval_s -> engine_metrics.jsonl
+    s.mark_window_start()   # after warmup: the next scrape (immediately) is the baseline
+    s.mark_window_end()     # after the last measured request: the next scrape is the final one
+    engine = s.stop()       # the summary's `engine` block; never raises
+    s.live()                # any time: latest canonical values, for live displays
+
+Nothing here blocks the caller for long: marks only wake the thread; scrapes run there with short
+timeouts. Failure policy: the first failure logs ONE warning and records the reason; a permanent
+one (404, HTML/JSON, garbage) turns telemetry off at once, transient ones (timeout, refused) after
+3 in a row; before the window starts, transient failures are tolerated quietly (the engine may
+still be starting). The run goes on either way and the block says why values are null.
+
+Sources: direct scraping (default), a Prometheus server (`config.prometheus`), or none (disabled,
+no URL, an engine kind without /metrics). GPU memory: NVML when the target is this machine, or
+DCGM series in Prometheus mode.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import pathlib
+import threading
+import time
+from typing import Any
+from urllib.parse import urlparse
+
+from harness.telemetry.block import build_block, empty_block, gpu_unavailable
+from harness.telemetry.direct import DirectSource
+from harness.telemetry.exposition import Snapshot, TelemetryUnavailable
+from harness.telemetry.nvml import NvmlSampler, is_local_url
+from harness.telemetry.profiles import (
+    COUNTERS,
+    KIND_ALIASES,
+    KINDS_WITHOUT_METRICS,
+    PROFILES,
+    Profile,
+    detect,
+)
+from harness.telemetry.window import WindowAccumulator
+
+log = logging.getLogger("harness.telemetry")
+
+METRICS_FILE = "engine_metrics.jsonl"
+MAX_CONSECUTIVE_FAILURES = 3
+
+
+def canonical_values(profile: Profile, snap: Snapshot) -> dict[str, Any]:
+    """One scrape's canonical values: gauges, cumulative counters, capacity."""
+    out: dict[str, Any] = dict(profile.gauge_values(snap))
+    for c in COUNTERS:
+        out[f"{c}_total"] = profile.counter_total(snap, c)
+    out.update(profile.capacity(snap))
+    return out
+
+
+class TelemetrySession:
+    def __init__(
+        self,
+        *,
+        target_url: str | None,
+        config: Any,
+        out_dir: pathlib.Path,
+        expected_prefix_hit_rate: float | None = None,
+        engine_kind: str | None = None,
+    ) -> None:
+        self.config = config
+        self.target_url = target_url
+        self.out_dir = pathlib.Path(out_dir)
+        self.expected_hit_rate = expected_prefix_hit_rate
+        self.engine_kind = engine_kind
+        self.interval_s = float(config.interval_s)
+
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._end_done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._result: dict | None = None
+
+        # explicit profile: a typo is a user error, raised here (before the run), with the choices
+        self._profile: Profile | None = PROFILES.get(config.profile) if config.profile else None
+        hint = KIND_ALIASES.get(engine_kind or "", engine_kind or "")
+        self._hint: Profile | None = PROFILES.get(hint) if hint in PROFILES else None
+
+        self._missing_reason: str | None = None
+        self._warned = False
+        self._disabled = False
+        self._consecutive_failures = 0
+        self._failures = 0
+        self._last_error: str | None = None
+        self._last_exc: TelemetryUnavailable | None = None
+        self._attempts = 0
+        self._scrape_ms: list[float] = []
+        self._page_bytes = 0
+
+        self._phase = "pre"  # pre -> window -> post
+        self._pending: list[str] = []
+        self._t0: float | None = None
+        self._t1: float | None = None
+        self._acc: WindowAccumulator | None = None
+        self._baseline_late = False
+        self._live: dict[str, Any] = {"ok": False}
+        self._jsonl: Any = None
+
+        self._direct: DirectSource | None = None
+        self._prom: Any = None
+        self.source = "none"
+        read_timeout = min(5.0, max(1.0, 2.0 * self.interval_s))
+        if not config.enabled:
+            self._missing_reason = "telemetry disabled (telemetry.enabled: false)"
+        elif config.prometheus:
+            self.source = "prometheus"
+            try:
+                from harness.telemetry.promql import PrometheusSource
+
+                self._prom = PrometheusSource(config.prometheus, config.selector, timeout_s=read_timeout + 1)
+            except TelemetryUnavailable as exc:
+                self.source = "none"
+                self._missing_reason = exc.reason
+        elif engine_kind in KINDS_WITHOUT_METRICS and not config.metrics_url:
+            self._missing_reason = KINDS_WITHOUT_METRICS[engine_kind]
+        else:
+            url = config.metrics_url or (target_url.rstrip("/") + "/metrics" if target_url else None)
+            if url:
+                self.source = "direct"
+                self._direct = DirectSource(url, read_timeout_s=read_timeout)
+            else:
+                self._missing_reason = "no target URL and no telemetry.metrics_url"
+
+        self._nvml: NvmlSampler | None = None
+        self._gpu_reason: str | None = None
+        if not config.enabled:
+            self._gpu_reason = "telemetry disabled"
+        elif not config.nvml:
+            self._gpu_reason = "NVML sampling off (telemetry.nvml: false)"
+        else:
+            self._nvml = NvmlSampler()
+
+    # ================================================================== public API
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is not None or not self.config.enabled:
+                return
+            if self._missing_reason and self.source == "none":
+                self._warn(self._missing_reason, permanent=True)
+            try:
+                self.out_dir.mkdir(parents=True, exist_ok=True)
+                self._jsonl = open(self.out_dir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
+            except OSError as exc:
+                log.warning("engine telemetry: cannot write %s (%s); time series not saved", METRICS_FILE, exc)
+            self._thread = threading.Thread(target=self._run, name="harness-telemetry", daemon=True)
+            self._thread.start()
+
+    def mark_window_start(self) -> None:
+        try:
+            with self._lock:
+                self._t0 = time.time()
+                self._phase = "window"
+                self._pending.append("start")
+            self._ensure_started()
+            self._wake.set()
+        except Exception:  # noqa: BLE001 - never break the run
+            log.exception("engine telemetry: mark_window_start failed")
+
+    def mark_window_end(self) -> None:
+        try:
+            with self._lock:
+                self._t1 = time.time()
+                self._pending.append("end")
+            self._ensure_started()
+            self._wake.set()
+        except Exception:  # noqa: BLE001
+            log.exception("engine telemetry: mark_window_end failed")
+
+    def live(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._live)
+
+    def stop(self) -> dict:
+        if self._result is not None:
+            return self._result
+        try:
+            if self._thread is not None:
+                if self._t1 is None and self._t0 is not None:
+                    self.mark_window_end()
+                if self._t1 is not None:
+                    self._end_done.wait(timeout=self._scrape_budget_s())
+                self._stopping.set()
+                self._wake.set()
+                self._thread.join(timeout=self._scrape_budget_s())
+            with self._lock:
+                self._result = self._build()
+        except Exception as exc:  # noqa: BLE001 - stop() must hand back a block whatever happened
+            log.exception("engine telemetry: internal error while summarizing")
+            self._result = empty_block(
+                source=self.source,
+                missing_reason=f"telemetry internal error: {type(exc).__name__}: {exc}",
+                expected_hit_rate=self.expected_hit_rate,
+                gpu_memory=gpu_unavailable("telemetry internal error"),
+            )
+        finally:
+            self._close()
+        return self._result
+
+    # ================================================================== thread
+    def _ensure_started(self) -> None:
+        if self._thread is None and self.config.enabled:
+            self.start()
+
+    def _scrape_budget_s(self) -> float:
+        if self._direct is not None:
+            return sum(self._direct.timeout) + 1.0
+        if self._prom is not None:
+            return self._prom.timeout_s + 1.0
+        return 2.0
+
+    def _run(self) -> None:
+        if self._nvml is not None:
+            reason = self._nvml.open() if is_local_url(self.target_url) else (
+                f"target {urlparse(self.target_url or '').hostname} is not this machine; NVML sees only local GPUs"
+            )
+            if reason:
+                self._gpu_reason = reason
+                self._nvml.close()
+                self._nvml = None
+        if self._prom is not None:
+            self._prom_check()
+        next_due = time.monotonic()
+        while True:
+            self._wake.wait(max(0.0, next_due - time.monotonic()))
+            self._wake.clear()
+            with self._lock:
+                marks, self._pending = self._pending, []
+            if self._stopping.is_set() and not marks:
+                return
+            if not marks and time.monotonic() < next_due:
+                continue
+            started = time.monotonic()
+            try:
+                self._tick(marks)
+            except Exception as exc:  # noqa: BLE001 - a bug here must not kill the run
+                log.exception("engine telemetry: scrape loop error")
+                self._fail(TelemetryUnavailable(f"internal error: {type(exc).__name__}: {exc}", permanent=True))
+            next_due = started + self.interval_s
+
+    def _tick(self, marks: list[str]) -> None:
+        snap: Snapshot | None = None
+        attempted = not self._disabled and self.source != "none"
+        if attempted:
+            snap = self._scrape()
+        gpu = None
+        with self._lock:
+            if "start" in marks and self._nvml is not None:
+                self._nvml.reset_window()
+            in_window = self._phase == "window" or "start" in marks or "end" in marks
+            if self._nvml is not None and in_window:
+                gpu = self._nvml.sample()
+            if snap is not None and self.source == "direct":
+                self._accumulate(snap, marks)
+            if "end" in marks:
+                self._phase = "post"
+                self._end_done.set()
+            self._record(snap, gpu, marks, attempted)
+
+    def _accumulate(self, snap: Snapshot, marks: list[str]) -> None:
+        profile = self._profile
+        if profile is None:
+            return
+        if "start" in marks or (self._phase == "window" and self._acc is None):
+            if "start" not in marks:
+                self._baseline_late = True
+            self._acc = WindowAccumulator(profile, snap)
+        elif self._phase == "window" and self._acc is not None:
+            self._acc.add(snap)  # the final scrape ("end" mark) included: phase turns post after
+
+    def _scrape(self) -> Snapshot | None:
+        self._attempts += 1
+        try:
+            if self.source == "direct":
+                snap = self._scrape_direct()
+            else:
+                snap = self._scrape_prometheus()
+        except TelemetryUnavailable as exc:
+            self._fail(exc)
+            return None
+        self._consecutive_failures = 0
+        return snap
+
+    def _scrape_direct(self) -> Snapshot:
+        assert self._direct is not None
+        t = time.perf_counter()
+        if self._profile is None:
+            snap, names = self._direct.scrape()
+            self._profile = self._choose_profile(names)
+            snap = Snapshot(ts=snap.ts, samples={k: v for k, v in snap.samples.items() if k in self._profile.wanted()})
+        else:
+            snap, _names = self._direct.scrape(self._profile.wanted())
+        self._scrape_ms.append((time.perf_counter() - t) * 1000)
+        self._page_bytes = self._direct.last_bytes
+        return snap
+
+    def _scrape_prometheus(self) -> Snapshot:
+        t = time.perf_counter()
+        if self._profile is None:
+            self._profile = self._choose_profile(self._prom.detect_names())
+        p = self._profile
+        snap = self._prom.instant(p, p.gauge_names() | set().union(*p.counters.values()))
+        self._scrape_ms.append((time.perf_counter() - t) * 1000)
+        return snap
+
+    def _choose_profile(self, names: set[str]) -> Profile:
+        found = detect(names)
+        if found is None and self._hint is not None and any(n.startswith(self._hint.prefixes) for n in names):
+            found = self._hint
+        if found is None:
+            seen = sorted({n.split("_", 1)[0] + "_" for n in names if n})[:8]
+            where = self._direct.url if self._direct else f"Prometheus {self._prom.url} (selector {self._prom.matchers or 'none'})"
+            raise TelemetryUnavailable(
+                f"no vLLM/SGLang/TGI/llama.cpp metrics at {where}"
+                + (f" (name prefixes seen: {', '.join(seen)})" if seen else "")
+                + "; set telemetry.profile or telemetry.metrics_url"
+            )
+        if self._hint is not None and found.name != self._hint.name:
+            log.info("engine telemetry: engine kind %s but metrics look like %s; using %s", self.engine_kind, found.name, found.name)
+        return found
+
+    def _prom_check(self) -> None:
+        try:
+            self._prom.check()
+        except TelemetryUnavailable as exc:
+            self._fail(exc, count_pre_window=True)
+
+    # ================================================================== failures
+    def _warn(self, reason: str, *, permanent: bool) -> None:
+        if self._warned:
+            return
+        self._warned = True
+        what = "off for this run" if permanent else (
+            f"retrying every {self.interval_s:g} s, off after {MAX_CONSECUTIVE_FAILURES} failures in a row"
+        )
+        log.warning("engine telemetry: %s (%s; the run goes on, engine values will be null)", reason, what)
+
+    def _fail(self, exc: TelemetryUnavailable, *, count_pre_window: bool = False) -> None:
+        with self._lock:
+            self._failures += 1
+            self._last_error = exc.reason
+            self._last_exc = exc
+            pre_window = self._phase == "pre" and not count_pre_window
+            if pre_window and not exc.permanent:
+                log.debug("engine telemetry (before the window): %s", exc.reason)
+                return
+            self._consecutive_failures += 1
+            if self._missing_reason is None or self._acc is None:
+                self._missing_reason = exc.reason
+            self._live = {**self._live, "ok": False, "error": exc.reason}
+            self._warn(exc.reason, permanent=exc.permanent)
+            if exc.permanent or self._consecutive_failures >= MAX_CONSECUTIVE_FAILURES:
+                if not self._disabled:
+                    log.info("engine telemetry disabled after %d failure(s): %s", self._consecutive_failures, exc.reason)
+                self._disabled = True
+                self._missing_reason = exc.reason
+
+    # ================================================================== records
+    def _record(self, snap: Snapshot | None, gpu: list | None, marks: list[str], attempted: bool) -> None:
+        line: dict[str, Any] = {"t": round(snap.ts if snap else time.time(), 3), "phase": self._phase}
+        if marks:
+            line["mark"] = ",".join(marks)
+        if snap is not None and self._profile is not None:
+            values = canonical_values(self._profile, snap)
+            line.update({"ok": True, "source": self.source, **values})
+            if self._scrape_ms:
+                line["scrape_ms"] = round(self._scrape_ms[-1], 2)
+            self._live = {"ok": True, "t": line["t"], "source": self.source, "profile": self._profile.name, **values}
+        else:
+            line["ok"] = False
+            if attempted and self._last_error:
+                line["error"] = self._last_error
+        if gpu is not None:
+            line["gpu_used_bytes"] = [g["used_bytes"] for g in gpu]
+            self._live["gpu_used_bytes"] = line["gpu_used_bytes"]
+        if self._jsonl is not None and (attempted or gpu is not None or marks):
+            try:
+                self._jsonl.write(json.dumps(line, allow_nan=False, default=_json_default) + "\n")
+                self._jsonl.flush()
+            except (OSError, ValueError):
+                pass
+
+    # ================================================================== summary
+    def _gpu_block(self) -> dict:
+        if self._nvml is not None and self._nvml.active:
+            return self._nvml.block()
+        return gpu_unavailable(self._gpu_reason or "no GPU memory source")
+
+    def _telemetry_extra(self) -> dict[str, Any]:
+        ms = self._scrape_ms
+        return {
+            "interval_s": self.interval_s,
+            "failures": self._failures,
+            "scrape_ms": {"mean": round(sum(ms) / len(ms), 2), "max": round(max(ms), 2)} if ms else None,
+            "page_bytes": self._page_bytes or None,
+            "baseline_late": self._baseline_late,
+        }
+
+    def _build(self) -> dict:
+        profile_name = self._profile.name if self._profile else None
+        if self.source == "prometheus" and self._prom is not None:
+            last = self._last_exc
+            # live polling may have given up (no data yet, a bad selector): the window query is
+            # still worth one attempt, unless the server was unreachable or refused us for good
+            if not (self._disabled and last is not None and (last.unreachable or last.permanent)):
+                return self._build_prometheus()
+        acc = self._acc
+        if self.source == "none" or acc is None or acc.scrapes < 2:
+            reason = self._missing_reason
+            if reason is None:
+                reason = (
+                    "mark_window_start was never called" if self._t0 is None
+                    else "fewer than 2 successful scrapes in the measured window"
+                )
+            return empty_block(
+                source=self.source,
+                missing_reason=reason,
+                profile=profile_name,
+                expected_hit_rate=self.expected_hit_rate,
+                gpu_memory=self._gpu_block(),
+                scrapes=acc.scrapes if acc else 0,
+                extra_telemetry=self._telemetry_extra() if self.source != "none" else None,
+            )
+        reason = None
+        if self._disabled:
+            reason = f"partial window: {self._missing_reason}"
+        elif self._consecutive_failures and self._phase == "post":
+            reason = f"final scrape failed ({self._missing_reason}); window ends at the last good scrape"
+        return build_block(
+            acc,
+            source=self.source,
+            scrapes=acc.scrapes,
+            missing_reason=reason,
+            expected_hit_rate=self.expected_hit_rate,
+            gpu_memory=self._gpu_block(),
+            extra_telemetry=self._telemetry_extra(),
+        )
+
+    def _build_prometheus(self) -> dict:
+        prom = self._prom
+        t0 = self._t0
+        t1 = self._t1 or time.time()
+        base = dict(
+            source="prometheus",
+            expected_hit_rate=self.expected_hit_rate,
+            extra_telemetry=self._telemetry_extra(),
+        )
+        if t0 is None:
+            return empty_block(missing_reason="mark_window_start was never called", gpu_memory=self._gpu_block(), **base)
+        try:
+            if self._profile is None:
+                self._profile = self._choose_profile(prom.detect_names())
+            profile = self._profile
+            names = profile.wanted()
+            interval = prom.scrape_interval(profile, names, t1) or 15.0
+            caught_up = prom.wait_past(profile, names, t1, max_wait_s=min(60.0, 1.5 * interval + 1.0))
+            acc = None
+            for snap in prom.window_snapshots(profile, names, t0, t1):
+                if acc is None:
+                    acc = WindowAccumulator(profile, snap)
+                else:
+                    acc.add(snap)
+            gpu = self._prom_gpu(prom, profile, names, t0, t1)
+        except TelemetryUnavailable as exc:
+            self._warn(exc.reason, permanent=True)
+            return empty_block(missing_reason=exc.reason, profile=self._profile and self._profile.name, gpu_memory=self._gpu_block(), **base)
+        if acc is None or acc.scrapes < 2:
+            return empty_block(
+                missing_reason=f"Prometheus {prom.url} holds fewer than 2 scrapes of the engine in the window",
+                profile=profile.name, gpu_memory=gpu, scrapes=acc.scrapes if acc else 0, **base,
+            )
+        reason = None
+        if not caught_up:
+            reason = "Prometheus had not scraped the engine after the window end; the window ends at its last scrape"
+        base["extra_telemetry"]["prometheus_interval_s"] = interval
+        return build_block(acc, scrapes=acc.scrapes, missing_reason=reason, gpu_memory=gpu, **base)
+
+    def _prom_gpu(self, prom: Any, profile: Profile, names: set[str], t0: float, t1: float) -> dict:
+        hosts = set()
+        try:
+            for _job, instance in prom.last_scrapes(profile, names):
+                host = urlparse(f"//{instance}").hostname
+                if host:
+                    hosts.add(host)
+            dcgm = prom.gpu_memory(t0, t1 + 1, hosts)
+        except TelemetryUnavailable:
+            dcgm = None
+        if dcgm is not None:
+            return dcgm
+        nv = self._gpu_block()
+        if nv.get("available"):
+            return nv
+        return gpu_unavailable(f"no DCGM_FI_DEV_FB_USED series for the engine's hosts on Prometheus; NVML: {nv['reason']}")
+
+    def _close(self) -> None:
+        for closer in (
+            (lambda: self._jsonl.close()) if self._jsonl else None,
+            (lambda: self._direct.close()) if self._direct else None,
+            (lambda: self._prom.prom.close()) if self._prom else None,
+            (lambda: self._nvml.close()) if self._nvml else None,
+        ):
+            if closer is None:
+                continue
+            try:
+                closer()
+            except Exception:  # noqa: BLE001
+                pass
+        self._jsonl = None
+
+
+def _json_default(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return str(x)
