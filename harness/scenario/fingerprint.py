@@ -11,6 +11,10 @@ import json
 from typing import Any
 
 from harness.scenario.models import Scenario
+from harness.workload.builtin_tokenizer import BuiltinTokenizer
+
+#: the run records the tokenizer that sized its prompts; with none given it is the built-in one
+DEFAULT_TOKENIZER_ID = BuiltinTokenizer.id
 
 FINGERPRINT_PARTS = ("workload", "sampling", "load", "warmup", "seed", "api")
 
@@ -20,7 +24,7 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def fingerprint_parts(scenario: Scenario, tokenizer_id: str = "builtin") -> dict[str, str]:
+def fingerprint_parts(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_ID) -> dict[str, str]:
     data = scenario.model_dump(mode="json")
     workload = dict(data["workload"])
     # the tokenizer defines the prompts, so its identity (not its path) enters the hash
@@ -37,6 +41,6 @@ def fingerprint_parts(scenario: Scenario, tokenizer_id: str = "builtin") -> dict
     }
 
 
-def fingerprint(scenario: Scenario, tokenizer_id: str = "builtin") -> dict[str, Any]:
+def fingerprint(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_ID) -> dict[str, Any]:
     parts = fingerprint_parts(scenario, tokenizer_id)
     return {"value": _digest(parts), "parts": parts}

@@ -37,10 +37,26 @@ def _path(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
+_DISTS = "fixed, uniform, normal, lognormal"
+
+
 def _message(err: dict[str, Any]) -> str:
     kind = err.get("type", "")
     if kind in _MESSAGES:
         return _MESSAGES[kind]
+    last = next((p for p in reversed(err.get("loc", ())) if isinstance(p, str)), "")
+    if kind in ("model_attributes_type", "model_type", "dict_type"):
+        if last in ("input_tokens", "output_tokens"):
+            return f"must be a token count (e.g. 512) or a mapping with dist: one of {_DISTS}"
+        return "must be a mapping (key: value)"
+    if kind == "union_tag_not_found":
+        return f"add dist: one of {_DISTS}"
+    if kind == "too_short":
+        return "must not be empty"
+    if kind == "string_pattern_mismatch":
+        if last == "api_key_env":
+            return "must be the NAME of an environment variable holding the key (e.g. OPENAI_API_KEY), never the key"
+        return "use only letters, digits, '_', '.' and '-'"
     msg = str(err.get("msg", "invalid"))
     msg = msg.removeprefix("Value error, ")
     msg = msg.replace("Input should be", "must be")
@@ -83,7 +99,11 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
     node = data
     keys = dotted.split(".")
     for key in keys[:-1]:
-        node = node.setdefault(key, {})
+        if node.get(key) is None:
+            node[key] = {}  # absent or `key:` left empty in the file
+        node = node[key]
+        if not isinstance(node, dict):
+            return  # not a mapping: leave it for validation to report with its path
     node[keys[-1]] = value
 
 
@@ -91,7 +111,7 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
     """Overrides are dotted paths (`load.concurrency`). Setting one load mode clears the other."""
     out = yaml.safe_load(yaml.safe_dump(data))  # deep copy of plain data
     given = {k for k, v in overrides.items() if v is not None}
-    load = out.setdefault("load", {})
+    load = out.get("load") if isinstance(out.get("load"), dict) else {}
     if given & {"load.concurrency", "load.rate"}:
         load.pop("concurrency", None)  # one load mode replaces the other
         load.pop("rate", None)

@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # strict: no silent coercion of YAML values (`concurrency: true` is not 1, `"4"` is not 4)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
 
 # ---------------------------------------------------------------- length distributions

@@ -1,0 +1,100 @@
+"""CLI overrides on a scenario file: one load mode replaces the other, stop conditions replace."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from harness.cli.run import add_parser, overrides_from_args
+from harness.errors import UserError
+from harness.scenario import dump_scenario, load_scenario
+from harness.scenario.loader import apply_overrides
+
+CLOSED = """\
+name: o
+seed: 5
+load: {concurrency: 4, duration_s: 10}
+warmup: {duration_s: 2}
+workload:
+  classes:
+    - name: a
+      input_tokens: 10
+      output_tokens: 5
+"""
+OPEN = CLOSED.replace("concurrency: 4, duration_s: 10", "rate: 2.5, arrival: gamma, burstiness: 0.5, requests: 30")
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    return parser.parse_args(["run", "x.yaml", *argv])
+
+
+def _load(tmp_path: Path, text: str, *argv: str):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return load_scenario(path, overrides_from_args(_args(*argv)))
+
+
+def test_no_overrides_keeps_the_file(tmp_path: Path) -> None:
+    sc = _load(tmp_path, CLOSED)
+    assert (sc.load.concurrency, sc.load.rate, sc.load.duration_s, sc.load.requests) == (4, None, 10, None)
+    assert sc.seed == 5 and sc.warmup.duration_s == 2 and sc.target.url is None
+
+
+def test_rate_replaces_concurrency(tmp_path: Path) -> None:
+    sc = _load(tmp_path, CLOSED, "--rate", "7")
+    assert sc.load.rate == 7.0 and sc.load.concurrency is None and sc.load.open_loop
+    assert sc.load.duration_s == 10  # the stop condition is kept
+
+
+def test_concurrency_replaces_rate(tmp_path: Path) -> None:
+    sc = _load(tmp_path, OPEN, "--concurrency", "3")
+    assert sc.load.concurrency == 3 and sc.load.rate is None and not sc.load.open_loop
+    assert sc.load.requests == 30
+
+
+def test_duration_replaces_requests_and_vice_versa(tmp_path: Path) -> None:
+    sc = _load(tmp_path, OPEN, "--duration", "4")
+    assert (sc.load.duration_s, sc.load.requests) == (4.0, None)
+    sc = _load(tmp_path, CLOSED, "--requests", "12")
+    assert (sc.load.duration_s, sc.load.requests) == (None, 12)
+    sc = _load(tmp_path, CLOSED, "--requests", "12", "--duration", "3")
+    assert (sc.load.duration_s, sc.load.requests) == (3.0, 12)
+
+
+def test_target_seed_warmup_api_overrides(tmp_path: Path) -> None:
+    sc = _load(tmp_path, CLOSED, "--target", "http://h:1", "--model", "m", "--api", "openai-completions",
+               "--seed", "9", "--warmup", "0", "--no-telemetry")
+    assert sc.target.url == "http://h:1" and sc.target.model == "m" and sc.target.api == "openai-completions"
+    assert sc.seed == 9 and sc.warmup.duration_s == 0 and sc.telemetry.enabled is False
+
+
+def test_override_that_makes_the_file_invalid_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(CLOSED)
+    with pytest.raises(UserError) as info:
+        load_scenario(path, overrides_from_args(_args("--concurrency", "0")))
+    assert info.value.lines == [f"{path}: load.concurrency: must be greater than 0"]
+
+
+def test_override_into_empty_section(tmp_path: Path) -> None:
+    # `target:` left empty in the file (YAML null) still takes --target
+    sc = _load(tmp_path, CLOSED + "target:\n", "--target", "http://h:2")
+    assert sc.target.url == "http://h:2"
+
+
+def test_apply_overrides_does_not_touch_its_input() -> None:
+    data = {"load": {"concurrency": 2, "duration_s": 1}}
+    out = apply_overrides(data, {"load.rate": 3.0, "load.concurrency": None})
+    assert data == {"load": {"concurrency": 2, "duration_s": 1}}
+    assert out["load"] == {"rate": 3.0, "duration_s": 1}
+
+
+def test_resolved_scenario_round_trips(tmp_path: Path) -> None:
+    sc = _load(tmp_path, OPEN, "--seed", "11")
+    again = tmp_path / "again.yaml"
+    again.write_text(dump_scenario(sc))
+    assert load_scenario(again) == sc
