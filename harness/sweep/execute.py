@@ -275,6 +275,8 @@ class SweepExecutor:
         wall = time.monotonic() - t0
         outcome = "ok"
         code = proc.poll()
+        if code is None and status != "complete":
+            code = proc.wait_exit(2.0)  # a run that went wrong: is the engine on its way out?
         if code is not None:
             hint = failure_hint(proc.log_text())
             reason = f"engine exited with code {code} during the run" + (f": {hint}" if hint else "")

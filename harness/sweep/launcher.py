@@ -148,6 +148,15 @@ class EngineProcess:
     def poll(self) -> int | None:
         return self.proc.poll() if self.proc else None
 
+    def wait_exit(self, timeout: float) -> int | None:
+        """The exit code if the process ends within `timeout`, else None (it keeps running)."""
+        if self.proc is None:
+            return None
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 

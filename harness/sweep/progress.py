@@ -93,7 +93,8 @@ class Progress:
         import shlex
 
         what = describe(varied) or "base flags"
-        self._print(f"▶ start {self.starts}/{self.total_starts}: config {config_id} ({what}), {n_cells} cell(s)")
+        label = config_id if what == config_id else f"{config_id} ({what})"
+        self._print(f"▶ start {self.starts}/{self.total_starts}: config {label}, {n_cells} cell(s)")
         self._print(f"  $ {shlex.join(argv)}")
 
     def waiting(self, elapsed: float, detail: str) -> None:

@@ -1,0 +1,200 @@
+"""The executor against the fake engine with a stand-in for run_scenario: failed starts are
+recorded and the sweep goes on, index.json/summary.csv after every cell, resume after a kill,
+an engine dying mid-run, prefix-cache resets between cells."""
+
+import csv
+import json
+import os
+import time
+
+import pytest
+
+from harness.cli.main import main
+from harness.results.schema import RequestsBlock, RunSummary
+from harness.sweep.engines.base import http_status
+from harness.sweep.execute import SweepOptions, run_sweep
+from harness.sweep.plan import build_plan
+
+from .conftest import fake_engine_command
+
+INDEX_KEYS = {"id", "config_id", "flags", "scenario", "repeat", "status", "run_dir", "startup_s", "startup_facts", "reason"}
+
+
+class FakeRun:
+    """Stands in for harness.runner.run_scenario: one request to the target, a summary.json."""
+
+    def __init__(self, interrupt_at=None):
+        self.calls = []
+        self.interrupt_at = interrupt_at
+
+    def __call__(self, scenario, opts):
+        self.calls.append((scenario, opts))
+        if self.interrupt_at is not None and len(self.calls) == self.interrupt_at:
+            raise KeyboardInterrupt
+        status, _ = http_status(opts.target_url + "/v1/completions", "POST")
+        ok = status == 200
+        resets = json.loads(http_status(opts.target_url + "/resets")[1]).get("resets") if ok else None
+        summary = RunSummary(
+            status="complete" if ok else "partial",
+            requests=RequestsBlock(completed=1 if ok else 0, failed=0 if ok else 1, rps=float(scenario.load.concurrency or 1)),
+            goodput={"overall": {"good": 1, "rps": float(scenario.load.concurrency or 1), "fraction": 1.0}},
+            engine={"preemptions": {"count": scenario.load.concurrency}, "kv_usage": {"max": 0.5}, "resets_seen": resets},
+        )
+        opts.out_dir.mkdir(parents=True, exist_ok=True)
+        (opts.out_dir / "summary.json").write_text(summary.model_dump_json())
+        return summary
+
+
+def sweep_file(write_sweep, **extra):
+    data = {
+        "name": "fake",
+        "engine": {"kind": "vllm", "command": fake_engine_command(), "ready_timeout_s": 20, "stop_timeout_s": 5},
+        "base": {"max-model-len": 256},
+        "vary": {"flags": {"max-num-seqs": [2, 4, 8], "num-gpu-blocks-override": [1]}, "include_base": False,
+                 "link": {"load.concurrency": "max-num-seqs"}},
+        "repeats": 2,
+    }
+    data.update(extra)
+    return write_sweep(data)
+
+
+def read_index(out):
+    return json.loads((out / "index.json").read_text())
+
+
+def test_sweep_runs_to_the_end_and_records_a_failed_start(write_sweep, tmp_path):
+    plan = build_plan(sweep_file(write_sweep))
+    out = tmp_path / "out"
+    run = FakeRun()
+    outcome = run_sweep(plan, SweepOptions(out_dir=out, run_fn=run, show_progress=False))
+    assert outcome.counts == {"complete": 6, "partial": 0, "failed": 2, "not run": 0}
+    index = read_index(out)
+    assert index["sweep"] == "fake"
+    cells = {c["id"]: c for c in index["cells"]}
+    assert list(cells) == [c.id for c in plan.cells]
+    for c in cells.values():
+        assert INDEX_KEYS <= set(c)
+    ok = cells["max-num-seqs=8__tiny__r2"]
+    assert ok["status"] == "complete" and ok["reason"] is None
+    assert ok["flags"] == {"max-model-len": 256, "max-num-seqs": 8}
+    assert ok["startup_s"] > 0 and ok["startup_facts"]["kv_cache_tokens"] == 4096 * 16
+    assert ok["metrics"]["preemptions"] == 8 and ok["metrics"]["kv_usage_max"] == 0.5
+    assert (out / ok["run_dir"] / "summary.json").is_file()
+    bad = cells["num-gpu-blocks-override=1__tiny__r1"]
+    assert bad["status"] == "failed"
+    assert bad["reason"].startswith("engine exited with code 1 before it was ready: ValueError: To serve at least one request")
+    assert any("Engine core initialization failed" in line for line in bad["log_tail"])
+    assert (out / "logs" / "num-gpu-blocks-override=1.log").is_file()
+    # linked concurrency, labels and the engine hint reach the run
+    scen, opts = run.calls[-1]
+    assert scen.load.concurrency == 8
+    assert opts.labels["config"] == "max-num-seqs=8" and opts.engine_kind == "vllm" and not opts.write_report
+    # the prefix cache was reset before the second cell of each config, not the first
+    assert [c["metrics"] for c in index["cells"]][0]["completed"] == 1
+    assert [json.loads((out / c["run_dir"] / "summary.json").read_text())["engine"]["resets_seen"]
+            for c in index["cells"] if c["status"] == "complete"] == [0, 1, 0, 1, 0, 1]
+    rows = list(csv.DictReader((out / "summary.csv").open()))
+    assert len(rows) == 8 and rows[0]["config_id"] == "max-num-seqs=2" and rows[0]["kv_cache_tokens"] == "65536"
+    assert rows[-1]["status"] == "failed" and rows[-1]["reason"].startswith("engine exited with code 1")
+    # ranking: by goodput, failed config last with its reason
+    lines = outcome.table.splitlines()
+    assert lines[0].startswith("scenario tiny:")
+    assert lines[2].split()[:2] == ["1", "max-num-seqs=8"]
+    assert "num-gpu-blocks-override=1" in lines[-1] and "failed: engine exited with code 1" in lines[-1]
+    assert (out / "sweep.yaml").is_file()
+
+
+def test_resume_after_a_kill_runs_only_missing_cells(write_sweep, tmp_path):
+    plan = build_plan(sweep_file(write_sweep))
+    out = tmp_path / "out"
+    first = FakeRun(interrupt_at=4)  # Ctrl-C during the 4th measured cell (config 2, repeat 2)
+    outcome = run_sweep(plan, SweepOptions(out_dir=out, run_fn=first, show_progress=False))
+    assert outcome.interrupted
+    statuses = {c["id"]: c["status"] for c in read_index(out)["cells"]}
+    assert statuses == {
+        "max-num-seqs=2__tiny__r1": "complete", "max-num-seqs=2__tiny__r2": "complete",
+        "max-num-seqs=4__tiny__r1": "complete", "max-num-seqs=4__tiny__r2": "partial",
+    }
+    # the engine of the interrupted config is gone (nothing of ours keeps its port)
+    second = FakeRun()
+    outcome = run_sweep(build_plan(plan.source), SweepOptions(out_dir=out, run_fn=second, resume=True, show_progress=False))
+    assert [o.labels["config"] + "/" + o.labels["repeat"] for _, o in second.calls] == [
+        "max-num-seqs=4/2", "max-num-seqs=8/1", "max-num-seqs=8/2",
+    ]
+    assert outcome.counts == {"complete": 6, "partial": 0, "failed": 2, "not run": 0}
+    # a second resume has nothing left but the failed config, which is tried again
+    third = FakeRun()
+    run_sweep(build_plan(plan.source), SweepOptions(out_dir=out, run_fn=third, resume=True, show_progress=False))
+    assert third.calls == []
+
+
+def test_engine_dies_mid_run(write_sweep, tmp_path):
+    path = sweep_file(
+        write_sweep,
+        vary={"flags": {"die-after-requests": [1]}, "include_base": True},
+        base={"max-model-len": 256, "die-after-requests": 0},
+    )
+    plan = build_plan(path)
+    out = tmp_path / "out"
+    run_sweep(plan, SweepOptions(out_dir=out, run_fn=FakeRun(), show_progress=False))
+    cells = {c["id"]: c for c in read_index(out)["cells"]}
+    assert cells["base__tiny__r1"]["status"] == "complete"
+    died = cells["die-after-requests=1__tiny__r1"]
+    assert died["status"] == "partial"  # its summary.json was written, the engine died under it
+    assert died["reason"].startswith("engine exited with code 3 during the run: RuntimeError: simulated engine crash")
+    after = cells["die-after-requests=1__tiny__r2"]
+    assert after["status"] == "failed" and "during cell die-after-requests=1__tiny__r1" in after["reason"]
+
+
+def test_cli_out_resume_and_progress(write_sweep, tmp_path, monkeypatch, capsys):
+    import harness.runner
+
+    monkeypatch.setattr(harness.runner, "run_scenario", FakeRun())
+    path = sweep_file(write_sweep, vary={"flags": {"max-num-seqs": [2]}, "include_base": False}, repeats=1)
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "▶ start 1/1: config max-num-seqs=2" in captured.err
+    assert "✓ [1/1] max-num-seqs=2 · tiny r1: complete · goodput 4.00 req/s" in captured.err
+    assert "sweep finished in" in captured.err
+    assert "scenario tiny: configs ranked by goodput" in captured.out
+    assert main(["sweep", str(path), "--out", str(out)]) == 2  # not empty
+    assert "not empty" in capsys.readouterr().err
+    assert main(["sweep", str(path), "--resume", str(out)]) == 0
+    assert "resume: 1 finished cell(s) kept, 0 to run" in capsys.readouterr().err
+    assert main(["sweep", str(path), "--resume", str(tmp_path / "nowhere")]) == 2
+
+
+def test_fixed_port_busy_is_a_failed_start(write_sweep, tmp_path):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    port = s.getsockname()[1]
+    try:
+        path = sweep_file(write_sweep, vary={"flags": {"max-num-seqs": [2]}, "include_base": False}, repeats=1)
+        plan = build_plan(path)
+        plan.sweep.engine.port = port
+        out = tmp_path / "out"
+        run_sweep(plan, SweepOptions(out_dir=out, run_fn=FakeRun(), show_progress=False, port_free_timeout_s=0.3))
+        cell = read_index(out)["cells"][0]
+        assert cell["status"] == "failed" and cell["reason"].startswith(f"port {port} is still in use")
+    finally:
+        s.close()
+
+
+def test_index_writes_are_atomic(write_sweep, tmp_path, monkeypatch):
+    """Every write goes through a temporary file and os.replace."""
+    replaced = []
+    real = os.replace
+
+    def spy(src, dst):
+        replaced.append(os.path.basename(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    path = sweep_file(write_sweep, vary={"flags": {"max-num-seqs": [2]}, "include_base": False}, repeats=2)
+    run_sweep(build_plan(path), SweepOptions(out_dir=tmp_path / "o", run_fn=FakeRun(), show_progress=False))
+    assert replaced.count("index.json") >= 3 and replaced.count("summary.csv") >= 3
+    assert not [p for p in (tmp_path / "o").iterdir() if ".tmp" in p.name]
