@@ -1,0 +1,186 @@
+"""Noise estimates for comparing two sides: bootstrap intervals of a difference.
+
+Every function returns bootstrap draws of one side's statistic (B values); the caller takes
+candidate draws minus baseline draws and reads the 2.5/97.5 % points: the interval of the
+difference. Tricks that keep this fast on 100k-request runs:
+
+- A percentile of a resample is an order statistic: the k-th smallest of n indices drawn
+  uniformly is floor(n * U(k)) with U(k) ~ Beta(k, n - k + 1), so B resampled percentiles cost
+  B Beta draws after one sort, not B sorts.
+- ITL gaps are not independent (a slow request has many slow gaps), so they are resampled by
+  request (a cluster bootstrap with Poisson(1) weights per request).
+- Throughput has no per-request value: the run is cut into time slices and the slices' rates
+  are resampled (batch means).
+"""
+
+from __future__ import annotations
+
+from math import ceil, comb
+from typing import Any
+
+import numpy as np
+
+from harness.report import hdr
+
+
+def quantile_draws(values: np.ndarray, pct: float, B: int, rng: np.random.Generator) -> tuple[float, np.ndarray]:
+    """(point estimate, B bootstrap draws) of the `pct` percentile of iid samples."""
+    x = np.sort(np.asarray(values, dtype=float))
+    n = x.size
+    k = min(n, max(1, ceil(pct / 100.0 * n)))
+    u = rng.beta(k, n - k + 1, size=B)
+    idx = np.minimum((u * n).astype(np.int64), n - 1)
+    return float(x[k - 1]), x[idx]
+
+
+def mean_draws(values: np.ndarray, B: int, rng: np.random.Generator) -> tuple[float, np.ndarray]:
+    """(mean, B draws) via a Bayesian bootstrap (Dirichlet weights) in chunks, exact for small n and
+    normal-approximated above 5k samples where the two agree."""
+    x = np.asarray(values, dtype=float)
+    n = x.size
+    m = float(x.mean())
+    if n > 5_000:
+        se = float(x.std(ddof=1)) / np.sqrt(n)
+        return m, rng.normal(m, se, size=B)
+    out = np.empty(B)
+    step = max(1, 2_000_000 // max(n, 1))
+    for i in range(0, B, step):
+        j = min(B, i + step)
+        w = rng.dirichlet(np.ones(n), size=j - i)
+        out[i:j] = w @ x
+    return m, out
+
+
+def hist_quantile_draws(h: hdr.Hist, pct: float | str, n_eff: int, B: int, rng: np.random.Generator) -> tuple[float, np.ndarray]:
+    """Draws of a histogram's percentile as if it held `n_eff` independent samples (used for ITL
+    when per-request gaps are unavailable: n_eff = requests, a conservative effective size)."""
+    n = max(2, int(n_eff))
+    if pct == "mean":
+        point = h.mean()
+        var = float(((h.values - point) ** 2 * h.counts).sum() / max(1, h.total - 1))
+        return point, rng.normal(point, np.sqrt(var / n), size=B)
+    p = float(pct)
+    k = min(n, max(1, ceil(p / 100.0 * n)))
+    u = rng.beta(k, n - k + 1, size=B)
+    return float(h.quantile(p)), np.asarray(h.quantile(100.0 * u), dtype=float)
+
+
+def itl_gaps(requests: list[dict[str, Any]], per: str = "token") -> tuple[np.ndarray, np.ndarray] | None:
+    """(gap ms, request index) from chunk_offsets_us/chunk_tokens; None when records lack them."""
+    vals: list[float] = []
+    owner: list[int] = []
+    seen = 0
+    for i, r in enumerate(requests):
+        offs = r.get("chunk_offsets_us")
+        toks = r.get("chunk_tokens")
+        if r.get("error") or not isinstance(offs, list) or len(offs) < 2:
+            continue
+        seen += 1
+        for j in range(1, len(offs)):
+            gap_ms = (offs[j] - offs[j - 1]) / 1000.0
+            k = int(toks[j]) if per == "token" and isinstance(toks, list) and j < len(toks) and toks[j] else 1
+            vals.extend([gap_ms / k] * k)
+            owner.extend([i] * k)
+    if seen < 2:
+        return None
+    return np.asarray(vals), np.asarray(owner, dtype=np.int64)
+
+
+def cluster_quantile_draws(gaps: tuple[np.ndarray, np.ndarray], pcts: list[float | str], B: int, rng: np.random.Generator) -> dict[float | str, tuple[float, np.ndarray]]:
+    """Percentiles (or "mean") of pooled gaps, resampling whole requests (Poisson(1) weights)."""
+    vals, owner = gaps
+    order = np.argsort(vals, kind="stable")
+    v = vals[order]
+    o = owner[order]
+    _, o = np.unique(o, return_inverse=True)
+    n_req = int(o.max()) + 1
+    out: dict[float | str, tuple[float, list[float]]] = {}
+    base_cum = np.arange(1, v.size + 1, dtype=float)
+    for p in pcts:
+        if p == "mean":
+            out[p] = (float(v.mean()), [])
+        else:
+            k = np.searchsorted(base_cum, max(1.0, ceil(float(p) / 100.0 * v.size)))
+            out[p] = (float(v[min(k, v.size - 1)]), [])
+    for _ in range(B):
+        w_req = rng.poisson(1.0, n_req).astype(float)
+        w = w_req[o]
+        cum = np.cumsum(w)
+        total = cum[-1]
+        if total <= 0:
+            continue
+        for p in pcts:
+            if p == "mean":
+                out[p][1].append(float((w * v).sum() / total))
+            else:
+                idx = np.searchsorted(cum, max(1.0, float(p) / 100.0 * total))
+                out[p][1].append(float(v[min(idx, v.size - 1)]))
+    return {p: (pt, np.asarray(d)) for p, (pt, d) in out.items()}
+
+
+def slice_rates(runs_requests: list[list[dict[str, Any]]], quantity: str, good: list[list[bool]] | None = None, slices: int = 10) -> np.ndarray:
+    """Per-time-slice rates (per second) of `quantity` over each run's completions, pooled."""
+    out: list[float] = []
+    for ri, reqs in enumerate(runs_requests):
+        ends: list[float] = []
+        amounts: list[float] = []
+        for j, r in enumerate(reqs):
+            if r.get("error") or not isinstance(r.get("e2e_ms"), (int, float)):
+                continue
+            start = r.get("intended_ns") if r.get("intended_ns") is not None else r.get("sent_ns")
+            if not isinstance(start, (int, float)):
+                continue
+            ends.append(float(start) / 1e9 + float(r["e2e_ms"]) / 1e3)
+            if quantity == "requests":
+                amounts.append(1.0)
+            elif quantity == "good":
+                amounts.append(1.0 if good is not None and good[ri][j] else 0.0)
+            else:
+                amounts.append(float(r.get(quantity) or 0))
+        if len(ends) < 6:
+            continue
+        e = np.asarray(ends)
+        a = np.asarray(amounts)
+        lo, hi = float(e.min()), float(e.max())
+        if hi <= lo:
+            continue
+        k = int(min(slices, max(3, len(ends) // 5)))
+        edges = np.linspace(lo, hi, k + 1)
+        sums, _ = np.histogram(e, bins=edges, weights=a)
+        out.extend((sums / (edges[1] - edges[0])).tolist())
+    return np.asarray(out)
+
+
+def slice_mean_draws(rates: np.ndarray, B: int, rng: np.random.Generator) -> tuple[float, np.ndarray]:
+    idx = rng.integers(0, rates.size, size=(B, rates.size))
+    return float(rates.mean()), rates[idx].mean(axis=1)
+
+
+def interval(diff_draws: np.ndarray, confidence: float) -> tuple[float, float]:
+    a = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(diff_draws, [a, 1.0 - a])
+    return float(lo), float(hi)
+
+
+def proportion_diff_interval(k1: int, n1: int, k2: int, n2: int, confidence: float) -> tuple[float, float] | None:
+    """Normal interval of p2 - p1 (Wald, with a +1/+2 correction so 0/n is not certain)."""
+    if n1 <= 0 or n2 <= 0:
+        return None
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    p1 = (k1 + 1) / (n1 + 2)
+    p2 = (k2 + 1) / (n2 + 2)
+    se = np.sqrt(p1 * (1 - p1) / (n1 + 2) + p2 * (1 - p2) / (n2 + 2))
+    d = k2 / n2 - k1 / n1
+    return float(d - z * se), float(d + z * se)
+
+
+def repeats_separated(base: list[float], cand: list[float], worse_is_higher: bool) -> tuple[bool, bool, float]:
+    """(candidate all worse, candidate all better, permutation p of that order by chance)."""
+    if not base or not cand:
+        return False, False, 1.0
+    p = 1.0 / comb(len(base) + len(cand), len(base))
+    if worse_is_higher:
+        return min(cand) > max(base), max(cand) < min(base), p
+    return max(cand) < min(base), min(cand) > max(base), p
