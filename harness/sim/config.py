@@ -240,7 +240,8 @@ class SimConfig:
             served_model_names=list(names),
             host=a.host,
             port=a.port,
-            max_num_seqs=a.max_num_seqs or default_seqs,
+            # like vLLM, a defaulted max_num_seqs never exceeds an explicit token budget
+            max_num_seqs=a.max_num_seqs or min(default_seqs, a.max_num_batched_tokens or default_seqs),
             max_num_batched_tokens=max_num_batched_tokens or default_tokens,
             max_num_batched_tokens_set=a.max_num_batched_tokens is not None,
             enable_chunked_prefill=a.enable_chunked_prefill,
