@@ -9,6 +9,7 @@ start is a clean one (the whole process group is gone and the port is free).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -21,10 +22,19 @@ from harness.errors import UserError
 from harness.scenario.models import Scenario, Warmup
 from harness.sweep.engines import failure_hint, get_kind
 from harness.sweep.flags import substitute
-from harness.sweep.launcher import EngineProcess, GpuMemory, StartupFailed, free_port, port_is_free, wait_port_free
+from harness.sweep.launcher import (
+    EngineProcess,
+    GpuMemory,
+    StartupFailed,
+    free_port,
+    port_is_free,
+    start_ticks,
+    stop_leftover,
+    wait_port_free,
+)
 from harness.sweep.plan import Cell, Config, Plan
 from harness.sweep.progress import Clock, Progress
-from harness.sweep.results import SweepIndex, ranking_table, read_run_summary, run_metrics
+from harness.sweep.results import SweepIndex, atomic_write, ranking_table, read_run_summary, run_metrics
 
 RunFn = Callable[[Scenario, Any], Any]
 
@@ -87,6 +97,7 @@ class SweepExecutor:
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "logs").mkdir(exist_ok=True)
         self._write_sweep_copy()
+        self._stop_leftover()
         todo = [(config, [c for c in cells if not self.index.is_complete(c.id)]) for config, cells in self.plan.engine_starts()]
         skipped = len(self.plan.cells) - sum(len(cells) for _, cells in todo)
         todo = [(config, cells) for config, cells in todo if cells]
@@ -180,6 +191,7 @@ class SweepExecutor:
         self._current = proc
         try:
             proc.start(header=f"config {config.id}")
+            self._note_engine(proc)
             started = proc.wait_ready(
                 lambda: self.kind.probe(base_url, spec),
                 timeout=spec.ready_timeout_s,
@@ -217,9 +229,27 @@ class SweepExecutor:
                 died_in = cell.id
         self._stop(proc)
 
+    # a record of the running engine, so a resume after `kill -9` of the sweep can stop it
+    def _note_engine(self, proc: EngineProcess) -> None:
+        if proc.pid is None:
+            return
+        data = {"pgid": proc.pid, "start_ticks": start_ticks(proc.pid), "argv": proc.argv}
+        atomic_write(self.out / "engine.json", json.dumps(data) + "\n")
+
+    def _stop_leftover(self) -> None:
+        path = self.out / "engine.json"
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return
+        if stop_leftover(int(data["pgid"]), data.get("start_ticks")):
+            self.progress.note(f"stopped an engine left running by the interrupted sweep (process group {data['pgid']})")
+        path.unlink(missing_ok=True)
+
     def _stop(self, proc: EngineProcess) -> None:
         spec = self.sweep.engine
         proc.stop(spec.stop_timeout_s)
+        (self.out / "engine.json").unlink(missing_ok=True)
         if self._current is proc:
             self._current = None
         port = getattr(proc, "port", None)

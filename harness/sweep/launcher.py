@@ -137,6 +137,7 @@ class EngineProcess:
                     env=self.env,
                     cwd=self.cwd,
                     start_new_session=True,  # own session + process group: killpg reaches workers
+                    preexec_fn=_die_with_parent,
                 )
             except OSError as exc:
                 raise StartupFailed(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}", []) from None
@@ -225,6 +226,58 @@ class EngineProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             return self.proc.wait()
+
+
+def _prctl():  # noqa: ANN202
+    """libc's prctl, resolved in the parent (the child between fork and exec must not import)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except Exception:
+        return None
+
+
+_PRCTL = _prctl() if os.name == "posix" else None
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM the engine if the harness dies (even by SIGKILL), so a
+    killed sweep does not leave an engine holding the GPU. Linux only; elsewhere a no-op."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): with the
+    pid it names one process, even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("utf-8", "replace")
+        return int(stat[stat.rfind(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def stop_leftover(pgid: int, ticks: int | None, timeout: float = 10.0) -> bool:
+    """Stop a process group left by an earlier (killed) sweep; True when there was one.
+    The group is only touched while its leader is the recorded process or gone entirely."""
+    if not group_alive(pgid):
+        return False
+    now = start_ticks(pgid)
+    if now is not None and ticks is not None and now != ticks:
+        return False  # the pid was reused by an unrelated process
+    _killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if group_alive(pgid):
+        _killpg(pgid, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    return True
 
 
 def _killpg(pgid: int, sig: int) -> None:

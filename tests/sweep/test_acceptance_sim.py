@@ -1,0 +1,93 @@
+"""Issue 5's acceptance test on the simulated engine, through the real CLI and runner:
+`--max-num-seqs` over 3 values plus one config that cannot start; the sweep is killed (SIGKILL)
+after two cells and `--resume` finishes only the missing ones. More preemptions at the largest
+value; the failed config is recorded with its reason; no engine outlives the killed sweep."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from harness.sweep.launcher import group_alive
+
+from .conftest import DATA
+
+SWEEP = {
+    "name": "acceptance",
+    "engine": {"kind": "sim", "ready_timeout_s": 60, "stop_timeout_s": 10},
+    "base": {"sim-speed": 20, "max-model-len": 512, "block-size": 16, "num-gpu-blocks-override": 100},
+    "vary": {
+        "flags": {"max-num-seqs": [4, 8, 16], "num-gpu-blocks-override": [8]},  # 8 x 16 < 512: cannot start
+        "include_base": False,
+        "link": {"load.concurrency": "max-num-seqs"},
+    },
+    "scenarios": ["pressure.yaml"],
+}
+
+
+def harness(*args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "harness.cli.main", "sweep", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def complete_cells(out):
+    try:
+        cells = json.loads((out / "index.json").read_text())["cells"]
+    except (OSError, ValueError):
+        return []
+    return [c for c in cells if c["status"] == "complete"]
+
+
+def test_sim_sweep_kill_and_resume(tmp_path):
+    pytest.importorskip("harness.sim.server")
+    (tmp_path / "pressure.yaml").write_text((DATA / "pressure.yaml").read_text())
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump(SWEEP, sort_keys=False))
+    out = tmp_path / "out"
+
+    first = harness(str(sweep), "--out", str(out), "--no-report")
+    deadline = time.monotonic() + 90
+    while len(complete_cells(out)) < 2 and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    engine = json.loads((out / "engine.json").read_text()) if (out / "engine.json").exists() else None
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+    kept = {c["id"]: c["finished"] for c in complete_cells(out)}
+    assert len(kept) >= 2, (out / "index.json").read_text()
+    if engine:  # the engine of the killed sweep goes too (parent-death signal / resume cleanup)
+        deadline = time.monotonic() + 15
+        while group_alive(engine["pgid"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not group_alive(engine["pgid"])
+
+    second = harness(str(sweep), "--resume", str(out), "--no-report")
+    text, _ = second.communicate(timeout=120)
+    assert second.returncode == 0, text
+    assert f"resume: {len(kept)} finished cell(s) kept, {4 - len(kept)} to run" in text
+    assert text.count("▶ start") == 4 - len(kept)
+
+    index = json.loads((out / "index.json").read_text())
+    cells = {c["config_id"]: c for c in index["cells"]}
+    assert list(cells) == ["max-num-seqs=4", "max-num-seqs=8", "max-num-seqs=16", "num-gpu-blocks-override=8"]
+    for cid, finished in kept.items():  # finished cells were not run again
+        assert next(c for c in index["cells"] if c["id"] == cid)["finished"] == finished
+    for n in (4, 8, 16):
+        c = cells[f"max-num-seqs={n}"]
+        assert c["status"] == "complete", c
+        assert c["startup_facts"]["kv_cache_tokens"] == 1600
+        assert (out / c["run_dir"] / "summary.json").is_file()
+    pre = {n: cells[f"max-num-seqs={n}"]["metrics"]["preemptions"] for n in (4, 8, 16)}
+    assert pre[16] > pre[4] and pre[16] >= pre[8], pre
+    bad = cells["num-gpu-blocks-override=8"]
+    assert bad["status"] == "failed"
+    assert bad["reason"].startswith("engine exited with code 1 before it was ready: ValueError: To serve at least one request")
+    assert bad["log_tail"]
+    rows = (out / "summary.csv").read_text().splitlines()
+    assert len(rows) == 5
+    # closing table: the failed config is listed last with its reason
+    assert "num-gpu-blocks-override=8" in text and "failed: engine exited with code 1" in text
+    assert not (out / "engine.json").exists()
