@@ -53,14 +53,15 @@ def run_figures(run: RunData) -> list[Figure]:
         h = run.hist(metric)
         if h is not None:
             series.append(F.Series("all requests", h))
-        for i, cls in enumerate(classes):
-            hc = run.hist(metric, cls)
-            if hc is not None:
-                series.append(F.Series(f"class {cls}", hc, color=F.PALETTE[i % len(F.PALETTE)]))
+        if len(classes) > 1:  # one class would only repeat the "all requests" line
+            for i, cls in enumerate(classes):
+                hc = run.hist(metric, cls)
+                if hc is not None:
+                    series.append(F.Series(f"class {cls}", hc, color=F.PALETTE[i % len(F.PALETTE)]))
         if metric == "itl_token":
             hc = run.hist("itl_chunk")
-            if hc is not None and series:
-                series.append(F.Series("all, per chunk", hc, style=":", color="#7f7f7f"))
+            if hc is not None and series and not _same(hc, series[0].hist):  # equal when every chunk holds one token
+                series.append(F.Series("all, per chunk (multi-token chunks not split)", hc, style=":", color="#7f7f7f"))
         if not series:
             continue
         src = "HDR histograms" if run.histograms.get("_all", {}).get(metric) else "per-request records (histograms.json missing)"
@@ -80,6 +81,10 @@ def run_figures(run: RunData) -> list[Figure]:
                            "KV cache usage, engine queue, preemptions and throughput across the run; the grey band is warmup "
                            "(excluded from every number above).", fig))
     return figs
+
+
+def _same(a, b) -> bool:
+    return a.total == b.total and a.values.shape == b.values.shape and bool((a.values == b.values).all()) and bool((a.counts == b.counts).all())
 
 
 def build_run_report(run: RunData) -> Document:

@@ -187,7 +187,7 @@ def load_run(path: Path | str) -> RunData:
         try:
             raw = read_json(hpath)
             if isinstance(raw, dict):
-                histograms = {str(k): {str(m): b for m, b in v.items() if isinstance(b, str)} for k, v in raw.items() if isinstance(v, dict)}
+                histograms = normalize_histograms(raw)
             else:
                 notes.append("histograms.json is not an object of {class: {metric: blob}}; percentile plots use per-request values")
         except (OSError, json.JSONDecodeError) as exc:
@@ -215,6 +215,25 @@ def load_run(path: Path | str) -> RunData:
         notes=notes,
         summary_derived=derived,
     )
+
+
+def normalize_histograms(raw: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """{group: {metric: base64}} from either shape writers use: the plain one
+    ({group: {metric: "HIST..."}}) or the lossless one the runner writes
+    ({group: {"hist": {metric: {"hdr": "HIST...", "sum": .., "min": .., "max": ..}}, "counts": ..}})."""
+    out: dict[str, dict[str, str]] = {}
+    for group, body in raw.items():
+        if not isinstance(body, dict):
+            continue
+        metrics = body.get("hist") if isinstance(body.get("hist"), dict) else body
+        blobs: dict[str, str] = {}
+        for metric, value in metrics.items():
+            if isinstance(value, str):
+                blobs[str(metric)] = value
+            elif isinstance(value, dict) and isinstance(value.get("hdr"), str):
+                blobs[str(metric)] = value["hdr"]
+        out[str(group)] = blobs
+    return out
 
 
 def _short(exc: BaseException) -> str:

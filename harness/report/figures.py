@@ -124,9 +124,15 @@ def over_time_figure(
     t, kv = _series(engine, "kv_usage", t0)
     if t.size:
         scale = 100.0 if np.nanmax(kv) <= 1.5 else 1.0
-        ax.plot(t, kv * scale, color=PALETTE[0], label="KV cache usage")
-        ax.set_ylim(0, 105)
-        ax.axhline(100, color="#d62728", lw=0.8, ls=":")
+        pct = kv * scale
+        peak = float(np.nanmax(pct))
+        ax.plot(t, pct, color=PALETTE[0], label="KV cache usage")
+        if peak > 20:
+            ax.set_ylim(0, 105)
+            ax.axhline(100, color="#d62728", lw=0.8, ls=":", label="_full")
+        else:  # a nearly empty cache would be a flat line on a 0-100 axis
+            ax.set_ylim(0, max(peak * 1.3, 0.5))
+        ax.text(0.99, 0.9, f"peak {peak:.1f} %", ha="right", va="top", transform=ax.transAxes, fontsize="small")
     else:
         ax.text(0.5, 0.5, no_engine, ha="center", va="center", transform=ax.transAxes, color="#888")
     ax.set_ylabel("KV usage (%)")
@@ -149,7 +155,7 @@ def over_time_figure(
     ax.set_ylabel("requests")
     ax.set_title("Requests running and waiting in the engine", loc="left", fontsize="medium")
     if drawn:
-        ax.legend(loc="upper right", fontsize="small", frameon=False, ncol=3)
+        ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False, ncol=3, borderaxespad=0.1)
 
     # 3. preemptions
     ax = axes[2]
@@ -159,8 +165,8 @@ def over_time_figure(
         ax.plot(tr, rate, color=PALETTE[3], label="preemptions/s", drawstyle="steps-pre")
         ax.fill_between(tr, rate, step="pre", color=PALETTE[3], alpha=0.25)
         total = float(v[-1] - v[0]) if v.size else 0.0
-        ax.text(0.99, 0.9, f"{total:,.0f} in total", ha="right", va="top", transform=ax.transAxes, fontsize="small")
-        ax.set_ylim(bottom=0)
+        ax.text(0.99, 0.9, f"{total:,.0f} in total" if total else "no preemptions", ha="right", va="top", transform=ax.transAxes, fontsize="small")
+        ax.set_ylim(0, max(1.0, float(rate.max()) * 1.15))
     else:
         ax.text(0.5, 0.5, no_engine if not engine else "engine reports no preemption counter", ha="center", va="center", transform=ax.transAxes, color="#888")
     ax.set_ylabel("preemptions/s")
@@ -184,7 +190,7 @@ def over_time_figure(
     ax.set_title("Throughput", loc="left", fontsize="medium")
     ax.set_xlabel("time (s)")
     if drawn:
-        ax.legend(loc="upper right", fontsize="small", frameon=False, ncol=3)
+        ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False, ncol=3, borderaxespad=0.1)
         ax.set_ylim(bottom=0)
     else:
         ax.text(0.5, 0.5, "no throughput samples", ha="center", va="center", transform=ax.transAxes, color="#888")

@@ -138,6 +138,12 @@ def engine_table(run: RunData) -> Table:
     sd = e.get("spec_decode")
     if isinstance(sd, dict) and sd:
         rows.append(["Speculative decoding", ", ".join(f"{k} {fmt_num(_num(v)) if _num(v) is not None else v}" for k, v in sd.items())])
+    el = e.get("engine_latency_ms")
+    if isinstance(el, dict):
+        for key, label in (("ttft", "Engine-reported TTFT p50 / p99"), ("itl", "Engine-reported ITL p50 / p99"), ("queue", "Engine queue time p50 / p99")):
+            d = el.get(key)
+            if isinstance(d, dict) and _num(d.get("p50")) is not None:
+                rows.append([label, f"{fmt_num(_num(d.get('p50')))} / {fmt_num(_num(d.get('p99')))} ms (from bucketed histograms)"])
     source = (tel or {}).get("source")
     rows.append(["Telemetry", f"{source or 'none'}, {tel.get('scrapes', 0) if tel else 0} scrapes" + (f"; missing: {missing}" if missing else "")])
     profile = e.get("profile")
@@ -168,17 +174,24 @@ def measurement_table(run: RunData) -> Table:
         rows.append(["Timestamp clock", str(clock)])
     if _num(s.timing.get("coalesced_reads")) is not None:
         rows.append(["Reads holding several events", f"{int(s.timing['coalesced_reads']):,}"])
-    stalls = s.timing.get("stalls")
-    if isinstance(stalls, list):
-        rows.append(["Host stalls in the window", f"{len(stalls)}"])
+    meter = s.timing.get("stall_meter")
+    if isinstance(meter, dict) and _num(meter.get("stalls_in_window")) is not None:
+        rows.append(["Host stalls in the window", f"{int(meter['stalls_in_window'])} (longest {fmt_num(_num(meter.get('max_stall_ms')))} ms, "
+                     f"threshold {fmt_num(_num(meter.get('threshold_ms')))} ms)"])
+    elif isinstance(s.timing.get("stalls"), list):
+        rows.append(["Host stalls in the window", f"{len(s.timing['stalls'])}"])
     if _num(s.client.get("cpu_max_pct")) is not None:
         rows.append(["Client CPU max / mean", f"{fmt_pct(_num(s.client.get('cpu_max_pct')), 0)} / {fmt_pct(_num(s.client.get('cpu_mean_pct')), 0)}"])
     lag = s.latency_ms.get("send_lag")
     if lag is not None and lag.count:
         rows.append(["Send lag p50 / p99 (open loop)", f"{fmt_num(lag.p50)} / {fmt_num(lag.p99)} ms"])
     uc = s.usage_check or {}
-    if uc:
-        rows.append(["Prompt tokens vs intended", ", ".join(f"{k} {v}" for k, v in uc.items() if not isinstance(v, (dict, list)))])
+    if _num(uc.get("prompt_tokens_mean_diff")) is not None:
+        mx = uc.get("max_diff", uc.get("prompt_tokens_max_diff"))
+        rows.append(["Server prompt tokens − intended", f"mean {fmt_num(_num(uc['prompt_tokens_mean_diff']))}, max {mx}"
+                     + (f" (tokenizer {uc['tokenizer']})" if uc.get("tokenizer") else "")])
+    elif uc:
+        rows.append(["Usage check", ", ".join(f"{k} {v}" for k, v in uc.items() if not isinstance(v, (dict, list)))])
     tgt = s.target or {}
     if tgt:
         rows.append(["Target", " ".join(str(tgt.get(k)) for k in ("url", "api", "model") if tgt.get(k))])
