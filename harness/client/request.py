@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.client.adapters.base import ApiAdapter, Prompt
-from harness.client.http_stream import Connection, StreamError, perf_ns
+from harness.client.http_stream import Connection, StreamError, StreamResult, perf_ns
 from harness.client.sse import SSEError, interpret
 from harness.metrics.record import RequestRecord
 
@@ -58,6 +58,18 @@ def execute(
     count_tokens: Callable[[str], int],
 ) -> RequestRecord:
     """Run the request on `conn`, filling `rec` (whose index/class/intended time are set)."""
+    res = transfer(conn, spec, payload, rec)
+    if res is not None:
+        finalize(rec, res, spec, count_tokens)
+    return rec
+
+
+def transfer(conn: Connection, spec: RequestSpec, payload: bytes, rec: RequestRecord) -> StreamResult | None:
+    """The time-critical half: connect, send, read and stamp. None when the transport failed.
+
+    Interpretation (JSON decoding, token counts) is left to `finalize`, so a load process can run
+    it when its event loop is idle instead of between two stamped reads.
+    """
     headers = spec.headers
     if rec.request_id:
         headers = {**headers, "X-Request-Id": rec.request_id}
@@ -69,8 +81,13 @@ def execute(
     except StreamError as exc:
         rec.sent_ns = rec.sent_ns or perf_ns()
         rec.error_kind, rec.error_detail = exc.kind, exc.detail
-        return rec
+        return None
     rec.http_status = res.status
+    return res
+
+
+def finalize(rec: RequestRecord, res: StreamResult, spec: RequestSpec, count_tokens: Callable[[str], int]) -> RequestRecord:
+    """Classify the HTTP outcome and interpret the SSE stream into the record."""
     if res.status != 200:
         rec.error_kind = _status_kind(res.status)
         rec.error_detail = _error_message(res.body)

@@ -9,14 +9,18 @@ the total and the record says so (`output_source = "tokenizer"`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
+try:  # orjson decodes an SSE event ~5x faster than json; the post-stream path is per token
+    from orjson import JSONDecodeError as _DecodeError
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - orjson is a dependency, keep working without it
+    from json import JSONDecodeError as _DecodeError
+    from json import loads as _loads
+
 from harness.client.adapters.base import ApiAdapter
 from harness.metrics.record import RequestRecord
-
-_loads = json.loads
 
 
 class SSEError(Exception):
@@ -49,7 +53,7 @@ def interpret(
             continue
         try:
             event = _loads(payload)
-        except ValueError:
+        except (ValueError, _DecodeError):
             raise SSEError("malformed", f"not JSON: {payload[:120]!r}") from None
         if not isinstance(event, dict):
             raise SSEError("malformed", f"event is not an object: {payload[:120]!r}")

@@ -8,7 +8,6 @@ let in-flight ones finish (up to the plan's grace), and still write every result
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import signal
@@ -24,6 +23,7 @@ from locust.log import setup_logging
 from harness.errors import UserError
 from harness.load import user as user_module
 from harness.load.controller import DONE, DRAIN, LoadController
+from harness.load.gc_policy import GCPolicy
 from harness.load.plan import LoadPlan
 
 
@@ -35,11 +35,10 @@ def _emit(line: dict) -> None:
 def run(plan: LoadPlan) -> dict:
     setup_logging("WARNING")
     ctrl = LoadController(plan, emit=_emit)
-    user_module.install(ctrl)
+    env = Environment(user_classes=[user_module.LLMUser], events=locust.events)
+    finisher = user_module.install(ctrl, user_module.locust_reporter(env))
     finished = gevent.event.Event()
     ctrl.on_done = finished.set
-
-    env = Environment(user_classes=[user_module.LLMUser], events=locust.events)
     runner = env.create_local_runner()
     load = ctrl.scenario.load
     users = load.concurrency if load.concurrency is not None else load.max_in_flight
@@ -57,11 +56,7 @@ def run(plan: LoadPlan) -> dict:
             _emit({"event": "progress", **ctrl.progress()})
             gevent.sleep(plan.progress_interval_s)
 
-    if plan.gc_tune:
-        # GC pauses reached 131 ms untuned (LOCUST.md); freeze the startup heap, collect rarely
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(50_000, 50, 1000)
+    gc_policy = GCPolicy().start() if plan.gc_tune else None
 
     ctrl.start()
     runner.start(users, spawn_rate=spawn_rate, wait=False)
@@ -70,13 +65,17 @@ def run(plan: LoadPlan) -> dict:
     while ctrl.phase not in (DRAIN, DONE):
         finished.wait(0.2)
     finished.wait(plan.stop_grace_s)
-    ctrl.cut_at_end = ctrl.in_flight
     runner.stop()
+    finisher.drain()  # requests that finished but were not yet recorded
+    ctrl.cut_at_end = ctrl.in_flight
     runner.quit()
     finished.set()
     progress.kill(block=False)
     _emit({"event": "progress", **ctrl.progress()})
     result = ctrl.result()
+    if gc_policy is not None:
+        gc_policy.stop()
+        result["timing"]["gc"] = gc_policy.summary()
     ctrl.close()
     suffix = f".w{plan.worker}" if plan.workers > 1 else ""
     path = Path(plan.out_dir) / f"load_result{suffix}.json"

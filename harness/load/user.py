@@ -8,20 +8,74 @@ from the intended time (coordinated omission), with the lateness reported as sen
 
 from __future__ import annotations
 
+from collections import deque
+
 import gevent
+import gevent.event
 from locust import User, constant, task
 from locust.exception import StopUser
 
-from harness.client.http_stream import Connection, Endpoint, perf_ns
-from harness.client.request import execute
+from harness.client.http_stream import Connection, Endpoint, StreamResult, perf_ns
+from harness.client.request import finalize, transfer
 from harness.load.controller import LoadController
+from harness.metrics.record import RequestRecord
 
 CONTROLLER: LoadController | None = None
+FINISHER: Finisher | None = None
 
 
-def install(controller: LoadController) -> None:
-    global CONTROLLER
+class Finisher:
+    """Interprets and records finished requests while the event loop is idle.
+
+    Reads are stamped by the kernel, but a read that comes too late can still hold two events
+    that then share one stamp. JSON decoding and histogram recording therefore wait for
+    `gevent.idle()`: they never sit between a socket becoming readable and its read. When the
+    backlog grows (the process is never idle), it processes without waiting so memory stays bounded.
+    """
+
+    BACKLOG = 256
+
+    def __init__(self, ctrl: LoadController, report) -> None:  # type: ignore[no-untyped-def]
+        self.ctrl = ctrl
+        self.report = report
+        self.queue: deque[tuple[RequestRecord, StreamResult | None]] = deque()
+        self.wake = gevent.event.Event()
+        self.greenlet = gevent.spawn(self._run)
+
+    def put(self, rec: RequestRecord, res: StreamResult | None) -> None:
+        self.queue.append((rec, res))
+        self.wake.set()
+
+    def _one(self) -> None:
+        rec, res = self.queue.popleft()
+        ctrl = self.ctrl
+        if res is not None:
+            finalize(rec, res, ctrl.spec, ctrl.count_tokens)
+        ctrl.finish(rec)
+        self.report(rec)
+
+    def _run(self) -> None:
+        while True:
+            if not self.queue:
+                self.wake.clear()
+                self.wake.wait()
+                continue
+            if len(self.queue) < self.BACKLOG:
+                gevent.idle()
+            if self.queue:
+                self._one()
+
+    def drain(self) -> None:
+        while self.queue:
+            self._one()
+
+
+def install(controller: LoadController, report=None) -> Finisher:  # type: ignore[no-untyped-def]
+    """Make `controller` the source of work for LLMUser in this process."""
+    global CONTROLLER, FINISHER
     CONTROLLER = controller
+    FINISHER = Finisher(controller, report or (lambda rec: None))
+    return FINISHER
 
 
 #: epoll waits in whole milliseconds, so a plain gevent.sleep wakes up to 1 ms late; the last
@@ -71,13 +125,15 @@ class LLMUser(User):
                 pass
             _sleep_until(item.intended_ns)
         rec = ctrl.new_record(item)
-        execute(self.conn, ctrl.spec, item.payload, rec, ctrl.count_tokens)
-        ctrl.finish(rec)
-        self._report(rec)
+        res = transfer(self.conn, ctrl.spec, item.payload, rec)
+        FINISHER.put(rec, res)  # type: ignore[union-attr]
 
-    def _report(self, rec) -> None:  # type: ignore[no-untyped-def]
-        """Feed Locust's own stats (UI tables, CSV): one entry per class and metric."""
-        fire = self.environment.events.request.fire
+
+def locust_reporter(environment):  # type: ignore[no-untyped-def]
+    """Feed Locust's own stats (UI tables, CSV): one entry per class and metric."""
+    fire = environment.events.request.fire
+
+    def report(rec: RequestRecord) -> None:
         phase = "warmup " if rec.warmup else ""
         if rec.ok:
             fire(request_type="LLM", name=f"{phase}{rec.class_name} ttft", response_time=rec.ttft_ns / 1e6,
@@ -87,3 +143,5 @@ class LLMUser(User):
         else:
             fire(request_type="LLM", name=f"{phase}{rec.class_name} e2e", response_time=0.0, response_length=0,
                  exception=Exception(f"{rec.error_kind}: {rec.error_detail}"[:200]), context={})
+
+    return report

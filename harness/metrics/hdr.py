@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from hdrh.histogram import HdrHistogram
 
 #: latency range: 1 µs resolution floor (finer below 1 ms: 512 ns buckets) to one hour
@@ -66,6 +67,42 @@ class Histogram:
             self.min = value
         if self.max is None or value > self.max:
             self.max = value
+
+    def record_array(self, values: np.ndarray) -> None:
+        """Record many values at once: the HDR index arithmetic vectorised with numpy.
+
+        hdrh's per-value `record_value` costs ~0.7 µs in Python; a request of 500 tokens needs
+        ~1,500 records, which would steal the read loop's CPU. Same clamping and counting rules.
+        """
+        if values.size == 0:
+            return
+        v = values.astype(np.int64, copy=False)
+        low = v < 0
+        high = v > self.range.highest
+        if low.any() or high.any():
+            self.clamped_low += int(low.sum())
+            self.clamped_high += int(high.sum())
+            v = np.clip(v, 0, self.range.highest)
+        h = self._h
+        # bucket = bit_length(v | mask) - unit_magnitude - (half_count_magnitude + 1)
+        ored = (v | h.sub_bucket_mask).astype(np.float64)
+        bit_length = np.frexp(ored)[1].astype(np.int64)
+        bucket = bit_length - h.unit_magnitude - (h.sub_bucket_half_count_magnitude + 1)
+        sub_bucket = v >> (bucket + h.unit_magnitude)
+        index = ((bucket + 1) << h.sub_bucket_half_count_magnitude) + sub_bucket - h.sub_bucket_half_count
+        counts = np.ctypeslib.as_array(h.counts)
+        if v.size > 256:
+            counts += np.bincount(index, minlength=h.counts_len).astype(counts.dtype)
+        else:
+            np.add.at(counts, index, 1)
+        n = int(v.size)
+        vmin, vmax = int(v.min()), int(v.max())
+        h.total_count += n
+        h.min_value = min(h.min_value, vmin)
+        h.max_value = max(h.max_value, vmax)
+        self.sum += int(v.sum())
+        self.min = vmin if self.min is None else min(self.min, vmin)
+        self.max = vmax if self.max is None else max(self.max, vmax)
 
     def percentile(self, pct: float) -> int:
         return int(self._h.get_value_at_percentile(pct))

@@ -43,6 +43,8 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
         merged["cut_at_end"] += res.get("cut_at_end", 0)
         t = res.get("timing", {})
         merged["coalesced_reads"] += t.get("coalesced_reads", 0)
+        if t.get("gc"):
+            merged.setdefault("gc", []).append(t["gc"])
         for clock, n in t.get("clock_by_request", {}).items():
             merged["clock_by_request"][clock] = merged["clock_by_request"].get(clock, 0) + n
         u = res.get("usage_check", {})
@@ -83,8 +85,9 @@ def build_summary(
     metrics, merged = merge_load_results(results)
     window = merged["window"]
     duration = window["duration_s"]
-    overall = metrics.classes[ALL].summarize(duration)
-    per_class = {name: cm.summarize(duration) for name, cm in sorted(metrics.classes.items()) if name != ALL}
+    classes = metrics.classes
+    overall = classes[ALL].summarize(duration)
+    per_class = {name: cm.summarize(duration) for name, cm in sorted(classes.items()) if name != ALL}
     usage = merged["usage"]
     completed = overall["requests"]["completed"]
     clock = merged["clock_by_request"]
@@ -93,6 +96,7 @@ def build_summary(
         "requests_by_clock": clock,
         "coalesced_reads": merged["coalesced_reads"],
         "stall_meter": stalls or {},
+        "gc": merged.get("gc", []),
     }
     client = {
         "processes": processes,
