@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -98,6 +99,7 @@ class LoadController:
         self.output_disagreements = 0
         self.cut_at_end = 0
         self._schedule: Iterator[tuple[int, float]] | None = None
+        self._prefetched: deque[tuple[int, float | None, Item]] = deque()
         self._warm_schedule: Iterator[tuple[int, float]] | None = None
         self._closed_index = plan.worker
         self._warm_index = plan.worker
@@ -164,20 +166,49 @@ class LoadController:
         if load.duration_s is not None and now - self.window_start_ns >= load.duration_s * 1e9:
             self._end_window()
             return None
-        if self.open_loop:
-            assert self._schedule is not None
-            index, offset = next(self._schedule)
-            if load.duration_s is not None and offset >= load.duration_s:
-                self._end_window()
-                return None
-            intended = self.window_start_ns + int(offset * 1e9)
+        if self._prefetched:
+            index, offset, item = self._prefetched.popleft()
         else:
-            index = self._closed_index
-            self._closed_index += self.plan.workers
-            intended = None
+            index, offset = self._next_index()
+            item = None
+        if offset is not None and load.duration_s is not None and offset >= load.duration_s:
+            self._prefetched.clear()
+            self._end_window()
+            return None
+        if item is None:
+            item = self._item(self.generator.request(index), None)
+        if offset is not None:
+            item.intended_ns = self.window_start_ns + int(offset * 1e9)
         self.sent += 1
         self.in_flight += 1
-        return self._item(self.generator.request(index), intended)
+        return item
+
+    def _next_index(self) -> tuple[int, float | None]:
+        """The next measured request index of this worker (and its arrival offset in open loop)."""
+        if self.open_loop:
+            assert self._schedule is not None
+            return next(self._schedule)
+        index = self._closed_index
+        self._closed_index += self.plan.workers
+        return index, None
+
+    def prefetch(self, limit: int, batch: int = 4) -> int:
+        """Build up to `batch` upcoming requests ahead of time (prompt text, JSON body).
+
+        Called when the event loop is idle, so a wave of simultaneous completions in closed
+        loop does not spend milliseconds generating prompts while streams wait to be read.
+        """
+        if self.phase != MEASURE:
+            return 0
+        made = 0
+        quota = self._my_request_quota() if self.scenario.load.requests is not None else None
+        while made < batch and len(self._prefetched) < limit:
+            if quota is not None and self.sent + len(self._prefetched) >= quota:
+                break
+            index, offset = self._next_index()
+            self._prefetched.append((index, offset, self._item(self.generator.request(index), None)))
+            made += 1
+        return made
 
     def _my_request_quota(self) -> int:
         total = self.scenario.load.requests or 0

@@ -70,11 +70,22 @@ class Finisher:
             self._one()
 
 
+def _prefetcher(ctrl: LoadController, limit: int) -> None:
+    """Build upcoming requests while the event loop is idle."""
+    while True:
+        gevent.idle()
+        if ctrl.prefetch(limit) == 0:
+            gevent.sleep(0.02)
+
+
 def install(controller: LoadController, report=None) -> Finisher:  # type: ignore[no-untyped-def]
     """Make `controller` the source of work for LLMUser in this process."""
     global CONTROLLER, FINISHER
     CONTROLLER = controller
     FINISHER = Finisher(controller, report or (lambda rec: None))
+    load = controller.scenario.load
+    limit = min(max(load.concurrency or 0, 16), 512) if not controller.open_loop else 64
+    gevent.spawn(_prefetcher, controller, limit)
     return FINISHER
 
 

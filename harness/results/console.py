@@ -120,12 +120,13 @@ def print_summary(s: RunSummary, run_dir: Path, file=None) -> None:  # type: ign
     if g.get("fraction") is not None:
         p(f"  goodput    {g.get('rps', 0):,.2f} req/s  ({100 * g['fraction']:.1f}% of requests met the SLOs)")
     e = s.engine or {}
-    if e and e.get("telemetry", {}).get("source") not in (None, "none"):
-        kv = e.get("kv_usage") or {}
-        pre = e.get("preemptions") or {}
+    kv = e.get("kv_usage") or {}
+    pre = e.get("preemptions") or {}
+    if kv.get("max") is not None or pre.get("count") is not None:
         pc = e.get("prefix_cache") or {}
         gm = e.get("gpu_memory") or {}
-        line = f"  engine     KV usage mean {_pct(kv.get('mean'))} max {_pct(kv.get('max'))}   preemptions {pre.get('count', '-')}"
+        count = pre.get("count")
+        line = f"  engine     KV usage mean {_pct(kv.get('mean'))} max {_pct(kv.get('max'))}   preemptions {'-' if count is None else count}"
         if pc.get("hit_rate") is not None:
             line += f"   prefix hit {_pct(pc.get('hit_rate'))}"
             if pc.get("expected_hit_rate") is not None:
