@@ -142,8 +142,10 @@ class Connection:
                 result = self._read_response(offset, deadline_ns)
             except StreamError as exc:
                 self.close()
-                if reused and attempt == 0 and exc.kind == "stale_connection":
-                    continue
+                if exc.kind == "stale_connection":
+                    if reused and attempt == 0:
+                        continue  # the server closed the idle keep-alive connection: retry once
+                    raise StreamError("disconnect", exc.detail) from None
                 raise
             except OSError as exc:
                 self.close()
@@ -243,11 +245,24 @@ class Connection:
         body_parts: list[bytes] = []
         pending = b""  # decoded body bytes not yet ending in a newline
         need = -1  # bytes left in the current chunk; -1 = expecting a size line
+        trailer = False  # after the last chunk: trailer lines up to an empty line
         data = buf
         while True:
             pos = 0
             size = len(data)
             while pos < size:
+                if trailer:
+                    # consume the trailer section (usually just the final CRLF), so the
+                    # keep-alive connection starts clean at the next response's status line
+                    eol = data.find(b"\r\n", pos)
+                    if eol < 0:
+                        break
+                    empty = eol == pos
+                    pos = eol + 2
+                    if empty:
+                        res.complete = True
+                        break
+                    continue
                 if need < 0:
                     eol = data.find(b"\r\n", pos)
                     if eol < 0:
@@ -262,8 +277,7 @@ class Connection:
                         raise StreamError("malformed", f"bad chunk size {size_field[:20]!r}") from None
                     pos = eol + 2
                     if need == 0:
-                        res.complete = True
-                        break
+                        trailer = True  # last chunk; the body ends at the empty line after it
                     continue
                 take = min(need, size - pos)
                 piece = data[pos : pos + take]
@@ -287,13 +301,36 @@ class Connection:
                 raise StreamError("timeout", "stream not finished before the request timeout")
             more, stamp = _read(recvmsg, recv, offset_ns, kernel)
             if not more:
-                break  # peer closed mid-body: res.complete stays False
+                res.complete = trailer  # closed after the last chunk: complete; mid-body: not
+                break
             res.reads += 1
             data = data + more if data else more
         if pending.startswith(b"data:"):
             lines.append((stamp, pending))
         res.body = b"".join(body_parts)
         res.end_ns = stamp
+
+
+_KEEPER: socket.socket | None = None
+
+
+def warm_kernel_timestamps() -> bool:
+    """Ask the kernel for receive stamps once, early, and keep asking for the process's life.
+
+    Linux enables receive timestamping for all sockets through a deferred static key when the
+    first socket asks; until the deferred work has run, reads are stamped at recv time (a user
+    clock stamp labelled kernel). Holding one socket with SO_TIMESTAMPNS from process start keeps
+    the key on, so the first measured requests get true arrival stamps too.
+    """
+    global _KEEPER
+    if _KEEPER is None and _CMSG_SPACE > 0:
+        try:
+            keeper = socket.socket()
+            keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            _KEEPER = keeper
+        except OSError:
+            return False
+    return _KEEPER is not None
 
 
 def _read(recvmsg, recv, offset_ns: int, kernel: bool) -> tuple[bytes, int]:  # type: ignore[no-untyped-def]

@@ -20,6 +20,7 @@ import locust
 from locust.env import Environment
 from locust.log import setup_logging
 
+from harness.client.http_stream import warm_kernel_timestamps
 from harness.errors import UserError
 from harness.load import user as user_module
 from harness.load.controller import DONE, DRAIN, LoadController
@@ -34,6 +35,8 @@ def _emit(line: dict) -> None:
 
 def run(plan: LoadPlan) -> dict:
     setup_logging("WARNING")
+    if plan.kernel_stamps:
+        warm_kernel_timestamps()  # before any request: see http_stream.warm_kernel_timestamps
     ctrl = LoadController(plan, emit=_emit)
     env = Environment(user_classes=[user_module.LLMUser], events=locust.events)
     finisher = user_module.install(ctrl, user_module.locust_reporter(env))
