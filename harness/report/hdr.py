@@ -96,8 +96,12 @@ def percentile_curve(hist: Hist, max_tail: float = 4.0) -> tuple[np.ndarray, np.
 def encode_values_b64(values: list[int] | np.ndarray, lowest: int = 1, highest: int = 3_600_000_000_000) -> str:
     """Encode integer samples as an HDR V2 base64 string (tests and fixtures use this)."""
     h = HdrHistogram(lowest, highest, 3)
-    for v in np.asarray(values, dtype=np.int64):
-        h.record_value(int(min(max(v, lowest), highest)))
+    arr = np.clip(np.asarray(values, dtype=np.float64), lowest, highest)
+    # round to 4 significant figures (finer than the histogram's 3) and record each value once with its count
+    mag = 10.0 ** (np.floor(np.log10(arr)) - 3)
+    uniq, counts = np.unique(np.round(arr / mag) * mag, return_counts=True)
+    for v, c in zip(uniq, counts):
+        h.record_value(int(min(max(int(v), lowest), highest)), int(c))
     out = h.encode()
     return out.decode() if isinstance(out, bytes) else str(out)
 

@@ -23,14 +23,15 @@ CLASSES = (("short", 0.6, 200, 60), ("long", 0.4, 1500, 120))  # name, weight, i
 SLO = {"ttft_ms": 400.0, "tpot_ms": 40.0}
 
 
-def scenario_dict(name: str = "chat", concurrency: int = 16, requests: int = 200, temperature: float = 0.0) -> dict[str, Any]:
+def scenario_dict(name: str = "chat", concurrency: int = 16, requests: int = 200, temperature: float = 0.0,
+                  classes: tuple = CLASSES) -> dict[str, Any]:
     return {
         "name": name,
         "seed": 7,
         "load": {"concurrency": concurrency, "requests": requests},
         "workload": {
             "classes": [
-                {"name": c, "weight": w, "input_tokens": i, "output_tokens": o} for c, w, i, o in CLASSES
+                {"name": c, "weight": w, "input_tokens": i, "output_tokens": o} for c, w, i, o in classes
             ]
         },
         "sampling": {"temperature": temperature},
@@ -70,11 +71,12 @@ def make_run(
     preemption_rate: float = 0.2,
     warnings: tuple[str, ...] = (),
     status: str = "complete",
+    classes: tuple = CLASSES,
 ) -> Path:
     """Write a run directory; returns it."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    sc = scenario or scenario_dict(requests=n)
+    sc = scenario or scenario_dict(requests=n, classes=classes)
     fp = fingerprint(Scenario.model_validate(sc))
     rng = np.random.default_rng(seed)
     t0_ns = 1_700_000_000 * 10**9
@@ -83,10 +85,10 @@ def make_run(
 
     records: list[dict[str, Any]] = []
     samples: dict[str, dict[str, list[float]]] = {}
-    weights = np.array([c[1] for c in CLASSES])
-    class_idx = rng.choice(len(CLASSES), size=n, p=weights / weights.sum())
+    weights = np.array([c[1] for c in classes])
+    class_idx = rng.choice(len(classes), size=n, p=weights / weights.sum())
     for i in range(n):
-        name, _, inp, out = CLASSES[class_idx[i]]
+        name, _, inp, out = classes[class_idx[i]]
         intended = t0_ns + int(i * duration * 1e9 / n)
         sent = intended + int(rng.exponential(0.2e6))
         ttft = float(rng.lognormal(np.log((60 + inp * 0.08) / speed), 0.35))
@@ -159,7 +161,7 @@ def make_run(
         }
 
     overall = block("_all")
-    per_class = {c[0]: block(c[0]) for c in CLASSES if c[0] in samples}
+    per_class = {c[0]: block(c[0]) for c in classes if c[0] in samples}
     kv = np.clip(0.35 + 0.5 * (1 - np.exp(-np.arange(int(duration)) / 8.0)) / speed * 0.8 + rng.normal(0, 0.02, int(duration)), 0, 1)
     preempt_count = int(preemption_rate * duration / speed)
     summary = {

@@ -1,0 +1,97 @@
+"""Every figure exists, has the expected series (checked on the matplotlib objects before any
+rendering), clear labels, and renders to a PNG."""
+
+from __future__ import annotations
+
+from harness.report.build import build_run_report, build_sweep_report
+from harness.report.data import load_run, load_sweep
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _labels(ax) -> list[str]:
+    return [ln.get_label() for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+
+
+def test_run_figures_have_expected_series(fx):
+    doc = build_run_report(load_run(fx["run_a"]))
+    figs = doc.figures
+    assert set(figs) == {"ttft", "itl", "over_time"}
+
+    ttft = figs["ttft"].figure.axes[0]
+    assert [lab.split(" (n=")[0] for lab in _labels(ttft)] == ["all requests", "class short", "class long"]
+    assert ttft.get_ylabel() == "time to first token (ms)"
+    assert "percentile" in ttft.get_xlabel()
+    ticks = [t.get_text() for t in ttft.get_xticklabels()]
+    assert "99%" in ticks and "90%" in ticks  # tail stretched: 90/99/... equally spaced
+    assert ttft.get_title() == "TTFT percentile distribution"
+
+    itl = figs["itl"].figure.axes[0]
+    labels = [lab.split(" (n=")[0] for lab in _labels(itl)]
+    assert labels[:3] == ["all requests", "class short", "class long"]
+    assert labels[3].startswith("all, per chunk")  # the fixture has 2-token chunks: per chunk differs
+    assert "99.9%" in [t.get_text() for t in itl.get_xticklabels()]  # 17k gaps reach the 99.9th
+
+    over = figs["over_time"].figure.axes
+    assert [ax.get_title(loc="left") for ax in over] == ["KV cache usage", "Requests running and waiting in the engine", "Preemptions", "Throughput"]
+    assert _labels(over[0]) == ["KV cache usage"]
+    assert _labels(over[1]) == ["running", "waiting", "in flight (client)"]
+    assert _labels(over[2]) == ["preemptions/s"]
+    assert _labels(over[3]) == ["engine output tokens/s", "engine prompt tokens/s", "client output tokens/s"]
+    assert over[0].get_ylabel() == "KV usage (%)" and over[3].get_xlabel() == "time (s)"
+    for f in figs.values():
+        assert f.png().startswith(PNG)
+
+
+def test_percentile_curve_stops_at_sample_count(fx):
+    doc = build_run_report(load_run(fx["run_a"]))
+    ttft = doc.figures["ttft"].figure.axes[0]
+    all_line = ttft.get_lines()[0]
+    # 200 requests support percentiles up to 1 - 1/200 = 99.5 % (x = log10(200) = 2.3), not 99.99 %
+    assert max(all_line.get_xdata()) <= 2.31
+
+
+def test_single_class_run_has_no_duplicate_class_line(tmp_path):
+    from .fabricate import CLASSES, make_run
+
+    run = make_run(tmp_path / "one", n=40, classes=CLASSES[:1])
+    doc = build_run_report(load_run(run))
+    assert [lab.split(" (n=")[0] for lab in _labels(doc.figures["ttft"].figure.axes[0])] == ["all requests"]
+
+
+def test_run_without_telemetry_says_so_in_the_plot(fx):
+    doc = build_run_report(load_run(fx["run_warn"]))
+    over = doc.figures["over_time"].figure.axes
+    texts = [t.get_text() for t in over[0].texts]
+    assert any("no engine telemetry" in t for t in texts)
+    assert _labels(over[3]) == ["client output tokens/s"]
+
+
+def test_sweep_figures(fx):
+    sweep = load_sweep(fx["sweep"])
+    doc = build_sweep_report(sweep)
+    figs = doc.figures
+    assert set(figs) == {"latency_vs_throughput", "goodput"}
+
+    lat = figs["latency_vs_throughput"].figure
+    axes = lat.axes
+    assert len(axes) == 3 * 2  # TTFT/ITL/E2E × two scenarios
+    for ax in axes:
+        assert _labels(ax) == ["c0-base", "c1-seqs128", "c2-seqs256"]  # the failed config has no point
+        assert ax.get_ylim()[0] == 0
+        # the best config is ringed exactly once per panel
+        assert sum(1 for ln in ax.get_lines() if ln.get_label() == "_best") == 1
+    assert [ax.get_title() for ax in axes[:2]] == ["scenario chat-short", "scenario chat-long"]
+    assert axes[0].get_ylabel() == "TTFT (ms)" and axes[-1].get_xlabel() == "output tokens/s"
+    legend_texts = [t.get_text() for t in lat.legends[0].get_texts()]
+    assert {"c0-base", "p50", "p99", "best under SLO"} <= set(legend_texts)
+
+    good = figs["goodput"].figure.axes[0]
+    assert [c.get_label() for c in good.containers] == ["scenario chat-short", "scenario chat-long"]
+    assert [t.get_text() for t in good.get_xticklabels()] == ["c0-base", "c1-seqs128", "c2-seqs256", "c3-seqs512"]
+    texts = [t.get_text() for t in good.texts]
+    assert "failed to start" in texts
+    assert sum(t.startswith("★") for t in texts) == 2  # one best per scenario
+    assert "goodput" in good.get_ylabel()
+    for f in figs.values():
+        assert f.png().startswith(PNG)

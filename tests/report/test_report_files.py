@@ -1,0 +1,113 @@
+"""report.md / report.html for runs, sweeps and crashed runs; the `harness report` command."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+from harness.cli.main import main
+from harness.report import write_report
+
+RECORD_LIST = ("TTFT", "ITL per token", "E2E latency", "Requests/s", "Input tokens/s", "Output tokens/s",
+               "GPU memory", "KV cache occupancy", "Preemptions", "Prefix cache hit rate")
+
+
+def _copy(src, tmp_path):
+    dst = tmp_path / src.name
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_run_report_md_and_html(fx, tmp_path):
+    run = _copy(fx["run_a"], tmp_path)
+    path = write_report(run)
+    assert path == run / "report.html"
+    md = (run / "report.md").read_text()
+    html = path.read_text()
+    for item in RECORD_LIST:
+        assert item in md, item
+        assert item in html, item
+    # per class and overall columns
+    assert "| Metric | all requests | short | long |" in md
+    assert "No validity warnings" in md
+    for name in ("ttft", "itl", "over_time"):
+        assert (run / "report_files" / f"{name}.png").stat().st_size > 5000
+        assert f"report_files/{name}.png" in md
+    # self-contained HTML: every image inline, nothing fetched from elsewhere
+    srcs = re.findall(r'src="([^"]+)"', html)
+    assert len(srcs) == 3 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert "<link" not in html and "<script" not in html and "http://" not in html.split("<body>")[0]
+    assert "71.5 GiB of 80.0 GiB" in md  # GPU memory
+    assert "30.0 % (workload allows 32.0 %)" in md  # prefix cache
+
+
+def test_validity_warnings_come_first(fx, tmp_path):
+    run = _copy(fx["run_warn"], tmp_path)
+    write_report(run)
+    md = (run / "report.md").read_text()
+    warn = md.index("Validity warnings")
+    assert warn < md.index("## Record list")
+    head = md[warn:md.index("## Record list")]
+    assert "client CPU saturated" in head
+    assert "engine telemetry missing: connection refused at /metrics" in head
+    assert "Failed requests by kind" in md and "http_503" in md
+    assert "GPU memory used (max) | not available" in md
+
+
+def test_crashed_run_degrades_and_says_what_is_missing(fx, tmp_path):
+    run = _copy(fx["crashed"], tmp_path)
+    write_report(run)
+    md = (run / "report.md").read_text()
+    head = md[: md.index("## Record list")]
+    assert "summary.json is missing" in head
+    assert "histograms.json is missing" in head
+    assert "engine_metrics.jsonl is missing" in head
+    assert "unreadable line(s) skipped" in head
+    assert "TTFT p50 (ms)" in md  # computed from requests.jsonl
+    assert (run / "report_files" / "ttft.png").is_file()  # from per-request values
+    assert not (run / "report_files" / "itl.png").exists()  # no gaps without histograms
+
+
+def test_sweep_report(fx, tmp_path):
+    out = tmp_path / "out"
+    path = write_report(fx["sweep"], out)
+    md = (out / "report.md").read_text()
+    assert path == out / "report.html"
+    assert md.index("Validity warnings") < md.index("## Ranking per scenario")
+    assert "config `c3-seqs512` (--max-num-seqs 512) produced no results: engine exited during startup" in md
+    assert "- scenario `chat-short`: **c1-seqs128**" in md  # the fastest config wins
+    assert "★ **c1-seqs128**" in md
+    assert "FAILED: engine exited during startup" in md
+    assert md.count("configs ranked by goodput") == 2
+    for name in ("latency_vs_throughput", "goodput"):
+        assert (out / "report_files" / f"{name}.png").is_file()
+    assert (out / "report.html").read_text().count("data:image/png;base64,") == 2
+
+
+def test_cli_report(fx, tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["report", str(fx["run_b"]), "--out", str(out), "--format", "md"]) == 0
+    assert (out / "report.md").is_file() and not (out / "report.html").exists()
+    assert "wrote" in capsys.readouterr().out
+    assert main(["report", str(tmp_path / "nope")]) == 2
+    assert "no such directory" in capsys.readouterr().err
+    assert main(["report", str(fx["run_b"]), "--format", "pdf", "--out", str(out)]) == 2
+    assert "choose one of: html, md" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["report", str(empty)]) == 2
+    assert "neither a run directory" in capsys.readouterr().err
+
+
+def test_writers_are_registered_behind_the_protocol():
+    from harness.report.document import Document, Paragraph, Table
+    from harness.report.writers import WRITERS
+
+    assert WRITERS.names() == ["html", "md"]
+    doc = Document("T", blocks=[Paragraph("a `code` and **bold** | pipe"), Table(["x", "y"], [["1|2", "3"]])])
+    from harness.report.writers.html import render as html_render
+    from harness.report.writers.markdown import render as md_render
+
+    h = html_render(doc)
+    assert "<code>code</code>" in h and "<strong>bold</strong>" in h
+    assert "| 1\\|2 | 3 |" in md_render(doc)
