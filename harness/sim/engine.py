@@ -124,6 +124,8 @@ class Engine(EngineBase):
             if self._stall_every and deadline >= self._next_stall:
                 deadline += self.cfg.faults.stall_ms / 1000.0
                 self._next_stall += self._stall_every
+                if self._next_stall <= deadline:  # we were idle through some periods
+                    self._next_stall = deadline + self._stall_every
             delay = deadline - loop.time()
             await asyncio.sleep(delay if delay > 0 else 0)
             self.stats.iteration_tokens.observe(prefill + decode)
