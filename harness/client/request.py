@@ -123,6 +123,7 @@ def _error_message(body: bytes) -> str:
     if isinstance(data, dict):
         err = data.get("error", data)
         if isinstance(err, dict):
-            return str(err.get("message", err))[:300]
+            # OpenAI/vLLM: {"error": {"message"}} or top-level "message"; FastAPI: {"detail": ...}
+            return str(err.get("message") or err.get("detail") or err)[:300]
         return str(err)[:300]
     return text[:300]
