@@ -47,6 +47,22 @@ def parse_selector(selector: str | None) -> str:
     return text
 
 
+def http_error(url: str, text: str) -> TelemetryUnavailable:
+    """A one-line reason from prometheus-api-client's 'HTTP Status Code N (b'body')' message."""
+    m = re.match(r"HTTP Status Code (\d+)", text)
+    if not m:
+        return TelemetryUnavailable(f"Prometheus query failed: {text[:200]}")
+    status = int(m.group(1))
+    detail = re.search(r'"error"\s*:\s*"((?:[^"\\]|\\.)*)"', text)
+    if detail:  # a Prometheus API error: our query (or the selector) is wrong; retrying won't help
+        return TelemetryUnavailable(f"Prometheus rejected the query (HTTP {status}): {detail.group(1)[:200]}", permanent=True)
+    if status in (401, 403):
+        return TelemetryUnavailable(f"Prometheus {url} refused access (HTTP {status})", permanent=True)
+    if status >= 500 and status not in (501, 505):
+        return TelemetryUnavailable(f"Prometheus {url} answered HTTP {status}")
+    return TelemetryUnavailable(f"{url} is not a Prometheus API (HTTP {status} on /api/v1/query)", permanent=True)
+
+
 def target_of(labels: Labels) -> tuple[str, str]:
     d = dict(labels)
     return d.get("job", ""), d.get("instance", "")
@@ -69,18 +85,16 @@ class PrometheusSource:
         params = {} if at is None else {"time": f"{at:.3f}"}
         try:
             return self.prom.custom_query(query, params=params)
+        except (requests.exceptions.JSONDecodeError, ValueError, KeyError, TypeError) as exc:  # 200, not the API
+            raise TelemetryUnavailable(f"{self.url} is not a Prometheus API ({exc})", permanent=True) from None
         except requests.exceptions.Timeout:
             raise TelemetryUnavailable(f"Prometheus {self.url} timed out (> {self.timeout_s:g} s)", unreachable=True) from None
         except requests.exceptions.ConnectionError:
             raise TelemetryUnavailable(f"Prometheus {self.url} unreachable", unreachable=True) from None
         except requests.exceptions.RequestException as exc:
             raise TelemetryUnavailable(f"Prometheus {self.url}: {exc}") from None
-        except ValueError as exc:  # JSON decode: not a Prometheus API
-            raise TelemetryUnavailable(f"{self.url} is not a Prometheus API ({exc})", permanent=True) from None
-        except Exception as exc:  # noqa: BLE001 - PrometheusApiClientException and friends
-            text = str(exc)[:300]
-            permanent = "bad_data" in text or "parse error" in text
-            raise TelemetryUnavailable(f"Prometheus query failed: {text}", permanent=permanent) from None
+        except Exception as exc:  # noqa: BLE001 - PrometheusApiClientException: "HTTP Status Code N (body)"
+            raise http_error(self.url, str(exc)) from None
 
     def selector(self, name_regex: str, extra: str = "") -> str:
         parts = [f'__name__=~"{name_regex}"']

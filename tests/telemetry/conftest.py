@@ -55,13 +55,15 @@ class FakeMetrics:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
+            do_POST = do_GET  # noqa: N815 - prometheus-api-client queries with POST
+
             def log_message(self, *args) -> None:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     def set(self, body: str | bytes, *, status: int = 200, content_type: str | None = "text/plain; version=0.0.4", delay_s: float = 0.0) -> None:

@@ -4,7 +4,7 @@ Real prometheus_client objects served by prometheus_client's own HTTP server, so
 negotiation is the real one: a plain GET gets `vllm:` names, a Prometheus server negotiates
 OpenMetrics and stores `vllm_` names (client_python #1177).
 
-    python exporter.py --port P [--engines 2] [--tick 0.05]
+    python exporter.py --port P [--engines 2] [--tick 0.05] [--kv-step-s 0.5]
 
 Control on stdin, one word a line; every command is answered with one JSON line on stdout:
   active  start the load pattern      idle   stop it (answers the increments so far: the truth)
@@ -12,7 +12,9 @@ Control on stdin, one word a line; every command is answered with one JSON line 
 While active, per engine and tick: 100 prompt tokens (60 prefix hits), 20 generated tokens; every
 5th tick one finished request (TTFT 0.15 s, E2E 1.2 s, queue 0.02 s, 20 ITL observations of
 0.03 s), one preemption, and 4 drafts / 12 draft tokens / 7 accepted (3, 2, 2 by position).
-KV usage steps through 0.3, 0.6, 0.9, 0.6 every second of activity; idle it is 0.05.
+With --dcgm it also serves DCGM framebuffer gauges for 2 GPUs (MiB, as dcgm-exporter does):
+used 1000/500 idle, 70000/60000 while active, of 80000 each.
+KV usage steps through 0.3, 0.6, 0.9, 0.6, one step per --kv-step-s of activity; idle it is 0.05.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75
 ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0]
 E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0]
 KV_LEVELS = [0.3, 0.6, 0.9, 0.6]
+GPU_USED_MIB = [(1000, 70000), (500, 60000)]
+GPU_TOTAL_MIB = 80000
 
 
 class Swappable:
@@ -42,7 +46,9 @@ class Swappable:
 
 
 class Engine:
-    def __init__(self, engines: int) -> None:
+    def __init__(self, engines: int, kv_step_s: float = 0.5, dcgm: bool = False) -> None:
+        self.kv_step_s = kv_step_s
+        self.dcgm = dcgm
         self.engines = [str(i) for i in range(engines)]
         self.registry = CollectorRegistry(auto_describe=True)
         self.swap = Swappable()
@@ -82,13 +88,18 @@ class Engine:
             self.waiting.labels("m", e).set(0)
             for c in (self.preempt, self.prompt, self.gen, self.pq, self.ph):
                 c.labels("m", e)
+        if self.dcgm:
+            gl = ["gpu", "UUID", "device", "modelName", "Hostname"]
+            self.fb_used = Gauge("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", gl, registry=r)
+            self.fb_free = Gauge("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", gl, registry=r)
+            self.set_gpu(active=False)
         self.swap.inner = r
         self.truth = {k: 0 for k in ("preemptions", "prompt_tokens", "generation_tokens", "prefix_queries", "prefix_hits", "requests", "drafts", "draft_tokens", "accepted")}
         self.truth.setdefault("ticks", 0)
 
     def tick(self, active_s: float) -> None:
         n = self.truth["ticks"] = self.truth["ticks"] + 1
-        level = KV_LEVELS[int(active_s) % len(KV_LEVELS)]
+        level = KV_LEVELS[int(active_s / self.kv_step_s) % len(KV_LEVELS)]
         for e in self.engines:
             self.kv.labels("m", e).set(level)
             self.running.labels("m", e).set(round(level * 10))
@@ -117,7 +128,17 @@ class Engine:
                 for key, k in (("requests", 1), ("preemptions", 1), ("drafts", 4), ("draft_tokens", 12), ("accepted", 7)):
                     self.truth[key] += k
 
+    def set_gpu(self, *, active: bool) -> None:
+        if not self.dcgm:
+            return
+        for gpu, (idle_mib, busy_mib) in enumerate(GPU_USED_MIB):
+            labels = (str(gpu), f"GPU-{gpu:04d}", f"nvidia{gpu}", "NVIDIA H200", "node-a")
+            used = busy_mib if active else idle_mib
+            self.fb_used.labels(*labels).set(used)
+            self.fb_free.labels(*labels).set(GPU_TOTAL_MIB - used)
+
     def idle(self) -> None:
+        self.set_gpu(active=False)
         for e in self.engines:
             self.kv.labels("m", e).set(0.05)
             self.running.labels("m", e).set(0)
@@ -129,8 +150,10 @@ def main() -> None:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--engines", type=int, default=2)
     ap.add_argument("--tick", type=float, default=0.05)
+    ap.add_argument("--kv-step-s", type=float, default=0.5)
+    ap.add_argument("--dcgm", action="store_true")
     args = ap.parse_args()
-    eng = Engine(args.engines)
+    eng = Engine(args.engines, args.kv_step_s, args.dcgm)
     start_http_server(args.port, addr="127.0.0.1", registry=eng.registry)
     lock = threading.Lock()
     state = {"active": False, "since": 0.0, "active_s": 0.0, "quit": False}
@@ -150,6 +173,7 @@ def main() -> None:
         with lock:
             if cmd == "active":
                 state.update(active=True, since=time.monotonic())
+                eng.set_gpu(active=True)
                 print(json.dumps({"ok": cmd}), flush=True)
             elif cmd == "idle":
                 if state["active"]:

@@ -1,0 +1,36 @@
+"""Shared assertions on the `engine` block."""
+
+from __future__ import annotations
+
+import logging
+
+BLOCK_KEYS = {
+    "profile", "kv_usage", "kv_capacity_tokens", "block_size", "preemptions", "prefix_cache", "running", "waiting",
+    "prompt_tokens", "generation_tokens", "spec_decode", "gpu_memory", "engine_latency_ms", "telemetry",
+}
+
+
+def assert_shape(block: dict) -> None:
+    assert set(block) == BLOCK_KEYS
+    assert set(block["kv_usage"]) == {"mean", "p50", "p99", "max"}
+    assert set(block["preemptions"]) == {"count", "per_s"}
+    assert set(block["prefix_cache"]) == {"queries", "hits", "hit_rate", "expected_hit_rate"}
+    assert set(block["running"]) == set(block["waiting"]) == {"mean", "max"}
+    assert set(block["engine_latency_ms"]) == {"ttft", "itl", "e2e", "queue"}
+    for v in block["engine_latency_ms"].values():
+        assert {"p50", "p99", "mean", "count"} <= set(v)
+    assert {"source", "scrapes", "missing_reason"} <= set(block["telemetry"])
+    gm = block["gpu_memory"]
+    assert gm.get("available") is False and gm.get("reason") or {"used_max_bytes", "total_bytes", "per_gpu"} <= set(gm)
+
+
+def assert_all_null(block: dict) -> None:
+    assert block["kv_usage"] == {"mean": None, "p50": None, "p99": None, "max": None}
+    assert block["preemptions"] == {"count": None, "per_s": None}
+    assert block["prefix_cache"]["hit_rate"] is None
+    assert block["prompt_tokens"] is None and block["generation_tokens"] is None
+    assert all(v["p50"] is None for v in block["engine_latency_ms"].values())
+
+
+def telemetry_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "harness.telemetry" and r.levelno >= logging.WARNING]

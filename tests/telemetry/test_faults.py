@@ -1,0 +1,110 @@
+"""Bad /metrics endpoints: one warning, a clear missing_reason, no retry storm, a block anyway."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from harness.scenario.models import Telemetry
+from harness.telemetry import TelemetrySession
+
+from .conftest import FakeMetrics, free_port
+from .helpers import assert_all_null, assert_shape, telemetry_warnings
+from .pages import VLLM_A, VLLM_B
+
+INTERVAL = 0.2
+
+
+def run_window(url: str, tmp_path, seconds: float = 0.7, **kw) -> tuple[dict, float]:
+    s = TelemetrySession(target_url=url, config=Telemetry(interval_s=INTERVAL, nvml=False, **kw), out_dir=tmp_path)
+    s.start()
+    s.mark_window_start()
+    time.sleep(seconds)
+    s.mark_window_end()
+    t = time.perf_counter()
+    block = s.stop()
+    return block, time.perf_counter() - t
+
+
+@pytest.mark.parametrize(
+    "status, ctype, body, fragment, max_hits",
+    [
+        (404, "text/plain", "Not Found", "404", 1),
+        (200, "text/html; charset=utf-8", "<html><body>login</body></html>", "HTML", 1),
+        (200, "application/json", '{"metrics": []}', "JSON", 1),
+        (200, "text/plain; version=0.0.4", "\x00\x01garbage{{{ not metrics\n", "not Prometheus exposition", 1),
+        (500, "text/plain", "boom", "HTTP 500", 3),
+        (200, "text/plain", "", "empty metrics page", 3),
+        (200, "text/plain", "python_gc_objects_collected_total 5\nprocess_cpu_seconds_total 1\n", "no vLLM/SGLang", 3),
+    ],
+    ids=["absent-404", "html", "json", "garbage", "http-500", "empty", "not-an-engine"],
+)
+def test_bad_endpoint_degrades_cleanly(fake_metrics: FakeMetrics, tmp_path, caplog, status, ctype, body, fragment, max_hits) -> None:
+    caplog.set_level(logging.INFO, logger="harness.telemetry")
+    fake_metrics.set(body, status=status, content_type=ctype)
+    block, stop_s = run_window(fake_metrics.url, tmp_path)
+    assert_shape(block)
+    assert_all_null(block)
+    tel = block["telemetry"]
+    assert tel["source"] == "direct" and fragment in tel["missing_reason"]
+    assert len(telemetry_warnings(caplog)) == 1, telemetry_warnings(caplog)
+    assert fake_metrics.hits <= max_hits  # disabled after a permanent error / 3 in a row: no storm
+    assert stop_s < 1.0
+    lines = (tmp_path / "engine_metrics.jsonl").read_text().splitlines()
+    assert lines and '"ok": false' in lines[0]
+
+
+def test_slow_endpoint_times_out_and_is_disabled(fake_metrics: FakeMetrics, tmp_path, caplog) -> None:
+    fake_metrics.set(VLLM_A, delay_s=3.0)
+    block, stop_s = run_window(fake_metrics.url, tmp_path, seconds=3.4)
+    assert_shape(block)
+    assert "timed out" in block["telemetry"]["missing_reason"]
+    assert len(telemetry_warnings(caplog)) == 1
+    assert fake_metrics.hits <= 3
+    assert stop_s < 2.5
+
+
+def test_refused_connection(tmp_path, caplog) -> None:
+    block, stop_s = run_window(f"http://127.0.0.1:{free_port()}", tmp_path, seconds=0.8)
+    assert_shape(block)
+    assert "unreachable" in block["telemetry"]["missing_reason"]
+    assert len(telemetry_warnings(caplog)) == 1
+    assert stop_s < 1.0
+
+
+def test_failures_before_the_window_are_tolerated_quietly(fake_metrics: FakeMetrics, tmp_path, caplog) -> None:
+    """The engine may still be starting when telemetry starts: no warning, no disable."""
+    fake_metrics.set("starting", status=503)
+    s = TelemetrySession(target_url=fake_metrics.url, config=Telemetry(interval_s=INTERVAL, nvml=False), out_dir=tmp_path)
+    s.start()
+    time.sleep(1.0)  # ~5 failed scrapes
+    fake_metrics.set(VLLM_A)
+    time.sleep(0.3)
+    s.mark_window_start()
+    time.sleep(0.5)
+    fake_metrics.set(VLLM_B)
+    time.sleep(0.3)
+    s.mark_window_end()
+    block = s.stop()
+    assert telemetry_warnings(caplog) == []
+    assert block["telemetry"]["missing_reason"] is None
+    assert block["preemptions"]["count"] == 4 and block["telemetry"]["failures"] >= 4
+
+
+def test_one_transient_failure_in_the_window_recovers(fake_metrics: FakeMetrics, tmp_path, caplog) -> None:
+    fake_metrics.set(VLLM_A)
+    s = TelemetrySession(target_url=fake_metrics.url, config=Telemetry(interval_s=INTERVAL, nvml=False), out_dir=tmp_path)
+    s.start()
+    s.mark_window_start()
+    time.sleep(0.3)
+    fake_metrics.set("overloaded", status=503)
+    time.sleep(0.3)
+    fake_metrics.set(VLLM_B)
+    time.sleep(0.5)
+    s.mark_window_end()
+    block = s.stop()
+    assert len(telemetry_warnings(caplog)) == 1
+    assert block["telemetry"]["missing_reason"] is None
+    assert block["prefix_cache"]["hits"] == 3000 and block["telemetry"]["failures"] >= 1
