@@ -117,8 +117,9 @@ class SweepExecutor:
                 self._current = None
             self.index.write()
         entries = self.index.ordered()
-        counts = {s: sum(1 for e in entries if e["status"] == s) for s in ("complete", "partial", "failed")}
-        counts["not run"] = len(self.plan.cells) - len(entries)
+        planned = [self.index.entries[c.id] for c in self.plan.cells if c.id in self.index.entries]
+        counts = {s: sum(1 for e in planned if e["status"] == s) for s in ("complete", "partial", "failed")}
+        counts["not run"] = len(self.plan.cells) - len(planned)
         table = ranking_table(entries) if entries else ""
         if not interrupted:
             self.progress.finished(clock.elapsed(), counts)
