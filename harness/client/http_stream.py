@@ -164,26 +164,86 @@ class Connection:
         kernel = self.kernel
         recvmsg = sock.recvmsg if kernel else None
         recv = sock.recv
-        res = StreamResult()
-        buf = b""
-        # ---- response head
-        while True:
-            data, stamp = _read(recvmsg, recv, offset_ns, kernel)
-            if not data:
-                if res.reads == 0:
-                    raise StreamError("stale_connection", "closed before the response head")
-                raise StreamError("disconnect", "closed inside the response head")
-            res.reads += 1
-            buf += data
-            end = buf.find(b"\r\n\r\n")
-            if end >= 0:
-                res.head_ns = stamp
-                break
-            if len(buf) > 65536:
-                raise StreamError("malformed", "response head larger than 64 KiB")
+        parser = ResponseParser()
+        while not parser.done:
             if perf_ns() > deadline_ns:
-                raise StreamError("timeout", "waiting for the response head")
-        head, buf = buf[:end], buf[end + 4 :]
+                what = "waiting for the response head" if parser.res.status == 0 else "stream not finished before the request timeout"
+                raise StreamError("timeout", what)
+            data, stamp = _read(recvmsg, recv, offset_ns, kernel)
+            if data:
+                parser.feed(data, stamp)
+            else:
+                parser.eof(stamp)
+        return parser.res
+
+
+class ResponseParser:
+    """Incremental HTTP/1.1 response parser: feed it reads with their stamps.
+
+    Handles the head, chunked transfer encoding (trailer consumed, so a keep-alive connection
+    starts clean), content-length and close-delimited bodies. For `text/event-stream` it keeps
+    `(stamp, line)` for every `data:` line, stamped with the read that completed the line;
+    other bodies are kept whole. The same parser serves the blocking reader above and the
+    gevent reactor (harness/client/reactor.py), so framing behaves identically in both.
+    """
+
+    __slots__ = ("res", "done", "_buf", "_head_done", "_chunked", "_length", "_received", "_sse",
+                 "_pending", "_need", "_trailer", "_body")
+
+    def __init__(self) -> None:
+        self.res = StreamResult()
+        self.done = False
+        self._buf = b""
+        self._head_done = False
+        self._chunked = False
+        self._length: int | None = None
+        self._received = 0
+        self._sse = False
+        self._pending = b""  # decoded body bytes not yet ending in a newline
+        self._need = -1  # bytes left in the current chunk; -1 = expecting a size line
+        self._trailer = False  # after the last chunk: trailer lines up to an empty line
+        self._body: list[bytes] = []
+
+    def feed(self, data: bytes, stamp: int) -> None:
+        res = self.res
+        res.reads += 1
+        res.end_ns = stamp
+        if not self._head_done:
+            self._buf += data
+            end = self._buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self._buf) > 65536:
+                    raise StreamError("malformed", "response head larger than 64 KiB")
+                return
+            res.head_ns = stamp
+            head, data = self._buf[:end], self._buf[end + 4 :]
+            self._buf = b""
+            self._parse_head(head)
+            self._head_done = True
+            if not data:
+                self._check_length()
+                return
+        if self._chunked:
+            self._feed_chunked(data, stamp)
+        else:
+            self._feed_plain(data, stamp)
+
+    def eof(self, stamp: int) -> None:
+        """The peer closed the connection."""
+        res = self.res
+        if not self._head_done:
+            if res.reads == 0:
+                raise StreamError("stale_connection", "closed before the response head")
+            raise StreamError("disconnect", "closed inside the response head")
+        if self._chunked:
+            res.complete = self._trailer  # closed after the last chunk: complete; mid-body: not
+        else:
+            res.complete = self._length is None  # close-delimited body ends at EOF
+        self._finish(stamp)
+
+    # ---------------------------------------------------------------- internals
+    def _parse_head(self, head: bytes) -> None:
+        res = self.res
         lines = head.split(b"\r\n")
         try:
             _version, status, *reason = lines[0].split(b" ", 2)
@@ -195,120 +255,93 @@ class Connection:
         for line in lines[1:]:
             name, _, value = line.partition(b":")
             hdrs[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-        chunked = "chunked" in hdrs.get("transfer-encoding", "").lower()
-        length = int(hdrs["content-length"]) if "content-length" in hdrs and not chunked else None
-        sse = "text/event-stream" in hdrs.get("content-type", "")
-        if chunked:
-            self._read_chunked(res, buf, res.head_ns, recvmsg, recv, offset_ns, kernel, sse, deadline_ns)
+        self._chunked = "chunked" in hdrs.get("transfer-encoding", "").lower()
+        if "content-length" in hdrs and not self._chunked:
+            try:
+                self._length = int(hdrs["content-length"])
+            except ValueError:
+                raise StreamError("malformed", f"bad content-length {hdrs['content-length'][:20]!r}") from None
+        self._sse = "text/event-stream" in hdrs.get("content-type", "")
+
+    def _lines(self, stamp: int) -> None:
+        if b"\n" in self._pending:
+            *complete, self._pending = self._pending.split(b"\n")
+            lines = self.res.lines
+            for line in complete:
+                if line.startswith(b"data:"):
+                    lines.append((stamp, line))
+
+    def _check_length(self) -> None:
+        if self._length is not None and self._received >= self._length:
+            self.res.complete = True
+            self._finish(self.res.end_ns)
+
+    def _feed_plain(self, data: bytes, stamp: int) -> None:
+        self._received += len(data)
+        if self._sse:
+            self._pending += data
+            self._lines(stamp)
         else:
-            self._read_plain(res, buf, res.head_ns, recvmsg, recv, offset_ns, kernel, sse, length, deadline_ns)
-        return res
+            self._body.append(data)
+        self._check_length()
 
-    @staticmethod
-    def _read_plain(res, buf, stamp, recvmsg, recv, offset_ns, kernel, sse, length, deadline_ns) -> None:  # type: ignore[no-untyped-def]
-        received = len(buf)
-        pending = b""
-        body_parts: list[bytes] = []
-        lines = res.lines
-        data = buf
-        while True:
-            if data:
-                if sse:
-                    pending += data
-                    if b"\n" in pending:
-                        *complete, pending = pending.split(b"\n")
-                        for line in complete:
-                            if line.startswith(b"data:"):
-                                lines.append((stamp, line))
-                else:
-                    body_parts.append(data)
-            if length is not None and received >= length:
-                res.complete = True
-                break
-            if perf_ns() > deadline_ns:
-                raise StreamError("timeout", "body not finished before the request timeout")
-            data, stamp = _read(recvmsg, recv, offset_ns, kernel)
-            if not data:
-                res.complete = length is None  # close-delimited body ends at EOF
-                break
-            res.reads += 1
-            received += len(data)
-        if pending.startswith(b"data:"):
-            lines.append((stamp, pending))
-        res.body = b"".join(body_parts)
-        res.end_ns = stamp
+    def _feed_chunked(self, data: bytes, stamp: int) -> None:
+        if self._buf:
+            data = self._buf + data
+            self._buf = b""
+        pos = 0
+        size = len(data)
+        sse = self._sse
+        while pos < size:
+            if self._trailer:
+                eol = data.find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                empty = eol == pos
+                pos = eol + 2
+                if empty:
+                    self.res.complete = True
+                    break
+                continue
+            if self._need < 0:
+                eol = data.find(b"\r\n", pos)
+                if eol < 0:
+                    break  # partial size line: wait for more
+                size_field = data[pos:eol].split(b";", 1)[0].strip()
+                pos = eol + 2
+                if not size_field:  # the CRLF that ends a chunk
+                    continue
+                try:
+                    self._need = int(size_field, 16)
+                except ValueError:
+                    raise StreamError("malformed", f"bad chunk size {size_field[:20]!r}") from None
+                if self._need == 0:
+                    self._trailer = True  # last chunk; the body ends at the empty line after it
+                continue
+            take = min(self._need, size - pos)
+            piece = data[pos : pos + take]
+            pos += take
+            self._need -= take
+            if self._need == 0:
+                self._need = -1
+            if sse:
+                self._pending += piece
+            else:
+                self._body.append(piece)
+        if pos < size and not self.res.complete:
+            self._buf = data[pos:]
+        if sse:
+            self._lines(stamp)
+        if self.res.complete:
+            self._finish(stamp)
 
-    @staticmethod
-    def _read_chunked(res, buf, stamp, recvmsg, recv, offset_ns, kernel, sse, deadline_ns) -> None:  # type: ignore[no-untyped-def]
-        """Decode chunked transfer encoding incrementally; split SSE lines as they complete."""
-        lines = res.lines
-        body_parts: list[bytes] = []
-        pending = b""  # decoded body bytes not yet ending in a newline
-        need = -1  # bytes left in the current chunk; -1 = expecting a size line
-        trailer = False  # after the last chunk: trailer lines up to an empty line
-        data = buf
-        while True:
-            pos = 0
-            size = len(data)
-            while pos < size:
-                if trailer:
-                    # consume the trailer section (usually just the final CRLF), so the
-                    # keep-alive connection starts clean at the next response's status line
-                    eol = data.find(b"\r\n", pos)
-                    if eol < 0:
-                        break
-                    empty = eol == pos
-                    pos = eol + 2
-                    if empty:
-                        res.complete = True
-                        break
-                    continue
-                if need < 0:
-                    eol = data.find(b"\r\n", pos)
-                    if eol < 0:
-                        break  # partial size line: wait for more
-                    size_field = data[pos:eol].split(b";", 1)[0].strip()
-                    if not size_field:  # the CRLF that ends a chunk
-                        pos = eol + 2
-                        continue
-                    try:
-                        need = int(size_field, 16)
-                    except ValueError:
-                        raise StreamError("malformed", f"bad chunk size {size_field[:20]!r}") from None
-                    pos = eol + 2
-                    if need == 0:
-                        trailer = True  # last chunk; the body ends at the empty line after it
-                    continue
-                take = min(need, size - pos)
-                piece = data[pos : pos + take]
-                pos += take
-                need -= take
-                if need == 0:
-                    need = -1
-                if sse:
-                    pending += piece
-                else:
-                    body_parts.append(piece)
-            data = data[pos:] if pos < size else b""
-            if sse and b"\n" in pending:
-                *complete, pending = pending.split(b"\n")
-                for line in complete:
-                    if line.startswith(b"data:"):
-                        lines.append((stamp, line))
-            if res.complete:
-                break
-            if perf_ns() > deadline_ns:
-                raise StreamError("timeout", "stream not finished before the request timeout")
-            more, stamp = _read(recvmsg, recv, offset_ns, kernel)
-            if not more:
-                res.complete = trailer  # closed after the last chunk: complete; mid-body: not
-                break
-            res.reads += 1
-            data = data + more if data else more
-        if pending.startswith(b"data:"):
-            lines.append((stamp, pending))
-        res.body = b"".join(body_parts)
-        res.end_ns = stamp
+    def _finish(self, stamp: int) -> None:
+        if self._pending.startswith(b"data:"):
+            self.res.lines.append((stamp, self._pending))
+            self._pending = b""
+        self.res.body = b"".join(self._body)
+        self.res.end_ns = stamp
+        self.done = True
 
 
 _KEEPER: socket.socket | None = None
