@@ -16,6 +16,7 @@ from locust import User, constant, task
 from locust.exception import StopUser
 
 from harness.client.http_stream import Connection, Endpoint, StreamResult, perf_ns
+from harness.client.reactor import ReactorConnection
 from harness.client.request import finalize, transfer
 from harness.load.controller import LoadController
 from harness.metrics.record import RequestRecord
@@ -111,9 +112,10 @@ class LLMUser(User):
         ctrl = CONTROLLER
         assert ctrl is not None, "harness.load.user.install(controller) was not called"
         self.ctrl = ctrl
-        self.conn = Connection(
-            Endpoint.parse(ctrl.plan.target_url), timeout_s=ctrl.spec.timeout_s, kernel_stamps=ctrl.plan.kernel_stamps
-        )
+        endpoint = Endpoint.parse(ctrl.plan.target_url)
+        # plain HTTP: the process's epoll reactor reads every stream; TLS: a blocking reader each
+        conn_cls = Connection if endpoint.tls else ReactorConnection
+        self.conn = conn_cls(endpoint, timeout_s=ctrl.spec.timeout_s, kernel_stamps=ctrl.plan.kernel_stamps)
 
     def on_stop(self) -> None:
         self.conn.close()

@@ -1,0 +1,255 @@
+"""The load process's read loop: one epoll reactor reads every open stream.
+
+Why: under gevent, reading each stream from its own greenlet costs a hub wake-up, two greenlet
+switches and a failed `recv` per SSE event (~15 µs); when a batched engine step delivers a
+token to hundreds of streams at once, the last stream is read milliseconds late and events
+start to coalesce. Here one greenlet asks epoll which sockets are readable and reads each once,
+back to back (one `recvmsg` per ready socket, stamped by the kernel), then yields. The user
+greenlets only connect, send, and wait for their response to complete.
+
+Imports gevent: only load processes (harness.load) import this module. TLS targets fall back to
+the per-greenlet blocking reader (harness.client.http_stream.Connection).
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import struct
+
+import gevent
+import gevent.event
+import gevent.socket
+from gevent import monkey
+
+from harness.client.http_stream import (
+    _CMSG_SPACE,
+    READ_SIZE,
+    SCM_TIMESTAMPNS,
+    SO_TIMESTAMPNS,
+    Endpoint,
+    ResponseParser,
+    StreamError,
+    StreamResult,
+    _request_head,
+    perf_ns,
+    wall_ns,
+)
+
+# gevent removes select.epoll when it patches, and wraps socket.socket; the reactor needs both raw
+_epoll_cls = monkey.get_original("select", "epoll")
+_raw_socket = monkey.get_original("socket", "socket")
+_EPOLLIN = 0x001
+_TIMESPEC = struct.Struct("@qq")
+_SOL_SOCKET = socket.SOL_SOCKET
+
+
+class _Pending:
+    """One response being read: its socket, parser and completion event."""
+
+    __slots__ = ("sock", "kernel", "offset_ns", "parser", "event", "error")
+
+    def __init__(self, sock, kernel: bool, offset_ns: int) -> None:  # type: ignore[no-untyped-def]
+        self.sock = sock
+        self.kernel = kernel
+        self.offset_ns = offset_ns
+        self.parser = ResponseParser()
+        self.event = gevent.event.Event()
+        self.error: StreamError | None = None
+
+
+class Reactor:
+    """epoll over every in-flight response of this process, read by one greenlet."""
+
+    def __init__(self) -> None:
+        self.ep = _epoll_cls()
+        self.pending: dict[int, _Pending] = {}
+        self.batches = 0
+        self.reads = 0
+        self._greenlet = gevent.spawn(self._loop)
+
+    def add(self, fd: int, p: _Pending) -> None:
+        self.pending[fd] = p
+        self.ep.register(fd, _EPOLLIN)
+
+    def remove(self, fd: int) -> None:
+        if self.pending.pop(fd, None) is not None:
+            try:
+                self.ep.unregister(fd)
+            except (OSError, ValueError):
+                pass
+
+    def _loop(self) -> None:
+        poll = self.ep.poll
+        epfd = self.ep.fileno()
+        pending = self.pending
+        wait_read = gevent.socket.wait_read
+        while True:
+            events = poll(0, 4096)
+            if not events:
+                wait_read(epfd)  # park until any registered stream is readable
+                continue
+            self.batches += 1
+            for fd, _mask in events:
+                p = pending.get(fd)
+                if p is not None and self._read(p):
+                    self.remove(fd)
+                    p.event.set()
+            self.reads += len(events)
+            gevent.sleep(0)  # let senders and the finisher run between batches
+
+    @staticmethod
+    def _read(p: _Pending) -> bool:
+        """One read for a readable socket; True when the response is complete or failed."""
+        try:
+            if p.kernel:
+                data, ancdata, _flags, _addr = p.sock.recvmsg(READ_SIZE, _CMSG_SPACE)
+                now = perf_ns()
+                stamp = now
+                for level, kind, payload in ancdata:
+                    if level == _SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(payload) >= 16:
+                        sec, nsec = _TIMESPEC.unpack_from(payload)
+                        stamp = sec * 1_000_000_000 + nsec - p.offset_ns
+                        if stamp > now:
+                            stamp = now
+                        break
+            else:
+                data = p.sock.recv(READ_SIZE)
+                stamp = perf_ns()
+        except BlockingIOError:
+            return False
+        except OSError as exc:
+            p.error = StreamError("disconnect", exc.strerror or str(exc))
+            return True
+        try:
+            if data:
+                p.parser.feed(data, stamp)
+            else:
+                p.parser.eof(stamp)
+        except StreamError as exc:
+            p.error = exc
+            return True
+        return p.parser.done
+
+
+_REACTOR: Reactor | None = None
+
+
+def reactor() -> Reactor:
+    global _REACTOR
+    if _REACTOR is None:
+        _REACTOR = Reactor()
+    return _REACTOR
+
+
+class ReactorConnection:
+    """A keep-alive HTTP/1.1 connection whose responses the process's reactor reads.
+
+    Same interface as harness.client.http_stream.Connection (connect, close, request, kernel).
+    """
+
+    def __init__(self, endpoint: Endpoint, timeout_s: float = 600.0, kernel_stamps: bool = True) -> None:
+        if endpoint.tls:
+            raise ValueError("ReactorConnection does not do TLS; use http_stream.Connection")
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self.want_kernel = kernel_stamps and _CMSG_SPACE > 0
+        self.sock = None
+        self.kernel = False
+        self.requests_on_conn = 0
+
+    def connect(self) -> int:
+        if self.sock is not None:
+            return 0
+        t0 = perf_ns()
+        ep = self.endpoint
+        try:
+            infos = socket.getaddrinfo(ep.host, ep.port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise StreamError("connect", f"cannot resolve {ep.host}: {exc}") from None
+        family, _type, proto, _name, addr = infos[0]
+        sock = _raw_socket(family, socket.SOCK_STREAM, proto)
+        sock.setblocking(False)
+        err = sock.connect_ex(addr)
+        if err in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
+            try:
+                gevent.socket.wait_write(sock.fileno(), timeout=min(self.timeout_s, 30.0))
+            except gevent.socket.timeout:
+                sock.close()
+                raise StreamError("connect_timeout", f"no connection to {ep.host}:{ep.port} within 30 s") from None
+            err = sock.getsockopt(_SOL_SOCKET, socket.SO_ERROR)
+        if err not in (0, errno.EISCONN):
+            sock.close()
+            raise StreamError("connect", errno.errorcode.get(err, str(err)) + f" ({ep.host}:{ep.port})")
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.kernel = False
+        if self.want_kernel:
+            try:
+                sock.setsockopt(_SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                self.kernel = True
+            except OSError:
+                self.kernel = False
+        self.sock = sock
+        self.requests_on_conn = 0
+        return perf_ns() - t0
+
+    def close(self) -> None:
+        if self.sock is not None:
+            reactor().remove(self.sock.fileno())
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+            self.sock = None
+
+    def _send(self, data: bytes) -> None:
+        sock = self.sock
+        view = memoryview(data)
+        while view:
+            try:
+                n = sock.send(view)  # type: ignore[union-attr]
+            except BlockingIOError:
+                gevent.socket.wait_write(sock.fileno(), timeout=self.timeout_s)  # type: ignore[union-attr]
+                continue
+            view = view[n:]
+
+    def request(self, method: str, path: str, headers: dict[str, str], body: bytes, deadline_ns: int) -> tuple[int, int, StreamResult]:
+        """Send one request; the reactor reads and stamps the response. Stale keep-alive: retry once."""
+        r = reactor()
+        for attempt in (0, 1):
+            reused = self.sock is not None
+            self.connect()
+            sock = self.sock
+            fd = sock.fileno()  # type: ignore[union-attr]
+            head = _request_head(method, self.endpoint, path, headers, len(body))
+            offset = wall_ns() - perf_ns()
+            p = _Pending(sock, self.kernel, offset)
+            r.add(fd, p)
+            sent_ns = perf_ns()
+            try:
+                self._send(head + body)
+            except OSError as exc:
+                r.remove(fd)
+                self.close()
+                if reused and attempt == 0:
+                    continue
+                raise StreamError("disconnect", exc.strerror or str(exc)) from None
+            remaining = (deadline_ns - perf_ns()) / 1e9
+            if not p.event.wait(max(remaining, 0.0)):
+                r.remove(fd)
+                self.close()
+                what = "waiting for the response head" if p.parser.res.status == 0 else "stream not finished before the request timeout"
+                raise StreamError("timeout", what)
+            if p.error is not None:
+                self.close()
+                if p.error.kind == "stale_connection":
+                    if reused and attempt == 0:
+                        continue  # the server closed the idle keep-alive connection: retry once
+                    raise StreamError("disconnect", p.error.detail)
+                raise p.error
+            result = p.parser.res
+            self.requests_on_conn += 1
+            if result.headers.get("connection", "").lower() == "close" or not result.complete:
+                self.close()
+            return offset, sent_ns, result
+        raise StreamError("disconnect", "connection closed twice before a response")
