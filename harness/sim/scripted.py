@@ -22,6 +22,7 @@ from harness.sim.config import SimConfig
 from harness.sim.engine_base import VOCAB_SIZE, EngineBase
 from harness.sim.metrics import Stats
 from harness.sim.request import FINISHED, RUNNING, SimRequest
+from harness.sim.sse import WORD_BYTES
 
 
 class ScriptedEngine(EngineBase):
@@ -124,22 +125,27 @@ class ScriptedEngine(EngineBase):
             stats.ttft.observe(now - req.arrival)
             self._done(req, now)
             return None
-        if req.is_disconnected():
-            self.abort(req)
-            return None
+        stream = req.stream
         wid = int(self.rng.random() * VOCAB_SIZE)
-        req.out_ids.append(wid)
-        n_out = len(req.out_ids)
+        out = req.out_ids
+        out.append(wid)
+        n_out = len(out)
         if n_out == 1:
             req.first_token = now
             stats.ttft.observe(now - req.arrival)
+            if req.chat:
+                stream.role()
         else:
             stats.itl.observe(now - req.last_token)  # type: ignore[operator]
         req.last_token = now
         stats.generation_tokens += 1
         stats.log_generation_tokens += 1
         last = n_out >= req.max_tokens
-        if not self._emit(req, [wid], "length" if last else None):
+        if not stream.content(WORD_BYTES[wid], 1, "length" if last else None):
+            self.abort(req)  # the client went away
+            return None
+        if req.disconnect_after is not None and n_out >= req.disconnect_after and not last:
+            req.transport.close()  # fault: cut the stream mid-way
             self.abort(req)
             return None
         if last:

@@ -39,7 +39,7 @@ class SSEStream:
     """Writes one request's SSE events to its transport."""
 
     __slots__ = ("transport", "chat", "trace", "closed", "prompt_tokens", "cached_tokens", "completion_tokens",
-                 "include_usage", "continuous", "_pre", "_mid", "_head", "_details")
+                 "include_usage", "continuous", "_pre", "_mid", "_head", "_details", "_tail_null", "_fixed")
 
     def __init__(self, transport: Any, *, chat: bool, response_id: str, model: str, created: int, prompt_tokens: int,
                  include_usage: bool, continuous_usage: bool, details: bool, trace: list | None) -> None:
@@ -62,16 +62,22 @@ class SSEStream:
         else:
             self._pre = self._head + b'[{"index":0,"text":"'
             self._mid = b'","logprobs":null,"finish_reason":'
+        # the common case (mid-stream, no continuous usage): frame = hex(len) + pre + text + tail
+        self._tail_null = self._mid + (b"null}]" if chat else b'null,"stop_reason":null}]') + b"}\n\n"
+        self._fixed = len(self._pre) + len(self._tail_null)
 
     def _usage(self) -> bytes:
         return usage_json(self.prompt_tokens, self.completion_tokens, self.cached_tokens if self._details else None)
 
     def _write(self, payload: bytes, n_tokens: int, kind: str) -> bool:
+        return self._send(b"%x\r\n%b\r\n" % (len(payload), payload), n_tokens, kind)
+
+    def _send(self, frame: bytes, n_tokens: int, kind: str) -> bool:
         t = self.transport
-        if self.closed or t is None or t.is_closing():
+        if self.closed or t.is_closing():
             self.closed = True
             return False
-        t.write(b"%x\r\n%b\r\n" % (len(payload), payload))
+        t.write(frame)
         if self.trace is not None:
             self.trace.append((perf_counter_ns(), n_tokens, kind))
         return True
@@ -83,6 +89,9 @@ class SSEStream:
 
     def content(self, text: bytes, n_tokens: int, finish: str | None) -> bool:
         self.completion_tokens += n_tokens
+        if finish is None and not self.continuous:  # hot path: one formatting, one write
+            return self._send(b"%x\r\n%b%b%b\r\n" % (self._fixed + len(text), self._pre, text, self._tail_null),
+                              n_tokens, "content")
         fin = _FINISH[finish]
         if self.chat:
             stop = b"}]" if finish is None else b',"stop_reason":null}]'
@@ -98,22 +107,10 @@ class SSEStream:
         """The usage chunk (when asked for) and `[DONE]`."""
         if self.include_usage:
             self._write(self._head + b'[],"usage":' + self._usage() + b"}\n\n", 0, "usage")
-        if not self._write_done():
-            return
-
-    def _write_done(self) -> bool:
-        t = self.transport
-        if self.closed or t is None or t.is_closing():
-            self.closed = True
-            return False
-        t.write(DONE_FRAME)
-        if self.trace is not None:
-            self.trace.append((perf_counter_ns(), 0, "done"))
-        return True
+        self._send(DONE_FRAME, 0, "done")
 
     def is_disconnected(self) -> bool:
-        t = self.transport
-        return self.closed or t is None or t.is_closing()
+        return self.closed or self.transport.is_closing()
 
 
 def completion_body(*, chat: bool, response_id: str, model: str, created: int, text: str, finish: str,
