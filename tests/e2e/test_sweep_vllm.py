@@ -22,8 +22,8 @@ pytestmark = pytest.mark.slow
 
 
 def scenario(name: str, model_dir: str, shared_prefix: bool) -> dict:
-    cls = {"name": "q", "input_tokens": 128, "output_tokens": 32}
-    if shared_prefix:
+    cls = {"name": "q", "input_tokens": 384, "output_tokens": 32}
+    if shared_prefix:  # two full 128-token blocks shared by every request
         cls["shared_prefix"] = {"tokens": 256, "count": 1}
     return {
         "name": name,
@@ -79,15 +79,16 @@ def test_real_vllm_sweep_with_a_failed_start(real_vllm, tmp_path):
         for scen in ("plain", "prefix"):
             c = cells[f"{cfg}__{scen}__r1"]
             assert c["status"] == "complete", c
-            assert c["metrics"]["completed"] == 24
+            assert c["metrics"]["completed"] >= 20 and not c["metrics"]["failed"], c["metrics"]
             assert c["startup_facts"]["kv_cache_tokens"] > 0 and c["startup_facts"]["max_concurrency"] > 0
             assert 5 < c["startup_s"] < 300
             assert not c.get("notes"), c["notes"]  # the prefix cache reset worked (dev mode)
     assert "--no-enable-prefix-caching" in cells["no-prefix-caching__plain__r1"]["argv"]
     hit = cells["base__prefix__r1"]["metrics"]["prefix_hit_rate"]
     off = cells["no-prefix-caching__prefix__r1"]["metrics"]["prefix_hit_rate"]
-    assert hit is not None and hit > 0.2, hit
+    assert hit is not None and hit > 0.3, hit  # ~256 of 384 prompt tokens hit once warm
     assert not off, off
+    assert not cells["base__plain__r1"]["metrics"]["prefix_hit_rate"]  # random prompts: no hits
 
     bad = cells["too-few-blocks__plain__r1"]
     assert bad["status"] == "failed"
@@ -95,8 +96,6 @@ def test_real_vllm_sweep_with_a_failed_start(real_vllm, tmp_path):
     assert cells["too-few-blocks__prefix__r1"]["reason"] == bad["reason"]
     assert bad["log_tail"]
 
-    for c in index["cells"]:  # every engine group is gone
-        pass
-    assert not (out / "engine.json").exists()
+    assert not (out / "engine.json").exists()  # every engine was stopped
     text = (out / "summary.csv").read_text().splitlines()
     assert len(text) == 7

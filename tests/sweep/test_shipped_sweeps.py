@@ -28,3 +28,15 @@ def test_shipped_sweep_plans(path):
         # runs here in minutes, not hours
         for cell in plan.cells:
             assert (cell.resolved.load.duration_s or 0) <= 15, cell.id
+
+
+def test_sweep_code_never_imports_locust_or_gevent():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, harness.cli.sweep, harness.sweep.execute, harness.sweep.plan, harness.sweep.render, harness.runner;"
+        "bad=[m for m in sys.modules if m.split('.')[0] in ('locust','gevent')]; print(bad); sys.exit(1 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
