@@ -30,6 +30,7 @@ from harness.workload.schedule import arrival_offsets, worker_share
 from harness.workload.tokenizers import load_tokenizer
 
 WARMUP, MEASURE, DRAIN, DONE = "warmup", "measure", "drain", "done"
+MIN_CPU_INTERVAL_S = 0.5
 
 
 class Item:
@@ -120,6 +121,8 @@ class LoadController:
         self.phase = MEASURE
         self.window_start_ns = perf_ns()
         self.window_start_wall = time.time()
+        # client CPU is judged over the window only: start a fresh interval here
+        self._last_cpu = (time.process_time(), time.perf_counter())
         if self.open_loop:
             self._schedule = worker_share(arrival_offsets(self.scenario.load, self.scenario.seed), self.plan.worker, self.plan.workers)
         self.emit({"event": "window_start", "t": self.window_start_wall})
@@ -178,7 +181,7 @@ class LoadController:
         if item is None:
             item = self._item(self.generator.request(index), None)
         if offset is not None:
-            item.intended_ns = self.window_start_ns + int(offset * 1e9)
+            item.intended_ns = self.window_start_ns + round(offset * 1e9)
         self.sent += 1
         self.in_flight += 1
         return item
@@ -228,7 +231,7 @@ class LoadController:
             index, offset = next(self._warm_schedule)
             if w.duration_s > 0 and offset >= w.duration_s:
                 return None
-            intended: int | None = self.started_ns + int(offset * 1e9)
+            intended: int | None = self.started_ns + round(offset * 1e9)
         else:
             index = self._warm_index
             self._warm_index += self.plan.workers
@@ -282,9 +285,12 @@ class LoadController:
     # ------------------------------------------------------------------ progress
     def progress(self) -> dict[str, Any]:
         now_cpu = (time.process_time(), time.perf_counter())
-        cpu_pct = 100.0 * (now_cpu[0] - self._last_cpu[0]) / max(now_cpu[1] - self._last_cpu[1], 1e-9)
+        wall = now_cpu[1] - self._last_cpu[1]
+        cpu_pct = 100.0 * (now_cpu[0] - self._last_cpu[0]) / max(wall, 1e-9)
         self._last_cpu = now_cpu
-        if self.phase in (MEASURE, DRAIN):
+        # a very short interval (the call right after start, the last one after the stop) is
+        # mostly start-up or shut-down work, not the load: it would read as a saturated client
+        if self.phase in (MEASURE, DRAIN) and wall >= MIN_CPU_INTERVAL_S:
             self.cpu_samples.append(cpu_pct)
         now = perf_ns()
         elapsed = (now - self.window_start_ns) / 1e9 if self.window_start_ns else 0.0

@@ -24,13 +24,14 @@ def arrival_offsets(load: Load, seed: int) -> Iterator[float]:
     rng = np.random.default_rng([seed, 1])
     ramp = load.ramp_s
     u = 0.0
-    first = True
+    constant = load.arrival == "constant"
+    index = 0
     while True:
-        if first and load.arrival == "constant":
-            first = False  # constant: first request at 0
+        if constant:
+            u = index / load.rate  # first request at 0; no float drift from summing 1/rate
+            index += 1
         else:
             u += process.gap(rng, load.rate, load.burstiness)
-            first = False
         if ramp > 0:
             yield math.sqrt(2 * ramp * u) if u <= ramp / 2 else u + ramp / 2
         else:

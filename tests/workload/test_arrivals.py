@@ -27,6 +27,13 @@ def test_constant_gaps_exact() -> None:
     assert t[-1] == pytest.approx(99 * 0.25)
 
 
+def test_constant_offsets_do_not_drift() -> None:
+    # summing 0.1 ten times gives 0.9999999999999999: a request "at" 1.0 s fell inside a 1 s window
+    t = _offsets(1001, rate=10.0, arrival="constant")
+    assert list(t) == [k / 10.0 for k in range(1001)]
+    assert t[10] == 1.0 and t[1000] == 100.0
+
+
 def test_poisson_mean_and_cv() -> None:
     rate, n = 20.0, 20_000
     gaps = np.diff(np.concatenate([[0.0], _offsets(n, seed=3, rate=rate, arrival="poisson")]))

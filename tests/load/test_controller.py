@@ -1,0 +1,260 @@
+"""The load controller without Locust: phases, hand-out, quotas, intended times, recording.
+
+The controller's clock (`perf_ns`) is replaced by a hand-driven one, so every phase change is
+decided by the test, not by how fast this machine is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.load import controller as ctl
+from harness.load.controller import DONE, DRAIN, MEASURE, WARMUP, LoadController
+from harness.load.plan import LoadPlan
+from harness.metrics.recorder import ALL
+from harness.workload.generator import WorkloadGenerator
+from harness.scenario import Scenario
+
+S = 1_000_000_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000 * S
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += int(seconds * S)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    c = Clock()
+    monkeypatch.setattr(ctl, "perf_ns", c)
+    return c
+
+
+def scenario(load: dict[str, Any], warmup: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    data = {
+        "name": "t", "seed": 3, "load": load, "warmup": warmup or {},
+        "slo": {"ttft_ms": 100},
+        "workload": {"classes": [{"name": "a", "input_tokens": 8, "output_tokens": 4}]},
+        **extra,
+    }
+    return Scenario.model_validate(data).model_dump(mode="json")
+
+
+def make(tmp_path: Path, sc: dict[str, Any], worker: int = 0, workers: int = 1) -> LoadController:
+    plan = LoadPlan(scenario=sc, target_url="http://127.0.0.1:9", model="m", out_dir=str(tmp_path),
+                    worker=worker, workers=workers)
+    return LoadController(plan)
+
+
+def drain_items(c: LoadController, clock: Clock | None = None, step_s: float = 0.0) -> list:  # type: ignore[type-arg]
+    items = []
+    while (item := c.next_item()) is not None:
+        items.append(item)
+        if clock is not None:
+            clock.advance(step_s)
+    return items
+
+
+def finish(c: LoadController, item, chunks_after_s=(0.05, 0.06), error: str | None = None, clock: Clock | None = None):  # type: ignore[no-untyped-def]
+    rec = c.new_record(item)
+    base = item.intended_ns if item.intended_ns is not None else (clock.now if clock else 0)
+    rec.sent_ns = base
+    rec.chunk_ns = [base + int(t * S) for t in chunks_after_s]
+    rec.chunk_tokens = [1] * len(chunks_after_s)
+    rec.output_tokens = len(chunks_after_s)
+    rec.input_tokens = item.planned.input_tokens + 2
+    rec.error_kind = error
+    return c.finish(rec)
+
+
+def test_closed_loop_request_count(tmp_path: Path, clock: Clock) -> None:
+    c = make(tmp_path, scenario({"concurrency": 2, "requests": 5}))
+    done: list[int] = []
+    c.on_done = lambda: done.append(1)
+    c.start()
+    assert c.phase == MEASURE
+    items = drain_items(c)
+    assert [i.planned.index for i in items] == [0, 1, 2, 3, 4]
+    assert all(i.intended_ns is None and not i.planned.warmup for i in items)
+    assert c.phase == DRAIN and c.in_flight == 5
+    gen = WorkloadGenerator(Scenario.model_validate(c.plan.scenario))
+    assert [i.planned for i in items] == [gen.request(k) for k in range(5)]
+    for it in items[:-1]:
+        finish(c, it, clock=clock)
+    assert c.phase == DRAIN and not done
+    finish(c, items[-1], clock=clock)
+    assert c.phase == DONE and done == [1]
+    assert c.next_item() is None
+
+
+def test_closed_loop_duration(tmp_path: Path, clock: Clock) -> None:
+    c = make(tmp_path, scenario({"concurrency": 2, "duration_s": 10}))
+    c.start()
+    items = []
+    for _ in range(4):
+        items.append(c.next_item())
+        clock.advance(2.4)
+    assert c.phase == MEASURE  # 9.6 s
+    clock.advance(0.4)
+    assert c.next_item() is None and c.phase == DRAIN
+
+
+def test_request_quota_split_across_workers(tmp_path: Path, clock: Clock) -> None:
+    per_worker = []
+    for w in range(3):
+        (tmp_path / str(w)).mkdir()
+        c = make(tmp_path / str(w), scenario({"concurrency": 3, "requests": 7}), worker=w, workers=3)
+        c.start()
+        per_worker.append([i.planned.index for i in drain_items(c)])
+    assert per_worker == [[0, 3, 6], [1, 4], [2, 5]]
+
+
+def test_open_loop_constant_intended_times(tmp_path: Path, clock: Clock) -> None:
+    c = make(tmp_path, scenario({"rate": 10, "arrival": "constant", "duration_s": 1}))
+    c.start()
+    start = c.window_start_ns
+    items = drain_items(c)
+    assert [i.intended_ns - start for i in items] == [int(k * 0.1 * S) for k in range(10)]
+    assert c.phase == DRAIN  # the 11th arrival (at 1.0 s) is outside the window
+
+
+def test_open_loop_workers_partition_the_arrivals(tmp_path: Path, clock: Clock) -> None:
+    sc = scenario({"rate": 20, "arrival": "poisson", "requests": 40})
+    (tmp_path / "s").mkdir()
+    single = make(tmp_path / "s", sc)
+    single.start()
+    want = [(i.planned.index, i.intended_ns - single.window_start_ns) for i in drain_items(single)]
+    got = []
+    for w in range(2):
+        (tmp_path / f"w{w}").mkdir()
+        c = make(tmp_path / f"w{w}", sc, worker=w, workers=2)
+        c.start()
+        got += [(i.planned.index, i.intended_ns - c.window_start_ns) for i in drain_items(c)]
+    assert len(want) == 40 and sorted(got) == want
+
+
+def test_warmup_by_requests_then_measure(tmp_path: Path, clock: Clock) -> None:
+    c = make(tmp_path, scenario({"concurrency": 2, "requests": 3}, {"requests": 2}))
+    c.start()
+    assert c.phase == WARMUP
+    warm = [c.next_item(), c.next_item()]
+    assert all(i.planned.warmup for i in warm) and c.phase == WARMUP
+    clock.advance(1.5)
+    first = c.next_item()
+    assert c.phase == MEASURE and not first.planned.warmup and first.planned.index == 0
+    rest = drain_items(c)
+    for it in [*warm, first, *rest]:
+        finish(c, it, clock=clock)
+    assert c.phase == DONE
+    # warmup finished requests are neither measured nor written
+    assert c.metrics.classes[ALL].counts["completed"] == 3 and c.warm_done == 2
+    c.close()
+    lines = (tmp_path / "requests.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and not any(json.loads(l)["warmup"] for l in lines)
+    assert c.result()["window"]["warmup_s"] == pytest.approx(1.5)
+
+
+def test_warmup_by_duration(tmp_path: Path, clock: Clock) -> None:
+    c = make(tmp_path, scenario({"concurrency": 1, "requests": 1}, {"duration_s": 2}))
+    c.start()
+    n = 0
+    while c.phase == WARMUP:
+        item = c.next_item()
+        if item is not None and item.planned.warmup:
+            n += 1
+        clock.advance(0.5)
+    assert n == 4  # at 0, 0.5, 1.0, 1.5 s; the call at 2.0 s starts the window
+
+
+def test_stop_during_measure_drains_in_flight(tmp_path: Path, clock: Clock) -> None:
+    c = make(tmp_path, scenario({"concurrency": 2, "duration_s": 60}))
+    c.start()
+    a, b = c.next_item(), c.next_item()
+    clock.advance(1)
+    c.stop()
+    assert c.phase == DRAIN and c.next_item() is None
+    finish(c, a, clock=clock)
+    finish(c, b, clock=clock, error="timeout")
+    assert c.phase == DONE
+    r = c.result()
+    counts = r["metrics"][ALL]["counts"]
+    assert (counts["completed"], counts["failed"], r["sent"]) == (1, 1, 2)
+
+
+def test_stop_during_warmup_measures_nothing(tmp_path: Path, clock: Clock) -> None:
+    c = make(tmp_path, scenario({"concurrency": 1, "requests": 5}, {"requests": 3}))
+    c.start()
+    w = c.next_item()
+    c.stop()
+    assert c.phase == DRAIN
+    finish(c, w, clock=clock)
+    assert c.phase == DONE and c.metrics.classes[ALL].counts["completed"] == 0
+
+
+def test_result_window_usage_and_slo(tmp_path: Path, clock: Clock) -> None:
+    c = make(tmp_path, scenario({"concurrency": 2, "requests": 2}))
+    c.start()
+    a, b = c.next_item(), c.next_item()
+    assert c.next_item() is None  # window end (stop condition met) at t=0
+    assert finish(c, a, chunks_after_s=(0.05, 0.06), clock=clock) is True  # TTFT 50 ms <= 100
+    clock.advance(3)
+    assert finish(c, b, chunks_after_s=(0.2,), clock=clock) is False  # TTFT 200 ms > 100
+    r = c.result()
+    assert r["window"]["duration_s"] == pytest.approx(3.0)  # extended to the last completion
+    assert r["usage_check"]["prompt_tokens_mean_diff"] == 2 and r["usage_check"]["max_diff"] == 2
+    assert r["usage_check"]["tokenizer"] == "builtin-words-v1"
+    assert r["metrics"][ALL]["counts"]["good"] == 1
+
+
+def test_requests_jsonl_written_incrementally(tmp_path: Path, clock: Clock) -> None:
+    c = make(tmp_path, scenario({"concurrency": 1, "requests": 3}))
+    c.start()
+    items = drain_items(c)
+    finish(c, items[0], clock=clock)
+    c.progress()  # flushes: what a crash after this point leaves on disk
+    lines = (tmp_path / "requests.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["i"] == 0
+    c.close()
+
+
+def test_cpu_samples_cover_the_window_only(tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start-up CPU (building the controller, spawning users) must not read as a saturated client."""
+    t = {"cpu": 0.0, "wall": 0.0}
+    monkeypatch.setattr(ctl.time, "process_time", lambda: t["cpu"])
+    monkeypatch.setattr(ctl.time, "perf_counter", lambda: t["wall"])
+    c = make(tmp_path, scenario({"concurrency": 1, "duration_s": 10}))
+    t["cpu"] += 0.05
+    t["wall"] += 0.05  # start-up: 100 % CPU
+    c.start()
+    t["cpu"] += 0.01
+    t["wall"] += 0.01  # spawning users: 100 % CPU, a very short interval
+    c.progress()
+    t["cpu"] += 0.2
+    t["wall"] += 1.0  # the load: 20 %
+    c.progress()
+    assert c.cpu_samples == [pytest.approx(20.0)]
+    assert c.result()["client"]["cpu_max_pct"] == pytest.approx(20.0)
+
+
+def test_request_payload_and_headers(tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_KEY", "sk-test")
+    sc = scenario({"concurrency": 1, "requests": 1}, target={"api_key_env": "MY_KEY", "headers": {"X-T": "1"}},
+                  sampling={"temperature": 0.5, "seed": 9, "extra_body": {"min_tokens": 4}})
+    plan = LoadPlan(scenario=sc, target_url="http://h:1", model="m", out_dir=str(tmp_path),
+                    api_key_env="MY_KEY", continuous_usage=True)
+    c = LoadController(plan)
+    c.start()
+    body = json.loads(c.next_item().payload)
+    assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+    assert (body["temperature"], body["seed"], body["min_tokens"], body["ignore_eos"], body["max_tokens"]) == (0.5, 9, 4, True, 4)
+    assert c.spec.headers["Authorization"] == "Bearer sk-test" and c.spec.headers["X-T"] == "1"
