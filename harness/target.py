@@ -106,19 +106,29 @@ def preflight(url: str, model: str | None, scenario: Scenario) -> dict[str, Any]
         model = models[0]
     elif models and model not in models:
         raise TargetError(f"target.model {model!r} is not served by {base}; served: {', '.join(models)} (use --model)")
-    mode = scenario.target.continuous_usage
-    continuous = mode == "on"
-    if mode == "auto":
-        continuous = _probe_continuous_usage(base, model, scenario)
+    continuous = _probe(base, model, scenario)
     return {"model": model, "models": models, "max_model_len": max_model_len, "continuous_usage": continuous}
 
 
-def _probe_continuous_usage(base: str, model: str, scenario: Scenario) -> bool:
+def _sampling_body(scenario: Scenario) -> dict[str, Any]:
+    sampling: dict[str, Any] = {"temperature": scenario.sampling.temperature, "top_p": scenario.sampling.top_p}
+    if scenario.sampling.ignore_eos:
+        sampling["ignore_eos"] = True
+    if scenario.sampling.seed is not None:
+        sampling["seed"] = scenario.sampling.seed
+    sampling.update(scenario.sampling.extra_body)
+    return sampling
+
+
+def _probe(base: str, model: str, scenario: Scenario) -> bool:
+    """Send one tiny request shaped like the scenario's; returns whether continuous usage works.
+
+    A server that rejects the scenario's sampling fields (e.g. `ignore_eos` on a server that
+    only takes OpenAI's fields) fails here with its own message, before any load is sent.
+    """
     from harness.client.adapters.base import Prompt, get_adapter
 
     adapter = get_adapter(scenario.target.api)
-    body = adapter.build_body(Prompt("", "hello", 2), model, {"temperature": 0.0},
-                              {"include_usage": True, "continuous_usage_stats": True})
     headers = {}
     if scenario.target.api_key_env:
         import os
@@ -126,10 +136,31 @@ def _probe_continuous_usage(base: str, model: str, scenario: Scenario) -> bool:
         key = os.environ.get(scenario.target.api_key_env)
         if key:
             headers["Authorization"] = f"Bearer {key}"
-    try:
-        status, _ = _http("POST", base + adapter.path, body, headers, timeout=30.0)
-    except OSError:
-        return False
-    if status == 404:
-        raise TargetError(f"target {base}{adapter.path} answered 404; check target.api ({scenario.target.api}) and the URL")
-    return status == 200
+    mode = scenario.target.continuous_usage
+    attempts = [True, False] if mode == "auto" else [mode == "on"]
+    status, text = 0, ""
+    for continuous in attempts:
+        options: dict[str, Any] = {"include_usage": True}
+        if continuous:
+            options["continuous_usage_stats"] = True
+        body = adapter.build_body(Prompt("", "hello", 2), model, _sampling_body(scenario), options)
+        try:
+            status, raw = _http("POST", base + adapter.path, body, headers, timeout=60.0)
+        except OSError as exc:
+            raise TargetError(f"target {base}{adapter.path}: no answer to a test request ({exc})") from None
+        if status == 200:
+            return continuous
+        text = raw.decode("utf-8", "replace")[:300]
+        if status == 404:
+            raise TargetError(f"target {base}{adapter.path} answered 404 ({text}); check target.api "
+                              f"({scenario.target.api}), target.model and the URL")
+        if status in (401, 403):
+            raise TargetError(f"target {base} refused the request ({status}); set target.api_key_env to the name "
+                              "of the variable holding the API key")
+        if status >= 500:
+            break
+    raise TargetError(
+        f"target {base}{adapter.path} rejected a test request shaped like this scenario's ({status}: {text}); "
+        "if it names a field, change sampling (e.g. sampling.ignore_eos: false for servers that take only "
+        "OpenAI's fields) or sampling.extra_body"
+    )
