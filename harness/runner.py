@@ -22,6 +22,7 @@ from typing import Any
 
 from harness.errors import TargetError, UserError
 from harness.load.plan import LoadPlan
+from harness.metrics.exporter import open_run as open_metrics
 from harness.metrics.stall_meter import StallMeter
 from harness.results.build import build_summary
 from harness.results.console import Progress, print_summary
@@ -49,6 +50,9 @@ class RunOptions:
     labels: dict[str, str] = field(default_factory=dict)  # e.g. sweep config id, for exporters
     kernel_stamps: bool = True
     stop_grace_s: float = 30.0
+    metrics_port: int | None = None  # serve live harness_ metrics (Prometheus) on this port while running
+    metrics_host: str = "127.0.0.1"
+    metrics_server: Any = None  # a started exporter.MetricsServer shared across runs (sweeps); wins over the port
 
 
 def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
@@ -64,14 +68,19 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
     sim: EmbeddedSim | None = None
     target_url = opts.target_url or scenario.target.url
     engine_kind = opts.engine_kind
+    metrics = None
     try:
         if target_url is None:
             sim = EmbeddedSim(opts.sim_args, log_path=run_dir.sim_log).start()
             target_url = sim.url
             engine_kind = engine_kind or "sim"
         info = preflight(target_url, opts.model or scenario.target.model, scenario)
-        return _measure(scenario, opts, run_dir, scenario_dir, target_url, info, engine_kind, tokenizer.id)
+        metrics = open_metrics(opts, run_dir.root.name, scenario, info["model"])
+        env = metrics.env if metrics is not None else None
+        return _measure(scenario, opts, run_dir, scenario_dir, target_url, info, engine_kind, tokenizer.id, env)
     finally:
+        if metrics is not None:
+            metrics.close()
         if sim is not None:
             sim.stop()
 
@@ -85,6 +94,7 @@ def _measure(
     info: dict[str, Any],
     engine_kind: str | None,
     tokenizer_id: str,
+    env: dict[str, str] | None = None,
 ) -> RunSummary:
     fp = fingerprint(scenario, tokenizer_id)
     telemetry = _start_telemetry(scenario, target_url, run_dir, engine_kind)
@@ -116,6 +126,7 @@ def _measure(
                 text=True,
                 bufsize=1,
                 start_new_session=True,  # Ctrl-C reaches us only; we stop the load gracefully
+                env=env,  # with live metrics: PROMETHEUS_MULTIPROC_DIR for this run
             )
         )
     progress = Progress(scenario, enabled=opts.show_progress, live=telemetry.live if telemetry else None)

@@ -32,6 +32,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--user-clock", action="store_true", help="stamp reads in user space instead of the kernel")
     p.add_argument("--no-report", action="store_true", help="do not write report.md/html")
     p.add_argument("--quiet", action="store_true", help="no progress line and no table")
+    p.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
+                   help="serve live harness_ metrics for Prometheus on PORT while the run lasts (0: off); see docs/grafana.md")
+    p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST", help="address for --metrics-port (default 127.0.0.1)")
+    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                   help="label for the live metrics' harness_run_info (config=... also labels every series); repeatable")
     p.set_defaults(func=run)
 
 
@@ -71,8 +76,25 @@ def run(args: argparse.Namespace) -> int:
         processes=args.processes,
         scenario_path=args.scenario,
         kernel_stamps=not args.user_clock,
+        labels=_labels(args.label),
+        metrics_port=args.metrics_port or None,
+        metrics_host=args.metrics_host,
     )
+    if args.metrics_port and not 0 < args.metrics_port < 65536:
+        raise UserError(f"--metrics-port {args.metrics_port}: not a port number")
     summary = run_scenario(scenario, opts)
     if summary.requests.completed == 0:
         return 1
     return 0
+
+
+def _labels(items: list[str]) -> dict[str, str]:
+    from harness.errors import UserError
+
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--label {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out

@@ -19,6 +19,7 @@ from harness.client.http_stream import Connection, Endpoint, StreamResult, perf_
 from harness.client.reactor import ReactorConnection
 from harness.client.request import finalize, transfer
 from harness.load.controller import LoadController
+from harness.metrics import exporter
 from harness.metrics.record import RequestRecord
 
 CONTROLLER: LoadController | None = None
@@ -83,7 +84,8 @@ def install(controller: LoadController, report=None) -> Finisher:  # type: ignor
     """Make `controller` the source of work for LLMUser in this process."""
     global CONTROLLER, FINISHER
     CONTROLLER = controller
-    FINISHER = Finisher(controller, report or (lambda rec: None))
+    # live Prometheus metrics (only when the runner set HARNESS_METRICS_DIR): observed in the Finisher
+    FINISHER = Finisher(controller, exporter.wrap_report(report or (lambda rec: None), controller))
     load = controller.scenario.load
     limit = min(max(load.concurrency or 0, 16), 512) if not controller.open_loop else 64
     gevent.spawn(_prefetcher, controller, limit)

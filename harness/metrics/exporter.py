@@ -1,0 +1,465 @@
+"""Live harness metrics for Prometheus: the client's view (what users feel) while a run lasts.
+
+Design: prometheus_client's multiprocess mode.
+
+- The runner (`harness run --metrics-port P`, a plain process) makes a fresh directory per run
+  and starts its load processes with `PROMETHEUS_MULTIPROC_DIR` and `HARNESS_METRICS_DIR` set to
+  it. Each load process writes its samples into its own mmap files there; the runner serves the
+  aggregate over HTTP (`MultiProcessCollector`), adding the run's labels (`run`, `scenario`,
+  `config`, `model`) to every series, plus `harness_run_info` (every RunOptions label) and the
+  target load. Load processes know nothing about labels, ports or the server.
+- The hot path is untouched: the load process's `Finisher` (harness/load/user.py) already
+  handles finished requests when the event loop is idle; `LoadMetrics.observe(rec)` only adds
+  to per-class bucket counts in plain Python lists (per-token ITL: one bisect per chunk, numpy
+  for long streams). Once a second, when the loop is idle, the pending counts are written to the
+  mmap files in one batch (one `inc` per changed bucket), with in-flight, users, sends and CPU.
+- Latency histograms and token counters hold *measured* requests only (warmup excluded, as in
+  summary.json); `harness_requests_total` has a `phase` label and counts warmup too.
+- A run's series stay served until the next run attaches (sweeps) or the server closes, frozen
+  at their final values.
+
+Why multiprocess mode fits: load processes are local children of the runner (remote Locust
+workers would instead ship `LoadMetrics.snapshot()`-style deltas to the master), counters and
+histograms of exited processes keep their final values, and live gauges (`livesum`) of exited
+processes are dropped at collect time.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.metrics.record import RequestRecord
+
+ENV_DIR = "HARNESS_METRICS_DIR"  # set (with PROMETHEUS_MULTIPROC_DIR) only for runs that export
+
+# ----------------------------------------------------------------------------- buckets (seconds)
+# Supersets of vLLM's bucket bounds in the range that matters (client and engine quantiles are
+# interpolated on shared edges there), with finer steps where LLM latencies sit.
+TTFT_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0,
+                1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0, 120.0, 300.0)
+ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.0175, 0.02, 0.025, 0.03, 0.035, 0.04,
+               0.05, 0.06, 0.075, 0.1, 0.125, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
+E2E_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 40.0,
+               50.0, 60.0, 90.0, 120.0, 240.0, 480.0, 960.0)
+SEND_LAG_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                    2.5, 5.0, 10.0)
+
+#: name -> (buckets, help). Names get the `harness_` prefix and `_seconds` unit.
+HISTOGRAMS: dict[str, tuple[tuple[float, ...], str]] = {
+    "ttft": (TTFT_BUCKETS, "Time to first token (first content chunk), client side, from the intended send in open loop."),
+    "itl": (ITL_BUCKETS, "Inter-token latency per token: a chunk of k tokens after a gap g gives k samples of g/k."),
+    "tpot": (ITL_BUCKETS, "Time per output token per request: (E2E - TTFT) / (output tokens - 1)."),
+    "e2e": (E2E_BUCKETS, "End-to-end request latency (last content chunk), client side."),
+    "send_lag": (SEND_LAG_BUCKETS, "Open loop: actual send time minus intended send time."),
+}
+HIST_NAMES = tuple(HISTOGRAMS)
+_BOUNDS_NS = {name: tuple(round(b * 1e9) for b in spec[0]) for name, spec in HISTOGRAMS.items()}
+_ITL_BOUNDS_NS = _BOUNDS_NS["itl"]
+
+#: labels the runner adds to every harness_ series (empty values are dropped by Prometheus)
+RUN_LABELS = ("run", "scenario", "config", "model")
+
+#: streams with more chunks than this use numpy for per-token ITL
+NUMPY_FROM = 48
+
+
+# ============================================================================ load-process side
+class _ClassAcc:
+    """Pending (not yet flushed) observations of one request class."""
+
+    __slots__ = ("counts", "sums", "outcomes", "input_tokens", "output_tokens")
+
+    def __init__(self) -> None:
+        self.counts = {name: [0] * (len(_BOUNDS_NS[name]) + 1) for name in HIST_NAMES}
+        self.sums = dict.fromkeys(HIST_NAMES, 0)  # ns
+        self.outcomes: dict[tuple[str, str], int] = {}  # (outcome, phase) -> n
+        self.input_tokens = 0
+        self.output_tokens = 0
+
+
+class LoadMetrics:
+    """One load process's exporter: cheap `observe(rec)`, batched `flush()` to the mmap files.
+
+    `ctrl` (a LoadController, optional): its `new_record` (called by the user right before
+    the request bytes go out, after any wait for the intended send time) is wrapped to count
+    sends, so in flight = sent - finished, not counting open-loop requests still waiting for
+    their send time. `users` (a callable, set on Locust's test_start) gives the running users.
+    """
+
+    def __init__(self, ctrl: Any = None) -> None:
+        from prometheus_client import Counter, Gauge, Histogram
+
+        self.ctrl = ctrl
+        self.users: Callable[[], int] | None = None
+        self._acc: dict[str, _ClassAcc] = {}
+        self._lock = threading.Lock()  # flush may run from atexit while the loop is stopped
+        self._sends = [0]  # bumped by the wrapped ctrl.new_record
+        self._flushed_sends = 0
+        self._finished = 0
+        self._cpu = time.process_time()
+        self._np = None
+        reg = None  # never the global registry: the runner collects the files
+        self.hist = {
+            name: Histogram(f"harness_{name}_seconds", doc, ["class"], buckets=buckets, registry=reg)
+            for name, (buckets, doc) in HISTOGRAMS.items()
+        }
+        self.requests = Counter("harness_requests", "Finished requests by class, outcome (ok or error kind) and phase (warmup, measure).",
+                                ["class", "outcome", "phase"], registry=reg)
+        self.input_tokens = Counter("harness_input_tokens", "Prompt tokens of measured successful requests (server usage, else planned).",
+                                    ["class"], registry=reg)
+        self.output_tokens = Counter("harness_output_tokens", "Output tokens of measured successful requests.", ["class"], registry=reg)
+        self.sent = Counter("harness_requests_sent", "Requests sent (warmup and measured), sampled once a second.", registry=reg)
+        self.cpu = Counter("harness_client_cpu_seconds", "CPU time of the load processes.", registry=reg)
+        self.in_flight = Gauge("harness_in_flight_requests", "Requests sent and not yet finished.", registry=reg, multiprocess_mode="livesum")
+        self.active_users = Gauge("harness_active_users", "Running Locust users.", registry=reg, multiprocess_mode="livesum")
+        self._children: dict[str, Any] = {}
+
+    # ---- per request (idle time, in the Finisher)
+    def observe(self, rec: RequestRecord) -> None:
+        acc = self._acc.get(rec.class_name)
+        if acc is None:
+            acc = self._acc[rec.class_name] = _ClassAcc()
+        err = rec.error_kind
+        key = (err or "ok", "warmup" if rec.warmup else "measure")
+        acc.outcomes[key] = acc.outcomes.get(key, 0) + 1
+        self._finished += 1
+        if rec.warmup or err is not None:
+            return
+        acc.input_tokens += rec.input_tokens if rec.input_tokens is not None else rec.intended_input_tokens
+        acc.output_tokens += rec.output_tokens or 0
+        counts, sums = acc.counts, acc.sums
+        sent = rec.sent_ns
+        intended = rec.intended_ns
+        if intended is not None:
+            lag = sent - intended
+            counts["send_lag"][bisect_left(_BOUNDS_NS["send_lag"], lag)] += 1
+            sums["send_lag"] += lag
+            start = intended
+        else:
+            start = sent
+        chunks = rec.chunk_ns
+        if not chunks:
+            return
+        first, last = chunks[0], chunks[-1]
+        ttft = first - start
+        counts["ttft"][bisect_left(_BOUNDS_NS["ttft"], ttft)] += 1
+        sums["ttft"] += ttft
+        e2e = last - start
+        counts["e2e"][bisect_left(_BOUNDS_NS["e2e"], e2e)] += 1
+        sums["e2e"] += e2e
+        n = rec.output_tokens
+        if n is not None and n >= 2:
+            tpot = (last - first) // (n - 1)
+            counts["tpot"][bisect_left(_BOUNDS_NS["tpot"], tpot)] += 1
+            sums["tpot"] += tpot
+        if len(chunks) > 1:
+            sums["itl"] += last - first
+            if len(chunks) > NUMPY_FROM:
+                self._itl_numpy(counts["itl"], chunks, rec.chunk_tokens)
+            else:
+                itl = counts["itl"]
+                prev = first
+                for t, k in zip(chunks[1:], rec.chunk_tokens[1:]):
+                    gap = t - prev
+                    prev = t
+                    if k > 1:
+                        itl[bisect_left(_ITL_BOUNDS_NS, gap // k)] += k
+                    else:
+                        itl[bisect_left(_ITL_BOUNDS_NS, gap)] += 1
+
+    def _itl_numpy(self, itl: list[int], chunks: list[int], tokens: list[int]) -> None:
+        np = self._np
+        if np is None:
+            import numpy as np
+
+            self._np = np
+            self._bounds_np = np.asarray(_ITL_BOUNDS_NS, dtype=np.int64)
+        times = np.fromiter(chunks, dtype=np.int64, count=len(chunks))
+        gaps = np.diff(times)
+        k = np.fromiter(tokens, dtype=np.int64, count=len(tokens))[1 : len(chunks)]
+        if len(k) != len(gaps):  # defensive: token list shorter than chunk list
+            k = np.resize(np.maximum(k, 1) if len(k) else np.ones(1, np.int64), len(gaps))
+        k = np.maximum(k, 1)
+        idx = np.searchsorted(self._bounds_np, gaps // k, side="left")
+        per_bucket = np.bincount(idx, weights=k, minlength=len(itl))
+        for i in np.flatnonzero(per_bucket):
+            itl[i] += int(per_bucket[i])
+
+    # ---- once a second (idle time), and at exit
+    def flush(self) -> None:
+        with self._lock:
+            for cls, acc in self._acc.items():
+                children = self._children.get(cls)
+                if children is None:
+                    children = self._children[cls] = {name: h.labels(cls) for name, h in self.hist.items()}
+                for name in HIST_NAMES:
+                    counts = acc.counts[name]
+                    if not any(counts):
+                        continue
+                    buckets = children[name]._buckets
+                    for i, c in enumerate(counts):
+                        if c:
+                            buckets[i].inc(c)
+                            counts[i] = 0
+                    children[name]._sum.inc(acc.sums[name] / 1e9)
+                    acc.sums[name] = 0
+                for (outcome, phase), c in acc.outcomes.items():
+                    self.requests.labels(cls, outcome, phase).inc(c)
+                acc.outcomes.clear()
+                if acc.input_tokens or acc.output_tokens:
+                    self.input_tokens.labels(cls).inc(acc.input_tokens)
+                    self.output_tokens.labels(cls).inc(acc.output_tokens)
+                    acc.input_tokens = acc.output_tokens = 0
+            sends = self._sends[0]
+            if sends > self._flushed_sends:
+                self.sent.inc(sends - self._flushed_sends)
+                self._flushed_sends = sends
+            self.in_flight.set(max(0, sends - self._finished))
+            if self.users is not None:
+                try:
+                    self.active_users.set(self.users())
+                except Exception:  # noqa: BLE001 - a gauge must never break the load
+                    pass
+            cpu = time.process_time()
+            self.cpu.inc(cpu - self._cpu)
+            self._cpu = cpu
+
+    def start(self, interval_s: float = 1.0) -> LoadMetrics:
+        """Flush every `interval_s` when the gevent loop is idle, and once more at exit."""
+        import gevent
+
+        def loop() -> None:
+            while True:
+                gevent.sleep(interval_s)
+                gevent.idle()
+                self.flush()
+
+        ctrl = self.ctrl
+        if ctrl is not None and hasattr(ctrl, "new_record"):
+            sends, new_record = self._sends, ctrl.new_record
+
+            def counted_new_record(item: Any) -> Any:
+                sends[0] += 1
+                return new_record(item)
+
+            ctrl.new_record = counted_new_record  # one add per request; no clock, no I/O
+        self.flush()  # the families exist from the first scrape on
+        gevent.spawn(loop)
+        atexit.register(self.flush)
+        try:  # running users: Locust fires test_start with the environment before spawning
+            import locust
+
+            def on_test_start(environment: Any, **_kw: Any) -> None:
+                runner = environment.runner
+                self.users = lambda: runner.user_count
+
+            locust.events.test_start.add_listener(on_test_start)
+        except Exception:  # noqa: BLE001
+            pass
+        return self
+
+
+def wrap_report(report: Callable[[Any], None], ctrl: Any) -> Callable[[Any], None]:
+    """The Finisher's report callback, plus `LoadMetrics.observe` when this run exports metrics.
+
+    Returns `report` itself when the runner did not ask for metrics (no HARNESS_METRICS_DIR).
+    """
+    if not os.environ.get(ENV_DIR) or not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return report
+    sink = LoadMetrics(ctrl).start()
+    observe = sink.observe
+
+    def both(rec: Any) -> None:
+        report(rec)
+        observe(rec)
+
+    return both
+
+
+# ============================================================================ runner side
+_LABEL_RE = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def _label_name(key: str) -> str:
+    name = _LABEL_RE.sub("_", key)
+    if not name or name[0].isdigit():
+        name = "_" + name
+    return name
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class RunMetrics:
+    """One run's metrics directory and labels; collected by a `MetricsServer`."""
+
+    def __init__(self, server: MetricsServer | None, run_id: str, scenario: Any, model: str | None,
+                 labels: dict[str, str] | None = None, own_server: bool = False) -> None:
+        labels = dict(labels or {})
+        self.server = server
+        self.own_server = own_server
+        self.dir = tempfile.mkdtemp(prefix="harness-metrics-")
+        self.env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": self.dir, ENV_DIR: self.dir}
+        self.series_labels = {"run": run_id, "scenario": getattr(scenario, "name", str(scenario)),
+                              "config": str(labels.get("config", "")), "model": model or ""}
+        info = {_label_name(k): str(v) for k, v in labels.items()}
+        info.update(self.series_labels)
+        self.info = info
+        self.target_rate: float | None = None
+        self.target_users: int | None = None
+        load = getattr(scenario, "load", None)
+        if load is not None:
+            if getattr(load, "open_loop", False):
+                self.target_rate = load.rate
+                self.target_users = load.max_in_flight
+            else:
+                self.target_users = load.concurrency
+        self.started = time.time()
+        self._final: list[Any] | None = None
+        self._lock = threading.Lock()
+        if server is not None:
+            server.attach(self)
+
+    @property
+    def url(self) -> str | None:
+        return self.server.url if self.server is not None else None
+
+    def collect(self) -> Iterator[Any]:
+        with self._lock:
+            if self._final is not None:
+                yield from self._final
+                return
+            yield from self._collect()
+
+    def _collect(self) -> list[Any]:
+        from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+        from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+        out: list[Any] = []
+        extra = self.series_labels
+        names = list(extra)
+        values = [extra[n] for n in names]
+        info = GaugeMetricFamily("harness_run_info", "The run being measured: run id, scenario, model, sweep labels.",
+                                 labels=list(self.info))
+        info.add_metric(list(self.info.values()), 1.0)
+        out.append(info)
+        start = GaugeMetricFamily("harness_run_start_time_seconds", "When the run started (Unix time).", labels=names)
+        start.add_metric(values, self.started)
+        out.append(start)
+        if self.target_rate is not None:
+            g = GaugeMetricFamily("harness_target_rate_requests_per_second", "Open loop: the scenario's target request rate.", labels=names)
+            g.add_metric(values, float(self.target_rate))
+            out.append(g)
+        if self.target_users is not None:
+            g = GaugeMetricFamily("harness_target_users", "Closed loop: concurrency; open loop: max in flight.", labels=names)
+            g.add_metric(values, float(self.target_users))
+            out.append(g)
+        if not os.path.isdir(self.dir):
+            return out
+        for fname in os.listdir(self.dir):  # live gauges of exited load processes no longer count
+            if fname.startswith("gauge_live") and fname.endswith(".db"):
+                try:
+                    pid = int(fname[:-3].rsplit("_", 1)[1])
+                except ValueError:
+                    continue
+                if not _alive(pid):
+                    mark_process_dead(pid, self.dir)
+        for fam in MultiProcessCollector(None, self.dir).collect():
+            m = Metric(fam.name, fam.documentation, fam.type, fam.unit)
+            m.samples = [s._replace(labels={**s.labels, **extra}) for s in fam.samples]
+            out.append(m)
+        return out
+
+    def close(self) -> None:
+        """Freeze the final values (still served until the next run attaches), remove the files."""
+        with self._lock:
+            if self._final is None:
+                try:
+                    self._final = self._collect()
+                except Exception:  # noqa: BLE001
+                    self._final = []
+            shutil.rmtree(self.dir, ignore_errors=True)
+        if self.own_server and self.server is not None:
+            self.server.close()
+
+
+class MetricsServer:
+    """`/metrics` on host:port (127.0.0.1 by default) for the run attached now (or the last one)."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.port = port
+        self._run: RunMetrics | None = None
+        self._httpd: Any = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    def start(self) -> MetricsServer:
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        from harness.errors import UserError
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(self)  # type: ignore[arg-type]
+        try:
+            self._httpd, self._thread = start_http_server(self.port, addr=self.host, registry=registry)
+        except OSError as exc:
+            raise UserError(f"--metrics-port {self.port}: cannot serve metrics on {self.host}:{self.port} ({exc.strerror or exc})") from None
+        self.port = self._httpd.server_address[1]
+        return self
+
+    def attach(self, run: RunMetrics) -> None:
+        self._run = run
+
+    def collect(self) -> Iterable[Any]:
+        run = self._run
+        if run is None:
+            return []
+        return list(run.collect())
+
+    def close(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+            self._thread = None
+
+
+def open_run(opts: Any, run_id: str, scenario: Any, model: str | None) -> RunMetrics | None:
+    """The runner's entry point: a RunMetrics when `opts` asks for metrics, else None.
+
+    `opts.metrics_server` (a started MetricsServer shared by a sweep) wins over
+    `opts.metrics_port` (a server for this run only, closed with it).
+    """
+    server = getattr(opts, "metrics_server", None)
+    own = False
+    if server is None:
+        port = getattr(opts, "metrics_port", None)
+        if not port:
+            return None
+        server = MetricsServer(port, getattr(opts, "metrics_host", None) or "127.0.0.1").start()
+        own = True
+    return RunMetrics(server, run_id, scenario, model, getattr(opts, "labels", None), own_server=own)
