@@ -62,11 +62,9 @@ class SimProc:
         raise AssertionError("simulator not ready in time")
 
     def stdout(self) -> str:
-        self._out.flush()
         return self.out_path.read_text()
 
     def stderr(self) -> str:
-        self._err.flush()
         return self.err_path.read_text()
 
     def get(self, path: str, headers: dict | None = None, timeout: float = 10) -> tuple[int, dict, bytes]:
