@@ -46,6 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "e2e.p50,e2e.p99,rps,output_tps,goodput_rps,error_rate)")
     p.add_argument("--force", action="store_true", help="compare even when the workload fingerprints differ")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--json-out", type=Path, default=None, metavar="FILE", help="also write the result as JSON to FILE")
     p.add_argument("--verbose", "-v", action="store_true", help="print the noise tests of every metric")
     p.add_argument("--confidence", type=float, default=0.95, help="bootstrap interval level (default 0.95)")
     p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
@@ -79,6 +80,11 @@ def _run(args: argparse.Namespace) -> int:
     opts = options_from(args)
     defs = metrics.resolve(args.metrics)
     result = compare(args.baseline, args.candidate, defs, opts, args.baselines)
+    if args.json_out is not None:
+        try:
+            args.json_out.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        except OSError as exc:
+            raise UserError(f"--json-out {args.json_out}: cannot write ({exc.strerror})") from None
     if args.json:
         json.dump(result.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")

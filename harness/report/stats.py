@@ -102,20 +102,24 @@ def cluster_quantile_draws(gaps: tuple[np.ndarray, np.ndarray], pcts: list[float
         else:
             k = np.searchsorted(base_cum, max(1.0, ceil(float(p) / 100.0 * v.size)))
             out[p] = (float(v[min(k, v.size - 1)]), [])
-    for _ in range(B):
-        w_req = rng.poisson(1.0, n_req).astype(float)
-        w = w_req[o]
-        cum = np.cumsum(w)
-        total = cum[-1]
-        if total <= 0:
-            continue
+    step = int(max(1, min(B, 4_000_000 // max(1, v.size))))  # resamples per vectorized chunk
+    done = 0
+    while done < B:
+        k = min(step, B - done)
+        done += k
+        w = rng.poisson(1.0, (k, n_req)).astype(np.float32)[:, o]  # (k, gaps), sorted by gap value
+        cum = np.cumsum(w, axis=1)
+        total = cum[:, -1]
+        ok = total > 0
         for p in pcts:
             if p == "mean":
-                out[p][1].append(float((w * v).sum() / total))
+                vals = (w @ v.astype(np.float32)) / np.where(ok, total, 1)
             else:
-                idx = np.searchsorted(cum, max(1.0, float(p) / 100.0 * total))
-                out[p][1].append(float(v[min(idx, v.size - 1)]))
-    return {p: (pt, np.asarray(d)) for p, (pt, d) in out.items()}
+                target = np.maximum(1.0, float(p) / 100.0 * total)
+                idx = np.minimum((cum < target[:, None]).sum(axis=1), v.size - 1)
+                vals = v[idx]
+            out[p][1].extend(np.asarray(vals)[ok].tolist())
+    return {p: (pt, np.asarray(d, dtype=float)) for p, (pt, d) in out.items()}
 
 
 def slice_rates(runs_requests: list[list[dict[str, Any]]], quantity: str, good: list[list[bool]] | None = None, slices: int = 10) -> np.ndarray:
