@@ -211,6 +211,9 @@ def build_sweep_report(sweep: SweepData) -> Document:
         items.append("no goodput in the results (no SLO set?): configs are ranked on requests/s instead")
     doc.add(_warnings_block(items))
 
+    common = sweep.common_flags()
+    if common:
+        doc.add(Paragraph(f"Flags every config shares: `{V.flags_text(common)}`; the tables show only the flags that vary."))
     doc.add(Heading("Best config under the SLOs"))
     lines = []
     for scenario in sweep.scenarios:

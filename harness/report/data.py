@@ -371,11 +371,26 @@ class SweepData:
                 seen.append(c.scenario)
         return seen
 
-    def flags_of(self, config_id: str) -> dict[str, Any]:
+    def flags_of(self, config_id: str, varied_only: bool = True) -> dict[str, Any]:
+        """A config's flags; by default only those that differ between the sweep's configs (the
+        shared ones are `common_flags`)."""
         for c in self.cells:
             if c.config_id == config_id:
-                return c.flags
+                if not varied_only:
+                    return c.flags
+                common = self.common_flags()
+                return {k: v for k, v in c.flags.items() if k not in common}
         return {}
+
+    def common_flags(self) -> dict[str, Any]:
+        """Flags every config sets to the same value (the sweep's base)."""
+        per_config: dict[str, dict[str, Any]] = {}
+        for c in self.cells:
+            per_config.setdefault(c.config_id, c.flags)
+        if len(per_config) < 2:
+            return {}
+        first, *rest = per_config.values()
+        return {k: v for k, v in first.items() if all(k in o and o[k] == v for o in rest)}
 
     def cells_for(self, config_id: str, scenario: str) -> list[Cell]:
         return [c for c in self.cells if c.config_id == config_id and c.scenario == scenario]

@@ -184,7 +184,7 @@ def over_time_figure(
     t, v = _series(progress, "output_tokens", t0)
     tr, rate = _rate(t, v)
     if tr.size:
-        ax.plot(tr, rate, color="#222222", ls="--", lw=1.2, label="client output tokens/s")
+        ax.plot(tr, rate, color="#222222", ls="--", lw=1.2, label="client output tokens/s (counted as requests finish)")
         drawn = True
     ax.set_ylabel("tokens/s")
     ax.set_title("Throughput", loc="left", fontsize="medium")
@@ -249,11 +249,16 @@ def latency_throughput_figure(points: list[SweepPoint], configs: list[str], scen
                     ax.plot([p.throughput], [p99], "^", color=color, ms=7, label="_p99")
                 if best.get(scenario) == p.config and p99 is not None:
                     ax.plot([p.throughput], [p99], "o", ms=16, mfc="none", mec="#bf8700", mew=2, label="_best")
-            ax.set_ylim(bottom=0)
+            ys_all = [y for p in pts for y in p.lat.get(metric, (None, None)) if y is not None and y > 0]
+            log = bool(ys_all) and max(ys_all) / min(ys_all) > 20  # one config far worse: keep the others readable
+            if log:
+                ax.set_yscale("log")
+            else:
+                ax.set_ylim(bottom=0)
             if r == 0:
                 ax.set_title(f"scenario {scenario}", fontsize="medium")
-            if c == 0:
-                ax.set_ylabel(f"{label} (ms)")
+            if c == 0 or log:
+                ax.set_ylabel(f"{label} (ms{', log scale' if log else ''})")
             if r == len(LAT_PANELS) - 1:
                 ax.set_xlabel("output tokens/s")
             _style(ax)

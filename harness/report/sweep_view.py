@@ -59,7 +59,7 @@ def results(sweep: SweepData) -> dict[tuple[str, str], ConfigResult]:
     for cell in sweep.cells:
         key = (cell.config_id, cell.scenario)
         if key not in out:
-            out[key] = ConfigResult(cell.config_id, cell.scenario, cell.flags)
+            out[key] = ConfigResult(cell.config_id, cell.scenario, sweep.flags_of(cell.config_id))
         out[key].cells.append(cell)
     return out
 
