@@ -118,6 +118,8 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
     if given & {"load.duration_s", "load.requests"}:
         load.pop("duration_s", None)  # an explicit CLI stop condition replaces the file's
         load.pop("requests", None)
+    if "warmup.duration_s" in given and isinstance(out.get("warmup"), dict):
+        out["warmup"].pop("requests", None)  # `--warmup S` is the whole warmup, not an addition
     for dotted in sorted(given):
         set_path(out, dotted, overrides[dotted])
     return out

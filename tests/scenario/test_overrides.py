@@ -72,6 +72,13 @@ def test_target_seed_warmup_api_overrides(tmp_path: Path) -> None:
     assert sc.seed == 9 and sc.warmup.duration_s == 0 and sc.telemetry.enabled is False
 
 
+def test_warmup_seconds_replace_the_files_warmup(tmp_path: Path) -> None:
+    text = CLOSED.replace("warmup: {duration_s: 2}", "warmup: {duration_s: 2, requests: 8}")
+    assert _load(tmp_path, text).warmup.requests == 8
+    sc = _load(tmp_path, text, "--warmup", "0")
+    assert (sc.warmup.duration_s, sc.warmup.requests) == (0, 0)  # --warmup 0 means no warmup at all
+
+
 def test_override_that_makes_the_file_invalid_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(CLOSED)

@@ -1,0 +1,175 @@
+"""`harness run` as a user runs it (a subprocess) against the scriptable OpenAI server.
+
+The results contract: every key the core issue lists, requests.jsonl = completed + failed,
+histograms decode, scenario.yaml reloads with the same fingerprint, no secret in any file,
+and Ctrl-C keeps what was measured (status "partial").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.metrics.recorder import ALL, MetricSet
+from harness.scenario import fingerprint, load_scenario
+
+SECRET = "sk-do-not-leak-7f3a9c"
+
+SCENARIO = """\
+name: contract
+seed: 7
+target:
+  api_key_env: HARNESS_TEST_KEY
+load: {concurrency: 3, requests: 12}
+warmup: {requests: 2}
+slo: {ttft_ms: 60000}
+sampling:
+  extra_body: {itl_ms: 0.5}
+workload:
+  classes:
+    - name: short
+      weight: 2
+      input_tokens: {dist: uniform, min: 5, max: 20}
+      output_tokens: {dist: uniform, min: 3, max: 8}
+    - name: long
+      input_tokens: 40
+      output_tokens: 12
+      slo: {ttft_ms: 0.001}  # 1 µs: no request over HTTP meets it
+"""
+
+DIST_KEYS = {"count", "mean", "p50", "p90", "p99", "p999", "max"}
+LATENCY = {"ttft", "itl_chunk", "itl_token", "tpot", "e2e", "send_lag"}
+
+
+def harness(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def contract_run(fake_openai, tmp_path_factory):  # type: ignore[no-untyped-def]
+    tmp = tmp_path_factory.mktemp("contract")
+    path = tmp / "contract.yaml"
+    path.write_text(SCENARIO)
+    out = tmp / "run"
+    proc = harness("run", str(path), "--target", fake_openai.url, "--model", "ok", "--out", str(out),
+                   "--no-telemetry", "--no-report", env={"HARNESS_TEST_KEY": SECRET})
+    return proc, out, path
+
+
+def test_run_succeeds_and_prints_the_table(contract_run) -> None:  # type: ignore[no-untyped-def]
+    proc, out, _ = contract_run
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for label in ("TTFT", "ITL (per token)", "E2E", "requests/s", "tokens/s", f"results: {out}"):
+        assert label in proc.stdout
+
+
+def test_summary_has_every_contract_key(contract_run) -> None:  # type: ignore[no-untyped-def]
+    _, out, _ = contract_run
+    s = json.loads((out / "summary.json").read_text())
+    assert s["schema_version"] == 1 and s["status"] == "complete"
+    assert s["scenario"]["name"] == "contract" and len(s["scenario"]["fingerprint"]["value"]) == 16
+    assert {k: s["target"][k] for k in ("api", "model")} == {"api": "openai-chat", "model": "ok"}
+    assert s["target"]["url"].startswith("http://127.0.0.1:")
+    assert {"start", "end", "duration_s", "warmup_s"} <= set(s["window"])
+    assert s["window"]["end"] >= s["window"]["start"] and s["window"]["duration_s"] > 0
+    assert {"completed", "failed", "errors_by_kind", "rps"} <= set(s["requests"])
+    assert s["requests"]["completed"] == 12 and s["requests"]["failed"] == 0 and s["requests"]["rps"] > 0
+    assert {"input_total", "output_total", "input_per_s", "output_per_s"} <= set(s["tokens"])
+    assert set(s["latency_ms"]) >= LATENCY
+    for name in LATENCY:
+        assert DIST_KEYS <= set(s["latency_ms"][name]), name
+    assert s["latency_ms"]["ttft"]["count"] == 12 and s["latency_ms"]["send_lag"]["count"] == 0  # closed loop
+    assert set(s["per_class"]) <= {"short", "long"} and s["per_class"]
+    for block in s["per_class"].values():
+        assert {"requests", "tokens", "latency_ms", "goodput"} <= set(block)
+        assert set(block["latency_ms"]) >= LATENCY
+    assert {"overall", "per_class"} <= set(s["goodput"])
+    # the "long" class has a 1 µs TTFT SLO no request meets; "short" inherits 60 s
+    g = s["goodput"]
+    long_total = g["per_class"].get("long", {}).get("total", 0)
+    assert g["overall"]["good"] == 12 - long_total
+    assert {"prompt_tokens_mean_diff", "max_diff"} <= set(s["usage_check"])
+    # the fake server always reports 7 prompt tokens: the check must see the difference
+    assert s["usage_check"]["max_diff"] > 0
+    assert s["client"]["warmup_requests"] == 2
+
+
+def test_tokens_match_requests(contract_run) -> None:  # type: ignore[no-untyped-def]
+    _, out, _ = contract_run
+    s = json.loads((out / "summary.json").read_text())
+    lines = [json.loads(l) for l in (out / "requests.jsonl").read_text().splitlines()]
+    assert len(lines) == s["requests"]["completed"] + s["requests"]["failed"]
+    assert sorted(l["i"] for l in lines) == list(range(12)) and not any(l["warmup"] for l in lines)
+    assert sum(l["output_tokens"] for l in lines) == s["tokens"]["output_total"]
+    assert sum(l["input_tokens"] for l in lines) == s["tokens"]["input_total"] == 12 * 7
+    for l in lines:
+        assert l["chunks"] == l["output_tokens"] and l["ttft_ms"] <= l["e2e_ms"]
+        assert {"class", "intended_ns", "sent_ns", "ttft_ms", "e2e_ms", "input_tokens", "output_tokens", "error"} <= set(l)
+    ttfts = sorted(l["ttft_ms"] for l in lines)
+    assert s["latency_ms"]["ttft"]["max"] == pytest.approx(ttfts[-1], rel=1e-9)
+    assert s["latency_ms"]["ttft"]["mean"] == pytest.approx(sum(ttfts) / len(ttfts), rel=1e-3)
+
+
+def test_histograms_decode(contract_run) -> None:  # type: ignore[no-untyped-def]
+    _, out, _ = contract_run
+    s = json.loads((out / "summary.json").read_text())
+    ms = MetricSet.from_dict(json.loads((out / "histograms.json").read_text()))
+    assert ms.classes[ALL].hist["ttft"].count == 12
+    again = ms.classes[ALL].summarize(s["window"]["duration_s"])
+    assert again["latency_ms"]["e2e"] == s["latency_ms"]["e2e"]
+
+
+def test_scenario_yaml_reloads_with_the_same_fingerprint(contract_run) -> None:  # type: ignore[no-untyped-def]
+    _, out, original = contract_run
+    s = json.loads((out / "summary.json").read_text())
+    resolved = load_scenario(out / "scenario.yaml")
+    assert resolved.seed == 7 and resolved.target.api_key_env == "HARNESS_TEST_KEY"
+    assert fingerprint(resolved)["value"] == s["scenario"]["fingerprint"]["value"]
+    assert fingerprint(load_scenario(original))["value"] == s["scenario"]["fingerprint"]["value"]
+
+
+def test_api_key_never_written(contract_run) -> None:  # type: ignore[no-untyped-def]
+    proc, out, _ = contract_run
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert {"summary.json", "histograms.json", "requests.jsonl", "scenario.yaml"} <= {p.name for p in files}
+    for p in files:
+        assert SECRET.encode() not in p.read_bytes(), p
+    assert SECRET not in proc.stdout + proc.stderr
+
+
+def test_ctrl_c_keeps_what_was_measured(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "long.yaml"
+    path.write_text(SCENARIO.replace("requests: 12}", "duration_s: 60}").replace("warmup: {requests: 2}\n", ""))
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "run", str(path), "--target", fake_openai.url,
+                             "--model", "ok", "--out", str(out), "--no-telemetry", "--no-report", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HARNESS_TEST_KEY": SECRET})
+    requests = out / "requests.jsonl"
+    deadline = time.monotonic() + 60
+    # requests.jsonl is flushed with each progress line (every second): wait for measured requests
+    while time.monotonic() < deadline and proc.poll() is None:
+        if requests.exists() and len(requests.read_text().splitlines()) >= 5:
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "partial"
+    assert s["requests"]["completed"] >= 5 and s["window"]["duration_s"] < 60
+    lines = requests.read_text().splitlines()
+    assert len(lines) == s["requests"]["completed"] + s["requests"]["failed"]
+    assert not list(out.glob("*.tmp"))

@@ -1,0 +1,69 @@
+"""Every shipped scenario runs end to end against the built-in simulated engine (no --target).
+
+The runs are started together (independent processes; no timing is asserted) to keep the
+suite short, then each is checked on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
+#: the Poisson example ramps over 5 s: its first arrivals come after 1 s
+DURATION = {"poisson_rate": "4"}
+
+pytestmark = pytest.mark.skipif(
+    not (ROOT / "harness" / "sim" / "cli.py").exists(), reason="the simulated engine (harness/sim/cli.py) is not built yet"
+)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):  # type: ignore[no-untyped-def]
+    tmp = tmp_path_factory.mktemp("sim_runs")
+    procs = {}
+    for path in SCENARIOS:
+        out = tmp / path.stem
+        args = [sys.executable, "-m", "harness.cli.main", "run", str(path), "--duration", DURATION.get(path.stem, "1"),
+                "--warmup", "0", "--out", str(out), "--quiet"]
+        if path.stem != "smoke":
+            args.append("--no-report")  # the report is checked once (smoke); it costs CPU
+        procs[path.stem] = (subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                             cwd=ROOT, env=dict(os.environ)), out)
+    results = {}
+    for name, (proc, out) in procs.items():
+        try:
+            stdout, stderr = proc.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+        results[name] = (proc.returncode, stderr, out)
+    return results
+
+
+def test_scenarios_are_shipped() -> None:
+    names = {p.stem for p in SCENARIOS}
+    assert {"mixed", "poisson_rate", "shared_prefix", "short_prompt_long_output", "long_prompt_short_output"} <= names
+
+
+@pytest.mark.parametrize("name", [p.stem for p in SCENARIOS])
+def test_shipped_scenario_against_the_simulated_engine(runs, name: str) -> None:  # type: ignore[no-untyped-def]
+    rc, stderr, out = runs[name]
+    assert rc == 0, stderr[-3000:]
+    assert "Traceback" not in stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "complete" and s["target"]["simulated"] is True
+    assert s["requests"]["completed"] > 0 and s["requests"]["failed"] == 0, s["requests"]
+    assert s["tokens"]["output_total"] > 0 and s["latency_ms"]["ttft"]["count"] == s["requests"]["completed"]
+    # the simulated engine counts tokens with the built-in tokenizer: prompts hit their targets
+    assert s["usage_check"]["max_diff"] == 0, s["usage_check"]
+    lines = (out / "requests.jsonl").read_text().splitlines()
+    assert len(lines) == s["requests"]["completed"] + s["requests"]["failed"]
+    if name == "smoke":
+        assert (out / "report.md").exists()

@@ -1,0 +1,98 @@
+"""`harness run` command line: overrides reach the run, preflight failures are one line, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+SCENARIO = """\
+name: cli
+load: {concurrency: 2, duration_s: 600}
+sampling:
+  extra_body: {itl_ms: 0.2}
+workload:
+  classes:
+    - name: a
+      input_tokens: 6
+      output_tokens: 3
+"""
+
+
+def harness(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env=dict(os.environ))
+
+
+def _file(tmp_path: Path) -> Path:
+    path = tmp_path / "cli.yaml"
+    path.write_text(SCENARIO)
+    return path
+
+
+def test_rate_and_requests_overrides_run_open_loop(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """--rate replaces the file's concurrency, --requests its duration; no --out: results/<time>-<name>/;
+    --user-clock is recorded as the clock used."""
+    proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url, "--rate", "40", "--requests", "8",
+                   "--seed", "5", "--api", "openai-completions", "--user-clock", "--no-telemetry", "--no-report", "--quiet",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = (tmp_path / "results").iterdir()
+    assert run_dir.name.endswith("Z-cli")
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["load"]["mode"] == "open" and s["load"]["rate"] == 40.0 and s["load"]["requests"] == 8
+    assert "concurrency" not in s["load"]
+    assert s["requests"]["completed"] == 8 and s["target"]["api"] == "openai-completions"
+    assert s["latency_ms"]["send_lag"]["count"] == 8  # open loop: every request has a send lag
+    assert s["target"]["model"] == "ok"  # first model of /v1/models
+    assert s["timing"]["clock"] == "user" and s["timing"]["requests_by_clock"] == {"user": 8}
+    resolved = yaml.safe_load((run_dir / "scenario.yaml").read_text())
+    assert resolved["load"]["concurrency"] is None and resolved["load"]["duration_s"] is None
+    assert resolved["seed"] == 5 and resolved["target"]["url"] == fake_openai.url
+    lines = [json.loads(l) for l in (run_dir / "requests.jsonl").read_text().splitlines()]
+    assert all(l["intended_ns"] is not None and l["send_lag_ms"] is not None for l in lines)
+
+
+def test_unreachable_target_is_one_line_exit_2(tmp_path: Path) -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    proc = harness("run", str(_file(tmp_path)), "--target", f"http://127.0.0.1:{port}", "--out", str(tmp_path / "r"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: target http://127.0.0.1:{port}: cannot connect ([Errno 111] Connection refused); "
+        "start the engine or fix --target"
+    ]
+
+
+def test_unknown_model_is_one_line_exit_2(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url, "--model", "nope",
+                   "--out", str(tmp_path / "r"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: target.model 'nope' is not served by {fake_openai.url}; served: ok (use --model)"
+    ]
+
+
+def test_bad_override_value_is_one_line_exit_2(tmp_path: Path) -> None:
+    path = _file(tmp_path)
+    proc = harness("run", str(path), "--concurrency", "0")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"error: {path}: load.concurrency: must be greater than 0"]
+    proc = harness("run", str(path), "--processes", "0")
+    assert proc.returncode == 2 and proc.stderr.strip() == "error: --processes must be at least 1"
+
+
+def test_missing_tokenizer_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(SCENARIO.replace("workload:\n", "workload:\n  tokenizer: no/such/dir\n"))
+    proc = harness("run", str(path), "--target", "http://127.0.0.1:1", "--out", str(tmp_path / "r"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: workload.tokenizer: no/such/dir has no tokenizer.json")
