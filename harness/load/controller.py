@@ -127,10 +127,11 @@ class LoadController:
             self._schedule = worker_share(arrival_offsets(self.scenario.load, self.scenario.seed), self.plan.worker, self.plan.workers)
         self.emit({"event": "window_start", "t": self.window_start_wall})
 
-    def _end_window(self) -> None:
+    def _end_window(self, not_before_ns: int | None = None) -> None:
         if self.phase == MEASURE:
             self.phase = DRAIN
-            self.window_end_ns = perf_ns()
+            now = perf_ns()
+            self.window_end_ns = max(now, not_before_ns) if not_before_ns is not None else now
             self.emit({"event": "window_end", "t": time.time()})
         self._maybe_done()
 
@@ -176,7 +177,9 @@ class LoadController:
             item = None
         if offset is not None and load.duration_s is not None and offset >= load.duration_s:
             self._prefetched.clear()
-            self._end_window()
+            # open loop hands arrivals out ahead of time: the window still lasts duration_s
+            # (else throughput = requests / time to the last completion reads high at low rates)
+            self._end_window(self.window_start_ns + round(load.duration_s * 1e9))
             return None
         if item is None:
             item = self._item(self.generator.request(index), None)

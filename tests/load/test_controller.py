@@ -128,6 +128,29 @@ def test_open_loop_constant_intended_times(tmp_path: Path, clock: Clock) -> None
     assert c.phase == DRAIN  # the 11th arrival (at 1.0 s) is outside the window
 
 
+def test_open_loop_window_lasts_the_duration(tmp_path: Path, clock: Clock) -> None:
+    """Arrivals are handed out ahead of time; the window is still duration_s long, so that
+    throughput is requests / duration, not requests / time to the last completion."""
+    c = make(tmp_path, scenario({"rate": 2, "arrival": "constant", "duration_s": 3}))
+    c.start()
+    items = drain_items(c)  # all six handed out at t=0, the window "ends" at once
+    assert len(items) == 6 and c.phase == DRAIN
+    for it in items:
+        clock.now = it.intended_ns
+        finish(c, it, chunks_after_s=(0.01,), clock=clock)
+    assert c.phase == DONE
+    assert c.result()["window"]["duration_s"] == pytest.approx(3.0)
+    # a completion after the nominal end extends the window
+    (tmp_path / "x").mkdir()
+    c2 = make(tmp_path / "x", scenario({"rate": 2, "arrival": "constant", "duration_s": 3}))
+    c2.start()
+    items = drain_items(c2)
+    clock.advance(4.5)
+    for it in items:
+        finish(c2, it, clock=clock)
+    assert c2.result()["window"]["duration_s"] == pytest.approx(4.5)
+
+
 def test_open_loop_workers_partition_the_arrivals(tmp_path: Path, clock: Clock) -> None:
     sc = scenario({"rate": 20, "arrival": "poisson", "requests": 40})
     (tmp_path / "s").mkdir()
@@ -258,3 +281,24 @@ def test_request_payload_and_headers(tmp_path: Path, clock: Clock, monkeypatch: 
     assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
     assert (body["temperature"], body["seed"], body["min_tokens"], body["ignore_eos"], body["max_tokens"]) == (0.5, 9, 4, True, 4)
     assert c.spec.headers["Authorization"] == "Bearer sk-test" and c.spec.headers["X-T"] == "1"
+
+
+@pytest.mark.parametrize("load", [{"concurrency": 2, "requests": 7}, {"rate": 5, "arrival": "poisson", "duration_s": 3}])
+def test_prefetch_changes_nothing_handed_out(tmp_path: Path, clock: Clock, load: dict[str, Any]) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    plain = make(tmp_path / "a", scenario(load))
+    plain.start()
+    want = [(i.planned, i.intended_ns - plain.window_start_ns if i.intended_ns else None, i.payload)
+            for i in drain_items(plain)]
+    pre = make(tmp_path / "b", scenario(load))
+    pre.start()
+    got = []
+    while True:
+        pre.prefetch(limit=3, batch=2)
+        item = pre.next_item()
+        if item is None:
+            break
+        got.append((item.planned, item.intended_ns - pre.window_start_ns if item.intended_ns else None, item.payload))
+    assert got == want and pre.sent == len(want)
+    assert pre.prefetch(limit=3) == 0  # nothing after the window
