@@ -1,0 +1,562 @@
+"""Distributed load over Locust's master/worker messaging, with lossless HDR merging.
+
+Each worker runs its own LoadController on its disjoint share of the deterministic request
+stream (worker=k of workers=N: request index % N == k; open-loop arrivals split the same way, so
+the union is the requested arrival process). Workers record their own HDR histograms and send
+them to the master, encoded, on Locust's messaging:
+
+    master -> worker   harness_plan   {run, plan}          the LoadPlan with this worker's share
+    master -> worker   harness_stop   {run}                stop handing out work, drain, report
+    worker -> master   harness_delta  {run, worker, ...}   every interval: histograms recorded since
+                                                           the last delta, progress, events, and
+                                                           the finished requests' jsonl lines
+    worker -> master   harness_final  {run, worker, result, reason}
+                                                           the controller's complete result
+
+The master appends the request lines to one requests.jsonl and writes each worker's final result
+as load_result.wK.json: the run directory of a multi-process run, merged by
+harness.results.build exactly as for `harness run --processes N`.
+
+The headless-master trap (LOCUST.md §3): `MasterRunner.quit()` waits only 0.5 s for the workers'
+last reports. Nothing here relies on it: the master sends harness_stop, waits until every
+worker's harness_final has arrived (a timeout is reported, never silent), and only then quits.
+
+Entry points (load processes; they import Locust and so gevent's monkey-patching):
+
+    python -m harness.load.distributed master PLAN.json --expect-workers N [--bind-host H] [--port P]
+    python -m harness.load.distributed worker [--master-host H] [--master-port P]
+
+The master prints JSON lines on stdout like `harness.load.main` does (window_start, progress,
+window_end, drained, result), so `harness run --distributed N` follows it like one load process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gevent
+import gevent.event
+import locust
+from locust.env import Environment
+from locust.log import setup_logging
+from locust.runners import MasterRunner, WorkerRunner
+
+from harness.load import user as user_module
+from harness.load.controller import DONE, LoadController
+from harness.load.gc_policy import GCPolicy
+from harness.load.plan import LoadPlan
+from harness.metrics.record import RequestRecord
+from harness.metrics.recorder import MetricSet
+
+log = logging.getLogger("harness.distributed")
+
+MSG_PLAN = "harness_plan"
+MSG_STOP = "harness_stop"
+MSG_DELTA = "harness_delta"
+MSG_FINAL = "harness_final"
+
+DEFAULT_MASTER_PORT = 5557
+#: after the workers were told to stop: how long beyond their drain grace the master waits
+FINAL_MARGIN_S = 15.0
+
+
+def users_for(plan: LoadPlan) -> tuple[int, float]:
+    """(Locust users, spawn rate) for a plan's whole load: closed-loop concurrency, or the
+    open-loop pool of max_in_flight users (their requests go out at the scheduled times)."""
+    load = plan.scenario["load"]
+    users = load.get("concurrency") or load.get("max_in_flight") or 1024
+    ramp = float(load.get("ramp_s") or 0.0)
+    closed = load.get("concurrency") is not None
+    return int(users), (users / ramp if (ramp > 0 and closed) else float(users))
+
+
+# ====================================================================== worker side
+class _Outbox:
+    """Stands in for the controller's requests.jsonl on a worker: the lines travel to the master."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.lines.append(text)
+        return len(text)
+
+    def take(self) -> str:
+        out = "".join(self.lines)
+        self.lines = []
+        return out
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _WorkerRun:
+    def __init__(self, run_id: str, ctrl: LoadController, tmp: Path) -> None:
+        self.run_id = run_id
+        self.ctrl = ctrl
+        self.tmp = tmp
+        self.outbox = _Outbox()
+        self.interval = MetricSet(ctrl.metrics.slos)
+        self.events: list[dict[str, Any]] = []
+        self.started = False
+        self.finishing = False
+        self.finished = gevent.event.Event()
+        self.gc: GCPolicy | None = None
+        self.sender: gevent.Greenlet | None = None
+        self.wake = gevent.event.Event()
+
+
+class WorkerAgent:
+    """The worker half: runs the share a master hands out and reports it.
+
+    Also serves a LocalRunner (web UI without workers): Locust then delivers messages by direct
+    calls, and the same code measures in-process.
+    """
+
+    def __init__(self, environment: Environment, interval_s: float = 1.0) -> None:
+        self.env = environment
+        self.interval_s = interval_s
+        self.run: _WorkerRun | None = None
+        self._locust_report = user_module.locust_reporter(environment)
+        runner = environment.runner
+        runner.register_message(MSG_PLAN, self._on_plan)
+        runner.register_message(MSG_STOP, self._on_stop, concurrent=True)
+        environment.events.test_start.add_listener(self._on_test_start)
+        environment.events.test_stopping.add_listener(self._on_test_stopping)
+        environment.events.quitting.add_listener(self._on_test_stopping)
+
+    @property
+    def worker_label(self) -> str:
+        return f"worker {self.run.ctrl.plan.worker}" if self.run else "worker"
+
+    # ---------------------------------------------------------------- messages
+    def _on_plan(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        old = self.run
+        if old is not None and not old.finished.is_set():
+            log.warning("a new run started before the previous one reported; dropping the previous one")
+            self._abandon(old)
+        data = msg.data
+        tmp = Path(tempfile.mkdtemp(prefix="harness-worker-"))
+        plan = LoadPlan.model_validate({**data["plan"], "out_dir": str(tmp)})
+        ctrl = LoadController(plan, emit=self._emit)
+        run = _WorkerRun(data["run"], ctrl, tmp)
+        ctrl.requests_file.close()
+        ctrl.requests_file = run.outbox  # type: ignore[assignment]
+        ctrl.on_done = lambda: gevent.spawn(self._finish, "done")
+        user_module.install(ctrl, self._report)
+        self.run = run
+        if self._test_running():
+            self._start()  # LocalRunner: the plan arrives from inside test_start
+
+    def _on_stop(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        run = self.run
+        if run is not None and msg.data.get("run") == run.run_id:
+            self._finish("stopped")
+
+    def _on_test_start(self, **_kw: Any) -> None:
+        if self.run is not None and not self.run.started:
+            self._start()
+
+    def _on_test_stopping(self, **_kw: Any) -> None:
+        # Locust is about to stop the users (stop_timeout 0 would cut streams): finish first
+        if self.run is not None and self.run.started:
+            self._finish("stopped")
+
+    def _test_running(self) -> bool:
+        state = getattr(self.env.runner, "state", None)
+        return state in ("spawning", "running") or not isinstance(self.env.runner, WorkerRunner)
+
+    # ---------------------------------------------------------------- run lifecycle
+    def _start(self) -> None:
+        run = self.run
+        assert run is not None
+        run.started = True
+        if run.ctrl.plan.gc_tune:
+            run.gc = GCPolicy().start()
+        run.ctrl.start()
+        run.sender = gevent.spawn(self._sender, run)
+
+    def _emit(self, line: dict[str, Any]) -> None:
+        run = self.run
+        if run is not None:
+            run.events.append(line)
+            run.wake.set()  # window marks go out at once (telemetry baselines hang on them)
+
+    def _report(self, rec: RequestRecord) -> None:
+        self._locust_report(rec)
+        run = self.run
+        if run is not None and not rec.warmup:
+            run.interval.record(rec)
+
+    def _sender(self, run: _WorkerRun) -> None:
+        while not run.finishing:
+            run.wake.wait(self.interval_s)
+            run.wake.clear()
+            if run.finishing:
+                break
+            self._send_delta(run)
+
+    def _send_delta(self, run: _WorkerRun) -> None:
+        interval, run.interval = run.interval, MetricSet(run.ctrl.metrics.slos)
+        events, run.events = run.events, []
+        data = {
+            "run": run.run_id,
+            "worker": run.ctrl.plan.worker,
+            "t": time.time(),
+            "progress": run.ctrl.progress(),
+            "events": events,
+            "metrics": {name: cm.to_dict() for name, cm in interval.by_class.items()},
+            "requests": run.outbox.take(),
+        }
+        self._send(MSG_DELTA, data)
+
+    def _send(self, msg_type: str, data: dict[str, Any]) -> None:
+        try:
+            self.env.runner.send_message(msg_type, data)
+        except Exception:  # noqa: BLE001 - a lost connection is reported by the master's timeout
+            log.exception("%s: could not send %s to the master", self.worker_label, msg_type)
+
+    def _finish(self, reason: str) -> None:
+        """Stop handing out work, let in-flight requests finish (up to the plan's grace), then
+        send the last delta and the complete result. Idempotent; concurrent callers wait."""
+        run = self.run
+        if run is None:
+            return
+        if run.finishing:
+            run.finished.wait()
+            return
+        run.finishing = True
+        ctrl = run.ctrl
+        try:
+            ctrl.stop()
+            deadline = time.monotonic() + ctrl.plan.stop_grace_s
+            while ctrl.phase != DONE and time.monotonic() < deadline:
+                gevent.sleep(0.02)
+            if user_module.FINISHER is not None:
+                user_module.FINISHER.drain()  # finished but not yet recorded
+            ctrl.cut_at_end = ctrl.in_flight
+            if run.sender is not None:
+                run.sender.kill(block=True)
+            self._send_delta(run)
+            result = ctrl.result()
+            if run.gc is not None:
+                run.gc.stop()
+                result["timing"]["gc"] = run.gc.summary()
+            self._send(MSG_FINAL, {"run": run.run_id, "worker": ctrl.plan.worker, "result": result, "reason": reason})
+        finally:
+            ctrl.close()
+            shutil.rmtree(run.tmp, ignore_errors=True)
+            run.finished.set()
+
+    def _abandon(self, run: _WorkerRun) -> None:
+        run.finishing = True
+        if run.sender is not None:
+            run.sender.kill(block=False)
+        if run.gc is not None:
+            run.gc.stop()
+        run.ctrl.stop()
+        run.ctrl.close()
+        shutil.rmtree(run.tmp, ignore_errors=True)
+        run.finished.set()
+
+
+# ====================================================================== master side
+class Collector:
+    """The master half: hands out shares, gathers deltas and final results, writes the run files.
+
+    Works with a MasterRunner (workers in other processes or machines) and with a LocalRunner
+    (a WorkerAgent in the same process). Callbacks run in the messaging greenlet; keep them short.
+    """
+
+    def __init__(
+        self,
+        environment: Environment,
+        *,
+        on_delta: Callable[[int, dict[str, Any]], None] | None = None,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.env = environment
+        self.on_delta = on_delta
+        self.on_event = on_event or (lambda _name, _line: None)
+        self.run_id: str | None = None
+        self.run_dir: Path | None = None
+        self.plan: LoadPlan | None = None
+        self.workers: dict[str, int] = {}
+        self.n = 0
+        self.progress: dict[int, dict[str, Any]] = {}
+        self.results: dict[int, dict[str, Any]] = {}
+        self.reasons: dict[int, str] = {}
+        self.started: set[int] = set()
+        self.drained: set[int] = set()
+        self.all_final = gevent.event.Event()
+        self.stop_sent = False
+        self._requests: Any = None
+        self._progress_file: Any = None
+        runner = environment.runner
+        runner.register_message(MSG_DELTA, self._on_delta)
+        runner.register_message(MSG_FINAL, self._on_final)
+
+    # ---------------------------------------------------------------- hand-out
+    def clients(self) -> list[str]:
+        """Client ids of the workers that take part, in the master's stable worker order."""
+        runner = self.env.runner
+        if isinstance(runner, MasterRunner):
+            nodes = runner.clients.ready + runner.clients.spawning + runner.clients.running
+            return sorted((n.id for n in nodes), key=runner.get_worker_index)
+        return ["local"]
+
+    def begin(self, plan: LoadPlan, run_dir: Path, clients: list[str] | None = None) -> None:
+        self.close()
+        clients = self.clients() if clients is None else clients
+        self.run_id = uuid.uuid4().hex[:12]
+        self.run_dir = Path(run_dir)
+        self.plan = plan
+        self.n = len(clients)
+        self.workers = {cid: k for k, cid in enumerate(clients)}
+        self.progress, self.results, self.reasons = {}, {}, {}
+        self.started, self.drained = set(), set()
+        self.all_final = gevent.event.Event()
+        self.stop_sent = False
+        self._requests = open(self.run_dir / "requests.jsonl", "a", buffering=1 << 16)
+        self._progress_file = open(self.run_dir / "progress.jsonl", "a", buffering=1)
+        if not clients:
+            self.all_final.set()
+            return
+        for cid, k in self.workers.items():
+            share = plan.model_copy(update={"worker": k, "workers": self.n})
+            self.env.runner.send_message(MSG_PLAN, {"run": self.run_id, "plan": share.model_dump(mode="json")},
+                                         client_id=cid)
+
+    # ---------------------------------------------------------------- messages
+    def _mine(self, data: dict[str, Any]) -> bool:
+        return self.run_id is not None and data.get("run") == self.run_id
+
+    def _on_delta(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        data = msg.data
+        if not self._mine(data):
+            return
+        k = int(data["worker"])
+        if data.get("requests") and self._requests is not None:
+            self._requests.write(data["requests"])
+        progress = data.get("progress") or {}
+        self.progress[k] = progress
+        if self._progress_file is not None and progress:
+            self._progress_file.write(json.dumps(progress) + "\n")
+        for line in data.get("events", ()):
+            event = line.get("event")
+            if event == "window_start":
+                first = not self.started
+                self.started.add(k)
+                if first:
+                    self.on_event("window_start", line)
+            elif event == "window_end":
+                self.on_event("worker_window_end", {**line, "worker": k})
+            elif event == "drained":
+                self.drained.add(k)
+                if len(self.drained) == self.n:
+                    self.on_event("drained", line)
+        if self.on_delta is not None:
+            self.on_delta(k, data)
+
+    def _on_final(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        data = msg.data
+        if not self._mine(data):
+            return
+        k = int(data["worker"])
+        result = data["result"]
+        self.results[k] = result
+        self.reasons[k] = data.get("reason", "")
+        if self.run_dir is not None:
+            path = self.run_dir / (f"load_result.w{k}.json" if self.n > 1 else "load_result.json")
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(json.dumps(result))
+            os.replace(tmp, path)
+        if k not in self.drained:
+            self.drained.add(k)
+            if len(self.drained) == self.n:
+                self.on_event("drained", {"event": "drained", "t": time.time()})
+        if len(self.results) == self.n:
+            self._flush()
+            self.all_final.set()
+        self.on_event("final", {"worker": k, "reason": self.reasons[k]})
+
+    # ---------------------------------------------------------------- the end
+    def stop_workers(self) -> None:
+        """Ask every worker that has not reported yet to stop and report (once)."""
+        if self.run_id is None or self.stop_sent:
+            return
+        self.stop_sent = True
+        for cid, k in self.workers.items():
+            if k not in self.results:
+                self.env.runner.send_message(MSG_STOP, {"run": self.run_id}, client_id=cid)
+
+    def wait_finals(self, timeout_s: float) -> list[int]:
+        """Wait until every worker's final result arrived; returns the missing workers (timeout)."""
+        self.all_final.wait(timeout_s)
+        missing = sorted(set(self.workers.values()) - set(self.results))
+        if missing:
+            log.error("final results of worker(s) %s did not arrive within %.0f s; their measurements are missing",
+                      ", ".join(map(str, missing)), timeout_s)
+        self._flush()
+        return missing
+
+    def final_timeout_s(self) -> float:
+        grace = self.plan.stop_grace_s if self.plan is not None else 30.0
+        return grace + FINAL_MARGIN_S
+
+    def totals(self) -> dict[str, Any]:
+        """Progress summed over workers (the same keys as one load process's progress line)."""
+        lines = list(self.progress.values())
+        out: dict[str, Any] = {"workers": self.n}
+        for key in ("sent", "done", "failed", "in_flight", "output_tokens", "warmup_done"):
+            out[key] = sum(int(p.get(key, 0) or 0) for p in lines)
+        phases = {p.get("phase") for p in lines}
+        for phase in ("warmup", "measure", "drain", "done"):
+            if phase in phases:
+                out["phase"] = phase
+                break
+        out["elapsed_s"] = max((p.get("elapsed_s", 0.0) for p in lines), default=0.0)
+        out["cpu_pct"] = max((p.get("cpu_pct", 0.0) for p in lines if p.get("phase") != "done"), default=0.0)
+        plan = self.plan
+        if plan is not None:
+            out["duration_s"] = plan.scenario["load"].get("duration_s")
+            out["requests_target"] = plan.scenario["load"].get("requests")
+        return out
+
+    def _flush(self) -> None:
+        for f in (self._requests, self._progress_file):
+            if f is not None:
+                try:
+                    f.flush()
+                except (OSError, ValueError):
+                    pass
+
+    def close(self) -> None:
+        for f in (self._requests, self._progress_file):
+            if f is not None:
+                try:
+                    f.close()
+                except (OSError, ValueError):
+                    pass
+        self._requests = self._progress_file = None
+
+
+# ====================================================================== headless entry points
+def _emit(line: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+
+
+def run_master(plan: LoadPlan, expect_workers: int, bind_host: str, port: int, connect_timeout_s: float = 60.0) -> int:
+    """The headless master of `harness run --distributed N`: returns the exit code (0, or 3 when
+    a worker's final result is missing)."""
+    setup_logging("WARNING")
+    env = Environment(user_classes=[user_module.LLMUser], events=locust.events)
+    runner = env.create_master_runner(master_bind_host=bind_host, master_bind_port=port)
+    run_dir = Path(plan.out_dir)
+    ended: set[int] = set()
+
+    def on_event(name: str, line: dict[str, Any]) -> None:
+        if name == "window_start":
+            _emit({"event": "window_start", "t": line.get("t", time.time())})
+        elif name == "worker_window_end":
+            ended.add(line["worker"])
+            if len(ended) == collector.n:
+                _emit({"event": "window_end", "t": line.get("t", time.time())})
+        elif name == "drained":
+            _emit({"event": "drained", "t": line.get("t", time.time())})
+
+    collector = Collector(env, on_event=on_event)
+    env.events.test_start.add_listener(lambda **_kw: collector.begin(plan, run_dir))
+    stopping = gevent.event.Event()
+
+    def _stop(*_args: object) -> None:
+        stopping.set()
+
+    gevent.signal_handler(signal.SIGTERM, _stop)
+    gevent.signal_handler(signal.SIGINT, _stop)
+
+    deadline = time.monotonic() + connect_timeout_s
+    while len(runner.clients.ready) < expect_workers:
+        if time.monotonic() > deadline or stopping.is_set():
+            print(f"error: only {len(runner.clients.ready)} of {expect_workers} workers connected within "
+                  f"{connect_timeout_s:.0f} s", file=sys.stderr)
+            runner.quit()
+            return 2
+        gevent.sleep(0.1)
+    users, spawn_rate = users_for(plan)
+    gevent.spawn(runner.start, users, spawn_rate)
+
+    def _progress() -> None:
+        while True:
+            gevent.sleep(plan.progress_interval_s)
+            if collector.progress:
+                _emit({"event": "progress", **collector.totals()})
+
+    progress = gevent.spawn(_progress)
+    while not collector.all_final.is_set() and not stopping.is_set():
+        gevent.sleep(0.1)
+    if not collector.all_final.is_set():
+        collector.stop_workers()
+    missing = collector.wait_finals(collector.final_timeout_s())
+    progress.kill(block=False)
+    if collector.progress:
+        _emit({"event": "progress", **collector.totals()})
+    if missing:
+        _emit({"event": "missing_workers", "workers": missing})
+    collector.close()
+    runner.quit()  # every final result is in (or reported missing): the 0.5 s wait costs nothing
+    _emit({"event": "result", "paths": sorted(str(p) for p in run_dir.glob("load_result*.json"))})
+    return 3 if missing else 0
+
+
+def run_worker(master_host: str, master_port: int) -> int:
+    setup_logging("WARNING")
+    env = Environment(user_classes=[user_module.LLMUser], events=locust.events)
+    try:
+        runner = env.create_worker_runner(master_host, master_port)
+    except (OSError, ConnectionError) as exc:
+        print(f"error: cannot connect to the master at {master_host}:{master_port} ({exc})", file=sys.stderr)
+        return 2
+    WorkerAgent(env)
+    gevent.signal_handler(signal.SIGTERM, runner.quit)
+    runner.greenlet.join()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m harness.load.distributed")
+    sub = p.add_subparsers(dest="role", required=True)
+    m = sub.add_parser("master", help="headless master for one load plan")
+    m.add_argument("plan", type=Path)
+    m.add_argument("--expect-workers", type=int, required=True)
+    m.add_argument("--bind-host", default="127.0.0.1")
+    m.add_argument("--port", type=int, default=DEFAULT_MASTER_PORT)
+    m.add_argument("--connect-timeout", type=float, default=60.0)
+    w = sub.add_parser("worker", help="a worker for a harness master (harness run --distributed, harness ui)")
+    w.add_argument("--master-host", default="127.0.0.1")
+    w.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT)
+    args = p.parse_args(argv)
+    if args.role == "master":
+        plan = LoadPlan.model_validate_json(args.plan.read_text())
+        return run_master(plan, args.expect_workers, args.bind_host, args.port, args.connect_timeout)
+    return run_worker(args.master_host, args.master_port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
