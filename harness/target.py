@@ -86,10 +86,13 @@ def preflight(url: str, model: str | None, scenario: Scenario) -> dict[str, Any]
     """Check the target answers; resolve the model; probe continuous usage. Returns facts."""
     base = url.rstrip("/")
     try:
-        status, body = _http("GET", base + "/v1/models")
+        status, body = _http("GET", base + "/v1/models", headers=_auth_headers(scenario))
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise TargetError(f"target {base}: cannot connect ({reason}); start the engine or fix --target") from None
+    if status in (401, 403):
+        raise TargetError(f"target {base} refused the request ({status}); set target.api_key_env to the name "
+                          "of the variable holding the API key")
     models: list[str] = []
     max_model_len = None
     if status == 200:
@@ -108,6 +111,18 @@ def preflight(url: str, model: str | None, scenario: Scenario) -> dict[str, Any]
         raise TargetError(f"target.model {model!r} is not served by {base}; served: {', '.join(models)} (use --model)")
     continuous = _probe(base, model, scenario)
     return {"model": model, "models": models, "max_model_len": max_model_len, "continuous_usage": continuous}
+
+
+def _auth_headers(scenario: Scenario) -> dict[str, str]:
+    """The headers every load request carries besides the body's: the scenario's, and the key."""
+    import os
+
+    headers = dict(scenario.target.headers)
+    if scenario.target.api_key_env:
+        key = os.environ.get(scenario.target.api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+    return headers
 
 
 def _sampling_body(scenario: Scenario) -> dict[str, Any]:
@@ -129,13 +144,7 @@ def _probe(base: str, model: str, scenario: Scenario) -> bool:
     from harness.client.adapters.base import Prompt, get_adapter
 
     adapter = get_adapter(scenario.target.api)
-    headers = {}
-    if scenario.target.api_key_env:
-        import os
-
-        key = os.environ.get(scenario.target.api_key_env)
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
+    headers = _auth_headers(scenario)
     mode = scenario.target.continuous_usage
     attempts = [True, False] if mode == "auto" else [mode == "on"]
     status, text = 0, ""

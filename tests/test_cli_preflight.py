@@ -1,0 +1,100 @@
+"""Preflight of a target before any load: model resolution, auth, continuous-usage probe, failures."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "client"))
+from rawhttp import RawServer, chunked, sse_head  # noqa: E402
+
+from harness.errors import TargetError  # noqa: E402
+from harness.scenario import Scenario  # noqa: E402
+from harness.target import preflight  # noqa: E402
+
+
+def _scenario(**target) -> Scenario:  # type: ignore[no-untyped-def]
+    return Scenario.model_validate({
+        "name": "p", "target": target, "load": {"concurrency": 1, "requests": 1},
+        "workload": {"classes": [{"name": "a", "input_tokens": 3, "output_tokens": 2}]},
+    })
+
+
+def _json(status: str, data: object) -> list:  # type: ignore[type-arg]
+    body = json.dumps(data).encode()
+    head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    return [("request",), ("send", head.encode() + body), ("close",)]
+
+
+SSE_OK = [("request",), ("send", sse_head("Transfer-Encoding: chunked\r\nConnection: close\r\n") + chunked(
+    b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n')), ("close",)]
+MODELS = _json("200 OK", {"data": [{"id": "m1", "max_model_len": 4096}, {"id": "m2"}]})
+
+
+def test_fake_server(fake_openai) -> None:  # type: ignore[no-untyped-def]
+    info = preflight(fake_openai.url + "/", None, _scenario())
+    assert info["model"] == "ok" and info["models"] == ["ok"] and info["continuous_usage"] is True
+
+
+def test_key_and_headers_reach_every_preflight_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PF_KEY", "sk-pf")
+    with RawServer([MODELS, SSE_OK]) as server:
+        info = preflight(server.url, None, _scenario(api_key_env="PF_KEY", headers={"X-Route": "blue"}))
+        reqs = [r.decode("latin-1") for r in server.requests]
+    assert info["model"] == "m1" and info["max_model_len"] == 4096 and info["continuous_usage"] is True
+    assert reqs[0].startswith("GET /v1/models ") and reqs[1].startswith("POST /v1/chat/completions ")
+    for r in reqs:
+        assert "Authorization: Bearer sk-pf" in r and "X-Route: blue" in r
+
+
+def test_probe_body_is_shaped_like_the_scenario() -> None:
+    sc = Scenario.model_validate({
+        "name": "p", "load": {"concurrency": 1, "requests": 1},
+        "sampling": {"temperature": 0.3, "seed": 4, "extra_body": {"min_tokens": 2}},
+        "workload": {"classes": [{"name": "a", "input_tokens": 3, "output_tokens": 2}]},
+    })
+    with RawServer([MODELS, SSE_OK]) as server:
+        preflight(server.url, "m2", sc)
+        body = json.loads(server.requests[1].partition(b"\r\n\r\n")[2])
+    assert body["model"] == "m2" and body["stream"] is True and body["ignore_eos"] is True
+    assert (body["temperature"], body["seed"], body["min_tokens"]) == (0.3, 4, 2)
+    assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+
+
+def test_continuous_usage_refused_falls_back() -> None:
+    with RawServer([MODELS, _json("400 Bad Request", {"error": {"message": "unknown field"}}), SSE_OK]) as server:
+        info = preflight(server.url, "m1", _scenario())
+        second = json.loads(server.requests[2].partition(b"\r\n\r\n")[2])
+    assert info["continuous_usage"] is False and second["stream_options"] == {"include_usage": True}
+
+
+def test_continuous_usage_off_sends_one_probe() -> None:
+    with RawServer([MODELS, SSE_OK]) as server:
+        info = preflight(server.url, "m1", _scenario(continuous_usage="off"))
+        assert server.connections == 2
+    assert info["continuous_usage"] is False
+
+
+@pytest.mark.parametrize("scripts,expected", [
+    ([_json("401 Unauthorized", {"error": "no key"})], "refused the request (401); set target.api_key_env"),
+    ([MODELS, _json("403 Forbidden", {})], "refused the request (403)"),
+    ([MODELS, _json("404 Not Found", {"detail": "Not Found"})], "answered 404"),
+    ([_json("200 OK", {"data": []})], "/v1/models lists no model; give one with --model or target.model"),
+    ([MODELS, _json("400 Bad Request", {"error": {"message": "ignore_eos is not allowed"}}),
+      _json("400 Bad Request", {"error": {"message": "ignore_eos is not allowed"}})], "ignore_eos is not allowed"),
+])
+def test_failures_are_one_line(scripts: list, expected: str) -> None:  # type: ignore[type-arg]
+    with RawServer(scripts) as server:
+        with pytest.raises(TargetError) as info:
+            preflight(server.url, None if len(scripts) == 1 else "m1", _scenario())
+    (line,) = info.value.lines
+    assert expected in line and "\n" not in line
+
+
+def test_models_endpoint_missing_still_works_with_a_model() -> None:
+    with RawServer([_json("404 Not Found", {"detail": "Not Found"}), SSE_OK, SSE_OK]) as server:
+        info = preflight(server.url, "given", _scenario())
+    assert info["model"] == "given" and info["models"] == []
