@@ -5,7 +5,9 @@
 Runs with the vLLM venv's python (it has torch and transformers). Offline: the tokenizer is
 trained on the Python standard library's own .py files; the weights are random with a fixed
 seed (REAL_ENGINE.md: random weights emit EOS at random, so send ignore_eos with max_tokens).
-Idempotent: an OUT_DIR that already holds config.json, the weights and tokenizer.json is kept.
+Idempotent: an OUT_DIR that already holds this recipe's build (.harness-model-version) is kept.
+One change from a plain random init: special tokens and tokens that are not whole UTF-8
+characters are never predicted (zeroed tied embeddings), so every streamed token carries text.
 """
 
 from __future__ import annotations
@@ -88,6 +90,12 @@ def build_model(out: Path, vocab_size: int, big: bool = False) -> None:
         **size,
     )
     model = LlamaForCausalLM(config).to(torch.bfloat16)
+    # Never predict special tokens nor tokens whose bytes are not valid UTF-8 on their own: their
+    # output embedding rows (tied to the input ones) are zeroed, so their logit is 0 while the
+    # max over thousands of random logits is positive. Otherwise a random model can stream 32
+    # tokens that vLLM's detokenizer turns into no text at all (held-back partial characters).
+    with torch.no_grad():
+        model.get_input_embeddings().weight[sorted(silent_ids(out))] = 0
     model.save_pretrained(out, safe_serialization=True)
     gen = out / "generation_config.json"
     if gen.exists():
@@ -96,8 +104,46 @@ def build_model(out: Path, vocab_size: int, big: bool = False) -> None:
         gen.write_text(json.dumps(data, indent=2))
 
 
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2 byte-level alphabet: printable stand-in character -> byte."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+def silent_ids(out: Path) -> set[int]:
+    """Token ids that would stream as no text: special tokens and partial UTF-8 sequences."""
+    vocab = json.loads((out / "tokenizer.json").read_text())["model"]["vocab"]
+    dec = _byte_decoder()
+    silent = {vocab[t] for t in SPECIAL}
+    for token, idx in vocab.items():
+        if token in SPECIAL:
+            continue
+        try:
+            bytes(dec[c] for c in token).decode("utf-8")
+        except (KeyError, UnicodeDecodeError):
+            silent.add(idx)
+    return silent
+
+
+MODEL_VERSION = "2"  # bump when the recipe changes: an older build is rebuilt
+
+
 def is_built(out: Path) -> bool:
-    return (out / "config.json").is_file() and (out / "tokenizer.json").is_file() and any(out.glob("*.safetensors"))
+    version = out / ".harness-model-version"
+    return (
+        (out / "config.json").is_file()
+        and (out / "tokenizer.json").is_file()
+        and any(out.glob("*.safetensors"))
+        and version.is_file()
+        and version.read_text().strip() == MODEL_VERSION
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -117,6 +163,7 @@ def main(argv: list[str]) -> int:
     ids = {t: vocab[t] for t in SPECIAL}
     assert ids == {"<|begin_of_text|>": 0, "<|im_start|>": 1, "<|im_end|>": 2, "<unk>": 3, "<pad>": 4}, ids
     build_model(tmp, vocab_size=len(vocab))
+    (tmp / ".harness-model-version").write_text(MODEL_VERSION + "\n")
     if out.exists():
         import shutil
 
