@@ -50,6 +50,7 @@ class RunOptions:
     labels: dict[str, str] = field(default_factory=dict)  # e.g. sweep config id, for exporters
     kernel_stamps: bool = True
     stop_grace_s: float = 30.0
+    distributed: int = 0  # > 0: a Locust master and this many worker processes (harness.load.distributed)
     metrics_port: int | None = None  # serve live harness_ metrics (Prometheus) on this port while running
     metrics_host: str = "127.0.0.1"
     metrics_server: Any = None  # a started exporter.MetricsServer shared across runs (sweeps); wins over the port
@@ -101,8 +102,9 @@ def _measure(
     stall = StallMeter().start()
     processes = max(1, opts.processes)
     procs: list[subprocess.Popen[str]] = []
+    helpers: list[subprocess.Popen[str]] = []  # distributed workers: their master speaks for them
     log = open(run_dir.load_log, "a")
-    for worker in range(processes):
+    for worker in range(processes if not opts.distributed else 0):
         plan = LoadPlan(
             scenario=scenario.model_dump(mode="json"),
             scenario_dir=str(scenario_dir.resolve()),
@@ -129,6 +131,15 @@ def _measure(
                 env=env,  # with live metrics: PROMETHEUS_MULTIPROC_DIR for this run
             )
         )
+    if opts.distributed:
+        processes = opts.distributed
+        plan = LoadPlan(
+            scenario=scenario.model_dump(mode="json"), scenario_dir=str(scenario_dir.resolve()), target_url=target_url,
+            model=info["model"], api_key_env=scenario.target.api_key_env, continuous_usage=info["continuous_usage"],
+            out_dir=str(run_dir.root.resolve()), workers=processes, kernel_stamps=opts.kernel_stamps,
+            stop_grace_s=opts.stop_grace_s,
+        )
+        procs, helpers = _start_distributed(plan, run_dir, log, env)
     progress = Progress(scenario, enabled=opts.show_progress, live=telemetry.live if telemetry else None)
     follower = _Follower(procs, progress, telemetry)
     status = "complete"
@@ -141,6 +152,7 @@ def _measure(
             _signal(p, signal.SIGTERM)
         follower.wait(grace_s=opts.stop_grace_s + 10)
     finally:
+        _stop_helpers(helpers)
         progress.close()
         stall.stop()
         log.close()
@@ -168,6 +180,11 @@ def _measure(
         status=status,
         processes=processes,
     )
+    if opts.distributed and len(results) < processes:
+        summary.validity["warnings"].append(
+            f"only {len(results)} of {processes} workers' final results arrived; the others' requests are missing "
+            f"(see {run_dir.load_log})")
+        summary.validity["ok"] = False
     if telemetry is not None:
         reconcile = _reconcile(summary, engine)
         if reconcile:
@@ -233,6 +250,41 @@ def _write_report(root: Path, verbose: bool) -> None:
             print(f"report: {path}")
     except Exception as exc:  # noqa: BLE001 - a report failure must never lose the run
         print(f"warning: report not written: {exc}", file=sys.stderr)
+
+
+def _start_distributed(plan: LoadPlan, run_dir: RunDir, log: Any, env: dict[str, str] | None):  # type: ignore[no-untyped-def]
+    """A headless Locust master (it prints the JSON lines a load process prints) and its workers."""
+    from harness.target import free_port
+
+    port = free_port()
+    plan_path = run_dir.plan
+    plan_path.write_text(plan.model_dump_json(indent=2))
+    common = {"stderr": log, "text": True, "start_new_session": True, "env": env}
+    master = subprocess.Popen(
+        [sys.executable, "-m", "harness.load.distributed", "master", str(plan_path), "--expect-workers",
+         str(plan.workers), "--port", str(port)],
+        stdout=subprocess.PIPE, bufsize=1, **common,
+    )
+    workers = [
+        subprocess.Popen([sys.executable, "-m", "harness.load.distributed", "worker", "--master-port", str(port)],
+                         stdout=log, **common)
+        for _ in range(plan.workers)
+    ]
+    return [master], workers
+
+
+def _stop_helpers(helpers: list[subprocess.Popen[str]], timeout_s: float = 10.0) -> None:
+    """Workers quit when their master does; stop any that did not."""
+    deadline = time.monotonic() + timeout_s
+    for p in helpers:
+        try:
+            p.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal(p, signal.SIGTERM)
+            try:
+                p.wait(3)
+            except subprocess.TimeoutExpired:
+                _signal(p, signal.SIGKILL)
 
 
 def _signal(proc: subprocess.Popen[str], sig: int) -> None:

@@ -25,6 +25,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=float, help="warmup seconds (excluded from results)")
     p.add_argument("--seed", type=int, help="workload seed")
     p.add_argument("--processes", type=int, default=1, help="load processes (more client CPU; results merged)")
+    p.add_argument("--distributed", type=int, default=0, metavar="N",
+                   help="a Locust master and N worker processes (HDR histograms merged on the master; see docs/ui.md)")
     p.add_argument("--sim-args", default="", help='flags for the simulated engine, e.g. "--max-num-seqs 8"')
     p.add_argument("--engine-kind", help="engine kind hint for telemetry (vllm, sglang, tgi, llamacpp)")
     p.add_argument("--prometheus", help="read engine telemetry from this Prometheus server instead of /metrics")
@@ -64,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, overrides_from_args(args))
     if args.processes < 1:
         raise UserError("--processes must be at least 1")
+    if args.distributed < 0 or (args.distributed and args.processes > 1):
+        raise UserError("--distributed N: N >= 1 worker processes, and not together with --processes")
     out = args.out or default_run_dir(scenario.name)
     opts = RunOptions(
         out_dir=out,
@@ -74,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         show_progress=not args.quiet,
         write_report=not args.no_report,
         processes=args.processes,
+        distributed=args.distributed,
         scenario_path=args.scenario,
         kernel_stamps=not args.user_clock,
         labels=_labels(args.label),
