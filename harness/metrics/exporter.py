@@ -70,7 +70,7 @@ _ITL_BOUNDS_NS = _BOUNDS_NS["itl"]
 RUN_LABELS = ("run", "scenario", "config", "model")
 
 #: streams with more chunks than this use numpy for per-token ITL
-NUMPY_FROM = 48
+NUMPY_FROM = 80
 
 
 # ============================================================================ load-process side
@@ -184,16 +184,19 @@ class LoadMetrics:
 
             self._np = np
             self._bounds_np = np.asarray(_ITL_BOUNDS_NS, dtype=np.int64)
-        times = np.fromiter(chunks, dtype=np.int64, count=len(chunks))
-        gaps = np.diff(times)
-        k = np.fromiter(tokens, dtype=np.int64, count=len(tokens))[1 : len(chunks)]
-        if len(k) != len(gaps):  # defensive: token list shorter than chunk list
-            k = np.resize(np.maximum(k, 1) if len(k) else np.ones(1, np.int64), len(gaps))
-        k = np.maximum(k, 1)
-        idx = np.searchsorted(self._bounds_np, gaps // k, side="left")
-        per_bucket = np.bincount(idx, weights=k, minlength=len(itl))
-        for i in np.flatnonzero(per_bucket):
-            itl[i] += int(per_bucket[i])
+        gaps = np.diff(np.array(chunks, dtype=np.int64))
+        k = np.array(tokens[1 : len(chunks)], dtype=np.int64)
+        if len(k) == len(gaps) and k.min() == 1 and k.max() == 1:  # one token per chunk: the usual case
+            per_bucket = np.bincount(np.searchsorted(self._bounds_np, gaps), minlength=len(itl)).tolist()
+        else:
+            if len(k) != len(gaps):  # defensive: fewer token counts than chunks
+                k = np.resize(k if len(k) else np.ones(1, np.int64), len(gaps))
+            k = np.maximum(k, 1)
+            idx = np.searchsorted(self._bounds_np, gaps // k)
+            per_bucket = np.bincount(idx, weights=k, minlength=len(itl)).astype(np.int64).tolist()
+        for i, c in enumerate(per_bucket):
+            if c:
+                itl[i] += c
 
     # ---- once a second (idle time), and at exit
     def flush(self) -> None:
@@ -331,6 +334,14 @@ class RunMetrics:
                 self.target_users = load.max_in_flight
             else:
                 self.target_users = load.concurrency
+        self.expected_prefix_hit_rate: float | None = None
+        if load is not None:
+            try:
+                from harness.workload.generator import expected_prefix_hit_rate
+
+                self.expected_prefix_hit_rate = expected_prefix_hit_rate(scenario)
+            except Exception:  # noqa: BLE001 - an optional gauge
+                pass
         self.started = time.time()
         self._final: list[Any] | None = None
         self._lock = threading.Lock()
@@ -370,6 +381,10 @@ class RunMetrics:
         if self.target_users is not None:
             g = GaugeMetricFamily("harness_target_users", "Closed loop: concurrency; open loop: max in flight.", labels=names)
             g.add_metric(values, float(self.target_users))
+            out.append(g)
+        if self.expected_prefix_hit_rate is not None:
+            g = GaugeMetricFamily("harness_expected_prefix_hit_rate", "Prefix-cache hit rate the scenario's shared prefixes should give (0-1).", labels=names)
+            g.add_metric(values, float(self.expected_prefix_hit_rate))
             out.append(g)
         if not os.path.isdir(self.dir):
             return out
