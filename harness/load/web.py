@@ -53,7 +53,7 @@ log = logging.getLogger("harness.web")
 
 ASSETS = Path(__file__).with_name("web")
 RATE_WINDOW_S = 10.0
-SERIES_EVERY_S = 2.0
+SERIES_EVERY_S = 1.0
 SERIES_MAX = 900
 UNTIL_STOPPED_S = 10 * 86400.0  # "until Stop": a window longer than any test
 NS_PER_MS = 1e6
@@ -65,15 +65,15 @@ LLM_TABLE = [
     {"key": "fails", "title": "Fails"},
     {"key": "rps", "title": "Req/s"},
     {"key": "tok_s", "title": "Out tok/s"},
-    {"key": "ttft_p50", "title": "TTFT p50 ms"},
-    {"key": "ttft_p90", "title": "p90"},
-    {"key": "ttft_p99", "title": "p99"},
-    {"key": "itl_p50", "title": "ITL p50 ms/tok"},
-    {"key": "itl_p90", "title": "p90"},
-    {"key": "itl_p99", "title": "p99"},
-    {"key": "tpot_p50", "title": "TPOT p50 ms"},
-    {"key": "tpot_p90", "title": "p90"},
-    {"key": "tpot_p99", "title": "p99"},
+    {"key": "ttft_p50", "title": "TTFT p50 (ms)"},
+    {"key": "ttft_p90", "title": "TTFT p90"},
+    {"key": "ttft_p99", "title": "TTFT p99"},
+    {"key": "itl_p50", "title": "ITL p50 (ms/token)"},
+    {"key": "itl_p90", "title": "ITL p90"},
+    {"key": "itl_p99", "title": "ITL p99"},
+    {"key": "tpot_p50", "title": "TPOT p50 (ms)"},
+    {"key": "tpot_p90", "title": "TPOT p90"},
+    {"key": "tpot_p99", "title": "TPOT p99"},
 ]
 RUN_TABLE = [{"key": "item", "title": "Item"}, {"key": "value", "title": "Value"}]
 
@@ -84,12 +84,12 @@ def add_arguments(parser: Any) -> None:
     g = parser  # Locust's parser takes include_in_web_ui only on add_argument itself, not on groups
     g.add_argument("--scenario", default="", include_in_web_ui=True,
                    help="harness scenario YAML: what to send, how fast, what counts as good")
-    g.add_argument("--llm-window", default="", include_in_web_ui=True,
-                   help="measured window in seconds (empty: the scenario's stop condition; 0: until Stop)")
-    g.add_argument("--llm-rate", default="", include_in_web_ui=True,
-                   help="open-loop arrival rate, requests/s (empty: the scenario's load mode)")
-    g.add_argument("--llm-warmup", default="", include_in_web_ui=True,
-                   help="warmup seconds before the window (empty: the scenario's)")
+    g.add_argument("--measured-window", default="", include_in_web_ui=True,
+                   help="seconds; empty = the scenario's stop condition; 0 = until Stop")
+    g.add_argument("--open-loop-rate", default="", include_in_web_ui=True,
+                   help="requests/s, users become the pool that sends at the scheduled times; empty = the scenario's load mode")
+    g.add_argument("--warmup", default="", include_in_web_ui=True,
+                   help="seconds before the measured window, not measured; empty = the scenario's warmup")
     g.add_argument("--model", default="", include_in_web_ui=False, help="model name (default: the first of /v1/models)")
     g.add_argument("--results", default="results", include_in_web_ui=False,
                    help="where run directories go (default: results/)")
@@ -313,7 +313,7 @@ class RunSession:
         runner = self.env.runner
         users = int(getattr(runner, "target_user_count", 0) or 0)
         out: dict[str, Any] = {}
-        rate = _number(getattr(o, "llm_rate", ""), "llm-rate")
+        rate = _number(getattr(o, "open_loop_rate", ""), "open-loop-rate")
         if rate is not None:
             out["load.rate"] = rate
         open_loop = rate is not None or scenario_data.load.open_loop
@@ -322,10 +322,10 @@ class RunSession:
                 out["load.max_in_flight"] = users  # the pool of users that send at the scheduled times
             else:
                 out["load.concurrency"] = users
-        window = _number(getattr(o, "llm_window", ""), "llm-window")
+        window = _number(getattr(o, "measured_window", ""), "measured-window")
         if window is not None:
             out["load.duration_s"] = window if window > 0 else UNTIL_STOPPED_S
-        warmup = _number(getattr(o, "llm_warmup", ""), "llm-warmup")
+        warmup = _number(getattr(o, "warmup", ""), "warmup")
         if warmup is not None:
             out["warmup.duration_s"] = warmup
             out["warmup.requests"] = 0
@@ -631,6 +631,13 @@ class RunSession:
             "files": f"{base}/llm/runs/{run.name}/",
         })
         rates = run.live.rates()
+        out["rates_over"] = "last 10 s"
+        if run.summary is not None:  # finished: whole-window rates, as in summary.json
+            s = run.summary
+            rates = {name: {"rps": c["requests"]["rps"], "tok_s": c["tokens"]["output_per_s"]}
+                     for name, c in s.get("per_class", {}).items()}
+            rates[ALL] = {"rps": s["requests"]["rps"], "tok_s": s["tokens"]["output_per_s"]}
+            out["rates_over"] = "measured window"
         classes = run.live.total.classes
         rows = [_class_view(name, cm, rates.get(name)) for name, cm in classes.items() if name != ALL]
         rows.append(_class_view("All classes", classes[ALL], rates.get(ALL)))
@@ -660,11 +667,8 @@ class RunSession:
     # ---------------------------------------------------------------- Locust's page
     def llm_rows(self, view: dict[str, Any]) -> list[dict[str, str]]:
         rows = []
-        final = view.get("final")
         for c in view.get("classes", []):
             rps, tok_s = c["rps"], c["tok_s"]
-            if final is not None and c["name"] == "All classes":
-                rps, tok_s = final["rps"], final["tok_s"]
             rows.append({
                 "cls": c["name"],
                 "requests": f"{c['requests']:,}",

@@ -1,0 +1,168 @@
+// harness LLM live dashboard: polls llm/api/live once a second and renders it. No dependencies.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const DASH = "–";
+
+function fmt(v, digits = 1) {
+  if (v === null || v === undefined || Number.isNaN(v)) return DASH;
+  return Number(v).toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+function fmtMs(v) { return v === null || v === undefined ? DASH : fmt(v, v < 10 ? 2 : 1); }
+function fmtS(v) { return v === null || v === undefined ? DASH : fmt(v / 1000, 2); }
+function int(v) { return v === null || v === undefined ? DASH : Number(v).toLocaleString("en-US"); }
+function clock(s) {
+  if (s === null || s === undefined) return "";
+  s = Math.max(0, Math.floor(s));
+  const m = Math.floor(s / 60), r = s % 60;
+  return `${m}:${String(r).padStart(2, "0")}`;
+}
+function esc(t) { return String(t).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c])); }
+function setValue(id, text, unit) { $(id).innerHTML = esc(text) + (unit && text !== DASH ? `<span class="unit">${unit}</span>` : ""); }
+
+const STATE_LABEL = {
+  idle: "idle", starting: "starting", warmup: "warming up", measuring: "measuring",
+  draining: "draining", finishing: "writing results", finished: "finished", error: "error",
+};
+
+function render(v) {
+  const state = v.state || "idle";
+  const pill = $("state");
+  pill.className = "pill " + state;
+  pill.textContent = STATE_LABEL[state] || state;
+  $("scenario").textContent = v.scenario || (v.scenario_path ? v.scenario_path : "no scenario");
+  const target = v.target || v.host || "";
+  $("target").textContent = target ? `→ ${target}${v.model ? "  ·  " + v.model : ""}${v.simulated ? "  (simulated engine)" : ""}` : "";
+  const dur = v.duration_s;
+  $("clock").textContent = v.run ? `${clock(v.elapsed_s)}${dur ? " / " + clock(dur) : ""}  ·  ${v.workers || 0} load process${v.workers === 1 ? "" : "es"}` : "";
+
+  $("idle").hidden = !!v.run || state === "error";
+  const err = $("error");
+  err.hidden = !(v.error && v.error.length);
+  if (!err.hidden) err.innerHTML = "<b>The run could not go on.</b> " + v.error.map(esc).join("<br>");
+
+  const done = $("done");
+  if (v.final) {
+    const f = v.final;
+    let html = `<span class="big">Finished (${esc(f.status)}):</span> ${int(f.completed)} requests in ${fmt(f.window_s, 1)} s · `
+      + `${fmt(f.rps, 2)} req/s · ${fmt(f.tok_s, 0)} output tokens/s`;
+    if (v.report_url) html += `<a class="button" href="${esc(v.report_url)}" target="_blank">Open report</a>`;
+    else if (v.report === "writing") html += ` · writing the report …`;
+    else if (v.report && v.report.startsWith("failed")) html += ` · report ${esc(v.report)}`;
+    if (v.summary_url) html += ` · <a href="${esc(v.summary_url)}" target="_blank">summary.json</a>`;
+    html += `<div class="path">${esc(v.run_dir)}</div>`;
+    done.innerHTML = html;
+    done.hidden = false;
+    const w = $("warnings");
+    w.hidden = !f.warnings.length;
+    if (f.warnings.length) w.innerHTML = "<b>Validity warnings</b><ul>" + f.warnings.map((x) => `<li>${esc(x)}</li>`).join("") + "</ul>";
+  } else {
+    done.hidden = true;
+    $("warnings").hidden = true;
+  }
+
+  const rows = v.classes || [];
+  const all = rows.length ? rows[rows.length - 1] : null;
+  const final = v.final;
+  setValue("k-rps", all ? fmt(all.rps, 2) : DASH);
+  setValue("k-tok", all ? fmt(all.tok_s, 0) : DASH);
+  document.querySelectorAll(".rates-over").forEach((el) => { el.textContent = v.rates_over || "last 10 s"; });
+  setValue("k-ttft", all ? fmtMs(all.ttft.p99) : DASH, "ms");
+  setValue("k-itl", all ? fmtMs(all.itl.p99) : DASH, "ms");
+  setValue("k-tpot", all ? fmtMs(all.tpot.p99) : DASH, "ms");
+  $("k-req").innerHTML = all ? `${int(all.requests)}<span class="unit">/ ${int(all.failed)}</span>` : DASH;
+  const p = v.progress || {};
+  $("k-flight").innerHTML = v.run ? `${int(p.in_flight || 0)}<span class="unit">/ ${int(v.users)}</span>` : DASH;
+
+  const e = v.engine || {};
+  const note = $("e-note");
+  if (!v.run) { note.hidden = true; }
+  else if (!e.enabled) { note.hidden = false; note.textContent = "Engine telemetry is off for this run."; }
+  else if (!e.ok) { note.hidden = false; note.textContent = e.error ? `Engine telemetry: ${e.error}` : "Engine telemetry: waiting for the first scrape …"; }
+  else { note.hidden = false; note.textContent = `Engine metrics from ${e.profile || "?"} /metrics, scraped every second.`; }
+  setValue("e-kv", e.kv_usage === null || e.kv_usage === undefined ? DASH : fmt(100 * e.kv_usage, 1), "%");
+  $("e-kv-bar").style.width = e.kv_usage ? `${Math.min(100, 100 * e.kv_usage)}%` : "0";
+  setValue("e-run", int(e.running));
+  setValue("e-wait", int(e.waiting));
+  setValue("e-pre", int(e.preemptions));
+  setValue("e-hit", e.prefix_hit_rate === null || e.prefix_hit_rate === undefined ? DASH : fmt(100 * e.prefix_hit_rate, 1), "%");
+
+  const tb = $("classes").querySelector("tbody");
+  tb.innerHTML = rows.map((c, i) => {
+    const total = i === rows.length - 1;
+    const rps = c.rps, tok = c.tok_s;
+    const cells = [
+      `<td>${esc(c.name)}</td>`, `<td>${int(c.requests)}</td>`, `<td class="${c.failed ? "bad" : ""}">${int(c.failed)}</td>`,
+      `<td>${fmt(rps, 2)}</td>`, `<td>${fmt(tok, 0)}</td>`,
+      ...["p50", "p90", "p99"].map((k, j) => `<td class="${j === 0 ? "sep" : ""}">${fmtMs(c.ttft[k])}</td>`),
+      ...["p50", "p90", "p99"].map((k, j) => `<td class="${j === 0 ? "sep" : ""}">${fmtMs(c.itl[k])}</td>`),
+      ...["p50", "p90", "p99"].map((k, j) => `<td class="${j === 0 ? "sep" : ""}">${fmtMs(c.tpot[k])}</td>`),
+      `<td class="sep">${fmtS(c.e2e.p50)}</td>`, `<td>${fmtS(c.e2e.p99)}</td>`,
+    ];
+    return `<tr class="${total ? "total" : ""}">${cells.join("")}</tr>`;
+  }).join("") || `<tr><td colspan="16" class="na">No finished request in the measured window yet.</td></tr>`;
+
+  const errs = Object.entries(v.errors || {});
+  $("errors-panel").hidden = !errs.length;
+  $("errors").querySelector("tbody").innerHTML = errs.map(([k, n]) => `<tr><td>${esc(k)}</td><td class="bad">${int(n)}</td></tr>`).join("");
+
+  const s = v.series || {};
+  chart($("c-ttft"), s.t, [s.ttft_p50, s.ttft_p99], {});
+  chart($("c-itl"), s.t, [s.itl_p50, s.itl_p99], {});
+  chart($("c-tok"), s.t, [s.tok_s, null, s.users], { right: 2 });
+  chart($("c-eng"), s.t, [(s.kv || []).map((x) => (x === null || x === undefined ? null : 100 * x)), s.waiting, s.running], { right: 1 });
+  $("foot").textContent = v.run ? `Run ${v.run} · files: ${v.run_dir}` : "";
+}
+
+// A small line chart: series share the left axis, except the one named by opts.right (own right axis).
+function chart(svg, t, series, opts) {
+  const W = svg.clientWidth || 600, H = svg.clientHeight || 190;
+  const L = 44, R = opts.right !== undefined ? 40 : 12, T = 8, B = 20;
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  if (!t || t.length < 2) {
+    svg.innerHTML = `<text class="empty" x="${W / 2}" y="${H / 2}" text-anchor="middle">Waiting for data …</text>`;
+    return;
+  }
+  const t0 = t[0], t1 = t[t.length - 1], span = Math.max(t1 - t0, 1);
+  const x = (ti) => L + ((ti - t0) / span) * (W - L - R);
+  const maxOf = (arr) => Math.max(0, ...(arr || []).filter((v) => v !== null && v !== undefined));
+  const leftMax = niceMax(Math.max(...series.map((s, i) => (i === opts.right ? 0 : maxOf(s)))));
+  const rightMax = opts.right !== undefined ? niceMax(maxOf(series[opts.right])) : 1;
+  let out = `<line class="axis" x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}"/>`;
+  for (let g = 0; g <= 4; g++) {
+    const y = T + ((H - T - B) * g) / 4;
+    out += `<line class="axis" x1="${L}" y1="${y}" x2="${W - R}" y2="${y}" stroke-dasharray="2 4"/>`;
+    out += `<text x="${L - 6}" y="${y + 4}" text-anchor="end">${axisLabel(leftMax * (1 - g / 4))}</text>`;
+    if (opts.right !== undefined) out += `<text x="${W - R + 6}" y="${y + 4}">${axisLabel(rightMax * (1 - g / 4))}</text>`;
+  }
+  out += `<text x="${L}" y="${H - 4}">${clock(0)}</text><text x="${W - R}" y="${H - 4}" text-anchor="end">${clock(t1 - t0)}</text>`;
+  series.forEach((s, i) => {
+    if (!s) return;
+    const max = i === opts.right ? rightMax : leftMax;
+    let d = "", pen = false;
+    s.forEach((v, j) => {
+      if (v === null || v === undefined) { pen = false; return; }
+      const y = T + (H - T - B) * (1 - v / (max || 1));
+      d += `${pen ? "L" : "M"}${x(t[j]).toFixed(1)},${y.toFixed(1)}`;
+      pen = true;
+    });
+    out += `<path class="l${i}" d="${d}"/>`;
+  });
+  svg.innerHTML = out;
+}
+function niceMax(v) {
+  if (!(v > 0)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) if (v <= m * p) return m * p;
+  return 10 * p;
+}
+function axisLabel(v) { return v >= 100 ? fmt(v, 0) : v >= 10 ? fmt(v, 1) : fmt(v, 2); }
+
+async function tick() {
+  try {
+    const r = await fetch("llm/api/live", { cache: "no-store" });
+    if (r.ok) render(await r.json());
+  } catch (e) { /* the master may be restarting; try again */ }
+  setTimeout(tick, 1000);
+}
+tick();
