@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import os
 import sys
 
@@ -116,8 +115,6 @@ def main(argv: list[str] | None = None) -> int:
 
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
-    gc.collect()
-    gc.freeze()  # startup objects never need scanning again: shorter GC pauses while streaming
     try:
         return loop.run_until_complete(serve(cfg))
     finally:

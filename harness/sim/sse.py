@@ -13,12 +13,14 @@ at `write_eof`). Layout matches vLLM:
   `continuous_usage_stats` too, every chunk carries cumulative `usage`;
 * then `data: [DONE]`.
 
-When tracing, each write appends `(perf_counter_ns after the write, n_tokens, kind)`.
+When tracing, each write appends (perf_counter_ns after the write, n_tokens, kind code) to an
+`array('q')` log.
 """
 
 from __future__ import annotations
 
 import json
+from array import array
 from time import perf_counter_ns
 from typing import Any
 
@@ -27,6 +29,20 @@ from harness.workload.builtin_tokenizer import VOCAB
 #: Token i's text in a stream: " word" (every token carries its leading space).
 WORD_BYTES: tuple[bytes, ...] = tuple((" " + w).encode() for w in VOCAB)
 DONE_FRAME = b"e\r\ndata: [DONE]\n\n\r\n"
+
+#: Write kinds as stored in a trace log (`array('q')` of flat triples: no GC-tracked objects
+#: accumulate per token, so the cyclic GC never has to walk them).
+KINDS = ("role", "content", "usage", "done")
+ROLE, CONTENT, USAGE, DONE = range(4)
+
+
+def new_trace_log() -> array:
+    return array("q")
+
+
+def trace_rows(log: array) -> list[list]:
+    """[[perf_counter_ns, n_tokens, kind], ...] from a trace log."""
+    return [[log[i], log[i + 1], KINDS[log[i + 2]]] for i in range(0, len(log), 3)]
 _FINISH = {None: b"null", "length": b'"length"', "stop": b'"stop"', "abort": b'"abort"'}
 
 
@@ -42,7 +58,7 @@ class SSEStream:
                  "include_usage", "continuous", "_pre", "_mid", "_head", "_details", "_tail_null", "_fixed")
 
     def __init__(self, transport: Any, *, chat: bool, response_id: str, model: str, created: int, prompt_tokens: int,
-                 include_usage: bool, continuous_usage: bool, details: bool, trace: list | None) -> None:
+                 include_usage: bool, continuous_usage: bool, details: bool, trace: array | None) -> None:
         self.transport = transport
         self.chat = chat
         self.trace = trace
@@ -69,29 +85,32 @@ class SSEStream:
     def _usage(self) -> bytes:
         return usage_json(self.prompt_tokens, self.completion_tokens, self.cached_tokens if self._details else None)
 
-    def _write(self, payload: bytes, n_tokens: int, kind: str) -> bool:
+    def _write(self, payload: bytes, n_tokens: int, kind: int) -> bool:
         return self._send(b"%x\r\n%b\r\n" % (len(payload), payload), n_tokens, kind)
 
-    def _send(self, frame: bytes, n_tokens: int, kind: str) -> bool:
+    def _send(self, frame: bytes, n_tokens: int, kind: int) -> bool:
         t = self.transport
         if self.closed or t.is_closing():
             self.closed = True
             return False
         t.write(frame)
-        if self.trace is not None:
-            self.trace.append((perf_counter_ns(), n_tokens, kind))
+        log = self.trace
+        if log is not None:
+            log.append(perf_counter_ns())
+            log.append(n_tokens)
+            log.append(kind)
         return True
 
     def role(self) -> bool:
         """Chat only: the role chunk that precedes the first token."""
         tail = b',"usage":' + self._usage() + b"}\n\n" if self.continuous else b"}\n\n"
-        return self._write(self._head + b'[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]' + tail, 0, "role")
+        return self._write(self._head + b'[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]' + tail, 0, ROLE)
 
     def content(self, text: bytes, n_tokens: int, finish: str | None) -> bool:
         self.completion_tokens += n_tokens
         if finish is None and not self.continuous:  # hot path: one formatting, one write
             return self._send(b"%x\r\n%b%b%b\r\n" % (self._fixed + len(text), self._pre, text, self._tail_null),
-                              n_tokens, "content")
+                              n_tokens, CONTENT)
         fin = _FINISH[finish]
         if self.chat:
             stop = b"}]" if finish is None else b',"stop_reason":null}]'
@@ -101,13 +120,13 @@ class SSEStream:
             payload = b"".join((self._pre, text, self._mid, fin, stop, b',"usage":', self._usage(), b"}\n\n"))
         else:
             payload = b"".join((self._pre, text, self._mid, fin, stop, b"}\n\n"))
-        return self._write(payload, n_tokens, "content")
+        return self._write(payload, n_tokens, CONTENT)
 
     def finish(self) -> None:
         """The usage chunk (when asked for) and `[DONE]`."""
         if self.include_usage:
-            self._write(self._head + b'[],"usage":' + self._usage() + b"}\n\n", 0, "usage")
-        self._send(DONE_FRAME, 0, "done")
+            self._write(self._head + b'[],"usage":' + self._usage() + b"}\n\n", 0, USAGE)
+        self._send(DONE_FRAME, 0, DONE)
 
     def is_disconnected(self) -> bool:
         return self.closed or self.transport.is_closing()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 from harness.sim.request import SimRequest
+from harness.sim.sse import trace_rows
 
 
 class TraceWriter:
@@ -29,7 +30,7 @@ class TraceWriter:
             "finish_reason": req.finish_reason,
             "prompt_tokens": req.prompt_len,
             "completion_tokens": len(req.out_ids),
-            "writes": req.trace or [],
+            "writes": trace_rows(req.trace) if req.trace is not None else [],
         }, separators=(",", ":")))
 
     def flush(self) -> None:
