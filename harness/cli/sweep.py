@@ -25,6 +25,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
     p.add_argument("--strict", action="store_true", help="exit 1 when any cell is not complete")
+    p.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
+                   help="serve live harness_ metrics for Prometheus on PORT across all cells (0: off); see docs/grafana.md")
+    p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST", help="address for --metrics-port (default 127.0.0.1)")
     p.set_defaults(func=_run)
 
 
@@ -48,7 +51,17 @@ def _run(args: argparse.Namespace) -> int:
         if out.exists() and any(out.iterdir()):
             raise UserError(f"--out {out}: not empty; choose a new directory, or continue it with --resume {out}")
     _signals_to_interrupt()
-    outcome = run_sweep(plan, SweepOptions(out_dir=out, resume=bool(args.resume), show_progress=not args.quiet, write_report=not args.no_report))
+    metrics = None
+    if args.metrics_port:
+        from harness.metrics.exporter import MetricsServer
+
+        metrics = MetricsServer(args.metrics_port, args.metrics_host).start()
+    try:
+        outcome = run_sweep(plan, SweepOptions(out_dir=out, resume=bool(args.resume), show_progress=not args.quiet,
+                                               write_report=not args.no_report, metrics_server=metrics))
+    finally:
+        if metrics is not None:
+            metrics.close()
     if outcome.table:
         print(outcome.table)
     print(f"results: {out}/index.json, {out}/summary.csv")

@@ -48,6 +48,7 @@ class SweepOptions:
     run_fn: RunFn | None = None  # default: harness.runner.run_scenario (looked up at call time)
     probe_interval_s: float = 0.5
     port_free_timeout_s: float = 30.0
+    metrics_server: Any = None  # a started harness.metrics.exporter.MetricsServer: live metrics across cells
 
 
 @dataclass
@@ -288,6 +289,7 @@ class SweepExecutor:
             write_report=False,
             scenario_path=str(cell.scenario.path),
             labels={"config": cell.config.id, "sweep": self.sweep.name, "scenario": cell.scenario.name, "repeat": str(cell.repeat)},
+            metrics_server=self.opts.metrics_server,
         )
         self.progress.cell_starting(cell.id, cell.scenario.name, cell.repeat)
         t0 = time.monotonic()
