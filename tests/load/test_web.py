@@ -1,0 +1,178 @@
+"""The web UI plugin over HTTP (no browser): tests started and stopped the way Locust's page does.
+
+One `harness ui` per test against the simulated engine: the form's POST /swarm starts a run, the
+LLM rows appear in /stats/requests (extended_stats) and /llm/api/live, Stop drains in-flight
+requests, and the run directory holds the same files as `harness run`, with the live numbers
+equal to summary.json's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from harness.target import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCUSTFILE = ROOT / "harness" / "load" / "locustfile.py"
+
+
+def _scenario(path: Path, duration_s: float = 600) -> Path:
+    path.write_text(json.dumps({
+        "name": "webui",
+        "load": {"concurrency": 4, "duration_s": duration_s},
+        "warmup": {"requests": 2},
+        "workload": {"classes": [
+            {"name": "chat", "input_tokens": {"dist": "uniform", "min": 16, "max": 128},
+             "output_tokens": {"dist": "uniform", "min": 16, "max": 64}},
+            {"name": "rag", "weight": 0.5, "input_tokens": 512, "output_tokens": 32},
+        ]},
+    }))
+    return path
+
+
+class UI:
+    def __init__(self, tmp: Path, *extra: str) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.results = tmp / "results"
+        self.log = open(tmp / "ui.log", "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.cli.main", "ui", str(_scenario(tmp / "webui.yaml")), "--web-port",
+             str(self.port), "--results", str(self.results), "--sim-args", "--sim-speed 4", "--no-report", *extra],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
+        )
+        self.wait_for(lambda: self.get("/llm/api/live")["state"] == "idle", 60, "the UI to come up")
+
+    def get(self, path: str) -> dict:
+        with urllib.request.urlopen(self.base + path, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def post(self, path: str, form: dict[str, str] | None = None) -> dict:
+        data = urllib.parse.urlencode(form or {}).encode()
+        with urllib.request.urlopen(urllib.request.Request(self.base + path, data=data, method="POST"), timeout=120) as r:
+            body = r.read()
+        try:
+            return json.loads(body)
+        except ValueError:
+            return {}
+
+    def wait_for(self, cond, timeout_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if cond():
+                    return
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.25)
+        raise AssertionError(f"timed out waiting for {what}; log:\n" + Path(self.log.name).read_text()[-3000:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        self.log.close()
+
+
+@pytest.fixture
+def ui_factory(tmp_path: Path):
+    made: list[UI] = []
+
+    def make(*extra: str) -> UI:
+        ui = UI(tmp_path, *extra)
+        made.append(ui)
+        return ui
+
+    yield make
+    for ui in made:
+        ui.stop()
+
+
+def _llm_rows(ui: UI) -> tuple[list[dict], list[dict]]:
+    ext = {e["key"]: e["data"] for e in ui.get("/stats/requests")["extended_stats"]}
+    return ext["llm"], ext["llm_run"]
+
+
+def test_start_from_form_live_rows_stop_and_run_directory(ui_factory) -> None:  # type: ignore[no-untyped-def]
+    ui = ui_factory()
+    live = ui.get("/llm/api/live")
+    assert live["simulated"] and live["host"].startswith("http://127.0.0.1:")
+    page = urllib.request.urlopen(ui.base + "/", timeout=10).read().decode()
+    args = json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0])
+    assert [t["key"] for t in args["extended_tabs"]] == ["llm", "llm_run"]
+    assert args["num_users"] == 4  # the form's default: the scenario's concurrency
+    assert {"scenario", "measured_window", "open_loop_rate", "warmup"} <= set(args["extra_options"])
+
+    # the form: users, spawn rate, host, and the plugin's fields ("0" = measure until Stop)
+    res = ui.post("/swarm", {"user_count": "4", "spawn_rate": "4", "host": live["host"], "measured_window": "0",
+                             "scenario": live["scenario_path"]})
+    assert res.get("success"), res
+    ui.wait_for(lambda: any(r["cls"] == "All classes" and r["requests"] not in ("0", "") for r in _llm_rows(ui)[0]),
+                40, "LLM rows with finished requests")
+    rows, run_rows = _llm_rows(ui)
+    assert [r["cls"] for r in rows][-1] == "All classes" and {"chat", "rag"} <= {r["cls"] for r in rows}
+    total = rows[-1]
+    assert float(total["ttft_p50"].replace(",", "")) > 0 and float(total["itl_p99"].replace(",", "")) > 0
+    assert dict((r["item"], r["value"]) for r in run_rows)["State"] == "measuring"
+    live = ui.get("/llm/api/live")
+    assert live["state"] == "measuring" and live["engine"]["enabled"] and live["workers"] == 1
+    ui.wait_for(lambda: len(ui.get("/llm/api/live")["series"]["t"]) >= 2, 10, "chart points")
+
+    ui.post("/stop")  # returns once every request in flight has finished and been reported
+    ui.wait_for(lambda: ui.get("/llm/api/live")["state"] == "finished", 30, "the run to be written")
+    live = ui.get("/llm/api/live")
+    run = Path(live["run_dir"])
+    for name in ("summary.json", "histograms.json", "requests.jsonl", "scenario.yaml", "load_result.json",
+                 "engine_metrics.jsonl", "load_plan.json"):
+        assert (run / name).exists(), name
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "complete"  # "until Stop": stopping is the normal end
+    assert summary["load"]["until_stopped"] is True and summary["client"]["cut_at_end"] == 0
+    reqs = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+    measured = [r for r in reqs if not r["warmup"]]
+    assert summary["requests"]["completed"] == len([r for r in measured if r["error"] is None]) > 0
+    # the live view is the lossless merge of the workers' deltas: the same numbers as summary.json
+    all_row = live["classes"][-1]
+    assert all_row["requests"] == summary["requests"]["completed"]
+    for metric, key in (("ttft", "ttft"), ("itl_token", "itl"), ("tpot", "tpot")):
+        for p in ("p50", "p90", "p99"):
+            assert all_row[key][p] == pytest.approx(summary["latency_ms"][metric][p], rel=1e-9), (metric, p)
+    assert live["final"]["rps"] == pytest.approx(summary["requests"]["rps"])
+    assert live["summary_url"].endswith(f"/llm/runs/{run.name}/summary.json")
+    served = ui.get(live["summary_url"])
+    assert served["requests"]["completed"] == summary["requests"]["completed"]
+
+
+def test_ui_with_two_worker_processes_merges_their_shares(ui_factory) -> None:  # type: ignore[no-untyped-def]
+    ui = ui_factory("--processes", "2")
+    ui.wait_for(lambda: '"worker_count": 2' in urllib.request.urlopen(ui.base + "/", timeout=10).read().decode(),
+                30, "two workers")
+    live = ui.get("/llm/api/live")
+    res = ui.post("/swarm", {"user_count": "4", "spawn_rate": "4", "host": live["host"], "measured_window": "3"})
+    assert res.get("success"), res
+    # the window ends by itself after 3 s: the run is written and the test stops without a click
+    ui.wait_for(lambda: ui.get("/llm/api/live")["state"] == "finished", 45, "the run to finish on its own")
+    live = ui.get("/llm/api/live")
+    run = Path(live["run_dir"])
+    summary = json.loads((run / "summary.json").read_text())
+    shares = [json.loads((run / f"load_result.w{k}.json").read_text()) for k in (0, 1)]
+    counts = [w["metrics"]["_all"]["counts"]["completed"] for w in shares]
+    assert summary["client"]["processes"] == 2 and summary["status"] == "complete"
+    assert all(n > 0 for n in counts) and summary["requests"]["completed"] == sum(counts)
+    assert live["classes"][-1]["requests"] == sum(counts)
+    ui.wait_for(lambda: ui.get("/llm/api/live")["locust_state"] == "stopped", 20, "Locust to show the test stopped")
