@@ -91,8 +91,7 @@ def preflight(url: str, model: str | None, scenario: Scenario) -> dict[str, Any]
         reason = getattr(exc, "reason", exc)
         raise TargetError(f"target {base}: cannot connect ({reason}); start the engine or fix --target") from None
     if status in (401, 403):
-        raise TargetError(f"target {base} refused the request ({status}); set target.api_key_env to the name "
-                          "of the variable holding the API key")
+        raise TargetError(_refused(base, status, scenario))
     models: list[str] = []
     max_model_len = None
     if status == 200:
@@ -111,6 +110,18 @@ def preflight(url: str, model: str | None, scenario: Scenario) -> dict[str, Any]
         raise TargetError(f"target.model {model!r} is not served by {base}; served: {', '.join(models)} (use --model)")
     continuous = _probe(base, model, scenario)
     return {"model": model, "models": models, "max_model_len": max_model_len, "continuous_usage": continuous}
+
+
+def _refused(base: str, status: int, scenario: Scenario) -> str:
+    import os
+
+    env = scenario.target.api_key_env
+    if env and not os.environ.get(env):
+        return f"target {base} refused the request ({status}); target.api_key_env names {env}, which is not set"
+    if env:
+        return f"target {base} refused the request ({status}) with the key in {env}; check the key"
+    return (f"target {base} refused the request ({status}); set target.api_key_env to the name "
+            "of the variable holding the API key")
 
 
 def _auth_headers(scenario: Scenario) -> dict[str, str]:
@@ -164,8 +175,7 @@ def _probe(base: str, model: str, scenario: Scenario) -> bool:
             raise TargetError(f"target {base}{adapter.path} answered 404 ({text}); check target.api "
                               f"({scenario.target.api}), target.model and the URL")
         if status in (401, 403):
-            raise TargetError(f"target {base} refused the request ({status}); set target.api_key_env to the name "
-                              "of the variable holding the API key")
+            raise TargetError(_refused(base, status, scenario))
         if status >= 500:
             break
     raise TargetError(

@@ -94,6 +94,21 @@ def test_failures_are_one_line(scripts: list, expected: str) -> None:  # type: i
     assert expected in line and "\n" not in line
 
 
+def test_refusal_names_the_unset_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PF_UNSET", raising=False)
+    with RawServer([_json("401 Unauthorized", {})]) as server:
+        with pytest.raises(TargetError) as info:
+            preflight(server.url, None, _scenario(api_key_env="PF_UNSET"))
+    assert info.value.lines == [f"target {server.url} refused the request (401); target.api_key_env names PF_UNSET, "
+                                "which is not set"]
+    monkeypatch.setenv("PF_UNSET", "wrong")
+    with RawServer([MODELS, _json("401 Unauthorized", {})]) as server:
+        with pytest.raises(TargetError) as info:
+            preflight(server.url, "m1", _scenario(api_key_env="PF_UNSET"))
+    assert info.value.lines == [f"target {server.url} refused the request (401) with the key in PF_UNSET; check the key"]
+    assert "wrong" not in info.value.lines[0]
+
+
 def test_models_endpoint_missing_still_works_with_a_model() -> None:
     with RawServer([_json("404 Not Found", {"detail": "Not Found"}), SSE_OK, SSE_OK]) as server:
         info = preflight(server.url, "given", _scenario())
