@@ -637,7 +637,7 @@ class RunSession:
             rates = {name: {"rps": c["requests"]["rps"], "tok_s": c["tokens"]["output_per_s"]}
                      for name, c in s.get("per_class", {}).items()}
             rates[ALL] = {"rps": s["requests"]["rps"], "tok_s": s["tokens"]["output_per_s"]}
-            out["rates_over"] = "measured window"
+            out["rates_over"] = "whole run"
         classes = run.live.total.classes
         rows = [_class_view(name, cm, rates.get(name)) for name, cm in classes.items() if name != ALL]
         rows.append(_class_view("All classes", classes[ALL], rates.get(ALL)))

@@ -1,0 +1,158 @@
+"""The web UI in a real headless Chromium: start a test from Locust's form, watch the LLM tab and
+the /llm dashboard fill in, stop it, follow the report link.
+
+Screenshots go to tests/load/artifacts/ (ignored by git): llm_tab.png, llm_dashboard_live.png,
+llm_run_tab.png, llm_dashboard_finished.png.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from harness.target import free_port
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (.ci/run installs it)"),
+]
+
+
+@pytest.fixture
+def ui(tmp_path: Path):
+    scenario = tmp_path / "chat.yaml"
+    scenario.write_text(json.dumps({
+        "name": "chat-mix",
+        "load": {"concurrency": 8, "duration_s": 600},
+        "warmup": {"requests": 4},
+        "workload": {"classes": [
+            {"name": "chat", "weight": 3, "input_tokens": {"dist": "uniform", "min": 32, "max": 256},
+             "output_tokens": {"dist": "uniform", "min": 32, "max": 96}},
+            {"name": "summarize", "weight": 1, "input_tokens": 1024, "output_tokens": 48},
+        ]},
+    }))
+    port = free_port()
+    log = open(tmp_path / "ui.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli.main", "ui", str(scenario), "--web-port", str(port), "--results",
+         str(tmp_path / "results"), "--sim-args", "--sim-speed 2 --max-num-seqs 16"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(base + "/llm/api/live", timeout=2).read()
+            break
+        except OSError:
+            assert proc.poll() is None, (tmp_path / "ui.log").read_text()[-3000:]
+            time.sleep(0.2)
+    yield base, tmp_path
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    log.close()
+
+
+@pytest.fixture
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+                "--window-size=1500,1000", f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}"):
+        opts.add_argument(arg)
+    opts.binary_location = str(CHROMIUM)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def _shot(driver, name: str) -> None:  # type: ignore[no-untyped-def]
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / ".gitignore").write_text("*\n")
+    driver.save_screenshot(str(ARTIFACTS / name))
+
+
+def _number(text: str) -> float | None:
+    m = re.fullmatch(r"[\d,]+(\.\d+)?", text.strip())
+    return float(text.replace(",", "")) if m else None
+
+
+def test_start_watch_stop_in_chromium(ui, browser) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base, tmp = ui
+    d = browser
+    wait = WebDriverWait(d, 45, poll_frequency=0.25)
+    d.get(base + "/")
+    wait.until(ec.element_to_be_clickable((By.XPATH, "//form//button[@type='submit']"))).click()
+
+    # Locust's page with the plugin's tabs: the LLM tab fills in while the test runs
+    tab = wait.until(ec.element_to_be_clickable((By.XPATH, "//button[@role='tab'][normalize-space()='LLM']")))
+    tab.click()
+
+    def total_row_filled(drv):  # type: ignore[no-untyped-def]
+        cells = drv.find_elements(By.XPATH, "//tr[td[1][normalize-space()='All classes']]/td")
+        texts = [c.text for c in cells]
+        return texts if len(texts) == 14 and _number(texts[1]) and all(_number(t) is not None for t in texts[5:]) else False
+
+    cells = wait.until(total_row_filled)
+    headers = [h.text for h in d.find_elements(By.XPATH, "//table//th")]
+    assert headers[:2] == ["Class", "Requests"] and "TTFT p99" in headers and "ITL p50 (ms/token)" in headers
+    assert _number(cells[1]) > 0 and _number(cells[5]) > 0  # requests, TTFT p50 (ms)
+    classes = [td.text for td in d.find_elements(By.XPATH, "//tbody/tr/td[1]")]
+    assert classes[-1] == "All classes" and "chat" in classes
+    time.sleep(2)  # a few more seconds of traffic for the screenshot
+    _shot(d, "llm_tab.png")
+
+    # the /llm dashboard in a second tab: cards, per-class table and charts
+    locust_tab = d.current_window_handle
+    d.switch_to.new_window("tab")
+    d.get(base + "/llm")
+    wait.until(lambda drv: drv.find_element(By.ID, "state").text.lower() == "measuring")
+    wait.until(lambda drv: len(drv.find_elements(By.CSS_SELECTOR, "#c-ttft path.l1")) == 1)
+    assert _number(d.find_element(By.ID, "k-ttft").text.replace("ms", "")) > 0
+    _shot(d, "llm_dashboard_live.png")
+
+    # Stop from Locust's header; the run drains and is written
+    d.switch_to.window(locust_tab)
+    d.find_element(By.XPATH, "//button[normalize-space()='Stop']").click()
+    d.find_element(By.XPATH, "//button[@role='tab'][normalize-space()='LLM run']").click()
+    wait.until(lambda drv: drv.find_elements(By.XPATH, "//tr[td[1]='State']/td[2][normalize-space()='finished']"))
+    _shot(d, "llm_run_tab.png")
+
+    d.switch_to.window(d.window_handles[-1])
+    link = WebDriverWait(d, 90, poll_frequency=0.5).until(
+        ec.presence_of_element_located((By.XPATH, "//a[normalize-space()='Open report']")))
+    d.execute_script("window.scrollTo(0, 0)")
+    _shot(d, "llm_dashboard_finished.png")
+    href = link.get_attribute("href")
+    report = urllib.request.urlopen(href, timeout=10).read().decode()
+    assert "<html" in report.lower() and "chat-mix" in report
+    (run,) = list((tmp / "results").iterdir())
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["requests"]["completed"] > 0 and (run / "report.html").exists()
+    assert summary["client"]["cut_at_end"] == 0
