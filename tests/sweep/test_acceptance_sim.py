@@ -91,3 +91,35 @@ def test_sim_sweep_kill_and_resume(tmp_path):
     # closing table: the failed config is listed last with its reason
     assert "num-gpu-blocks-override=8" in text and "failed: engine exited with code 1" in text
     assert not (out / "engine.json").exists()
+
+
+def test_sigterm_stops_the_engine_and_keeps_finished_cells(tmp_path):
+    pytest.importorskip("harness.sim.server")
+    (tmp_path / "pressure.yaml").write_text((DATA / "pressure.yaml").read_text())
+    data = {**SWEEP, "vary": {"flags": {"max-num-seqs": [4, 8]}, "include_base": False}, "repeats": 3,
+            "overrides": {"load.requests": 200}}
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "out"
+    log = open(tmp_path / "harness.out", "w")
+    # output to a file, not a pipe: a load process the runner started keeps its own copy
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--out", str(out), "--no-report"],
+                            stdout=log, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while not complete_cells(out) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    engine = json.loads((out / "engine.json").read_text())
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+        log.close()
+    text = (tmp_path / "harness.out").read_text()
+    assert proc.returncode == 130, text
+    assert "--resume" in text
+    assert not group_alive(engine["pgid"])
+    assert not (out / "engine.json").exists()
+    statuses = [c["status"] for c in json.loads((out / "index.json").read_text())["cells"]]
+    # the cell in flight (if the signal came during one) is partial; nothing after it ran
+    assert statuses[0] == "complete" and set(statuses[1:]) <= {"complete", "partial"}, statuses

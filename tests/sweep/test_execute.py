@@ -198,3 +198,30 @@ def test_index_writes_are_atomic(write_sweep, tmp_path, monkeypatch):
     run_sweep(build_plan(path), SweepOptions(out_dir=tmp_path / "o", run_fn=FakeRun(), show_progress=False))
     assert replaced.count("index.json") >= 3 and replaced.count("summary.csv") >= 3
     assert not [p for p in (tmp_path / "o").iterdir() if ".tmp" in p.name]
+
+
+def test_cold_start_and_sweep_warmup(write_sweep, tmp_path):
+    path = sweep_file(
+        write_sweep,
+        vary={"flags": {"max-num-seqs": [2]}, "include_base": False},
+        repeats=3,
+        cold_start=True,
+        warmup={"requests": 5},
+    )
+    run = FakeRun()
+    out = tmp_path / "out"
+    run_sweep(build_plan(path), SweepOptions(out_dir=out, run_fn=run, show_progress=False))
+    log = (out / "logs" / "max-num-seqs=2.log").read_text()
+    assert log.count("===== harness sweep") == 3  # a fresh engine per cell, one log per config
+    assert [s.warmup.requests for s, _ in run.calls] == [5, 5, 5]  # each cell is the first after a start
+    cells = read_index(out)["cells"]
+    assert len({c["port"] for c in cells}) == 3
+    # no reset needed: every cell starts on a fresh engine
+    assert [json.loads((out / c["run_dir"] / "summary.json").read_text())["engine"]["resets_seen"] for c in cells] == [0, 0, 0]
+
+
+def test_sweep_warmup_only_after_a_start(write_sweep, tmp_path):
+    path = sweep_file(write_sweep, vary={"flags": {"max-num-seqs": [2]}, "include_base": False}, repeats=3, warmup={"duration_s": 2})
+    run = FakeRun()
+    run_sweep(build_plan(path), SweepOptions(out_dir=tmp_path / "out", run_fn=run, show_progress=False))
+    assert [s.warmup.duration_s for s, _ in run.calls] == [2, 0, 0]
