@@ -107,7 +107,7 @@ class Row:
     interval: tuple[float, float] | None  # interval of `change` from the per-request bootstrap
     tests: list[str]
     beyond_noise: bool | None  # None: no noise estimate was possible
-    verdict: str  # ok | REGRESSION | improved | within noise | n/a
+    verdict: str  # ok | REGRESSION | improved | within noise | too few samples | n/a
 
 
 @dataclass
@@ -324,6 +324,9 @@ def _is_good(q: dict[str, Any], slo: dict[str, Any]) -> bool:
     return True
 
 
+TOO_FEW = "too few requests"
+
+
 def _bootstrap_test(m: MetricDef, b: _SideData, c: _SideData, opts: Options, rng: np.random.Generator) -> tuple[tuple[float, float] | None, str]:
     """Interval of the relative difference (percent of the baseline's estimate) and a description."""
     B = opts.bootstrap
@@ -331,8 +334,11 @@ def _bootstrap_test(m: MetricDef, b: _SideData, c: _SideData, opts: Options, rng
         if not (b.has_requests and c.has_requests):
             return None, "no per-request records"
         xb, xc = b.field(m.record_field), c.field(m.record_field)
-        if xb.size < 20 or xc.size < 20:
-            return None, f"too few requests for a bootstrap ({xb.size}/{xc.size})"
+        if xb.size < 8 or xc.size < 8:
+            return None, f"{TOO_FEW} to resample ({xb.size}/{xc.size}; 8+ each)"
+        if m.stat != "mean" and min(xb.size, xc.size) * (1 - float(m.stat) / 100.0) < 1:  # type: ignore[arg-type]
+            need = int(np.ceil(1 / (1 - float(m.stat) / 100.0)))  # type: ignore[arg-type]
+            return None, f"{TOO_FEW}: the p{m.stat:g} of {min(xb.size, xc.size)} requests is their maximum; it takes {need}+ to resample it"  # type: ignore[str-format]
         if m.stat == "mean":
             pb, db = stats.mean_draws(xb, B, rng)
             pc, dc = stats.mean_draws(xc, B, rng)
@@ -463,8 +469,11 @@ def compare_runs(base: list[RunData], cand: list[RunData], metrics: list[MetricD
             beyond.append(sep)
         beyond_noise = all(beyond) if beyond else None
         threshold = opts.threshold_pct if pct_unit else opts.max_error_pp
+        too_few = interval is None and desc.startswith(TOO_FEW)
         if abs(worse) <= threshold:
             verdict = "ok"
+        elif too_few and not beyond:
+            verdict = "too few samples"  # the data cannot say; not counted as a regression
         elif beyond_noise is False:
             verdict = "within noise"
         else:
@@ -486,7 +495,8 @@ def _how(opts: Options) -> list[str]:
         "(or, without per-request gaps, the HDR histogram with one effective sample per request); "
         "throughput resamples time slices of the run; shares use a binomial interval.",
         "Noise, repeats (2+ runs per side): every candidate run must also be worse than every baseline run.",
-        "With no noise estimate (single runs without requests.jsonl) the threshold alone decides.",
+        "With no noise estimate (single runs without requests.jsonl) the threshold alone decides; a percentile "
+        "that is just the largest sample (p99 of fewer than 100 requests) is marked 'too few samples' and not judged.",
         "Values with repeats are the mean of the runs.",
     ]
 
@@ -612,9 +622,9 @@ def render_text(res: Result, verbose: bool = False) -> str:
             out.append("  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) if i < 5 else cell for i, cell in enumerate(row)).rstrip())
             if j == 0:
                 out.append("  ".join("-" * w for w in widths))
-        if verbose or any(r.verdict in ("REGRESSION", "within noise", "improved") for r in p.rows):
+        if verbose or any(r.verdict not in ("ok", "n/a") for r in p.rows):
             for r in p.rows:
-                if verbose or r.verdict in ("REGRESSION", "within noise", "improved"):
+                if verbose or r.verdict not in ("ok", "n/a"):
                     out.append(f"  {r.label}: {r.verdict}; " + "; ".join(r.tests))
     out.append("")
     out.append("How this was decided:")
@@ -634,7 +644,7 @@ def render_markdown(res: Result, heading_level: int = 3) -> str:
         out.append(f"> ⚠️ {w}")
     if res.warnings:
         out.append("")
-    mark = {"REGRESSION": "❌ REGRESSION", "improved": "🟢 improved", "within noise": "〰️ within noise", "ok": "ok", "n/a": "n/a"}
+    mark = {"REGRESSION": "❌ REGRESSION", "improved": "🟢 improved", "within noise": "〰️ within noise", "too few samples": "❔ too few samples", "ok": "ok", "n/a": "n/a"}
     cells = [p for p in res.pairs if p.label]
     if cells:
         out += ["| cell | status | verdict | changes beyond the threshold |", "|:---|:---|:---|:---|"]

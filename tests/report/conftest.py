@@ -20,14 +20,14 @@ def fx(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "run_warn": make_run(root / "run_warn", seed=5, failed=6, telemetry=False,
                              warnings=("client CPU saturated (98 % max): latencies include client delay",)),
         "crashed": make_run(root / "crashed", seed=6, omit=("summary.json", "histograms.json", "engine_metrics.jsonl"), truncate_requests=True),
-        "sweep": make_sweep(root / "sweep"),
-        "sweep_same": make_sweep(root / "sweep_same", seed=500),
-        "sweep_slow": make_sweep(root / "sweep_slow", seed=900, speed_scale=0.7, failed_config="c2-seqs256",
+        "sweep": make_sweep(root / "sweep", n=80),
+        "sweep_same": make_sweep(root / "sweep_same", seed=500, n=80),
+        "sweep_slow": make_sweep(root / "sweep_slow", seed=900, n=80, speed_scale=0.7, failed_config="c2-seqs256",
                                  configs={"c0-base": 1.0, "c1-seqs128": 1.25, "c2-seqs256": 0.9, "c3-seqs512": 1.0}),
     }
     for i in range(3):
-        out[f"rep_a{i}"] = make_run(root / "rep_a" / f"r{i}", seed=100 + i)
-        out[f"rep_b{i}"] = make_run(root / "rep_b" / f"r{i}", seed=200 + i, speed=0.85)
+        out[f"rep_a{i}"] = make_run(root / "rep_a" / f"r{i}", seed=100 + i, n=120)
+        out[f"rep_b{i}"] = make_run(root / "rep_b" / f"r{i}", seed=200 + i, n=120, speed=0.85)
     out["rep_a"] = root / "rep_a"
     out["rep_b"] = root / "rep_b"
     out["root"] = root

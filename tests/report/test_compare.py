@@ -84,7 +84,7 @@ def test_threshold_decides_with_noise(fx, capsys):
     assert code == 0
     code, out, _ = _run(capsys, str(fx["rep_a"]), str(fx["rep_b"]), "--max-regression", "5%", "-v")
     assert code == 1
-    assert "(3 runs, 600 requests)" in out
+    assert "(3 runs, 360 requests)" in out
     assert "repeats 3/3: every candidate run worse than every baseline run (p=0.05)" in out
 
 
