@@ -171,6 +171,10 @@ class WorkerAgent:
     def _on_test_start(self, **_kw: Any) -> None:
         if self.run is not None and not self.run.started:
             self._start()
+        elif isinstance(self.env.runner, WorkerRunner) and (self.run is None or self.run.finishing):
+            # shares are fixed when a test starts; Locust may still send users to a late worker
+            log.warning("this worker joined after the test started: it has no share of the request stream and "
+                        "stays idle until the next test")
 
     def _on_test_stopping(self, **_kw: Any) -> None:
         # Locust is about to stop the users (stop_timeout 0 would cut streams): finish first

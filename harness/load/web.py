@@ -40,7 +40,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from harness.errors import UserError
 from harness.load.distributed import Collector, WorkerAgent
 from harness.load.plan import LoadPlan
-from harness.metrics.hdr import PERCENTILES
+from harness.metrics.hdr import LATENCY, PERCENTILES, Histogram
 from harness.metrics.recorder import ALL, ClassMetrics, MetricSet
 from harness.results.build import build_summary
 from harness.results.layout import RunDir, default_run_dir, write_json_atomic, write_text_atomic
@@ -118,12 +118,26 @@ def on_init(environment: Environment, **_kw: Any) -> None:
 
 
 # ====================================================================== live statistics
+class _Second:
+    """What the last-seconds view keeps of one second of deltas: counts per class, and the two
+    histograms the charts need (all classes). Full per-class sets would cost ~1.3 MB each."""
+
+    __slots__ = ("t", "counts", "ttft", "itl")
+
+    def __init__(self, t: int) -> None:
+        self.t = t
+        self.counts: dict[str, list[int]] = {}  # class -> [completed, output tokens]
+        self.ttft = Histogram(LATENCY)
+        self.itl = Histogram(LATENCY)
+
+
 class LiveStats:
-    """Merges the workers' interval histograms: whole window so far, and the last few seconds."""
+    """Merges the workers' interval histograms: the whole window so far (lossless, every class
+    and metric), and per-second counts and TTFT/ITL histograms for the last RATE_WINDOW_S."""
 
     def __init__(self) -> None:
         self.total = MetricSet()
-        self.recent: deque[tuple[float, MetricSet]] = deque()
+        self.recent: deque[_Second] = deque()
         self.series: dict[str, list[Any]] = {k: [] for k in (
             "t", "rps", "tok_s", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "kv", "running", "waiting", "users")}
         self.first_t: float | None = None
@@ -134,39 +148,52 @@ class LiveStats:
             self.first_t = now
         delta = MetricSet.from_dict(metrics)
         self.total.merge(delta)
-        self.recent.append((now, delta))
-        while self.recent and self.recent[0][0] < now - RATE_WINDOW_S:
+        second = int(now)
+        if not self.recent or self.recent[-1].t != second:
+            self.recent.append(_Second(second))
+        bucket = self.recent[-1]
+        for name, cm in delta.by_class.items():
+            c = bucket.counts.setdefault(name, [0, 0])
+            c[0] += cm.counts["completed"]
+            c[1] += cm.counts["output_tokens"]
+            bucket.ttft.merge(cm.hist["ttft"])
+            bucket.itl.merge(cm.hist["itl_token"])
+        self._trim(now)
+
+    def _trim(self, now: float) -> None:
+        while self.recent and self.recent[0].t < now - RATE_WINDOW_S:
             self.recent.popleft()
 
-    def _recent(self) -> tuple[MetricSet, float]:
-        now = time.time()
-        while self.recent and self.recent[0][0] < now - RATE_WINDOW_S:
-            self.recent.popleft()
-        merged = MetricSet()
-        for _t, delta in self.recent:
-            merged.merge(delta)
+    def _span(self, now: float) -> float:
         span = min(RATE_WINDOW_S, now - self.first_t) if self.first_t else RATE_WINDOW_S
-        return merged, max(span, 1.0)
+        return max(span, 1.0)
 
     def rates(self) -> dict[str, dict[str, float]]:
         """{class or _all: {rps, tok_s}} over the last RATE_WINDOW_S seconds."""
-        merged, span = self._recent()
-        out = {}
-        for name, cm in merged.classes.items():
-            out[name] = {"rps": cm.counts["completed"] / span, "tok_s": cm.counts["output_tokens"] / span}
-        return out
+        now = time.time()
+        self._trim(now)
+        span = self._span(now)
+        sums: dict[str, list[int]] = {ALL: [0, 0]}
+        for bucket in self.recent:
+            for name, (n, tok) in bucket.counts.items():
+                for key in (name, ALL):
+                    acc = sums.setdefault(key, [0, 0])
+                    acc[0] += n
+                    acc[1] += tok
+        return {name: {"rps": n / span, "tok_s": tok / span} for name, (n, tok) in sums.items()}
 
     def sample(self, engine: dict[str, Any], users: int) -> None:
         """One chart point: last-window rates and percentiles (all classes), engine gauges."""
-        merged, span = self._recent()
-        overall = merged.classes[ALL]
-        overall.flush()
+        rates = self.rates()[ALL]
+        ttft, itl = Histogram(LATENCY), Histogram(LATENCY)
+        for bucket in self.recent:
+            ttft.merge(bucket.ttft)
+            itl.merge(bucket.itl)
         s = self.series
         s["t"].append(round(time.time(), 1))
-        s["rps"].append(round(overall.counts["completed"] / span, 3))
-        s["tok_s"].append(round(overall.counts["output_tokens"] / span, 1))
-        for metric, key in (("ttft", "ttft"), ("itl_token", "itl")):
-            h = overall.hist[metric]
+        s["rps"].append(round(rates["rps"], 3))
+        s["tok_s"].append(round(rates["tok_s"], 1))
+        for key, h in (("ttft", ttft), ("itl", itl)):
             for p in ("p50", "p99"):
                 s[f"{key}_{p}"].append(round(min(h.percentile(PERCENTILES[p]), h.max or 0) / NS_PER_MS, 3)
                                        if h.count else None)
