@@ -19,7 +19,7 @@ async def _decodes_with_long_prompts(url: str) -> list[float]:
     """4 decoding streams; meanwhile 3 long (6,000-token, uncached) prompts arrive. Returns decode ITLs."""
     rng = random.Random(7)
     async with aiohttp.ClientSession() as s:
-        decodes = [asyncio.create_task(stream(s, url, chat_body(words(20, rng), 250))) for _ in range(4)]
+        decodes = [asyncio.create_task(stream(s, url, chat_body(words(20, rng), 150))) for _ in range(4)]
         await asyncio.sleep(0.1)
         for _ in range(3):
             await stream(s, url, chat_body(words(6000, rng), 1))
@@ -93,25 +93,28 @@ def test_no_enable_prefix_caching_turns_it_off(cache_off):
 
 # -- KV pressure and preemption --------------------------------------------------------------
 
-KV_FLAGS = ("--sim-speed", "10", "--max-model-len", "512", "--num-gpu-blocks-override", "64", "--block-size", "16")
+KV_FLAGS = ("--sim-speed", "20", "--max-model-len", "512", "--num-gpu-blocks-override", "64", "--block-size", "16")
 
 
 async def _kv_pressure(srv) -> tuple[float, float]:
-    """16 concurrent requests of 100 + 200 tokens (19 blocks each) on a 64-block cache."""
+    """16 concurrent requests of 100 + 120 tokens (14 blocks each) on a 64-block cache."""
     rng = random.Random(5)
     peak = 0.0
 
-    async def sample():
-        nonlocal peak
-        while True:
-            peak = max(peak, srv.metrics()["vllm:kv_cache_usage_perc"])
-            await asyncio.sleep(0.02)
-
     async with aiohttp.ClientSession() as s:
+        async def sample():
+            nonlocal peak
+            while True:
+                async with s.get(srv.url + "/metrics") as resp:
+                    for line in (await resp.text()).splitlines():
+                        if line.startswith("vllm:kv_cache_usage_perc{"):
+                            peak = max(peak, float(line.rsplit(" ", 1)[1]))
+                await asyncio.sleep(0.01)
+
         sampler = asyncio.create_task(sample())
-        results = await asyncio.gather(*[stream(s, srv.url, chat_body(words(100, rng), 200)) for _ in range(16)])
+        results = await asyncio.gather(*[stream(s, srv.url, chat_body(words(100, rng), 120)) for _ in range(16)])
         sampler.cancel()
-    assert all(r.done and len(r.token_times()) == 200 for r in results)
+    assert all(r.done and len(r.token_times()) == 120 for r in results)
     return srv.metrics()["vllm:num_preemptions_total"], peak
 
 
@@ -122,7 +125,7 @@ def test_small_kv_cache_causes_preemptions_and_full_usage(sim):
 
 
 def test_lower_max_num_seqs_removes_preemptions(sim):
-    preemptions, _ = run(_kv_pressure(sim(*KV_FLAGS, "--max-num-seqs", "3")))
+    preemptions, _ = run(_kv_pressure(sim(*KV_FLAGS, "--max-num-seqs", "4")))  # 4 x 14 blocks fit in 64
     assert preemptions == 0
 
 

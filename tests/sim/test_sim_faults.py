@@ -51,9 +51,9 @@ def test_disconnect_cuts_streams_mid_way(sim):
         assert 1 <= len(r.token_times()) < 50
 
 
-async def _max_gap(url: str) -> float:
+async def _max_gap(url: str, n: int = 100) -> float:
     async with aiohttp.ClientSession() as s:
-        r = await stream(s, url, chat_body("a", 150))
+        r = await stream(s, url, chat_body("a", n))
     assert r.done
     return max(r.itls_s())
 
@@ -62,7 +62,7 @@ SCRIPTED = ("--scripted-ttft-ms", "5", "--scripted-itl-ms", "5", "--max-model-le
 
 
 def test_stall_pauses_every_stream(sim):
-    stalled = run(_max_gap(sim(*SCRIPTED, "--fault-stall-every-s", "0.3", "--fault-stall-ms", "200").url))
+    stalled = run(_max_gap(sim(*SCRIPTED, "--fault-stall-every-s", "0.2", "--fault-stall-ms", "200").url))
     steady = run(_max_gap(sim(*SCRIPTED).url))
     assert stalled >= 0.15 and steady < 0.1, (stalled, steady)
 
@@ -70,8 +70,8 @@ def test_stall_pauses_every_stream(sim):
 def test_stall_in_batching_mode(sim):
     # 150 tokens at ~2.2 ms per step last ~0.35 s: at least one stall falls inside the stream
     flags = ("--sim-speed", "4", "--max-model-len", "2048")
-    stalled = run(_max_gap(sim(*flags, "--fault-stall-every-s", "0.1", "--fault-stall-ms", "200").url))
-    steady = run(_max_gap(sim(*flags).url))
+    stalled = run(_max_gap(sim(*flags, "--fault-stall-every-s", "0.1", "--fault-stall-ms", "200").url, 150))
+    steady = run(_max_gap(sim(*flags).url, 150))
     assert stalled >= 0.15 and steady < 0.1, (stalled, steady)
 
 

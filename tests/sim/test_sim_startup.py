@@ -89,13 +89,13 @@ def test_max_model_len_auto_is_what_fits(sim):
 
 
 def test_periodic_stats_line(sim):
-    srv = sim("--max-model-len", "2048", "--sim-log-stats-interval", "0.3", "--sim-speed", "0.5")
+    srv = sim("--max-model-len", "2048", "--sim-log-stats-interval", "0.2")
 
     async def go():
         async with aiohttp.ClientSession() as s:
-            await stream(s, srv.url, chat_body("a b c", 60))
+            await stream(s, srv.url, chat_body("a b c", 40))
     run(go())
-    time.sleep(0.4)
+    time.sleep(0.3)
     assert re.search(r"Engine 000: Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: [\d.]+ tokens/s, "
                      r"Running: \d+ reqs, Waiting: \d+ reqs, GPU KV cache usage: [\d.]+%", srv.stdout())
 
