@@ -150,7 +150,16 @@ def _measure(
         progress.note("interrupted: stopping the load, keeping what was measured ...")
         for p in procs:
             _signal(p, signal.SIGTERM)
-        follower.wait(grace_s=opts.stop_grace_s + 10)
+        try:
+            follower.wait(grace_s=opts.stop_grace_s + 10)
+        except KeyboardInterrupt:
+            # a second Ctrl-C: stop now. The load processes run in their own sessions, so
+            # without this they would keep sending to the target after we exit.
+            for p in procs:
+                _signal(p, signal.SIGKILL)
+            progress.note("interrupted again: load stopped at once, no summary; "
+                          f"{run_dir.requests} keeps the requests recorded so far")
+            raise
     finally:
         _stop_helpers(helpers)
         progress.close()

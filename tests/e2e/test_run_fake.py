@@ -173,3 +173,46 @@ def test_ctrl_c_keeps_what_was_measured(fake_openai, tmp_path: Path) -> None:  #
     lines = requests.read_text().splitlines()
     assert len(lines) == s["requests"]["completed"] + s["requests"]["failed"]
     assert not list(out.glob("*.tmp"))
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_second_ctrl_c_stops_the_load_at_once(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Two Ctrl-C: no load process may outlive `harness run` (they run in their own sessions)."""
+    path = tmp_path / "slow.yaml"
+    path.write_text(SCENARIO.replace("requests: 12}", "duration_s: 60}").replace("warmup: {requests: 2}\n", "")
+                    .replace("itl_ms: 0.5", "itl_ms: 50").replace("output_tokens: 12", "output_tokens: 400")
+                    .replace("{dist: uniform, min: 3, max: 8}", "400"))
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "run", str(path), "--target", fake_openai.url,
+                             "--model", "ok", "--out", str(out), "--no-telemetry", "--no-report", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HARNESS_TEST_KEY": SECRET})
+    progress = out / "progress.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if progress.exists() and any(json.loads(l)["in_flight"] > 0 for l in progress.read_text().splitlines()):
+            break
+        time.sleep(0.1)
+    assert _processes_mentioning(str(out / "load_plan.json")), "the load process should be running"
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    deadline = time.monotonic() + 5
+    while _processes_mentioning(str(out / "load_plan.json")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes_mentioning(str(out / "load_plan.json"))  # requests of 20 s would still be running
