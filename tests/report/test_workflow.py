@@ -48,6 +48,9 @@ def test_workflow_shape():
     assert steps["Write the job summary"]["if"] == "always()"
     assert steps["Upload results and report"]["if"] == "always()"
     assert "${{" not in runs  # inputs reach scripts through env, never pasted into shell text
+    default_sweep = on["workflow_dispatch"]["inputs"]["sweep"]["default"]
+    assert (REPO / default_sweep).is_file(), f"the default sweep file {default_sweep} is not in the repository"
+    assert default_sweep in wf["env"]["SWEEP_FILE"]  # the nightly run uses the same file
 
 
 def _actionlint() -> list[str] | None:
