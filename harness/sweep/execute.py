@@ -95,6 +95,7 @@ class SweepExecutor:
     # ------------------------------------------------------------ top level
     def run(self) -> SweepOutcome:
         clock = Clock()
+        self._recorded: set[str] = set()  # cells written by this run
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "logs").mkdir(exist_ok=True)
         self._write_sweep_copy()
@@ -109,7 +110,10 @@ class SweepExecutor:
         interrupted = False
         try:
             for config, cells in todo:
-                self._run_start(config, cells)
+                try:
+                    self._run_start(config, cells)
+                except Exception as exc:  # a harness bug must not end an overnight sweep
+                    self._start_crashed(cells, exc)
         except KeyboardInterrupt:
             interrupted = True
         finally:
@@ -230,6 +234,15 @@ class SweepExecutor:
             if self._run_cell(cell, i, base_url, proc, startup, {**common, "notes": notes}) == "engine-died":
                 died_in = cell.id
         self._stop(proc)
+
+    def _start_crashed(self, cells: list[Cell], exc: Exception) -> None:
+        if self._current is not None:
+            self._stop(self._current)
+        reason = f"harness error: {type(exc).__name__}: {exc}"
+        self.progress.note(reason)
+        for cell in cells:
+            if cell.id not in self._recorded:
+                self._record(cell, "failed", reason=reason)
 
     # a record of the running engine, so a resume after `kill -9` of the sweep can stop it
     def _note_engine(self, proc: EngineProcess) -> None:
@@ -354,6 +367,7 @@ class SweepExecutor:
             entry["status"] = "partial"
             entry["reason"] = reason or "the run wrote no summary.json"
         self.index.record(entry)
+        self._recorded.add(cell.id)
         if status == "failed" and "duration_s" not in entry:
             self.progress.cell_done(entry, None)
         return entry

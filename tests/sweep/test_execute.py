@@ -225,3 +225,23 @@ def test_sweep_warmup_only_after_a_start(write_sweep, tmp_path):
     run = FakeRun()
     run_sweep(build_plan(path), SweepOptions(out_dir=tmp_path / "out", run_fn=run, show_progress=False))
     assert [s.warmup.duration_s for s, _ in run.calls] == [2, 0, 0]
+
+
+def test_a_harness_error_in_one_config_does_not_end_the_sweep(write_sweep, tmp_path, monkeypatch):
+    from harness.sweep import execute
+
+    path = sweep_file(write_sweep, vary={"flags": {"max-num-seqs": [2, 4]}, "include_base": False}, repeats=1)
+    real = execute.SweepExecutor._run_start
+
+    def flaky(self, config, cells):
+        if config.id == "max-num-seqs=2":
+            raise RuntimeError("bug")
+        return real(self, config, cells)
+
+    monkeypatch.setattr(execute.SweepExecutor, "_run_start", flaky)
+    out = tmp_path / "out"
+    outcome = run_sweep(build_plan(path), SweepOptions(out_dir=out, run_fn=FakeRun(), show_progress=False))
+    cells = read_index(out)["cells"]
+    assert [(c["config_id"], c["status"]) for c in cells] == [("max-num-seqs=2", "failed"), ("max-num-seqs=4", "complete")]
+    assert cells[0]["reason"] == "harness error: RuntimeError: bug"
+    assert outcome.counts["complete"] == 1

@@ -61,6 +61,8 @@ def http_status(url: str, method: str = "GET", timeout: float = 5.0) -> tuple[in
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         return None, str(reason)
+    except Exception as exc:  # a non-HTTP answer (BadStatusLine, ...): not ready, not a crash
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def probe_get_200(base_url: str, path: str) -> Probe:
