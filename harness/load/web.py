@@ -465,14 +465,16 @@ class RunSession:
         else:
             self.env.runner.stop()
 
-    def _on_test_stopping(self, **_kw: Any) -> None:
+    def _on_test_stopping(self, sync: bool = False, **_kw: Any) -> None:
         """Stop pressed, --run-time over, or quitting: workers drain and report before Locust
-        stops them; only then does Locust go on (and a headless master quit)."""
+        stops them; only then does Locust go on (and a headless master quit). `sync`: write the
+        run before returning (headless, or the process is about to exit)."""
+        sync = sync or self.headless
         run = self.run
         if run is None or self.state in ("error", "idle"):
             return
         if run.ending:
-            if self.headless:
+            if sync:
                 run.finalized.wait(120)
             return
         run.ending = True
@@ -480,8 +482,8 @@ class RunSession:
             self.state = "draining"
             self.collector.stop_workers()
         missing = self.collector.wait_finals(self.collector.final_timeout_s())
-        if self.headless:
-            self._finalize(run, missing)
+        if sync:
+            self._finalize(run, missing, sync=True)
         else:
             gevent.spawn(self._finalize, run, missing)
 
@@ -496,7 +498,7 @@ class RunSession:
                     log.exception("harness: live sample failed")
 
     # ---------------------------------------------------------------- the end
-    def _finalize(self, run: Run, missing: list[int]) -> None:
+    def _finalize(self, run: Run, missing: list[int], sync: bool = False) -> None:
         if run.finalizing:
             return
         run.finalizing = True
@@ -514,7 +516,7 @@ class RunSession:
             self.collector.close()
             run.finalized.set()
         if self.state == "finished" and not getattr(self.opts, "no_report", False):
-            if self.headless:
+            if sync or self.headless:
                 self._write_report(run)
             else:
                 gevent.spawn(self._write_report, run)
@@ -587,8 +589,8 @@ class RunSession:
 
     def _on_quitting(self, **_kw: Any) -> None:
         run = self.run
-        if run is not None and not run.ending and self.state not in ("error", "idle"):
-            self._on_test_stopping()
+        if run is not None and self.state not in ("error", "idle"):
+            self._on_test_stopping(sync=True)  # Ctrl-C / SIGTERM: the run is written before exit
         if run is not None and run.telemetry is not None and not run.finalizing:
             run.telemetry.stop()
         if self.sim is not None:
