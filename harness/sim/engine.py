@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 from collections import deque
 from time import perf_counter
 
@@ -61,6 +62,22 @@ class Engine(EngineBase):
         if self._stall_every:
             self._next_stall = loop.time() + self._stall_every
         self._task = loop.create_task(self._run())
+        self._task.add_done_callback(self._on_loop_exit)
+
+    def _on_loop_exit(self, task: asyncio.Task) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        # A bug in the simulator: behave like vLLM's EngineDeadError (/health 503, requests fail).
+        import traceback
+
+        self.dead = True
+        traceback.print_exception(task.exception(), file=sys.stderr)
+        for req in list(self.running) + list(self.waiting):
+            self.pool.release(req.blocks)
+            req.blocks = []
+            self._finish(req, "error")
+        self.running.clear()
+        self.waiting.clear()
 
     def stop(self) -> None:
         if self._task is not None:

@@ -19,6 +19,7 @@ class EngineBase:
         self.stats = stats
         self.rng = rng
         self.finished_count = 0
+        self.dead = False  # set when the engine loop died: /health answers 503, as vLLM's EngineDeadError
         #: called with the count of finished requests after each finish (crash-after-requests fault)
         self.on_finished = None
 

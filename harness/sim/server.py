@@ -82,7 +82,7 @@ class SimServer:
         return app
 
     async def health(self, request: web.Request) -> web.Response:
-        return web.Response(status=200)
+        return web.Response(status=503 if self.engine.dead else 200)
 
     async def version(self, request: web.Request) -> web.Response:
         return web.json_response({"version": SIM_VERSION})
@@ -130,6 +130,8 @@ class SimServer:
         self.received += 1
         rid = request.headers.get("X-Request-Id") or uuid.uuid4().hex
         headers = {"X-Request-Id": rid}
+        if self.engine.dead:
+            return _json_error(ApiError(500, "EngineCore encountered an issue; the engine is dead."), headers)
         cfg = self.cfg
         faults = cfg.faults
         if faults.error_rate and self.rng.random() < faults.error_rate:
