@@ -28,7 +28,14 @@ import numpy as np
 
 from harness.errors import UserError
 from harness.report import baselines, stats
-from harness.report.data import RunData, SweepData, kind_of, load_run, load_sweep, run_subdirs
+from harness.report.data import (
+    RunData,
+    SweepData,
+    kind_of,
+    load_run,
+    load_sweep,
+    run_subdirs,
+)
 from harness.report.metrics import MetricDef, fmt_num
 
 # ---------------------------------------------------------------- sides

@@ -291,7 +291,7 @@ def goodput_figure(points: list[SweepPoint], configs: list[str], scenarios: list
             heights.append(p.goodput_rps if p and p.goodput_rps is not None else 0.0)
         xs = x - 0.4 + width * (j + 0.5)
         bars = ax.bar(xs, heights, width * 0.92, color=PALETTE[j % len(PALETTE)], label=f"scenario {scenario}")
-        for k, (bar, cfg) in enumerate(zip(bars, configs)):
+        for bar, cfg in zip(bars, configs):
             p = next((p for p in points if p.config == cfg and p.scenario == scenario), None)
             if p is None:
                 continue

@@ -11,9 +11,9 @@ from harness.report import sweep_view as V
 from harness.report.build import validity_items
 from harness.report.compare import Options, compare, render_markdown
 from harness.report.data import RunData, SweepData, kind_of, load_run, load_sweep
+from harness.report.document import Table
 from harness.report.metrics import METRICS, MetricDef, fmt_num, fmt_pct
 from harness.report.writers.markdown import table_md
-from harness.report.document import Table
 
 
 def _warn_lines(items: list[str], limit: int = 12) -> list[str]:
