@@ -96,3 +96,31 @@ def test_missing_tokenizer_is_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("error: workload.tokenizer: no/such/dir has no tokenizer.json")
+
+
+def test_every_request_failing_exits_1_with_a_line(tmp_path: Path) -> None:
+    """Preflight passes, then every load connection is closed before a response."""
+    sys.path.insert(0, str(Path(__file__).parent / "client"))
+    from rawhttp import RawServer, chunked, sse_head
+
+    models = json.dumps({"data": [{"id": "m"}]}).encode()
+    scripts = [
+        [("request",), ("send", b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                                b"Content-Length: %d\r\n\r\n%s" % (len(models), models)), ("close",)],
+        [("request",), ("send", sse_head("Transfer-Encoding: chunked\r\nConnection: close\r\n")
+                        + chunked(b'data: {"choices":[{"delta":{"content":"x"}}]}\n\ndata: [DONE]\n\n')), ("close",)],
+    ]  # then every connection: closed before a response
+    path = tmp_path / "f.yaml"
+    path.write_text(SCENARIO.replace("duration_s: 600", "requests: 3").replace("sampling:\n", "target: {continuous_usage: 'off'}\nsampling:\n"))
+    out = tmp_path / "r"
+    with RawServer(scripts) as server:
+        proc = harness("run", str(path), "--target", server.url, "--out", str(out), "--no-telemetry", "--no-report",
+                       "--quiet")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: no request completed in the measured window (disconnect 3); see {out}/requests.jsonl and {out}/load.log")
+    s = json.loads((out / "summary.json").read_text())
+    assert s["requests"]["errors_by_kind"] == {"disconnect": 3} and s["requests"]["completed"] == 0
+    assert s["validity"]["ok"] is False
+    lines = [json.loads(l) for l in (out / "requests.jsonl").read_text().splitlines()]
+    assert [l["error"] for l in lines] == ["disconnect"] * 3

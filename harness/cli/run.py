@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from pathlib import Path
 
 from harness.results.layout import default_run_dir
@@ -89,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--metrics-port {args.metrics_port}: not a port number")
     summary = run_scenario(scenario, opts)
     if summary.requests.completed == 0:
+        errors = ", ".join(f"{k} {v}" for k, v in summary.requests.errors_by_kind.items()) or "none sent"
+        print(f"error: no request completed in the measured window ({errors}); see {out}/requests.jsonl and "
+              f"{out}/load.log", file=sys.stderr)
         return 1
     return 0
 
