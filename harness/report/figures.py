@@ -135,6 +135,7 @@ def over_time_figure(
         ax.text(0.99, 0.9, f"peak {peak:.1f} %", ha="right", va="top", transform=ax.transAxes, fontsize="small")
     else:
         ax.text(0.5, 0.5, no_engine, ha="center", va="center", transform=ax.transAxes, color="#888")
+        ax.set_ylim(0, 100)
     ax.set_ylabel("KV usage (%)")
     ax.set_title("KV cache usage", loc="left", fontsize="medium")
 
