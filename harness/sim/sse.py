@@ -39,10 +39,6 @@ ROLE, CONTENT, USAGE, DONE = range(4)
 def new_trace_log() -> array:
     return array("q")
 
-
-def trace_rows(log: array) -> list[list]:
-    """[[perf_counter_ns, n_tokens, kind], ...] from a trace log."""
-    return [[log[i], log[i + 1], KINDS[log[i + 2]]] for i in range(0, len(log), 3)]
 _FINISH = {None: b"null", "length": b'"length"', "stop": b'"stop"', "abort": b'"abort"'}
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 
 from harness.sim.request import SimRequest
-from harness.sim.sse import trace_rows
+from harness.sim.sse import KINDS
+
+_KIND_JSON = tuple(json.dumps(k) for k in KINDS)
 
 
 class TraceWriter:
@@ -23,15 +25,17 @@ class TraceWriter:
         self._lines: list[str] = []
 
     def record(self, req: SimRequest) -> None:
-        self._lines.append(json.dumps({
-            "request_id": req.rid,
-            "received_ns": req.arrival_ns,
-            "received_wall_ns": req.arrival_wall_ns,
-            "finish_reason": req.finish_reason,
-            "prompt_tokens": req.prompt_len,
-            "completion_tokens": len(req.out_ids),
-            "writes": trace_rows(req.trace) if req.trace is not None else [],
-        }, separators=(",", ":")))
+        # Hand-rolled JSON: ~3x faster than json.dumps on a list of lists, and it runs on the
+        # event loop between token writes.
+        writes = ""
+        if req.trace is not None:
+            it = iter(req.trace)
+            writes = ",".join([f"[{t},{n},{_KIND_JSON[k]}]" for t, n, k in zip(it, it, it)])
+        self._lines.append(
+            f'{{"request_id":{json.dumps(req.rid)},"received_ns":{req.arrival_ns},'
+            f'"received_wall_ns":{req.arrival_wall_ns},"finish_reason":{json.dumps(req.finish_reason)},'
+            f'"prompt_tokens":{req.prompt_len},"completion_tokens":{len(req.out_ids)},"writes":[{writes}]}}'
+        )
 
     def flush(self) -> None:
         if self._lines and not self._file.closed:
