@@ -237,6 +237,20 @@ class LoadMetrics:
             self.cpu.inc(cpu - self._cpu)
             self._cpu = cpu
 
+    def attach(self, ctrl: Any) -> None:
+        """Count the sends of `ctrl` (a process may run several controllers one after another)."""
+        self.ctrl = ctrl
+        if ctrl is None or not hasattr(ctrl, "new_record") or getattr(ctrl.new_record, "_harness_counted", False):
+            return
+        sends, new_record = self._sends, ctrl.new_record
+
+        def counted_new_record(item: Any) -> Any:
+            sends[0] += 1
+            return new_record(item)
+
+        counted_new_record._harness_counted = True  # type: ignore[attr-defined]
+        ctrl.new_record = counted_new_record  # one add per request; no clock, no I/O
+
     def start(self, interval_s: float = 1.0) -> LoadMetrics:
         """Flush every `interval_s` when the gevent loop is idle, and once more at exit."""
         import gevent
@@ -247,15 +261,7 @@ class LoadMetrics:
                 gevent.idle()
                 self.flush()
 
-        ctrl = self.ctrl
-        if ctrl is not None and hasattr(ctrl, "new_record"):
-            sends, new_record = self._sends, ctrl.new_record
-
-            def counted_new_record(item: Any) -> Any:
-                sends[0] += 1
-                return new_record(item)
-
-            ctrl.new_record = counted_new_record  # one add per request; no clock, no I/O
+        self.attach(self.ctrl)
         self.flush()  # the families exist from the first scrape on
         gevent.spawn(loop)
         atexit.register(self.flush)
@@ -272,15 +278,22 @@ class LoadMetrics:
         return self
 
 
+_SINK: LoadMetrics | None = None
+
+
 def wrap_report(report: Callable[[Any], None], ctrl: Any) -> Callable[[Any], None]:
     """The Finisher's report callback, plus `LoadMetrics.observe` when this run exports metrics.
 
     Returns `report` itself when the runner did not ask for metrics (no HARNESS_METRICS_DIR).
     """
+    global _SINK
     if not os.environ.get(ENV_DIR) or not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         return report
-    sink = LoadMetrics(ctrl).start()
-    observe = sink.observe
+    if _SINK is None:  # one per process: its metric objects own this process's mmap entries
+        _SINK = LoadMetrics(ctrl).start()
+    else:
+        _SINK.attach(ctrl)
+    observe = _SINK.observe
 
     def both(rec: Any) -> None:
         report(rec)

@@ -308,3 +308,32 @@ def test_run_scenario_final_values_equal_the_summary(tmp_path: Path) -> None:
     assert total("harness_input_tokens", "_total") == s["tokens"]["input_total"]
     for gauge in ("harness_in_flight_requests", "harness_active_users"):  # exited processes: gone or 0
         assert gauge not in page or total(gauge, "") == 0
+
+
+CHILD_TWICE = r"""
+import json, sys
+from harness.metrics import exporter
+from harness.metrics.record import RequestRecord
+class Ctrl:
+    def new_record(self, item):
+        return RequestRecord(index=item, class_name="k", sent_ns=10**9, chunk_ns=[2 * 10**9], chunk_tokens=[1], output_tokens=1)
+for run in range(2):            # a long-lived process (distributed worker) installs once per run
+    ctrl = Ctrl()
+    report = exporter.wrap_report(lambda rec: None, ctrl)
+    for i in range(3):
+        report(ctrl.new_record(i))
+assert exporter._SINK is not None
+"""                              # the final flush happens at exit (atexit)
+
+
+def test_one_sink_per_process_across_installs(tmp_path: Path) -> None:
+    run = RunMetrics(None, "run-5", SCENARIO, "m")
+    try:
+        proc = subprocess.run([sys.executable, "-c", CHILD_TWICE], env=run.env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        fams = _families(run)
+    finally:
+        run.close()
+    assert sum(s.value for s in fams["harness_requests"].samples if s.name.endswith("_total")) == 6
+    assert [s.value for s in fams["harness_requests_sent"].samples if s.name.endswith("_total")] == [6]
+    assert [s.value for s in fams["harness_ttft_seconds"].samples if s.name.endswith("_count")] == [6]
