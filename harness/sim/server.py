@@ -324,7 +324,8 @@ async def serve(cfg: SimConfig) -> int:
         tasks.append(loop.create_task(server.stats_logger(cfg.log_stats_interval)))
     logs.log(logs.API, "api_server.py:1800", "Supported tasks: ['generate']")
     host_shown = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
-    logs.log(logs.API, "api_server.py:1928", f"Starting vLLM server on http://{host_shown}:{cfg.port}")
+    port = sock.getsockname()[1]  # the real one when --port 0
+    logs.log(logs.API, "api_server.py:1928", f"Starting vLLM server on http://{host_shown}:{port}")
     await site.start()
     # Everything built so far lives until exit: move it out of the cyclic GC's reach so a full
     # collection while streaming only walks per-request objects (shorter pauses, less lateness).
