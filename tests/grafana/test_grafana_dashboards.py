@@ -5,6 +5,7 @@ Structure only; tests/grafana/test_grafana_promql.py runs every expression again
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -194,3 +195,24 @@ def test_example_prometheus_config_is_valid() -> None:
     cfg = _yaml(GRAFANA / "prometheus.yml")
     assert cfg["global"]["scrape_interval"] == "1s"
     assert {j["job_name"] for j in cfg["scrape_configs"]} == {"engine", "harness", "dcgm"}
+
+
+def _keys(o: Any, path: str = "") -> set[str]:
+    if isinstance(o, dict):
+        return {f"{path}/{k}" for k in o} | {x for k, v in o.items() for x in _keys(v, f"{path}/{k}")}
+    if isinstance(o, list):
+        return {x for v in o for x in _keys(v, path + "[]")}
+    return set()
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=IDS)
+def test_grafana_foundation_sdk_model_round_trip(path: Path) -> None:
+    """Optional: Grafana's own dashboard model (grafana-foundation-sdk) reads every key we write,
+    except three its schema leaves out (all valid in Grafana's JSON)."""
+    sdk = pytest.importorskip("grafana_foundation_sdk.models.dashboard")
+    d = load(path)
+    model = sdk.Dashboard.from_json(d)
+    assert model.title == d["title"] and len(model.panels) == len(d["panels"])
+    back = json.loads(json.dumps(model.to_json(), default=lambda o: o.to_json() if hasattr(o, "to_json") else str(o)))
+    lost = _keys(d) - _keys(back)
+    assert lost <= {"/annotations/list[]/builtIn", "/id", "/templating/list[]/definition"}, sorted(lost)
