@@ -96,7 +96,10 @@ def build_block(
     expected_hit_rate: float | None = None,
     gpu_memory: dict | None = None,
     extra_telemetry: dict | None = None,
+    window_s: float | None = None,
 ) -> dict[str, Any]:
+    """`window_s`: the marked window (the client's); rates use it. Default: first to last scrape."""
+    dur = window_s if window_s and window_s > 0 else acc.duration_s
     block = empty_block(
         source=source,
         missing_reason=missing_reason,
@@ -104,13 +107,13 @@ def build_block(
         expected_hit_rate=expected_hit_rate,
         gpu_memory=gpu_memory,
         scrapes=scrapes,
-        extra_telemetry={"window_s": round(acc.duration_s, 3), "counter_resets": acc.resets, **(extra_telemetry or {})},
+        extra_telemetry={"window_s": round(dur, 3), "scraped_span_s": round(acc.duration_s, 3),
+                         "counter_resets": acc.resets, **(extra_telemetry or {})},
     )
     block["kv_usage"] = acc.gauge_stats("kv_usage", percentiles=True)
     block["kv_capacity_tokens"] = _int(acc.capacity.get("kv_capacity_tokens"))
     block["block_size"] = _int(acc.capacity.get("block_size"))
     pre = acc.counter("preemptions")
-    dur = acc.duration_s
     block["preemptions"] = {"count": _int(pre), "per_s": (pre / dur) if pre is not None and dur > 0 else None}
     queries, hits = acc.counter("prefix_queries"), acc.counter("prefix_hits")
     block["prefix_cache"] = {

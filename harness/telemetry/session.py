@@ -273,6 +273,8 @@ class TelemetrySession:
         profile = self._profile
         if profile is None:
             return
+        if "start" not in marks and "start" in self._pending:
+            return  # a scrape that began before the mark: the marked one follows at once
         if "start" in marks or (self._phase == "window" and self._acc is None):
             if "start" not in marks:
                 self._baseline_late = True
@@ -408,6 +410,12 @@ class TelemetrySession:
             "baseline_late": self._baseline_late,
         }
 
+    def _window_s(self) -> float | None:
+        """The marked window (the client's); None when not both marks were given."""
+        if self._t0 is None or self._t1 is None or self._baseline_late or self._disabled:
+            return None
+        return self._t1 - self._t0
+
     def _build(self) -> dict:
         profile_name = self._profile.name if self._profile else None
         if self.source == "prometheus" and self._prom is not None:
@@ -440,6 +448,7 @@ class TelemetrySession:
             reason = f"final scrape failed ({self._missing_reason}); window ends at the last good scrape"
         return build_block(
             acc,
+            window_s=self._window_s(),
             source=self.source,
             scrapes=acc.scrapes,
             missing_reason=reason,
@@ -485,7 +494,7 @@ class TelemetrySession:
         if not caught_up:
             reason = "Prometheus had not scraped the engine after the window end; the window ends at its last scrape"
         base["extra_telemetry"]["prometheus_interval_s"] = interval
-        return build_block(acc, scrapes=acc.scrapes, missing_reason=reason, gpu_memory=gpu, **base)
+        return build_block(acc, window_s=t1 - t0, scrapes=acc.scrapes, missing_reason=reason, gpu_memory=gpu, **base)
 
     def _prom_gpu(self, prom: Any, profile: Profile, names: set[str], t0: float, t1: float) -> dict:
         hosts = set()
