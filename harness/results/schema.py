@@ -6,7 +6,10 @@ so fields are only ever added; `schema_version` changes when a meaning changes.
 Run directory layout (see harness.results.layout):
   scenario.yaml        resolved scenario (overrides applied, seed fixed)
   summary.json         RunSummary below
-  histograms.json      encoded HDR histograms: {"<class or _all>": {"<metric>": "<base64 HDR V2>"}}
+  histograms.json      lossless histograms per class and `_all`: {"<class>": {"hist": {"<metric>":
+                       {"hdr": "<base64 HDR V2>", "sum", "min", "max", "clamped_low",
+                       "clamped_high", "range"}}, "counts": {...}, "errors": {...}}}
+                       (latencies in integer ns; tokens_per_chunk in tokens)
   requests.jsonl       one line per request, appended as each finishes
   engine_metrics.jsonl telemetry time series, one scrape per line
   progress.jsonl       the load process's periodic progress lines
