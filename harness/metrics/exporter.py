@@ -209,6 +209,9 @@ class LoadMetrics:
                     counts = acc.counts[name]
                     if not any(counts):
                         continue
+                    # batched: one inc per changed bucket. prometheus_client's Histogram child keeps
+                    # non-cumulative per-bucket values in _buckets (+Inf last) and the sum in _sum;
+                    # tests/metrics/test_exporter.py checks the result against a naive reference
                     buckets = children[name]._buckets
                     for i, c in enumerate(counts):
                         if c:
