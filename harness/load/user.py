@@ -24,6 +24,7 @@ from harness.metrics.record import RequestRecord
 
 CONTROLLER: LoadController | None = None
 FINISHER: Finisher | None = None
+PREFETCHER: gevent.Greenlet | None = None
 
 
 class Finisher:
@@ -82,13 +83,17 @@ def _prefetcher(ctrl: LoadController, limit: int) -> None:
 
 def install(controller: LoadController, report=None) -> Finisher:  # type: ignore[no-untyped-def]
     """Make `controller` the source of work for LLMUser in this process."""
-    global CONTROLLER, FINISHER
+    global CONTROLLER, FINISHER, PREFETCHER
+    if FINISHER is not None:  # a previous run in this process (web UI, distributed worker: one per test)
+        FINISHER.greenlet.kill(block=False)
+    if PREFETCHER is not None:
+        PREFETCHER.kill(block=False)
     CONTROLLER = controller
     # live Prometheus metrics (only when the runner set HARNESS_METRICS_DIR): observed in the Finisher
     FINISHER = Finisher(controller, exporter.wrap_report(report or (lambda rec: None), controller))
     load = controller.scenario.load
     limit = min(max(load.concurrency or 0, 16), 512) if not controller.open_loop else 64
-    gevent.spawn(_prefetcher, controller, limit)
+    PREFETCHER = gevent.spawn(_prefetcher, controller, limit)
     return FINISHER
 
 
@@ -112,19 +117,24 @@ class LLMUser(User):
 
     def on_start(self) -> None:
         ctrl = CONTROLLER
-        assert ctrl is not None, "harness.load.user.install(controller) was not called"
         self.ctrl = ctrl
+        if ctrl is None:  # this process has no share of the test (its start failed, or it joined late)
+            self.conn = None
+            return
         endpoint = Endpoint.parse(ctrl.plan.target_url)
         # plain HTTP: the process's epoll reactor reads every stream; TLS: a blocking reader each
         conn_cls = Connection if endpoint.tls else ReactorConnection
         self.conn = conn_cls(endpoint, timeout_s=ctrl.spec.timeout_s, kernel_stamps=ctrl.plan.kernel_stamps)
 
     def on_stop(self) -> None:
-        self.conn.close()
+        if self.conn is not None:
+            self.conn.close()
 
     @task
     def one_request(self) -> None:
         ctrl = self.ctrl
+        if ctrl is None:
+            raise StopUser()
         item = ctrl.next_item()
         if item is None:
             raise StopUser()

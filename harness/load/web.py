@@ -289,6 +289,8 @@ class RunSession:
             if self.headless:
                 self.env.process_exit_code = 2
                 gevent.spawn_later(0.1, self.env.runner.quit)
+            elif not self.env.host:
+                self._start_sim()
             return
         try:
             scenario = load_scenario(path)

@@ -176,3 +176,28 @@ def test_ui_with_two_worker_processes_merges_their_shares(ui_factory) -> None:  
     assert all(n > 0 for n in counts) and summary["requests"]["completed"] == sum(counts)
     assert live["classes"][-1]["requests"] == sum(counts)
     ui.wait_for(lambda: ui.get("/llm/api/live")["locust_state"] == "stopped", 20, "Locust to show the test stopped")
+
+
+def test_without_a_scenario_the_plugin_says_how_to_give_one(tmp_path: Path) -> None:
+    # importing never needs a scenario (in a child: Locust's import monkey-patches the process)
+    imp = subprocess.run([sys.executable, "-c", "import harness.load.locustfile"], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT)
+    assert imp.returncode == 0, imp.stderr
+    proc = subprocess.run([sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--results",
+                           str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2
+    assert "no scenario given. Pass --scenario FILE" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_target_that_is_down_is_reported_in_the_ui_not_as_user_errors(ui_factory) -> None:  # type: ignore[no-untyped-def]
+    ui = ui_factory()
+    res = ui.post("/swarm", {"user_count": "2", "spawn_rate": "2", "host": f"http://127.0.0.1:{free_port()}"})
+    assert res.get("success"), res
+    ui.wait_for(lambda: ui.get("/llm/api/live")["state"] == "error", 30, "the error state")
+    live = ui.get("/llm/api/live")
+    assert any("cannot connect" in line for line in live["error"]), live["error"]
+    ui.wait_for(lambda: ui.get("/llm/api/live")["locust_state"] == "stopped", 20, "the test to be stopped")
+    _rows, run_rows = _llm_rows(ui)
+    assert dict((r["item"], r["value"]) for r in run_rows)["State"] == "error"
+    assert "Traceback" not in Path(ui.log.name).read_text()
