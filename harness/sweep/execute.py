@@ -210,7 +210,8 @@ class SweepExecutor:
             self._stop(proc)
             self.progress.engine_failed(exc.reason, exc.tail)
             for cell in cells:
-                self._record(cell, "failed", reason=exc.reason, startup_facts=facts, extra={**common, "log_tail": exc.tail})
+                extra = {**common, "log_tail": exc.tail, "failed_after_s": None if exc.after_s is None else round(exc.after_s, 3)}
+                self._record(cell, "failed", reason=exc.reason, startup_facts=facts, extra=extra)
             return
 
         facts = self.kind.startup_facts(started.log_text)

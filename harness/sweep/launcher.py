@@ -22,10 +22,11 @@ from harness.sweep.engines.base import Probe
 
 
 class StartupFailed(Exception):
-    def __init__(self, reason: str, tail: list[str]) -> None:
+    def __init__(self, reason: str, tail: list[str], after_s: float | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.tail = tail
+        self.after_s = after_s  # seconds from launch to the failure
 
 
 @dataclass
@@ -188,7 +189,7 @@ class EngineProcess:
             if code is not None:
                 hint = failure_hint(self.log_text()) if failure_hint else None
                 reason = f"engine exited with code {code} before it was ready"
-                raise StartupFailed(f"{reason}: {hint}" if hint else reason, self.tail())
+                raise StartupFailed(f"{reason}: {hint}" if hint else reason, self.tail(), time.monotonic() - self.started_at)
             last = probe()
             if last.ready:
                 # a probe can race a dying process: ready only if it is still there
@@ -197,7 +198,7 @@ class EngineProcess:
                 continue
             now = time.monotonic()
             if now >= deadline:
-                raise StartupFailed(f"not ready after {timeout:g} s (last probe: {last.detail})", self.tail())
+                raise StartupFailed(f"not ready after {timeout:g} s (last probe: {last.detail})", self.tail(), now - self.started_at)
             if on_wait:
                 on_wait(now - self.started_at, last)
             time.sleep(min(interval, max(0.0, deadline - now)))

@@ -6,7 +6,8 @@ killed sweep leaves either the previous or the new version, never half of one.
 index.json = {"sweep", "sweep_file", "created", "updated", "cells": [entry, ...]} where entry has
 the keys the report reads: id, config_id, flags, scenario, repeat, status, run_dir (relative to
 the sweep dir), startup_s, startup_facts, reason; plus varied, argv, log, log_tail, metrics,
-started, finished, duration_s, overrides, notes.
+started, finished, duration_s, overrides, notes, port, failed_after_s (a failed start: seconds from
+launch to the failure).
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ def summary_csv(entries: Iterable[dict[str, Any]]) -> str:
     entries = list(entries)
     extra_facts = sorted({k for e in entries for k in (e.get("startup_facts") or {})} - set(FACT_COLUMNS))
     header = [
-        "cell_id", "config_id", "varied", "flags", "scenario", "repeat", "status", "startup_s",
+        "cell_id", "config_id", "varied", "flags", "scenario", "repeat", "status", "startup_s", "failed_after_s",
         *FACT_COLUMNS, *METRIC_COLUMNS, *extra_facts, "reason", "run_dir",
     ]
     buf = io.StringIO()
@@ -179,7 +180,7 @@ def summary_csv(entries: Iterable[dict[str, Any]]) -> str:
         metrics = e.get("metrics") or {}
         w.writerow([
             e["id"], e["config_id"], describe(e.get("varied") or {}), json.dumps(e.get("flags") or {}, sort_keys=True),
-            e["scenario"], e["repeat"], e["status"], _fmt(e.get("startup_s")),
+            e["scenario"], e["repeat"], e["status"], _fmt(e.get("startup_s")), _fmt(e.get("failed_after_s")),
             *(_fmt(facts.get(k)) for k in FACT_COLUMNS),
             *(_fmt(metrics.get(k)) for k in METRIC_COLUMNS),
             *(_fmt(facts.get(k)) for k in extra_facts),

@@ -84,6 +84,7 @@ def test_sweep_runs_to_the_end_and_records_a_failed_start(write_sweep, tmp_path)
     assert bad["status"] == "failed"
     assert bad["reason"].startswith("engine exited with code 1 before it was ready: ValueError: To serve at least one request")
     assert any("Engine core initialization failed" in line for line in bad["log_tail"])
+    assert bad["startup_s"] is None and 0 < bad["failed_after_s"] < 20
     assert (out / "logs" / "num-gpu-blocks-override=1.log").is_file()
     # linked concurrency, labels and the engine hint reach the run
     scen, opts = run.calls[-1]
