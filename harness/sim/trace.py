@@ -12,6 +12,8 @@ periodic flush and at exit (SIGTERM/SIGINT included).
 from __future__ import annotations
 
 import json
+import queue
+import threading
 
 from harness.sim.request import SimRequest
 from harness.sim.sse import KINDS
@@ -20,9 +22,23 @@ _KIND_JSON = tuple(json.dumps(k) for k in KINDS)
 
 
 class TraceWriter:
+    """Buffers trace lines; a background thread does the file I/O so a slow disk (writeback
+    throttling can block `write()` for 100+ ms) never stalls the event loop that writes tokens."""
+
     def __init__(self, path: str) -> None:
         self._file = open(path, "w", encoding="utf-8")
         self._lines: list[str] = []
+        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._writer, name="sim-trace-writer", daemon=True)
+        self._thread.start()
+
+    def _writer(self) -> None:
+        while True:
+            chunk = self._queue.get()
+            if chunk is None:
+                return
+            self._file.write(chunk)
+            self._file.flush()
 
     def record(self, req: SimRequest) -> None:
         # Hand-rolled JSON: ~3x faster than json.dumps on a list of lists, and it runs on the
@@ -38,12 +54,17 @@ class TraceWriter:
         )
 
     def flush(self) -> None:
-        if self._lines and not self._file.closed:
-            self._file.write("\n".join(self._lines) + "\n")
+        """Hand buffered lines to the writer thread (non-blocking)."""
+        if self._lines:
+            self._queue.put("\n".join(self._lines) + "\n")
             self._lines.clear()
-            self._file.flush()
 
     def close(self) -> None:
+        """Flush everything to disk and close (blocks until written)."""
         self.flush()
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(10)
         if not self._file.closed:
+            self._file.flush()
             self._file.close()
