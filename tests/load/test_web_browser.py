@@ -135,7 +135,10 @@ def test_start_watch_stop_in_chromium(ui, browser) -> None:  # type: ignore[no-u
     wait.until(lambda drv: drv.find_element(By.ID, "state").text.lower() == "measuring")
     wait.until(lambda drv: len(drv.find_elements(By.CSS_SELECTOR, "#c-ttft path.l1")) == 1)
     assert _number(d.find_element(By.ID, "k-ttft").text.replace("ms", "")) > 0
+    d.set_window_size(1500, 1400)  # the whole dashboard, charts included
+    time.sleep(1.5)
     _shot(d, "llm_dashboard_live.png")
+    d.set_window_size(1500, 1000)
 
     # Stop from Locust's header; the run drains and is written
     d.switch_to.window(locust_tab)

@@ -109,15 +109,17 @@ function render(v) {
   const s = v.series || {};
   chart($("c-ttft"), s.t, [s.ttft_p50, s.ttft_p99], {});
   chart($("c-itl"), s.t, [s.itl_p50, s.itl_p99], {});
-  chart($("c-tok"), s.t, [s.tok_s, null, s.users], { right: 2 });
-  chart($("c-eng"), s.t, [(s.kv || []).map((x) => (x === null || x === undefined ? null : 100 * x)), s.waiting, s.running], { right: 1 });
+  chart($("c-tok"), s.t, [s.tok_s, null, s.users], { right: [2] });
+  chart($("c-eng"), s.t, [(s.kv || []).map((x) => (x === null || x === undefined ? null : 100 * x)), s.waiting, s.running],
+        { right: [1, 2], leftMax: 100 });
   $("foot").textContent = v.run ? `Run ${v.run} · files: ${v.run_dir}` : "";
 }
 
-// A small line chart: series share the left axis, except the one named by opts.right (own right axis).
+// A small line chart: series share the left axis, except those listed in opts.right (right axis).
 function chart(svg, t, series, opts) {
+  const right = new Set(opts.right || []);
   const W = svg.clientWidth || 600, H = svg.clientHeight || 190;
-  const L = 44, R = opts.right !== undefined ? 40 : 12, T = 8, B = 20;
+  const L = 44, R = right.size ? 40 : 12, T = 8, B = 20;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   if (!t || t.length < 2) {
     svg.innerHTML = `<text class="empty" x="${W / 2}" y="${H / 2}" text-anchor="middle">Waiting for data …</text>`;
@@ -126,19 +128,19 @@ function chart(svg, t, series, opts) {
   const t0 = t[0], t1 = t[t.length - 1], span = Math.max(t1 - t0, 1);
   const x = (ti) => L + ((ti - t0) / span) * (W - L - R);
   const maxOf = (arr) => Math.max(0, ...(arr || []).filter((v) => v !== null && v !== undefined));
-  const leftMax = niceMax(Math.max(...series.map((s, i) => (i === opts.right ? 0 : maxOf(s)))));
-  const rightMax = opts.right !== undefined ? niceMax(maxOf(series[opts.right])) : 1;
+  const leftMax = opts.leftMax || niceMax(Math.max(...series.map((s, i) => (right.has(i) ? 0 : maxOf(s)))));
+  const rightMax = right.size ? niceMax(Math.max(...series.map((s, i) => (right.has(i) ? maxOf(s) : 0)))) : 1;
   let out = `<line class="axis" x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}"/>`;
   for (let g = 0; g <= 4; g++) {
     const y = T + ((H - T - B) * g) / 4;
     out += `<line class="axis" x1="${L}" y1="${y}" x2="${W - R}" y2="${y}" stroke-dasharray="2 4"/>`;
     out += `<text x="${L - 6}" y="${y + 4}" text-anchor="end">${axisLabel(leftMax * (1 - g / 4))}</text>`;
-    if (opts.right !== undefined) out += `<text x="${W - R + 6}" y="${y + 4}">${axisLabel(rightMax * (1 - g / 4))}</text>`;
+    if (right.size) out += `<text x="${W - R + 6}" y="${y + 4}">${axisLabel(rightMax * (1 - g / 4))}</text>`;
   }
   out += `<text x="${L}" y="${H - 4}">${clock(0)}</text><text x="${W - R}" y="${H - 4}" text-anchor="end">${clock(t1 - t0)}</text>`;
   series.forEach((s, i) => {
     if (!s) return;
-    const max = i === opts.right ? rightMax : leftMax;
+    const max = right.has(i) ? rightMax : leftMax;
     let d = "", pen = false;
     s.forEach((v, j) => {
       if (v === null || v === undefined) { pen = false; return; }
