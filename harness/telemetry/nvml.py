@@ -24,6 +24,7 @@ class NvmlSampler:
         self._max_used: list[int] = []
         self._total: list[int] = []
         self.samples = 0
+        self._v2 = False
 
     def open(self) -> str | None:
         """Initialize NVML; None on success, else why GPU memory is unavailable."""
@@ -49,6 +50,7 @@ class NvmlSampler:
             self.close_quietly(pynvml)
             return f"NVML device query failed: {_text(exc)}"
         self._nvml = pynvml
+        self._v2 = hasattr(pynvml, "nvmlMemory_v2")
         self._max_used = [0] * count
         self._total = [0] * count
         return None
@@ -57,11 +59,21 @@ class NvmlSampler:
     def active(self) -> bool:
         return self._nvml is not None
 
+    def _meminfo(self, handle: Any) -> Any:
+        """v2 memory info when the driver has it: `used` then excludes the driver's reserved memory
+        and matches nvidia-smi (v1's `used` includes it: ~0.6 GiB on an idle H200)."""
+        if self._v2:
+            try:
+                return self._nvml.nvmlDeviceGetMemoryInfo(handle, version=self._nvml.nvmlMemory_v2)
+            except Exception:  # noqa: BLE001 - old driver or binding: fall back to v1 for good
+                self._v2 = False
+        return self._nvml.nvmlDeviceGetMemoryInfo(handle)
+
     def read(self) -> list[dict[str, int]]:
         """Current [{index, used_bytes, total_bytes}] (no window bookkeeping)."""
         out = []
         for i, h in enumerate(self._handles):
-            mem = self._nvml.nvmlDeviceGetMemoryInfo(h)
+            mem = self._meminfo(h)
             out.append({"index": i, "used_bytes": int(mem.used), "total_bytes": int(mem.total)})
         return out
 
@@ -100,6 +112,7 @@ class NvmlSampler:
             "per_gpu": per_gpu,
             "samples": self.samples,
             "driver": self.driver,
+            "memory_api": "v2 (used excludes driver-reserved memory)" if self._v2 else "v1 (used includes driver-reserved memory)",
         }
 
     def close(self) -> None:

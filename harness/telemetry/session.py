@@ -304,6 +304,8 @@ class TelemetrySession:
             snap = Snapshot(ts=snap.ts, samples={k: v for k, v in snap.samples.items() if k in self._profile.wanted()})
         else:
             snap, _names = self._direct.scrape(self._profile.wanted())
+            if not snap.samples:
+                raise TelemetryUnavailable(f"no {self._profile.name} metrics on {self._direct.url} (profile {self._profile.name})")
         self._scrape_ms.append((time.perf_counter() - t) * 1000)
         self._page_bytes = self._direct.last_bytes
         return snap

@@ -108,3 +108,9 @@ def test_one_transient_failure_in_the_window_recovers(fake_metrics: FakeMetrics,
     assert len(telemetry_warnings(caplog)) == 1
     assert block["telemetry"]["missing_reason"] is None
     assert block["prefix_cache"]["hits"] == 3000 and block["telemetry"]["failures"] >= 1
+
+
+def test_explicit_profile_on_a_page_without_its_metrics(fake_metrics: FakeMetrics, tmp_path) -> None:
+    fake_metrics.set("foo_bar 1\nbaz_qux 2\n")
+    block, _ = run_window(fake_metrics.url, tmp_path, profile="sglang")
+    assert "no sglang metrics" in block["telemetry"]["missing_reason"]

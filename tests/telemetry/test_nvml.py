@@ -48,7 +48,9 @@ class FakeNvml(types.ModuleType):
     def nvmlDeviceGetUUID(self, h):  # noqa: N802
         return f"GPU-{h}"
 
-    def nvmlDeviceGetMemoryInfo(self, h):  # noqa: N802
+    def nvmlDeviceGetMemoryInfo(self, h, version=None):  # noqa: N802
+        if version is not None and getattr(self, "v2_fails", False):
+            raise RuntimeError("NVML_ERROR_FUNCTION_NOT_FOUND")
         row = self.used[min(self.calls // len(self.used[0]), len(self.used) - 1)]
         self.calls += 1
         return types.SimpleNamespace(used=row[h], total=141 * GIB, free=141 * GIB - row[h])
@@ -99,3 +101,16 @@ def test_session_samples_only_local_targets(monkeypatch, tmp_path) -> None:
 )
 def test_is_local_url(url, local) -> None:
     assert is_local_url(url) is local
+
+
+@pytest.mark.parametrize("v2_fails, api", [(False, "v2"), (True, "v1")])
+def test_memory_api_v2_with_fallback(monkeypatch, v2_fails, api) -> None:
+    fake = FakeNvml([[4 * GIB]])
+    fake.nvmlMemory_v2 = 0x02000028
+    fake.v2_fails = v2_fails
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    s = NvmlSampler()
+    assert s.open() is None
+    s.sample()
+    b = s.block()
+    assert b["memory_api"].startswith(api) and b["used_max_bytes"] == 4 * GIB

@@ -163,3 +163,20 @@ def test_roomy_shared_prefix_hits_the_expected_rate(tmp_path) -> None:
     assert pc["expected_hit_rate"] == expected
     assert pc["hit_rate"] == pytest.approx(expected, abs=0.05)
     assert pc["queries"] == b["prompt_tokens"] == 24 * 300
+
+
+@pytest.mark.parametrize("fault, fragment", [("junk", "not Prometheus exposition"), ("absent", "404")])
+def test_sim_metrics_faults(tmp_path, caplog, fault: str, fragment: str) -> None:
+    sim = Sim(tmp_path, "--num-gpu-blocks-override", "400", "--fault-metrics", fault)
+    try:
+        s = TelemetrySession(target_url=sim.url, config=Telemetry(interval_s=0.2, nvml=False), out_dir=tmp_path, engine_kind="sim")
+        s.start()
+        s.mark_window_start()
+        drive(sim.url, ["bab bac bad"] * 4, concurrency=2, max_tokens=20)
+        s.mark_window_end()
+        b = s.stop()
+    finally:
+        sim.close()
+    assert_shape(b)
+    assert fragment in b["telemetry"]["missing_reason"] and b["preemptions"]["count"] is None
+    assert len(telemetry_warnings(caplog)) == 1
