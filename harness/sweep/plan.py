@@ -207,6 +207,7 @@ def _scenario_refs(sweep: SweepFile, base_dir: Path, source: str) -> list[Scenar
 def build_plan(path: str | Path, sweep: SweepFile | None = None) -> Plan:
     source = Path(path).resolve()
     sweep = sweep or load_sweep(source)
+    _check_command(sweep, str(path))
     configs = expand_configs(sweep)
     refs = _scenario_refs(sweep, source.parent, str(path))
     _check_links(sweep, configs, str(path))
@@ -231,6 +232,16 @@ def build_plan(path: str | Path, sweep: SweepFile | None = None) -> Plan:
     if problems:
         raise UserError(*dict.fromkeys(problems))
     return Plan(sweep=sweep, source=source, configs=configs, scenarios=refs, cells=cells)
+
+
+def _check_command(sweep: SweepFile, source: str) -> None:
+    from harness.sweep.engines import get_kind
+
+    spec = sweep.engine
+    argv = spec.command or get_kind(spec.kind).default_command(spec)
+    if spec.model is None and any("{model}" in a for a in [*argv, *spec.env.values()]):
+        where = "engine.command" if spec.command else f"the default {spec.kind} command"
+        raise UserError(f"{source}: engine.model: required, {where} uses {{model}}; set it to a model name or path")
 
 
 def _check_links(sweep: SweepFile, configs: list[Config], source: str) -> None:

@@ -107,6 +107,7 @@ def test_cold_start_one_start_per_cell(write_sweep):
     ({"name": "s", "engine": SIM, "vary": {"flags": {"x": [1]}, "link": {"load.concurrency": "y"}}}, "vary.link.load.concurrency: no config sets flag 'y'"),
     ({"name": "s", "engine": SIM, "scenarios": ["missing.yaml"]}, "scenarios[0]: missing.yaml: no such file"),
     ({"name": "s", "engine": SIM, "overrides": {"load.concurrency": -1}}, "load.concurrency: must be greater than 0"),
+    ({"name": "s", "engine": {"kind": "vllm"}}, "engine.model: required, the default vllm command uses {model}"),
 ])
 def test_bad_sweep_files_are_one_line_errors(write_sweep, data, expected):
     with pytest.raises(UserError) as exc:
