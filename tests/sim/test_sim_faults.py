@@ -62,17 +62,17 @@ SCRIPTED = ("--scripted-ttft-ms", "5", "--scripted-itl-ms", "5", "--max-model-le
 
 
 def test_stall_pauses_every_stream(sim):
-    stalled = run(_max_gap(sim(*SCRIPTED, "--fault-stall-every-s", "0.2", "--fault-stall-ms", "200").url))
+    stalled = run(_max_gap(sim(*SCRIPTED, "--fault-stall-every-s", "0.2", "--fault-stall-ms", "500").url))
     steady = run(_max_gap(sim(*SCRIPTED).url))
-    assert stalled >= 0.15 and steady < 0.1, (stalled, steady)
+    assert stalled >= 0.45 and steady < 0.35, (stalled, steady)  # wide: the machine is shared
 
 
 def test_stall_in_batching_mode(sim):
     # 150 tokens at ~2.2 ms per step last ~0.35 s: at least one stall falls inside the stream
     flags = ("--sim-speed", "4", "--max-model-len", "2048")
-    stalled = run(_max_gap(sim(*flags, "--fault-stall-every-s", "0.1", "--fault-stall-ms", "200").url, 150))
+    stalled = run(_max_gap(sim(*flags, "--fault-stall-every-s", "0.1", "--fault-stall-ms", "500").url, 150))
     steady = run(_max_gap(sim(*flags).url, 150))
-    assert stalled >= 0.15 and steady < 0.1, (stalled, steady)
+    assert stalled >= 0.45 and steady < 0.35, (stalled, steady)
 
 
 def test_crash_after_requests(sim):
