@@ -119,6 +119,8 @@ class _WorkerRun:
         self.gc: GCPolicy | None = None
         self.sender: gevent.Greenlet | None = None
         self.wake = gevent.event.Event()
+        self.progress: dict[str, Any] = {}
+        self.progress_at = 0.0
 
 
 class WorkerAgent:
@@ -218,11 +220,18 @@ class WorkerAgent:
     def _send_delta(self, run: _WorkerRun) -> None:
         interval, run.interval = run.interval, MetricSet(run.ctrl.metrics.slos)
         events, run.events = run.events, []
+        now = time.monotonic()
+        if now - run.progress_at >= 0.9 * self.interval_s:
+            # progress() also samples the process's CPU share over the time since its last call:
+            # only on the regular beat (a wake-up for a window mark would sample a few ms)
+            run.progress, run.progress_at = run.ctrl.progress(), now
         data = {
             "run": run.run_id,
             "worker": run.ctrl.plan.worker,
             "t": time.time(),
-            "progress": run.ctrl.progress(),
+            "progress": {**run.progress, "phase": run.ctrl.phase, "sent": run.ctrl.sent, "done": run.ctrl.done,
+                         "failed": run.ctrl.failed, "in_flight": run.ctrl.in_flight,
+                         "output_tokens": run.ctrl.output_tokens},
             "events": events,
             "metrics": {name: cm.to_dict() for name, cm in interval.by_class.items()},
             "requests": run.outbox.take(),

@@ -11,7 +11,6 @@ in flight when the time is up must still deliver every worker's final result.
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -56,9 +55,10 @@ def _requests(run: Path) -> list[dict]:
 
 
 def _exact(values: list[float], pct: float) -> float:
-    """The pct-th percentile of the samples by nearest rank (what HDR's buckets approximate)."""
+    """The pct-th percentile of the samples with HDR's rank rule (rank = round(pct% of n), at
+    least 1), so only the bucket precision separates it from the histogram's answer."""
     s = sorted(values)
-    return s[max(0, math.ceil(pct / 100 * len(s)) - 1)]
+    return s[max(1, int(pct * len(s) / 100 + 0.5)) - 1]
 
 
 def _itl_token_ms(r: dict) -> list[float]:
