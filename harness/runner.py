@@ -165,6 +165,7 @@ def _measure(
         progress.close()
         stall.stop()
         log.close()
+    _merge_worker_files(run_dir)
     if any(p.returncode not in (0, None) for p in procs):
         status = "partial" if status == "complete" else status
     results = [json.loads(p.read_text()) for p in run_dir.load_results()]
@@ -208,6 +209,26 @@ def _measure(
     if status == "partial" and follower.interrupted:
         raise KeyboardInterrupt
     return summary
+
+
+def _merge_worker_files(run_dir: RunDir) -> None:
+    """--processes N: each load process appends to requests.wK.jsonl (progress.wK.jsonl); the run
+    directory's contract is one requests.jsonl (and progress.jsonl), so join them."""
+    for name in ("requests", "progress"):
+        parts = sorted(run_dir.root.glob(f"{name}.w*.jsonl"))
+        if not parts:
+            continue
+        target = run_dir.root / f"{name}.jsonl"
+        tmp = target.with_name(target.name + ".tmp")
+        with open(tmp, "wb") as out:
+            if target.exists():
+                out.write(target.read_bytes())
+            for part in parts:
+                data = part.read_bytes()
+                out.write(data if not data or data.endswith(b"\n") else data + b"\n")
+        os.replace(tmp, target)
+        for part in parts:
+            part.unlink()
 
 
 def _load_block(scenario: Scenario) -> dict[str, Any]:
