@@ -52,7 +52,7 @@ def empty_block(
 
 
 def _int(x: float | None) -> int | None:
-    return None if x is None else int(round(x))
+    return None if x is None else round(x)
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

@@ -127,7 +127,7 @@ def _families(text: str, content_type: str | None) -> Iterable:
 
         try:
             return list(om_families(text))
-        except Exception:  # noqa: BLE001 - escaped names confuse the strict parser: fall back
+        except Exception:  # noqa: BLE001, S110 - escaped names confuse the strict parser: fall back
             pass
     return text_string_to_metric_families(text)
 

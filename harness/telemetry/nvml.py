@@ -124,7 +124,7 @@ class NvmlSampler:
     def close_quietly(pynvml: Any) -> None:
         try:
             pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S110 - shutting down anyway
             pass
 
 

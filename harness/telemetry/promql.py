@@ -14,6 +14,7 @@ No `rate()`/`increase()`: their extrapolation would not match direct deltas.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import time
@@ -23,7 +24,13 @@ from collections.abc import Iterator
 import requests
 from urllib3.util.retry import Retry
 
-from harness.telemetry.exposition import Labels, Snapshot, TelemetryUnavailable, labels_key, normalize
+from harness.telemetry.exposition import (
+    Labels,
+    Snapshot,
+    TelemetryUnavailable,
+    labels_key,
+    normalize,
+)
 from harness.telemetry.profiles.base import Profile
 
 #: names that identify an engine, for detection
@@ -182,7 +189,7 @@ class PrometheusSource:
         gaps = []
         for samples in data.values():
             ts = [t for t, _ in samples]
-            gaps.extend(b - a for a, b in zip(ts, ts[1:]))
+            gaps.extend(b - a for a, b in itertools.pairwise(ts))
         if not gaps:
             return None
         gaps.sort()

@@ -166,7 +166,7 @@ class TelemetrySession:
                 self._pending.append("start")
             self._ensure_started()
             self._wake.set()
-        except Exception:  # noqa: BLE001 - never break the run
+        except Exception:
             log.exception("engine telemetry: mark_window_start failed")
 
     def mark_window_end(self) -> None:
@@ -176,7 +176,7 @@ class TelemetrySession:
                 self._pending.append("end")
             self._ensure_started()
             self._wake.set()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("engine telemetry: mark_window_end failed")
 
     def live(self) -> dict[str, Any]:
@@ -197,7 +197,7 @@ class TelemetrySession:
                 self._thread.join(timeout=self._scrape_budget_s())
             with self._lock:
                 self._result = self._build()
-        except Exception as exc:  # noqa: BLE001 - stop() must hand back a block whatever happened
+        except Exception as exc:
             log.exception("engine telemetry: internal error while summarizing")
             self._result = empty_block(
                 source=self.source,
@@ -245,7 +245,7 @@ class TelemetrySession:
             started = time.monotonic()
             try:
                 self._tick(marks)
-            except Exception as exc:  # noqa: BLE001 - a bug here must not kill the run
+            except Exception as exc:
                 log.exception("engine telemetry: scrape loop error")
                 self._fail(TelemetryUnavailable(f"internal error: {type(exc).__name__}: {exc}", permanent=True))
             next_due = started + self.interval_s
@@ -463,11 +463,11 @@ class TelemetrySession:
         prom = self._prom
         t0 = self._t0
         t1 = self._t1 or time.time()
-        base = dict(
-            source="prometheus",
-            expected_hit_rate=self.expected_hit_rate,
-            extra_telemetry=self._telemetry_extra(),
-        )
+        base = {
+            "source": "prometheus",
+            "expected_hit_rate": self.expected_hit_rate,
+            "extra_telemetry": self._telemetry_extra(),
+        }
         if t0 is None:
             return empty_block(missing_reason="mark_window_start was never called", gpu_memory=self._gpu_block(), **base)
         try:
@@ -526,7 +526,7 @@ class TelemetrySession:
                 continue
             try:
                 closer()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S110 - closing after the block is built
                 pass
         self._jsonl = None
 

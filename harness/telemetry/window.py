@@ -167,7 +167,7 @@ class WindowAccumulator:
         if count is None:
             count = max((c for le, c in buckets if math.isinf(le)), default=0.0)
         total = self.profile.collapse(self._items(f"{base}_sum"))
-        out: dict = {"p50": None, "p99": None, "mean": None, "count": int(round(count))}
+        out: dict = {"p50": None, "p99": None, "mean": None, "count": round(count)}
         if count > 0 and total is not None:
             out["mean"] = total / count * scale
         for q, key in ((0.5, "p50"), (0.99, "p99")):

@@ -40,7 +40,7 @@ class FakeMetrics:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 fake.hits += 1
                 if fake.delay_s:
                     time.sleep(fake.delay_s)
@@ -55,7 +55,7 @@ class FakeMetrics:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-            do_POST = do_GET  # noqa: N815 - prometheus-api-client queries with POST
+            do_POST = do_GET
 
             def log_message(self, *args) -> None:
                 pass

@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 import pytest
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.openmetrics.exposition import (
+    generate_latest as generate_openmetrics,
+)
 
-from harness.telemetry.exposition import TelemetryUnavailable, check_content_type, names_in, parse, prefilter
+from harness.telemetry.exposition import (
+    TelemetryUnavailable,
+    check_content_type,
+    names_in,
+    parse,
+    prefilter,
+)
+
 from .pages import VLLM_A
 
 

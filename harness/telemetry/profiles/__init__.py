@@ -12,4 +12,4 @@ from harness.telemetry.profiles.base import (
     detect,
 )
 
-__all__ = ["COUNTERS", "GAUGES", "HISTOGRAMS", "KIND_ALIASES", "KINDS_WITHOUT_METRICS", "PROFILES", "Profile", "detect"]
+__all__ = ["COUNTERS", "GAUGES", "HISTOGRAMS", "KINDS_WITHOUT_METRICS", "KIND_ALIASES", "PROFILES", "Profile", "detect"]
