@@ -482,7 +482,7 @@ class TelemetrySession:
                 if acc is None:
                     acc = WindowAccumulator(profile, snap)
                 else:
-                    acc.add(snap)
+                    acc.add(snap, gauges=snap.ts <= t1)  # the scrape after t1 closes the counters only
             gpu = self._prom_gpu(prom, profile, names, t0, t1)
         except TelemetryUnavailable as exc:
             self._warn(exc.reason, permanent=True)

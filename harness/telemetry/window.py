@@ -87,7 +87,9 @@ class WindowAccumulator:
         self._sample_gauges(baseline)
 
     # ------------------------------------------------------------------ feeding
-    def add(self, snap: Snapshot) -> None:
+    def add(self, snap: Snapshot, *, gauges: bool = True) -> None:
+        """Fold in a scrape. `gauges=False`: counters only (a scrape after the window's end,
+        needed for the final counter values but not a sample of the window's state)."""
         if snap.ts < self.t_end:
             return
         self.t_end = snap.ts
@@ -106,7 +108,10 @@ class WindowAccumulator:
                 self._inc[key] = self._inc.get(key, 0.0) + inc
                 self._last[key] = value
         self.resets += reset
-        self._sample_gauges(snap)
+        if gauges:
+            self._sample_gauges(snap)
+        else:
+            self.capacity.update({k: v for k, v in self.profile.capacity(snap).items() if v is not None})
 
     def _sample_gauges(self, snap: Snapshot) -> None:
         self.scrapes += 1

@@ -83,7 +83,7 @@ def words(rng: random.Random, n: int) -> str:
 @pytest.fixture(scope="module")
 def starved(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sim")
-    sim = Sim(tmp, "--num-gpu-blocks-override", "40")
+    sim = Sim(tmp, "--num-gpu-blocks-override", "40", "--sim-speed", "3")  # load lasts ~2.5 s
     prom = None
     try:
         import os
