@@ -21,7 +21,7 @@ class VllmProfile(Profile):
             d = dict(labels)
             block = _num(d.get("block_size"))
             tokens = _num(d.get("kv_cache_size_tokens"))
-            blocks = _num(d.get("num_gpu_blocks_override")) or _num(d.get("num_gpu_blocks"))
+            blocks = _num(d.get("num_gpu_blocks")) or _num(d.get("num_gpu_blocks_override"))
             if tokens is None and blocks is not None and block is not None:
                 tokens = blocks * block
             per_engine[d.get("engine", "")] = (tokens, int(block) if block is not None else None)
