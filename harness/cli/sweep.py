@@ -74,13 +74,16 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _signals_to_interrupt() -> None:
-    """SIGTERM/SIGHUP (a closed ssh session, a job scheduler) stop the sweep like Ctrl-C: the
-    engine's process group is stopped and the finished cells are kept."""
+    """Ctrl-C, SIGTERM and SIGHUP (a closed ssh session, a job scheduler) stop the sweep: the
+    engine's process group is stopped and the finished cells are kept. The request is also
+    remembered, in case the run machinery turns the interrupt into an ordinary failure."""
+    from harness.sweep.execute import STOP
 
     def handler(signum: int, frame: object) -> None:
+        STOP.request()
         raise KeyboardInterrupt
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         try:
             signal.signal(sig, handler)
         except (ValueError, OSError):  # not the main thread

@@ -39,6 +39,20 @@ from harness.sweep.results import SweepIndex, atomic_write, ranking_table, read_
 RunFn = Callable[[Scenario, Any], Any]
 
 
+class StopRequest:
+    """Set by the CLI's signal handlers (Ctrl-C, SIGTERM, SIGHUP) before they raise
+    KeyboardInterrupt, so a stop that the run machinery turned into an error still ends the sweep."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def request(self) -> None:
+        self.requested = True
+
+
+STOP = StopRequest()
+
+
 @dataclass
 class SweepOptions:
     out_dir: Path
@@ -108,8 +122,11 @@ class SweepExecutor:
         self.progress.skipped(skipped)
         self.index.write()
         interrupted = False
+        STOP.requested = False
         try:
             for config, cells in todo:
+                if STOP.requested:
+                    raise KeyboardInterrupt
                 try:
                     self._run_start(config, cells)
                 except Exception as exc:  # a harness bug must not end an overnight sweep
@@ -320,6 +337,9 @@ class SweepExecutor:
         except Exception as exc:  # one broken cell must not end an overnight sweep
             status, reason = "failed", f"{type(exc).__name__}: {exc}"
         wall = time.monotonic() - t0
+        if STOP.requested:  # interrupted, though the run reported something else
+            self._record(cell, "partial", reason="interrupted", extra={**extra, "started": started, "duration_s": round(wall, 3)}, **startup)
+            raise KeyboardInterrupt
         outcome = "ok"
         code = proc.poll()
         if code is None and status != "complete":

@@ -246,3 +246,25 @@ def test_a_harness_error_in_one_config_does_not_end_the_sweep(write_sweep, tmp_p
     assert [(c["config_id"], c["status"]) for c in cells] == [("max-num-seqs=2", "failed"), ("max-num-seqs=4", "complete")]
     assert cells[0]["reason"] == "harness error: RuntimeError: bug"
     assert outcome.counts["complete"] == 1
+
+
+def test_a_stop_the_run_turned_into_an_error_still_stops_the_sweep(write_sweep, tmp_path):
+    """Ctrl-C/SIGTERM while the runner starts its load process can come back as a UserError;
+    the sweep still stops (the CLI's handler set STOP) and keeps what finished."""
+    from harness.errors import UserError
+    from harness.sweep.execute import STOP
+
+    class StopInSecondCell(FakeRun):
+        def __call__(self, scenario, opts):
+            if len(self.calls) == 1:
+                self.calls.append((scenario, opts))
+                STOP.request()
+                raise UserError("the load process failed before measuring anything")
+            return super().__call__(scenario, opts)
+
+    path = sweep_file(write_sweep, vary={"flags": {"max-num-seqs": [2, 4]}, "include_base": False}, repeats=2)
+    out = tmp_path / "out"
+    outcome = run_sweep(build_plan(path), SweepOptions(out_dir=out, run_fn=StopInSecondCell(), show_progress=False))
+    assert outcome.interrupted
+    assert [(c["status"], c["reason"]) for c in read_index(out)["cells"]] == [("complete", None), ("partial", "interrupted")]
+    STOP.requested = False
