@@ -42,6 +42,7 @@ def interpret(
     cumulative: list[int | None] = []
     usage: dict[str, Any] | None = None
     done = False
+    last_choice_event: dict[str, Any] | None = None
     content_of = adapter.content
     for stamp, line in lines:
         payload = line[5:].strip()
@@ -65,6 +66,8 @@ def interpret(
         if ev_usage:
             usage = ev_usage
         text = content_of(event)
+        if text is not None:
+            last_choice_event = event
         if text:
             chunk_ns.append(stamp)
             texts.append(text)
@@ -89,9 +92,12 @@ def interpret(
     else:
         rec.output_tokens = sum(rec.chunk_tokens)
         rec.output_source = "tokenizer"
-    if not done and rec.error_kind is None:
+    # [DONE] is OpenAI's end marker, but some servers (transformers serve) end the stream after
+    # the chunk with finish_reason; either one means the server finished the response
+    finished = last_choice_event is not None and adapter.finish_reason(last_choice_event) is not None
+    if not done and not finished and rec.error_kind is None:
         rec.error_kind = "incomplete"
-        rec.error_detail = "stream ended without data: [DONE]"
+        rec.error_detail = "stream ended without a finish_reason or data: [DONE]"
 
 
 def _tokens_per_chunk(

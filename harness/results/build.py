@@ -168,17 +168,19 @@ def _validity(s: RunSummary, load: dict[str, Any], completed: int, extra: list[s
         )
     mean_diff = s.usage_check.get("prompt_tokens_mean_diff")
     if mean_diff is not None and abs(mean_diff) >= 1.0:
+        builtin = str(s.usage_check.get("tokenizer", "")).startswith("builtin")
+        hint = ("set workload.tokenizer to the model's tokenizer for exact lengths" if builtin else
+                "with the model's tokenizer set, this is what the chat template adds (openai-completions sends the "
+                "prompt as is)")
         out.append(
             f"the server counted {mean_diff:+.1f} prompt tokens per request on average vs the intended lengths "
-            f"(max {s.usage_check.get('max_diff')}); set workload.tokenizer to the model's tokenizer for exact lengths"
+            f"(max {s.usage_check.get('max_diff')}); {hint}"
         )
     src = s.tokens.output_count_source
     if src.get("tokenizer"):
         out.append(f"{src['tokenizer']} request(s) had no usage from the server: output tokens counted with the tokenizer")
     if s.client.get("cut_at_end"):
         out.append(f"{s.client['cut_at_end']} in-flight request(s) were cut when the run stopped")
-    tele = (s.engine or {}).get("telemetry", {})
-    if tele.get("missing_reason"):
-        out.append(f"engine telemetry missing: {tele['missing_reason']}")
+    # missing engine telemetry is reported by harness.telemetry.reconcile (passed in as `extra`)
     out.extend(extra)
     return out

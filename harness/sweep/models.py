@@ -30,7 +30,7 @@ def _check_flag_names(flags: dict[str, Any]) -> dict[str, Any]:
 
 
 class EngineSpec(Strict):
-    kind: Literal["vllm", "sglang", "tgi", "llamacpp", "sim", "custom"]
+    kind: Literal["vllm", "sglang", "tgi", "llamacpp", "sim", "transformers", "custom"]
     command: Annotated[list[str], Field(min_length=1)] | None = Field(
         default=None,
         description="argv list (never run through a shell) with {port}, {model}, {host} placeholders; "
