@@ -28,6 +28,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+PROBE = """
+import sys, time
+end = time.monotonic() + float(sys.argv[1]); lat = []
+while time.monotonic() < end:
+    t = time.perf_counter(); time.sleep(0.001); lat.append(time.perf_counter() - t - 0.001)
+lat.sort(); n = len(lat)
+print(f"{lat[n // 2] * 1e3:.3f} {lat[int(n * 0.99)] * 1e3:.3f}")
+"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -84,7 +94,7 @@ class StreamClient(asyncio.Protocol):
             self.closed.set_result(None)
 
 
-async def drive(port: int, streams: int, max_tokens: int, duration: float, itl_ms: float) -> dict:
+async def drive(port: int, streams: int, max_tokens: int, duration: float, spread_s: float) -> dict:
     loop = asyncio.get_running_loop()
     body = json.dumps({"model": "sim-llama-8b", "prompt": "hello world", "max_tokens": max_tokens,
                        "ignore_eos": True, "stream": True}).encode()
@@ -96,10 +106,11 @@ async def drive(port: int, streams: int, max_tokens: int, duration: float, itl_m
     for _ in range(streams):
         _, c = await loop.create_connection(lambda: StreamClient(request, stats, stop), "127.0.0.1", port)
         clients.append(c)
-    # spread the streams' phases over a few ITLs so writes are not all due at once
+    # start the streams at random times over one request's length, so arrivals, completions and
+    # token phases are spread as in a steady state rather than all synchronized
     rng = random.Random(0)
     for c in clients:
-        loop.call_later(rng.random() * itl_ms * 4 / 1000, c.send)
+        loop.call_later(rng.random() * spread_s, c.send)
     t0 = time.perf_counter_ns()
     await asyncio.sleep(duration)
     stop.set()
@@ -138,8 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--itl-ms", type=float, default=2.5)
     ap.add_argument("--ttft-ms", type=float, default=20.0)
     ap.add_argument("--max-tokens", type=int, default=400)
-    ap.add_argument("--duration", type=float, default=8.0, help="seconds of load")
-    ap.add_argument("--warmup", type=float, default=1.0, help="seconds excluded from the figures")
+    ap.add_argument("--duration", type=float, default=8.0, help="seconds measured, after the ramp-up")
+    ap.add_argument("--warmup", type=float, default=0.5,
+                    help="seconds excluded after the ramp-up (streams start over one request's length)")
     ap.add_argument("--sim-arg", action="append", default=[], help="extra simulator flag (repeatable)")
     ap.add_argument("--nice", type=int, default=None,
                     help="renice the simulator process (e.g. -10, needs root) to measure it on a busy host")
@@ -167,21 +179,27 @@ def main(argv: list[str] | None = None) -> int:
                     return 1
                 time.sleep(0.05)
         cpu0, w0, (busy0, total0) = cpu_seconds(proc.pid), time.monotonic(), host_busy()
-        res = asyncio.run(drive(port, a.streams, a.max_tokens, a.duration, a.itl_ms))
+        spread = (a.ttft_ms + a.max_tokens * a.itl_ms) / 1000
+        # a bystander process that sleeps 1 ms at a time: its oversleep is what the host's
+        # scheduler alone costs any process on this machine during the run
+        probe = subprocess.Popen([sys.executable, "-c", PROBE, str(a.duration + spread)], stdout=subprocess.PIPE, text=True)
+        res = asyncio.run(drive(port, a.streams, a.max_tokens, a.duration + spread, spread))
+        probe_p50, probe_p99 = (float(x) for x in probe.communicate(timeout=30)[0].split())
         cpu = (cpu_seconds(proc.pid) - cpu0) / (time.monotonic() - w0)
         busy1, total1 = host_busy()
         host = (busy1 - busy0) / max(1, total1 - total0)
     finally:
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(30)
-    fig = analyse(trace, a.ttft_ms, a.itl_ms, res["t0"], res["t1"], a.warmup)
+    fig = analyse(trace, a.ttft_ms, a.itl_ms, res["t0"], res["t1"], spread + a.warmup)
     target = a.streams * 1000.0 / a.itl_ms
     print(f"scripted mode: {a.streams} streams x {a.itl_ms} ms ITL (offered ~{target:,.0f} tokens/s), "
-          f"TTFT {a.ttft_ms} ms, {a.max_tokens} tokens/request, {a.duration:.0f} s (first {a.warmup:.0f} s excluded)")
+          f"TTFT {a.ttft_ms} ms, {a.max_tokens} tokens/request, {a.duration:.1f} s measured after a {spread + a.warmup:.1f} s ramp-up")
     print(f"  delivered: {fig['tokens_per_s']:,.0f} tokens/s ({fig['tokens']:,} tokens, "
           f"{res['done']} requests; client saw {res['events']:,} events)")
     print(f"  send lateness (write - schedule): p50 {fig['p50_ms']:.3f} ms, p99 {fig['p99_ms']:.3f} ms, "
           f"p99.9 {fig['p999_ms']:.3f} ms, max {fig['max_ms']:.3f} ms")
+    print(f"  host wake-up oversleep of a bystander sleeping 1 ms: p50 {probe_p50:.3f} ms, p99 {probe_p99:.3f} ms")
     print(f"  simulator CPU: {cpu * 100:.0f}% of one core; exit code {rc}; host CPUs {host * 100:.0f}% busy "
           f"(load average {load0:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
           + (f"; simulator reniced to {a.nice}" if a.nice is not None else ""))

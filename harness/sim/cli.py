@@ -113,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     from harness.sim.loop import new_event_loop
     from harness.sim.server import serve
 
+    # Hand the GIL back within 1 ms (default 5 ms) when the trace-writer thread holds it.
+    sys.setswitchinterval(0.001)
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
