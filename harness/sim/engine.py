@@ -129,7 +129,7 @@ class Engine(EngineBase):
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), 0.01)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 prev_deadline = None
                 continue
@@ -269,7 +269,7 @@ class Engine(EngineBase):
     # -- applying a step -------------------------------------------------------------------
     def _apply(self, items: list[tuple[SimRequest, int, int]]) -> None:
         now = perf_counter()
-        stats, rng, pool, bs = self.stats, self.rng, self.pool, self.bs
+        stats, rng, pool = self.stats, self.rng, self.pool
         caching = self.cfg.enable_prefix_caching
         eos_prob = self.cfg.eos_prob
         finished: list[tuple[SimRequest, str]] = []

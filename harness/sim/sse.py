@@ -39,6 +39,7 @@ ROLE, CONTENT, USAGE, DONE = range(4)
 def new_trace_log() -> array:
     return array("q")
 
+
 _FINISH = {None: b"null", "length": b'"length"', "stop": b'"stop"', "abort": b'"abort"'}
 
 

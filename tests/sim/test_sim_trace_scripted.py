@@ -29,6 +29,7 @@ def test_trace_records_every_write_and_flushes_on_sigterm(sim, tmp_path):
             return streams, plain
     wall_before = time.time_ns()
     streams, plain = run(go())
+    assert plain[0] == 200
     assert srv.stop() == 0
     recs = _read_trace(trace)
     assert set(recs) == {"t0", "t1", "t2", "plain"}
