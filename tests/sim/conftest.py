@@ -123,3 +123,7 @@ def _repo_on_path():
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = root + (os.pathsep + old if old else "")
     yield
+    if old is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = old
