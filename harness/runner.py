@@ -104,62 +104,46 @@ def _measure(
     procs: list[subprocess.Popen[str]] = []
     helpers: list[subprocess.Popen[str]] = []  # distributed workers: their master speaks for them
     log = open(run_dir.load_log, "a")
-    for worker in range(processes if not opts.distributed else 0):
-        plan = LoadPlan(
-            scenario=scenario.model_dump(mode="json"),
-            scenario_dir=str(scenario_dir.resolve()),
-            target_url=target_url,
-            model=info["model"],
-            api_key_env=scenario.target.api_key_env,
-            continuous_usage=info["continuous_usage"],
-            out_dir=str(run_dir.root.resolve()),
-            worker=worker,
-            workers=processes,
-            kernel_stamps=opts.kernel_stamps,
-            stop_grace_s=opts.stop_grace_s,
-        )
-        plan_path = run_dir.root / (f"load_plan.w{worker}.json" if processes > 1 else "load_plan.json")
-        plan_path.write_text(plan.model_dump_json(indent=2))
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "harness.load.main", str(plan_path)],
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                bufsize=1,
-                start_new_session=True,  # Ctrl-C reaches us only; we stop the load gracefully
-                env=env,  # with live metrics: PROMETHEUS_MULTIPROC_DIR for this run
-            )
-        )
-    if opts.distributed:
-        processes = opts.distributed
-        plan = LoadPlan(
-            scenario=scenario.model_dump(mode="json"), scenario_dir=str(scenario_dir.resolve()), target_url=target_url,
-            model=info["model"], api_key_env=scenario.target.api_key_env, continuous_usage=info["continuous_usage"],
-            out_dir=str(run_dir.root.resolve()), workers=processes, kernel_stamps=opts.kernel_stamps,
-            stop_grace_s=opts.stop_grace_s,
-        )
-        procs, helpers = _start_distributed(plan, run_dir, log, env)
     progress = Progress(scenario, enabled=opts.show_progress, live=telemetry.live if telemetry else None)
-    follower = _Follower(procs, progress, telemetry)
+    follower: _Follower | None = None
     status = "complete"
     try:
-        follower.wait()
-    except KeyboardInterrupt:
-        status = "partial"
-        progress.note("interrupted: stopping the load, keeping what was measured ...")
-        for p in procs:
-            _signal(p, signal.SIGTERM)
         try:
-            follower.wait(grace_s=opts.stop_grace_s + 10)
+            # started inside the try: a Ctrl-C (or SIGTERM, which the CLI turns into one) while
+            # the processes start still stops the ones already running, in their own sessions
+            if opts.distributed:
+                processes = opts.distributed
+                plan = LoadPlan(
+                    scenario=scenario.model_dump(mode="json"), scenario_dir=str(scenario_dir.resolve()),
+                    target_url=target_url, model=info["model"], api_key_env=scenario.target.api_key_env,
+                    continuous_usage=info["continuous_usage"], out_dir=str(run_dir.root.resolve()), workers=processes,
+                    kernel_stamps=opts.kernel_stamps, stop_grace_s=opts.stop_grace_s,
+                )
+                procs, helpers = _start_distributed(plan, run_dir, log, env)
+            else:
+                for worker in range(processes):
+                    procs.append(_start_load_process(scenario, scenario_dir, target_url, info, run_dir, opts,
+                                                     worker, processes, log, env))
+            follower = _Follower(procs, progress, telemetry)
+            follower.wait()
         except KeyboardInterrupt:
-            # a second Ctrl-C: stop now. The load processes run in their own sessions, so
-            # without this they would keep sending to the target after we exit.
+            status = "partial"
+            progress.note("interrupted: stopping the load, keeping what was measured ...")
             for p in procs:
-                _signal(p, signal.SIGKILL)
-            progress.note("interrupted again: load stopped at once, no summary; "
-                          f"{run_dir.requests} keeps the requests recorded so far")
-            raise
+                _signal(p, signal.SIGTERM)
+            if follower is None:
+                follower = _Follower(procs, progress, telemetry)
+            follower.interrupted = True
+            try:
+                follower.wait(grace_s=opts.stop_grace_s + 10)
+            except KeyboardInterrupt:
+                # a second Ctrl-C: stop now. The load processes run in their own sessions, so
+                # without this they would keep sending to the target after we exit.
+                for p in procs:
+                    _signal(p, signal.SIGKILL)
+                progress.note("interrupted again: load stopped at once, no summary; "
+                              f"{run_dir.requests} keeps the requests recorded so far")
+                raise
     finally:
         _stop_helpers(helpers)
         progress.close()
@@ -229,6 +213,35 @@ def _merge_worker_files(run_dir: RunDir) -> None:
         os.replace(tmp, target)
         for part in parts:
             part.unlink()
+
+
+def _start_load_process(scenario: Scenario, scenario_dir: Path, target_url: str, info: dict[str, Any], run_dir: RunDir,
+                        opts: RunOptions, worker: int, workers: int, log: Any,
+                        env: dict[str, str] | None) -> subprocess.Popen[str]:
+    plan = LoadPlan(
+        scenario=scenario.model_dump(mode="json"),
+        scenario_dir=str(scenario_dir.resolve()),
+        target_url=target_url,
+        model=info["model"],
+        api_key_env=scenario.target.api_key_env,
+        continuous_usage=info["continuous_usage"],
+        out_dir=str(run_dir.root.resolve()),
+        worker=worker,
+        workers=workers,
+        kernel_stamps=opts.kernel_stamps,
+        stop_grace_s=opts.stop_grace_s,
+    )
+    plan_path = run_dir.root / (f"load_plan.w{worker}.json" if workers > 1 else "load_plan.json")
+    plan_path.write_text(plan.model_dump_json(indent=2))
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.load.main", str(plan_path)],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        bufsize=1,
+        start_new_session=True,  # Ctrl-C reaches us only; we stop the load gracefully
+        env=env,  # with live metrics: PROMETHEUS_MULTIPROC_DIR for this run
+    )
 
 
 def _load_block(scenario: Scenario) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import shlex
 import sys
 from pathlib import Path
@@ -59,7 +60,12 @@ def overrides_from_args(args: argparse.Namespace) -> dict:
     }
 
 
+def _sigterm_as_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # stop like Ctrl-C: the load stops, what was measured is written
+
+
 def run(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     from harness.errors import UserError
     from harness.runner import RunOptions, run_scenario
     from harness.scenario import load_scenario

@@ -147,7 +147,9 @@ def test_api_key_never_written(contract_run) -> None:  # type: ignore[no-untyped
     assert SECRET not in proc.stdout + proc.stderr
 
 
-def test_ctrl_c_keeps_what_was_measured(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_keeps_what_was_measured(fake_openai, tmp_path: Path, sig: int) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C, or SIGTERM (a CI job cancelled, a sweep stopped), writes what was measured."""
     path = tmp_path / "long.yaml"
     path.write_text(SCENARIO.replace("requests: 12}", "duration_s: 60}").replace("warmup: {requests: 2}\n", ""))
     out = tmp_path / "run"
@@ -163,7 +165,7 @@ def test_ctrl_c_keeps_what_was_measured(fake_openai, tmp_path: Path) -> None:  #
             break
         time.sleep(0.1)
     assert proc.poll() is None, proc.communicate()
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
@@ -173,6 +175,7 @@ def test_ctrl_c_keeps_what_was_measured(fake_openai, tmp_path: Path) -> None:  #
     lines = requests.read_text().splitlines()
     assert len(lines) == s["requests"]["completed"] + s["requests"]["failed"]
     assert not list(out.glob("*.tmp"))
+    assert not _processes_mentioning(str(out / "load_plan.json"))  # no load process outlives the run
 
 
 def _processes_mentioning(text: str) -> list[int]:
