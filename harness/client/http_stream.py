@@ -307,15 +307,27 @@ class ResponseParser:
                 eol = data.find(b"\r\n", pos)
                 if eol < 0:
                     break  # partial size line: wait for more
-                size_field = data[pos:eol].split(b";", 1)[0].strip()
+                size_field = data[pos:eol]
                 pos = eol + 2
                 if not size_field:  # the CRLF that ends a chunk
                     continue
                 try:
-                    self._need = int(size_field, 16)
+                    need = int(size_field, 16)
                 except ValueError:
-                    raise StreamError("malformed", f"bad chunk size {size_field[:20]!r}") from None
-                if self._need == 0:
+                    size_field = size_field.split(b";", 1)[0].strip()  # chunk extensions
+                    try:
+                        need = int(size_field, 16)
+                    except ValueError:
+                        raise StreamError("malformed", f"bad chunk size {size_field[:20]!r}") from None
+                end = pos + need
+                if (sse and need > 2 and not self._pending and end + 2 <= size and data[end - 2 : end] == b"\n\n"
+                        and data.startswith(b"data:", pos) and data.find(b"\n", pos, end) == end - 2):
+                    # fast path, the common case: one whole chunk holding exactly one SSE event
+                    self.res.lines.append((stamp, data[pos : end - 2]))
+                    pos = end
+                    continue
+                self._need = need
+                if need == 0:
                     self._trailer = True  # last chunk; the body ends at the empty line after it
                 continue
             take = min(self._need, size - pos)

@@ -81,13 +81,13 @@ class Reactor:
 
     def _loop(self) -> None:
         poll = self.ep.poll
-        epfd = self.ep.fileno()
         pending = self.pending
-        wait_read = gevent.socket.wait_read
+        hub = gevent.get_hub()
+        watcher = hub.loop.io(self.ep.fileno(), 1)  # one persistent watcher, not one per wait
         while True:
             events = poll(0, 4096)
             if not events:
-                wait_read(epfd)  # park until any registered stream is readable
+                hub.wait(watcher)  # park until any registered stream is readable
                 continue
             self.batches += 1
             for fd, _mask in events:
@@ -142,6 +142,23 @@ def reactor() -> Reactor:
     return _REACTOR
 
 
+_RESOLVED: dict[tuple[str, int], tuple[int, int, tuple]] = {}
+
+
+def _resolve(host: str, port: int) -> tuple[int, int, tuple]:
+    """getaddrinfo once per target (gevent resolves in a thread pool; not per connection)."""
+    key = (host, port)
+    hit = _RESOLVED.get(key)
+    if hit is None:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise StreamError("connect", f"cannot resolve {host}: {exc}") from None
+        family, _type, proto, _name, addr = infos[0]
+        hit = _RESOLVED[key] = (family, proto, addr)
+    return hit
+
+
 class ReactorConnection:
     """A keep-alive HTTP/1.1 connection whose responses the process's reactor reads.
 
@@ -163,11 +180,7 @@ class ReactorConnection:
             return 0
         t0 = perf_ns()
         ep = self.endpoint
-        try:
-            infos = socket.getaddrinfo(ep.host, ep.port, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            raise StreamError("connect", f"cannot resolve {ep.host}: {exc}") from None
-        family, _type, proto, _name, addr = infos[0]
+        family, proto, addr = _resolve(ep.host, ep.port)
         sock = _raw_socket(family, socket.SOCK_STREAM, proto)
         sock.setblocking(False)
         err = sock.connect_ex(addr)
