@@ -152,6 +152,13 @@ class LLMUser(User):
         rec = ctrl.new_record(item)
         res = transfer(self.conn, ctrl.spec, item.payload, rec)
         FINISHER.put(rec, res)  # type: ignore[union-attr]
+        if rec.error_kind in ("connect", "connect_timeout") and item.intended_ns is None:
+            # closed loop against a target that refuses connections: back off (50 ms doubling
+            # to 1 s) instead of a retry storm of thousands of failed requests a second
+            self._connect_failures = getattr(self, "_connect_failures", 0) + 1
+            gevent.sleep(min(1.0, 0.05 * 2 ** (self._connect_failures - 1)))
+        else:
+            self._connect_failures = 0
 
 
 def locust_reporter(environment):  # type: ignore[no-untyped-def]
