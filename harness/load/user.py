@@ -36,7 +36,7 @@ class Finisher:
     backlog grows (the process is never idle), it processes without waiting so memory stays bounded.
     """
 
-    BACKLOG = 256
+    BACKLOG = 4096
 
     def __init__(self, ctrl: LoadController, report) -> None:  # type: ignore[no-untyped-def]
         self.ctrl = ctrl
