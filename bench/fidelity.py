@@ -39,12 +39,14 @@ def pct(values, q):  # type: ignore[no-untyped-def]
     return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else float("nan")
 
 
-def run_case(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: int, taskset: bool, extra: list[str]) -> dict:
+def run_case(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: int, taskset: bool, extra: list[str],
+             processes: int = 1) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"fid{streams}_"))
     port = free_port()
     trace = work / "trace.jsonl"
     pin0 = ["taskset", "-c", "0"] if taskset else []
-    pin1 = ["taskset", "-c", "1"] if taskset else []
+    # the harness gets cores 1..processes (one per load process), the server core 0
+    pin1 = ["taskset", "-c", "1" if processes == 1 else f"1-{processes}"] if taskset else []
     server = subprocess.Popen(
         [*pin0, sys.executable, str(ROOT / "bench" / "tick_server.py"), "--port", str(port), "--ttft-ms", str(ttft_ms),
          "--itl-ms", str(itl_ms), "--trace", str(trace)],
@@ -65,7 +67,7 @@ def run_case(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: i
     t0 = time.time()
     proc = subprocess.run(
         [*pin1, sys.executable, "-m", "harness.cli.main", "run", str(scenario), "--target", f"http://127.0.0.1:{port}",
-         "--out", str(out), "--no-report", "--quiet", *extra],
+         "--out", str(out), "--no-report", "--quiet", "--processes", str(processes), *extra],
         capture_output=True, text=True, cwd=ROOT,
     )
     wall = time.time() - t0
@@ -130,6 +132,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--no-taskset", action="store_true")
     p.add_argument("--user-clock", action="store_true", help="stamp in user space (for comparison)")
+    p.add_argument("--processes", type=int, default=1, help="harness load processes (each gets its own core)")
     p.add_argument("--json", help="also write rows here")
     args = p.parse_args()
     taskset = not args.no_taskset and shutil.which("taskset") is not None and os.cpu_count() and os.cpu_count() >= 2
@@ -140,13 +143,14 @@ def main() -> None:
     print(hdr)
     for case in args.cases.split(","):
         c, itl = case.split(":")
-        row = run_case(int(c), float(itl), args.tokens, args.ttft_ms, args.rounds, bool(taskset), extra)
+        row = run_case(int(c), float(itl), args.tokens, args.ttft_ms, args.rounds, bool(taskset), extra, args.processes)
         rows.append(row)
         print(f"{row['streams']:>4} {row['itl_ms']:>4g} {row['requests']:>5} | {row['ttft_p50_err']:>+10.3f} "
               f"{row['ttft_p99_err']:>+7.3f} | {row['itl_p50_err']:>+9.3f} {row['itl_p99_err']:>+7.3f} | "
               f"{row['ttft_req_err_p99']:>22.3f} {row['itl_gap_err_p99']:>21.3f} | {row['out_tok_s']:>9,.0f} "
               f"{row['client_cpu_max'] or 0:>5.0f} {row['coalesced']:>5}", flush=True)
-    print("errors in ms (harness - server truth); clock:", rows[0]["clock"] if rows else "-")
+    print(f"errors in ms (harness - server truth); clock: {rows[0]['clock'] if rows else '-'}; "
+          f"load processes: {args.processes}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 
