@@ -136,16 +136,6 @@ def _auth_headers(scenario: Scenario) -> dict[str, str]:
     return headers
 
 
-def _sampling_body(scenario: Scenario) -> dict[str, Any]:
-    sampling: dict[str, Any] = {"temperature": scenario.sampling.temperature, "top_p": scenario.sampling.top_p}
-    if scenario.sampling.ignore_eos:
-        sampling["ignore_eos"] = True
-    if scenario.sampling.seed is not None:
-        sampling["seed"] = scenario.sampling.seed
-    sampling.update(scenario.sampling.extra_body)
-    return sampling
-
-
 def _probe(base: str, model: str, scenario: Scenario) -> bool:
     """Send one tiny request shaped like the scenario's; returns whether continuous usage works.
 
@@ -153,6 +143,7 @@ def _probe(base: str, model: str, scenario: Scenario) -> bool:
     only takes OpenAI's fields) fails here with its own message, before any load is sent.
     """
     from harness.client.adapters.base import Prompt, get_adapter
+    from harness.client.request import sampling_fields
 
     adapter = get_adapter(scenario.target.api)
     headers = _auth_headers(scenario)
@@ -163,7 +154,7 @@ def _probe(base: str, model: str, scenario: Scenario) -> bool:
         options: dict[str, Any] = {"include_usage": True}
         if continuous:
             options["continuous_usage_stats"] = True
-        body = adapter.build_body(Prompt("", "hello", 2), model, _sampling_body(scenario), options)
+        body = adapter.build_body(Prompt("", "hello", 2), model, sampling_fields(scenario.sampling), options)
         try:
             status, raw = _http("POST", base + adapter.path, body, headers, timeout=60.0)
         except OSError as exc:

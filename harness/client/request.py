@@ -17,6 +17,7 @@ from harness.client.adapters.base import ApiAdapter, Prompt
 from harness.client.http_stream import Connection, StreamError, StreamResult, perf_ns
 from harness.client.sse import SSEError, interpret
 from harness.metrics.record import RequestRecord
+from harness.scenario.models import Sampling
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
@@ -31,6 +32,17 @@ class RequestSpec:
     stream_options: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 600.0
+
+
+def sampling_fields(sampling: Sampling) -> dict[str, Any]:
+    """The request-body fields a scenario's `sampling` block asks for (same for every request)."""
+    fields: dict[str, Any] = {"temperature": sampling.temperature, "top_p": sampling.top_p}
+    if sampling.ignore_eos:
+        fields["ignore_eos"] = True
+    if sampling.seed is not None:
+        fields["seed"] = sampling.seed
+    fields.update(sampling.extra_body)
+    return fields
 
 
 def base_headers(api_key: str | None, extra: dict[str, str]) -> dict[str, str]:

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from harness.client.adapters.base import Prompt, get_adapter
 from harness.client.http_stream import perf_ns
-from harness.client.request import RequestSpec, base_headers, build_payload
+from harness.client.request import RequestSpec, base_headers, build_payload, sampling_fields
 from harness.load.plan import LoadPlan
 from harness.metrics.record import RequestRecord
 from harness.metrics.recorder import ALL, MetricSet
@@ -55,12 +55,7 @@ class LoadController:
         stream_options: dict[str, Any] = {"include_usage": True}
         if plan.continuous_usage:
             stream_options["continuous_usage_stats"] = True
-        sampling: dict[str, Any] = {"temperature": sc.sampling.temperature, "top_p": sc.sampling.top_p}
-        if sc.sampling.ignore_eos:
-            sampling["ignore_eos"] = True
-        if sc.sampling.seed is not None:
-            sampling["seed"] = sc.sampling.seed
-        sampling.update(sc.sampling.extra_body)
+        sampling = sampling_fields(sc.sampling)
         self.spec = RequestSpec(
             adapter=get_adapter(sc.target.api),
             model=plan.model,
