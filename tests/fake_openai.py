@@ -78,6 +78,14 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def _models(_request: web.Request) -> web.Response:
+    return web.json_response({"data": [{"id": "ok"}]})
+
+
+async def _health(_request: web.Request) -> web.Response:
+    return web.Response(text="")
+
+
 class FakeOpenAI:
     def __init__(self) -> None:
         s = socket.socket()
@@ -94,8 +102,8 @@ class FakeOpenAI:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", _handle)
         app.router.add_post("/v1/completions", _handle)
-        app.router.add_get("/v1/models", lambda r: web.json_response({"data": [{"id": "ok"}]}))
-        app.router.add_get("/health", lambda r: web.Response(text=""))
+        app.router.add_get("/v1/models", _models)
+        app.router.add_get("/health", _health)
         self._runner = web.AppRunner(app)
         self._loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
