@@ -353,6 +353,7 @@ class _Follower:
         self.telemetry = telemetry
         self.started = 0
         self.ended = 0
+        self.drained = 0
         self.interrupted = False
         self.latest: dict[int, dict[str, Any]] = {}
         self._lock = threading.Lock()
@@ -385,8 +386,8 @@ class _Follower:
 
     def _all_drained(self) -> bool:
         with self._lock:
-            self._drained = getattr(self, "_drained", 0) + 1
-            return self._drained == len(self.procs)
+            self.drained += 1
+            return self.drained == len(self.procs)
 
     def wait(self, grace_s: float | None = None) -> None:
         deadline = None if grace_s is None else time.monotonic() + grace_s
