@@ -138,8 +138,7 @@ class Connection:
             offset = wall_ns() - perf_ns()
             sent_ns = perf_ns()
             try:
-                self.sock.sendall(head + body)  # type: ignore[union-attr]
-                result = self._read_response(offset, deadline_ns)
+                result = self._exchange(head + body, offset, deadline_ns)
             except StreamError as exc:
                 self.close()
                 if exc.kind == "stale_connection":
@@ -157,6 +156,11 @@ class Connection:
                 self.close()
             return offset, sent_ns, result
         raise StreamError("disconnect", "connection closed twice before a response")
+
+    def _exchange(self, data: bytes, offset_ns: int, deadline_ns: int) -> StreamResult:
+        """Write the request and read its response (the reactor's connection overrides this)."""
+        self.sock.sendall(data)  # type: ignore[union-attr]
+        return self._read_response(offset_ns, deadline_ns)
 
     def _read_response(self, offset_ns: int, deadline_ns: int) -> StreamResult:
         sock = self.sock

@@ -27,13 +27,12 @@ from harness.client.http_stream import (
     READ_SIZE,
     SCM_TIMESTAMPNS,
     SO_TIMESTAMPNS,
+    Connection,
     Endpoint,
     ResponseParser,
     StreamError,
     StreamResult,
-    _request_head,
     perf_ns,
-    wall_ns,
 )
 
 # gevent removes select.epoll when it patches, and wraps socket.socket; the reactor needs both raw
@@ -159,21 +158,17 @@ def _resolve(host: str, port: int) -> tuple[int, int, tuple]:
     return hit
 
 
-class ReactorConnection:
+class ReactorConnection(Connection):
     """A keep-alive HTTP/1.1 connection whose responses the process's reactor reads.
 
-    Same interface as harness.client.http_stream.Connection (connect, close, request, kernel).
+    Request flow, stale keep-alive retry and error kinds are Connection's; this class only opens
+    a raw non-blocking socket and hands the read to the reactor.
     """
 
     def __init__(self, endpoint: Endpoint, timeout_s: float = 600.0, kernel_stamps: bool = True) -> None:
         if endpoint.tls:
             raise ValueError("ReactorConnection does not do TLS; use http_stream.Connection")
-        self.endpoint = endpoint
-        self.timeout_s = timeout_s
-        self.want_kernel = kernel_stamps and _CMSG_SPACE > 0
-        self.sock = None
-        self.kernel = False
-        self.requests_on_conn = 0
+        super().__init__(endpoint, timeout_s, kernel_stamps)
 
     def connect(self) -> int:
         if self.sock is not None:
@@ -209,11 +204,7 @@ class ReactorConnection:
     def close(self) -> None:
         if self.sock is not None:
             reactor().remove(self.sock.fileno())
-            try:
-                self.sock.close()
-            except OSError:
-                pass
-            self.sock = None
+        super().close()
 
     def _send(self, data: bytes) -> None:
         sock = self.sock
@@ -226,43 +217,20 @@ class ReactorConnection:
                 continue
             view = view[n:]
 
-    def request(self, method: str, path: str, headers: dict[str, str], body: bytes, deadline_ns: int) -> tuple[int, int, StreamResult]:
-        """Send one request; the reactor reads and stamps the response. Stale keep-alive: retry once."""
+    def _exchange(self, data: bytes, offset_ns: int, deadline_ns: int) -> StreamResult:
         r = reactor()
-        for attempt in (0, 1):
-            reused = self.sock is not None
-            self.connect()
-            sock = self.sock
-            fd = sock.fileno()  # type: ignore[union-attr]
-            head = _request_head(method, self.endpoint, path, headers, len(body))
-            offset = wall_ns() - perf_ns()
-            p = _Pending(sock, self.kernel, offset)
-            r.add(fd, p)
-            sent_ns = perf_ns()
-            try:
-                self._send(head + body)
-            except OSError as exc:
-                r.remove(fd)
-                self.close()
-                if reused and attempt == 0:
-                    continue
-                raise StreamError("disconnect", exc.strerror or str(exc)) from None
-            remaining = (deadline_ns - perf_ns()) / 1e9
-            if not p.event.wait(max(remaining, 0.0)):
-                r.remove(fd)
-                self.close()
-                what = "waiting for the response head" if p.parser.res.status == 0 else "stream not finished before the request timeout"
-                raise StreamError("timeout", what)
-            if p.error is not None:
-                self.close()
-                if p.error.kind == "stale_connection":
-                    if reused and attempt == 0:
-                        continue  # the server closed the idle keep-alive connection: retry once
-                    raise StreamError("disconnect", p.error.detail)
-                raise p.error
-            result = p.parser.res
-            self.requests_on_conn += 1
-            if result.headers.get("connection", "").lower() == "close" or not result.complete:
-                self.close()
-            return offset, sent_ns, result
-        raise StreamError("disconnect", "connection closed twice before a response")
+        fd = self.sock.fileno()  # type: ignore[union-attr]
+        p = _Pending(self.sock, self.kernel, offset_ns)
+        r.add(fd, p)
+        try:
+            self._send(data)
+        except OSError:
+            r.remove(fd)
+            raise
+        if not p.event.wait(max((deadline_ns - perf_ns()) / 1e9, 0.0)):
+            r.remove(fd)
+            what = "waiting for the response head" if p.parser.res.status == 0 else "stream not finished before the request timeout"
+            raise StreamError("timeout", what)
+        if p.error is not None:
+            raise p.error
+        return p.parser.res
