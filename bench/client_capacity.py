@@ -18,17 +18,15 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from fidelity import measure  # noqa: E402  (the same ground-truth server and join)
 CONFIGS = {
     "1": ("1 process", []),
     "p2": ("2 processes (independent)", ["--processes", "2"]),
@@ -36,67 +34,22 @@ CONFIGS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_case(streams: int, itl_ms: float, tokens: int, rounds: int, extra: list[str], pin_client: bool) -> dict:
-    work = Path(tempfile.mkdtemp(prefix=f"cap{streams}_"))
-    port = free_port()
-    trace = work / "trace.jsonl"
     can_pin = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
-    server = subprocess.Popen(
-        [*(["taskset", "-c", "0"] if can_pin else []), sys.executable, str(ROOT / "bench" / "tick_server.py"),
-         "--port", str(port), "--ttft-ms", "30", "--itl-ms", str(itl_ms), "--trace", str(trace)],
-        stdout=subprocess.PIPE, text=True,
-    )
-    assert server.stdout is not None
-    server.stdout.readline()
-    scenario = work / "scenario.yaml"
-    scenario.write_text(json.dumps({
-        "name": f"capacity-c{streams}",
-        "load": {"concurrency": streams, "requests": streams * rounds},
-        "warmup": {"requests": streams},
-        "telemetry": {"enabled": False},
-        "target": {"continuous_usage": "off"},
-        "workload": {"classes": [{"name": "fixed", "input_tokens": 8, "output_tokens": tokens}]},
-    }))
-    out = work / "run"
-    pin = ["taskset", "-c", "1"] if (can_pin and pin_client) else []
-    t0 = time.time()
-    proc = subprocess.run(
-        [*pin, sys.executable, "-m", "harness.cli.main", "run", str(scenario), "--target", f"http://127.0.0.1:{port}",
-         "--out", str(out), "--no-report", "--quiet", *extra],
-        capture_output=True, text=True, cwd=ROOT,
-    )
-    wall = time.time() - t0
-    server.send_signal(signal.SIGTERM)
-    server.wait(30)
-    if proc.returncode != 0:
-        raise SystemExit(f"harness run failed:\n{proc.stderr[-2000:]}")
-    summary = json.loads((out / "summary.json").read_text())
-    truth, ticker = {}, {}
-    for line in trace.read_text().splitlines():
-        rec = json.loads(line)
-        if "request_id" in rec:
-            truth[rec["request_id"]] = rec
-        else:
-            ticker = rec
+    m = measure(streams, itl_ms, tokens, 30.0, rounds, "0" if can_pin else None,
+                "1" if (can_pin and pin_client) else None, extra, prefix="cap")
+    summary, truth, ticker, wall = m["summary"], m["truth"], m["ticker"], m["wall_s"]
     errs: list[float] = []
     events = 0
-    for path in sorted(out.glob("requests*.jsonl")):  # one file per independent process
-        for line in path.read_text().splitlines():
-            r = json.loads(line)
-            t = truth.get(r["id"])
-            if r["warmup"] or r["error"] or t is None:
-                continue
-            gaps_truth = np.diff(t["writes"]) / 1e6
-            gaps_meas = np.diff(r["chunk_offsets_us"]) / 1e3
-            events += len(r["chunk_offsets_us"])
-            if len(gaps_truth) == len(gaps_meas):
-                errs.extend(np.abs(gaps_meas - gaps_truth).tolist())
+    for r in m["requests"]:  # every load process's request lines
+        t = truth.get(r["id"])
+        if r["warmup"] or r["error"] or t is None:
+            continue
+        gaps_truth = np.diff(t["writes"]) / 1e6
+        gaps_meas = np.diff(r["chunk_offsets_us"]) / 1e3
+        events += len(r["chunk_offsets_us"])
+        if len(gaps_truth) == len(gaps_meas):
+            errs.extend(np.abs(gaps_meas - gaps_truth).tolist())
     window = summary["window"]["duration_s"] or float("nan")
     row = {
         "streams": streams,
@@ -110,7 +63,6 @@ def run_case(streams: int, itl_ms: float, tokens: int, rounds: int, extra: list[
         "requests": summary["requests"]["completed"],
         "wall_s": wall,
     }
-    shutil.rmtree(work, ignore_errors=True)
     return row
 
 

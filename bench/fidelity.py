@@ -39,14 +39,16 @@ def pct(values, q):  # type: ignore[no-untyped-def]
     return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else float("nan")
 
 
-def run_case(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: int, taskset: bool, extra: list[str],
-             processes: int = 1) -> dict:
-    work = Path(tempfile.mkdtemp(prefix=f"fid{streams}_"))
+def measure(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: int, server_cores: str | None,
+            client_cores: str | None, extra: list[str], prefix: str = "fid") -> dict:
+    """Run the tick server and `harness run` against it; return the summary, the server's truth
+    per request id, the harness's request lines and the ticker lateness. Shared with
+    bench/client_capacity.py."""
+    work = Path(tempfile.mkdtemp(prefix=f"{prefix}{streams}_"))
     port = free_port()
     trace = work / "trace.jsonl"
-    pin0 = ["taskset", "-c", "0"] if taskset else []
-    # the harness gets cores 1..processes (one per load process), the server core 0
-    pin1 = ["taskset", "-c", "1" if processes == 1 else f"1-{processes}"] if taskset else []
+    pin0 = ["taskset", "-c", server_cores] if server_cores else []
+    pin1 = ["taskset", "-c", client_cores] if client_cores else []
     server = subprocess.Popen(
         [*pin0, sys.executable, str(ROOT / "bench" / "tick_server.py"), "--port", str(port), "--ttft-ms", str(ttft_ms),
          "--itl-ms", str(itl_ms), "--trace", str(trace)],
@@ -56,7 +58,7 @@ def run_case(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: i
     server.stdout.readline()
     scenario = work / "scenario.yaml"
     scenario.write_text(json.dumps({
-        "name": f"fidelity-c{streams}",
+        "name": f"{prefix}-c{streams}",
         "load": {"concurrency": streams, "requests": streams * rounds},
         "warmup": {"requests": streams},
         "telemetry": {"enabled": False},
@@ -67,7 +69,7 @@ def run_case(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: i
     t0 = time.time()
     proc = subprocess.run(
         [*pin1, sys.executable, "-m", "harness.cli.main", "run", str(scenario), "--target", f"http://127.0.0.1:{port}",
-         "--out", str(out), "--no-report", "--quiet", "--processes", str(processes), *extra],
+         "--out", str(out), "--no-report", "--quiet", *extra],
         capture_output=True, text=True, cwd=ROOT,
     )
     wall = time.time() - t0
@@ -75,18 +77,31 @@ def run_case(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: i
     server.wait(30)
     if proc.returncode != 0:
         raise SystemExit(f"harness run failed:\n{proc.stderr[-2000:]}")
-    summary = json.loads((out / "summary.json").read_text())
-    truth = {}
-    ticker = {}
+    truth: dict[str, dict] = {}
+    ticker: dict = {}
     for line in trace.read_text().splitlines():
         rec = json.loads(line)
         if "request_id" in rec:
             truth[rec["request_id"]] = rec
         else:
             ticker = rec
+    requests = [json.loads(line) for path in sorted(out.glob("requests*.jsonl"))
+                for line in path.read_text().splitlines()]
+    result = {"summary": json.loads((out / "summary.json").read_text()), "truth": truth, "ticker": ticker,
+              "requests": requests, "wall_s": wall}
+    shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+def run_case(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: int, taskset: bool, extra: list[str],
+             processes: int = 1) -> dict:
+    # the server gets core 0, the harness cores 1..processes (one per load process)
+    m = measure(streams, itl_ms, tokens, ttft_ms, rounds, "0" if taskset else None,
+                ("1" if processes == 1 else f"1-{processes}") if taskset else None,
+                ["--processes", str(processes), *extra])
+    summary, truth, ticker, wall = m["summary"], m["truth"], m["ticker"], m["wall_s"]
     ttft_truth, itl_truth, ttft_err, itl_err = [], [], [], []
-    for line in (out / "requests.jsonl").read_text().splitlines():
-        r = json.loads(line)
+    for r in m["requests"]:
         t = truth.get(r["id"])
         if r["warmup"] or r["error"] or t is None:
             continue
@@ -120,7 +135,6 @@ def run_case(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: i
         "server_tick_late_p99_ms": ticker.get("ticker_late_p99_ns", 0) / 1e6,
         "wall_s": wall,
     }
-    shutil.rmtree(work, ignore_errors=True)
     return row
 
 
