@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import TargetError, UserError
+from harness.errors import UserError
 from harness.load.plan import LoadPlan
 from harness.metrics.exporter import open_run as open_metrics
 from harness.metrics.stall_meter import StallMeter

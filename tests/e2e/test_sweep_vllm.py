@@ -15,7 +15,6 @@ import pytest
 import yaml
 
 from harness.sweep.execute import SweepOptions, run_sweep
-from harness.sweep.launcher import group_alive
 from harness.sweep.plan import build_plan
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # vLLM starts take 30-150 s here

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from bisect import bisect_left
 from pathlib import Path
 from typing import Any
 

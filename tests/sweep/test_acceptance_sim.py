@@ -4,7 +4,6 @@ after two cells and `--resume` finishes only the missing ones. More preemptions 
 value; the failed config is recorded with its reason; no engine outlives the killed sweep."""
 
 import json
-import os
 import signal
 import subprocess
 import sys

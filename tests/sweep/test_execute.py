@@ -5,9 +5,7 @@ an engine dying mid-run, prefix-cache resets between cells."""
 import csv
 import json
 import os
-import time
 
-import pytest
 
 from harness.cli.main import main
 from harness.results.schema import RequestsBlock, RunSummary
