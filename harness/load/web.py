@@ -42,6 +42,7 @@ from harness.load.distributed import Collector, WorkerAgent
 from harness.load.plan import LoadPlan
 from harness.metrics.hdr import LATENCY, PERCENTILES, Histogram
 from harness.metrics.recorder import ALL, ClassMetrics, MetricSet
+from harness.metrics.stall_meter import StallMeterProcess
 from harness.results.build import build_summary
 from harness.results.layout import RunDir, default_run_dir, write_json_atomic, write_text_atomic
 from harness.scenario import load_scenario
@@ -238,6 +239,7 @@ class Run:
         self.info: dict[str, Any] = {}
         self.target_url = ""
         self.telemetry: Any = None
+        self.stall: StallMeterProcess | None = None  # host stalls, measured outside gevent
         self.live = LiveStats()
         self.started = time.time()
         self.window_start: float | None = None
@@ -398,6 +400,7 @@ class RunSession:
                 engine_kind="sim" if self.sim is not None and target == self.sim.url else None,
             )
             run.telemetry.start()
+        run.stall = StallMeterProcess(run_dir.root / "stall_meter.json").start()
         plan = LoadPlan(
             scenario=scenario.model_dump(mode="json"),
             scenario_dir=str(scenario_dir),
@@ -425,6 +428,8 @@ class RunSession:
         run = self.run
         if run is not None and run.telemetry is not None:
             run.telemetry.stop()
+        if run is not None and run.stall is not None:
+            run.stall.stop()
         if stop:
             gevent.spawn(self.env.runner.stop)
 
@@ -532,6 +537,9 @@ class RunSession:
         results = [collector.results[k] for k in sorted(collector.results)]
         run.missing = missing
         engine = run.telemetry.stop() if run.telemetry is not None else {}
+        windows = [r["window"] for r in results if r.get("window", {}).get("start")]
+        stalls = run.stall.summary(min((w["start"] for w in windows), default=None),
+                                   max((w["end"] or w["start"] for w in windows), default=None)) if run.stall else None
         stopped_early = any(r != "done" for r in collector.reasons.values()) and not run.until_stopped
         status = "partial" if (missing or stopped_early or not results) else "complete"
         load = _load_block(run.scenario)
@@ -557,7 +565,7 @@ class RunSession:
             load=load,
             results=results,
             engine=engine,
-            stalls=None,
+            stalls=stalls,
             reconcile_warnings=warnings,
             status=status,
             processes=collector.n,
@@ -595,6 +603,8 @@ class RunSession:
             self._on_test_stopping(sync=True)  # Ctrl-C / SIGTERM: the run is written before exit
         if run is not None and run.telemetry is not None and not run.finalizing:
             run.telemetry.stop()
+        if run is not None and run.stall is not None and not run.finalizing:
+            run.stall.stop()
         if self.sim is not None:
             self.sim.stop()
 

@@ -7,8 +7,13 @@ wall time so the summary can say which windows contain them.
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 from harness.metrics.hdr import Histogram
 
@@ -57,3 +62,57 @@ class StallMeter:
             "wakeup_late_p99_ms": stats["p99"],
             "wakeup_late_max_ms": stats["max"],
         }
+
+
+class StallMeterProcess:
+    """The same meter in its own process, for processes where threads are greenlets.
+
+    Under Locust (gevent), a thread would measure the event loop, not the host. This runs
+    `python -m harness.metrics.stall_meter OUT` and reads what it wrote when stopped.
+    """
+
+    def __init__(self, out_path: Path) -> None:
+        self.out_path = out_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> StallMeterProcess:
+        self.proc = subprocess.Popen([sys.executable, "-m", "harness.metrics.stall_meter", str(self.out_path)],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def summary(self, window_start: float | None = None, window_end: float | None = None) -> dict:
+        self.stop()
+        try:
+            data = json.loads(self.out_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        meter = StallMeter(threshold_ms=data.get("threshold_ms", 20.0))
+        meter.stalls = [tuple(s) for s in data.get("stalls", [])]
+        meter.hist = Histogram.from_dict(data["hist"]) if data.get("hist") else meter.hist
+        return meter.summary(window_start, window_end)
+
+
+def main(argv: list[str]) -> int:
+    """Run the meter until SIGTERM/SIGINT, then write its stalls and histogram to argv[0]."""
+    out = Path(argv[0])
+    meter = StallMeter().start()
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_a: done.set())
+    done.wait()
+    meter.stop()
+    out.write_text(json.dumps({"threshold_ms": meter.threshold_ns / 1e6, "stalls": meter.stalls,
+                               "hist": meter.hist.to_dict()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -143,6 +143,9 @@ def test_start_from_form_live_rows_stop_and_run_directory(ui_factory) -> None:  
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "complete"  # "until Stop": stopping is the normal end
     assert summary["load"]["until_stopped"] is True and summary["client"]["cut_at_end"] == 0
+    # host stalls are measured in a process of their own (threads are greenlets under Locust)
+    assert summary["timing"]["stall_meter"]["wakeup_late_p99_ms"] is not None
+    assert "stalls_in_window" in summary["timing"]["stall_meter"]
     reqs = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
     measured = [r for r in reqs if not r["warmup"]]
     assert summary["requests"]["completed"] == len([r for r in measured if r["error"] is None]) > 0
