@@ -346,7 +346,7 @@ class ResponseParser:
                 self._body.append(piece)
         if pos < size and not self.res.complete:
             self._buf = data[pos:]
-        if sse:
+        if sse and self._pending:
             self._lines(stamp)
         if self.res.complete:
             self._finish(stamp)

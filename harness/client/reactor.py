@@ -38,6 +38,9 @@ from harness.client.http_stream import (
 # gevent removes select.epoll when it patches, and wraps socket.socket; the reactor needs both raw
 _epoll_cls = monkey.get_original("select", "epoll")
 _raw_socket = monkey.get_original("socket", "socket")
+# gevent resolves names in a thread pool whose idle worker thread then polls for the rest of the
+# run; targets are resolved once each, so the blocking resolver is cheaper
+_blocking_getaddrinfo = monkey.get_original("socket", "getaddrinfo")
 _EPOLLIN = 0x001
 _TIMESPEC = struct.Struct("@qq")
 _SOL_SOCKET = socket.SOL_SOCKET
@@ -150,7 +153,7 @@ def _resolve(host: str, port: int) -> tuple[int, int, tuple]:
     hit = _RESOLVED.get(key)
     if hit is None:
         try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            infos = _blocking_getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError as exc:
             raise StreamError("connect", f"cannot resolve {host}: {exc}") from None
         family, _type, proto, _name, addr = infos[0]
