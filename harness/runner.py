@@ -158,9 +158,6 @@ def _measure(
         raise UserError(f"the load process failed before measuring anything; see {run_dir.load_log}", *tail)
     engine: dict[str, Any] = {}
     reconcile: list[str] = []
-    windows = [r["window"] for r in results if r.get("window", {}).get("start")]
-    w_start = min((w["start"] for w in windows), default=None)
-    w_end = max((w["end"] or w["start"] for w in windows), default=None)
     if telemetry is not None:
         engine = telemetry.stop()
     summary, metrics = build_summary(
@@ -170,7 +167,7 @@ def _measure(
         load=_load_block(scenario),
         results=results,
         engine=engine,
-        stalls=stall.summary(w_start, w_end),
+        stall_meter=stall,
         status=status,
         processes=processes,
     )

@@ -537,9 +537,6 @@ class RunSession:
         results = [collector.results[k] for k in sorted(collector.results)]
         run.missing = missing
         engine = run.telemetry.stop() if run.telemetry is not None else {}
-        windows = [r["window"] for r in results if r.get("window", {}).get("start")]
-        stalls = run.stall.summary(min((w["start"] for w in windows), default=None),
-                                   max((w["end"] or w["start"] for w in windows), default=None)) if run.stall else None
         stopped_early = any(r != "done" for r in collector.reasons.values()) and not run.until_stopped
         status = "partial" if (missing or stopped_early or not results) else "complete"
         load = _load_block(run.scenario)
@@ -565,7 +562,7 @@ class RunSession:
             load=load,
             results=results,
             engine=engine,
-            stalls=stalls,
+            stall_meter=run.stall,
             reconcile_warnings=warnings,
             status=status,
             processes=collector.n,

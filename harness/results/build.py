@@ -7,7 +7,7 @@ in open loop, prompt lengths the server disagrees with, missing telemetry, reque
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from harness import __version__
 from harness.metrics.recorder import ALL, MetricSet
@@ -70,6 +70,12 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
     return metrics, merged
 
 
+class WindowSummary(Protocol):
+    """A host-side meter (the stall meter) that can summarise itself over the measured window."""
+
+    def summary(self, window_start: float | None, window_end: float | None) -> dict[str, Any]: ...
+
+
 def build_summary(
     *,
     scenario: dict[str, Any],
@@ -77,7 +83,7 @@ def build_summary(
     load: dict[str, Any],
     results: list[dict[str, Any]],
     engine: dict[str, Any] | None,
-    stalls: dict[str, Any] | None,
+    stall_meter: WindowSummary | None,
     reconcile_warnings: list[str] | None = None,
     status: str = "complete",
     processes: int = 1,
@@ -85,6 +91,7 @@ def build_summary(
     metrics, merged = merge_load_results(results)
     window = merged["window"]
     duration = window["duration_s"]
+    stalls = stall_meter.summary(window["start"], window["end"]) if stall_meter is not None else {}
     classes = metrics.classes
     overall = classes[ALL].summarize(duration)
     per_class = {name: cm.summarize(duration) for name, cm in sorted(classes.items()) if name != ALL}
@@ -95,7 +102,7 @@ def build_summary(
         "clock": "kernel" if clock and set(clock) == {"kernel"} else ("user" if clock.get("user") else "kernel"),
         "requests_by_clock": clock,
         "coalesced_reads": merged["coalesced_reads"],
-        "stall_meter": stalls or {},
+        "stall_meter": stalls,
         "gc": merged.get("gc", []),
     }
     client = {

@@ -47,7 +47,7 @@ def _result(worker: int, recs: list[RequestRecord], start: float, dur: float, **
 def _build(results: list[dict[str, Any]], load: dict[str, Any] | None = None, **kw: Any) -> RunSummary:
     summary, _ = build_summary(scenario={"name": "s", "fingerprint": {"value": "f"}},
                                target={"url": "http://x", "api": "openai-chat", "model": "m"},
-                               load=load or {"mode": "closed"}, results=results, engine=None, stalls=None, **kw)
+                               load=load or {"mode": "closed"}, results=results, engine=None, stall_meter=None, **kw)
     return summary
 
 
@@ -121,10 +121,23 @@ def test_validity_warnings(case: str, expected: str) -> None:
     assert len(s.validity["warnings"]) == 1, s.validity["warnings"]
 
 
+class _FixedStalls:
+    def __init__(self, block: dict) -> None:
+        self.block = block
+        self.window: tuple | None = None
+
+    def summary(self, window_start, window_end) -> dict:  # type: ignore[no-untyped-def]
+        self.window = (window_start, window_end)
+        return self.block
+
+
 def test_stalls_in_window_warn() -> None:
+    meter = _FixedStalls({"stalls_in_window": 2, "max_stall_ms": 300.0})
     summary, _ = build_summary(scenario={}, target={}, load={"mode": "closed"},
-                               results=[_result(0, [_rec(0)], 1.0, 1.0)], engine=None,
-                               stalls={"stalls_in_window": 2, "max_stall_ms": 300.0})
+                               results=[_result(0, [_rec(0)], 1.0, 1.0)], engine=None, stall_meter=meter)
+    # the meter is asked about exactly the merged measured window
+    assert meter.window == (summary.window["start"], summary.window["end"]) and meter.window[0] is not None
+    assert summary.timing["stall_meter"] == meter.block
     assert summary.validity["warnings"] == [
         "host stalled 2 time(s) in the window (max 300 ms): tail latencies may include time the machine was not running"
     ]
