@@ -164,7 +164,7 @@ def _measure(
         scenario={"name": scenario.name, "fingerprint": fp, "path": opts.scenario_path, "seed": scenario.seed},
         target={"url": target_url, "api": scenario.target.api, "model": info["model"], "engine_kind": engine_kind,
                 "simulated": engine_kind == "sim", "continuous_usage": info["continuous_usage"], "labels": opts.labels},
-        load=_load_block(scenario),
+        load=load_block(scenario),
         results=results,
         engine=engine,
         stall_meter=stall,
@@ -177,7 +177,7 @@ def _measure(
             f"(see {run_dir.load_log})")
         summary.validity["ok"] = False
     if telemetry is not None:
-        reconcile = _reconcile(summary, engine)
+        reconcile = engine_reconcile(summary, engine)
         if reconcile:
             summary.validity["warnings"].extend(reconcile)
             summary.validity["ok"] = False
@@ -241,7 +241,7 @@ def _start_load_process(scenario: Scenario, scenario_dir: Path, target_url: str,
     )
 
 
-def _load_block(scenario: Scenario) -> dict[str, Any]:
+def load_block(scenario: Scenario) -> dict[str, Any]:
     load = scenario.load
     block: dict[str, Any] = {"mode": "open" if load.open_loop else "closed", "duration_s": load.duration_s,
                              "requests": load.requests, "ramp_s": load.ramp_s}
@@ -270,7 +270,7 @@ def _start_telemetry(scenario: Scenario, target_url: str, run_dir: RunDir, engin
     return session
 
 
-def _reconcile(summary: RunSummary, engine: dict[str, Any]) -> list[str]:
+def engine_reconcile(summary: RunSummary, engine: dict[str, Any]) -> list[str]:
     try:
         from harness.telemetry.reconcile import reconcile
     except ImportError:

@@ -531,7 +531,7 @@ class RunSession:
             run.report = "off"
 
     def _write_summary(self, run: Run, missing: list[int]) -> None:
-        from harness.runner import _load_block, _reconcile
+        from harness.runner import load_block, engine_reconcile
 
         collector = self.collector
         results = [collector.results[k] for k in sorted(collector.results)]
@@ -539,7 +539,7 @@ class RunSession:
         engine = run.telemetry.stop() if run.telemetry is not None else {}
         stopped_early = any(r != "done" for r in collector.reasons.values()) and not run.until_stopped
         status = "partial" if (missing or stopped_early or not results) else "complete"
-        load = _load_block(run.scenario)
+        load = load_block(run.scenario)
         if run.until_stopped:
             load["duration_s"] = None
             load["until_stopped"] = True
@@ -568,7 +568,7 @@ class RunSession:
             processes=collector.n,
         )
         if run.telemetry is not None:
-            extra = _reconcile(summary, engine)
+            extra = engine_reconcile(summary, engine)
             if extra:
                 summary.validity["warnings"].extend(extra)
                 summary.validity["ok"] = False
