@@ -179,6 +179,9 @@ class Telemetry(Strict):
     enabled: bool = True
     metrics_url: str | None = Field(default=None, description="default: <target>/metrics")
     interval_s: Annotated[float, Field(gt=0)] = 1.0
+    timeout_s: Annotated[float, Field(gt=0, le=60)] = Field(
+        default=10.0, description="per-scrape timeout (Prometheus' default); a busy engine's /metrics can take seconds"
+    )
     profile: str | None = Field(default=None, description="engine profile; none = detect")
     prometheus: str | None = Field(default=None, description="query this Prometheus server instead")
     selector: str | None = Field(default=None, description='PromQL label selector, e.g. job="vllm"')

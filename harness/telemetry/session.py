@@ -9,11 +9,19 @@ Lifecycle, called by the run orchestrator (a plain process, no gevent):
     engine = s.stop()       # the summary's `engine` block; never raises
     s.live()                # any time: latest canonical values, for live displays
 
-Nothing here blocks the caller for long: marks only wake the thread; scrapes run there with short
-timeouts. Failure policy: the first failure logs ONE warning and records the reason; a permanent
-one (404, HTML/JSON, garbage) turns telemetry off at once, transient ones (timeout, refused) after
-3 in a row; before the window starts, transient failures are tolerated quietly (the engine may
-still be starting). The run goes on either way and the block says why values are null.
+Nothing here blocks the caller for long: marks only wake the thread; scrapes run there, each
+bounded by `telemetry.timeout_s` (10 s, Prometheus' default: a busy vLLM on two cores took 2.1 s
+to serve /metrics, so a timeout tied to the interval lost whole windows). Each mark gets its own
+scrape, even when both marks arrive during one slow scrape, because counters are window deltas
+between exactly those two scrapes.
+
+Failure policy: the first failure logs ONE warning and records the reason; a permanent one (404,
+HTML/JSON, garbage) turns telemetry off at once, transient ones (timeout, refused) stop the
+periodic scrapes after 3 in a row. The final scrape is still attempted (and retried once) after
+transient failures: with the baseline it gives exact counter deltas for the whole window, which is
+what the prefix-cache hit rate and preemption count need; only the gauge samples are then partial.
+Before the window starts, transient failures are tolerated quietly (the engine may still be
+starting). The run goes on either way and the block says why values are null.
 
 Sources: direct scraping (default), a Prometheus server (`config.prometheus`), or none (disabled,
 no URL, an engine kind without /metrics). GPU memory: NVML when the target is this machine, or
@@ -112,7 +120,9 @@ class TelemetrySession:
         self._direct: DirectSource | None = None
         self._prom: Any = None
         self.source = "none"
-        read_timeout = min(5.0, max(1.0, 2.0 * self.interval_s))
+        read_timeout = float(config.timeout_s)
+        #: the final scrape succeeded after periodic scrapes were turned off by transient failures
+        self._final_recovered = False
         if not config.enabled:
             self._missing_reason = "telemetry disabled (telemetry.enabled: false)"
         elif config.prometheus:
@@ -120,7 +130,7 @@ class TelemetrySession:
             try:
                 from harness.telemetry.promql import PrometheusSource
 
-                self._prom = PrometheusSource(config.prometheus, config.selector, timeout_s=read_timeout + 1)
+                self._prom = PrometheusSource(config.prometheus, config.selector, timeout_s=read_timeout)
             except TelemetryUnavailable as exc:
                 self.source = "none"
                 self._missing_reason = exc.reason
@@ -130,7 +140,7 @@ class TelemetrySession:
             url = config.metrics_url or (target_url.rstrip("/") + "/metrics" if target_url else None)
             if url:
                 self.source = "direct"
-                self._direct = DirectSource(url, read_timeout_s=read_timeout)
+                self._direct = DirectSource(url, connect_timeout_s=min(3.0, read_timeout), read_timeout_s=read_timeout)
             else:
                 self._missing_reason = "no target URL and no telemetry.metrics_url"
 
@@ -215,8 +225,9 @@ class TelemetrySession:
             self.start()
 
     def _scrape_budget_s(self) -> float:
+        """How long stop() waits for the final scrape: one in flight, the final one, its retry."""
         if self._direct is not None:
-            return sum(self._direct.timeout) + 1.0
+            return 3 * sum(self._direct.timeout) + 1.0
         if self._prom is not None:
             return self._prom.timeout_s + 1.0
         return 2.0
@@ -243,18 +254,30 @@ class TelemetrySession:
             if not marks and time.monotonic() < next_due:
                 continue
             started = time.monotonic()
-            try:
-                self._tick(marks)
-            except Exception as exc:
-                log.exception("engine telemetry: scrape loop error")
-                self._fail(TelemetryUnavailable(f"internal error: {type(exc).__name__}: {exc}", permanent=True))
+            # one scrape per mark: a window shorter than one slow scrape still gets a baseline
+            # and a final scrape of its own
+            for group in ([m] for m in marks) if marks else ([],):
+                try:
+                    self._tick(group)
+                except Exception as exc:
+                    log.exception("engine telemetry: scrape loop error")
+                    self._fail(TelemetryUnavailable(f"internal error: {type(exc).__name__}: {exc}", permanent=True))
             next_due = started + self.interval_s
 
     def _tick(self, marks: list[str]) -> None:
         snap: Snapshot | None = None
-        attempted = not self._disabled and self.source != "none"
+        final = "end" in marks
+        # the final scrape is worth trying after transient failures (not after a permanent one)
+        attempted = self.source != "none" and (
+            not self._disabled or (final and self._acc is not None and not self._permanently_off())
+        )
         if attempted:
             snap = self._scrape()
+            if snap is None and final and not self._permanently_off():
+                time.sleep(min(1.0, self.interval_s))
+                snap = self._scrape()
+            if snap is not None and final and self._disabled:
+                self._final_recovered = True
         gpu = None
         with self._lock:
             if "start" in marks and self._nvml is not None:
@@ -268,6 +291,9 @@ class TelemetrySession:
                 self._phase = "post"
                 self._end_done.set()
             self._record(snap, gpu, marks, attempted)
+
+    def _permanently_off(self) -> bool:
+        return self._last_exc is not None and self._last_exc.permanent and self._disabled
 
     def _accumulate(self, snap: Snapshot, marks: list[str]) -> None:
         profile = self._profile
@@ -414,7 +440,7 @@ class TelemetrySession:
 
     def _window_s(self) -> float | None:
         """The marked window (the client's); None when not both marks were given."""
-        if self._t0 is None or self._t1 is None or self._baseline_late or self._disabled:
+        if self._t0 is None or self._t1 is None or self._baseline_late or (self._disabled and not self._final_recovered):
             return None
         return self._t1 - self._t0
 
@@ -444,7 +470,12 @@ class TelemetrySession:
                 extra_telemetry=self._telemetry_extra() if self.source != "none" else None,
             )
         reason = None
-        if self._disabled:
+        if self._final_recovered:
+            reason = (
+                f"gauges sampled only until periodic scrapes stopped ({self._missing_reason}); "
+                "counters span the whole window (baseline and final scrape succeeded)"
+            )
+        elif self._disabled:
             reason = f"partial window: {self._missing_reason}"
         elif self._consecutive_failures and self._phase == "post":
             reason = f"final scrape failed ({self._missing_reason}); window ends at the last good scrape"

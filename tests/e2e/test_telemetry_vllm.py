@@ -32,7 +32,7 @@ def _scenarios(tmp_path, model_dir: str) -> None:
     prefix = {
         "name": "prefix",
         "target": {"api": "openai-completions"},
-        "load": {"concurrency": 4, "requests": 40},
+        "load": {"concurrency": 4, "requests": 80},
         "warmup": {"requests": 4},
         "workload": {"tokenizer": model_dir, "classes": [
             {"name": "q", "input_tokens": 640, "output_tokens": 16,
@@ -80,8 +80,9 @@ def test_kv_pressure_preemptions_and_prefix_hits_on_real_vllm(real_vllm, tmp_pat
     assert roomy["kv_capacity_tokens"] > 10 * starved["kv_capacity_tokens"]
     assert roomy["kv_usage"]["max"] < starved["kv_usage"]["max"]
 
-    prefix = engine("roomy__prefix__r1")["prefix_cache"]
-    print("prefix:", json.dumps(prefix))
-    assert prefix["expected_hit_rate"] is not None and prefix["hit_rate"] is not None
+    prefix_engine = engine("roomy__prefix__r1")
+    prefix = prefix_engine["prefix_cache"]
+    print("prefix:", json.dumps(prefix), "telemetry:", json.dumps(prefix_engine["telemetry"]))
+    assert prefix["expected_hit_rate"] is not None and prefix["hit_rate"] is not None, prefix_engine["telemetry"]
     # 512 of 640 tokens are the shared prefix: 4 full 128-token blocks hit once both are cached
     assert prefix["hit_rate"] > 0.5 and abs(prefix["hit_rate"] - prefix["expected_hit_rate"]) < 0.2, prefix

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -58,7 +59,7 @@ def test_bad_endpoint_degrades_cleanly(fake_metrics: FakeMetrics, tmp_path, capl
 
 def test_slow_endpoint_times_out_and_is_disabled(fake_metrics: FakeMetrics, tmp_path, caplog) -> None:
     fake_metrics.set(VLLM_A, delay_s=3.0)
-    block, stop_s = run_window(fake_metrics.url, tmp_path, seconds=3.4)
+    block, stop_s = run_window(fake_metrics.url, tmp_path, seconds=3.4, timeout_s=1.0)
     assert_shape(block)
     assert "timed out" in block["telemetry"]["missing_reason"]
     assert len(telemetry_warnings(caplog)) == 1
@@ -114,3 +115,61 @@ def test_explicit_profile_on_a_page_without_its_metrics(fake_metrics: FakeMetric
     fake_metrics.set("foo_bar 1\nbaz_qux 2\n")
     block, _ = run_window(fake_metrics.url, tmp_path, profile="sglang")
     assert "no sglang metrics" in block["telemetry"]["missing_reason"]
+
+
+def test_final_scrape_recovers_counters_after_transient_failures(fake_metrics: FakeMetrics, tmp_path, caplog) -> None:
+    """Periodic scrapes stop after 3 failures in a row, yet the final scrape is still taken: the
+    counter deltas (preemptions, prefix hits) span the whole window; gauges are marked partial."""
+    fake_metrics.set(VLLM_A)
+    s = TelemetrySession(target_url=fake_metrics.url, config=Telemetry(interval_s=INTERVAL, nvml=False), out_dir=tmp_path)
+    s.start()
+    s.mark_window_start()
+    time.sleep(0.3)
+    fake_metrics.set("overloaded", status=503)
+    time.sleep(1.2)  # >= 3 failed scrapes: periodic scraping is off
+    hits_while_off = fake_metrics.hits
+    time.sleep(0.6)
+    assert fake_metrics.hits == hits_while_off  # off means off until the final scrape
+    fake_metrics.set(VLLM_B)
+    s.mark_window_end()
+    block = s.stop()
+    tel = block["telemetry"]
+    assert block["preemptions"]["count"] == 4 and block["prefix_cache"]["hits"] == 3000
+    assert "counters span the whole window" in tel["missing_reason"] and "HTTP 503" in tel["missing_reason"]
+    assert tel["window_s"] is not None and len(telemetry_warnings(caplog)) == 1
+
+
+def test_final_scrape_is_retried_once(fake_metrics: FakeMetrics, tmp_path) -> None:
+    """A failing final scrape is retried once before the window ends at the last good scrape."""
+    fake_metrics.set(VLLM_A)
+    s = TelemetrySession(target_url=fake_metrics.url, config=Telemetry(interval_s=5.0, nvml=False), out_dir=tmp_path)
+    s.start()
+    s.mark_window_start()
+    time.sleep(0.3)
+    fake_metrics.set("overloaded", status=503)
+    hits = fake_metrics.hits
+    s.mark_window_end()
+    block = s.stop()
+    assert fake_metrics.hits == hits + 2
+    assert block["preemptions"]["count"] is None  # one scrape only: nothing to subtract
+    assert "fewer than 2" in block["telemetry"]["missing_reason"] or "503" in block["telemetry"]["missing_reason"]
+
+
+def test_both_marks_during_one_slow_scrape_get_a_scrape_each(fake_metrics: FakeMetrics, tmp_path) -> None:
+    """A window shorter than one scrape (a busy engine serving /metrics slowly): the start and end
+    marks arrive together, yet the baseline and the final scrape are two scrapes, so counters are
+    window deltas instead of nothing."""
+    fake_metrics.set(VLLM_A, delay_s=0.5)
+    s = TelemetrySession(target_url=fake_metrics.url, config=Telemetry(interval_s=INTERVAL, nvml=False), out_dir=tmp_path)
+    s.start()
+    time.sleep(0.1)  # a scrape is in flight
+    s.mark_window_start()
+    time.sleep(0.05)
+    s.mark_window_end()
+    fake_metrics.set(VLLM_B, delay_s=0.5)  # every scrape from here on (the in-flight one too) answers B
+    block = s.stop()
+    tel = block["telemetry"]
+    assert tel["scrapes"] == 2 and tel["missing_reason"] is None
+    assert block["preemptions"]["count"] == 0  # B - B: both scrapes after the marks
+    lines = [json.loads(x) for x in (tmp_path / "engine_metrics.jsonl").read_text().splitlines()]
+    assert [x.get("mark") for x in lines if x.get("mark")] == ["start", "end"]
