@@ -17,9 +17,10 @@ between exactly those two scrapes.
 
 Failure policy: the first failure logs ONE warning and records the reason; a permanent one (404,
 HTML/JSON, garbage) turns telemetry off at once, transient ones (timeout, refused) stop the
-periodic scrapes after 3 in a row. The final scrape is still attempted (and retried once) after
-transient failures: with the baseline it gives exact counter deltas for the whole window, which is
-what the prefix-cache hit rate and preemption count need; only the gauge samples are then partial.
+periodic scrapes after 3 in a row. The final scrape is still attempted after transient failures
+(and retried once after a quick one, such as a 503): with the baseline it gives exact counter
+deltas for the whole window, which is what the prefix-cache hit rate and preemption count need;
+only the gauge samples are then partial.
 Before the window starts, transient failures are tolerated quietly (the engine may still be
 starting). The run goes on either way and the block says why values are null.
 
@@ -225,9 +226,10 @@ class TelemetrySession:
             self.start()
 
     def _scrape_budget_s(self) -> float:
-        """How long stop() waits for the final scrape: one in flight, the final one, its retry."""
+        """How long stop() waits for the final scrape: one in flight, then the final one (retried
+        only after a quick failure, so a hung endpoint costs two timeouts, not three)."""
         if self._direct is not None:
-            return 3 * sum(self._direct.timeout) + 1.0
+            return 2 * sum(self._direct.timeout) + 3.0
         if self._prom is not None:
             return self._prom.timeout_s + 1.0
         return 2.0
@@ -272,8 +274,11 @@ class TelemetrySession:
             not self._disabled or (final and self._acc is not None and not self._permanently_off())
         )
         if attempted:
+            began = time.monotonic()
             snap = self._scrape()
-            if snap is None and final and not self._permanently_off():
+            # a refusal or a 503, not a hung endpoint (that would not answer a second time either)
+            quick_failure = time.monotonic() - began < min(1.0, 0.5 * float(self.config.timeout_s))
+            if snap is None and final and quick_failure and not self._permanently_off():
                 time.sleep(min(1.0, self.interval_s))
                 snap = self._scrape()
             if snap is not None and final and self._disabled:

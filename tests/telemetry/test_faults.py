@@ -173,3 +173,20 @@ def test_both_marks_during_one_slow_scrape_get_a_scrape_each(fake_metrics: FakeM
     assert block["preemptions"]["count"] == 0  # B - B: both scrapes after the marks
     lines = [json.loads(x) for x in (tmp_path / "engine_metrics.jsonl").read_text().splitlines()]
     assert [x.get("mark") for x in lines if x.get("mark")] == ["start", "end"]
+
+
+def test_hung_endpoint_final_scrape_not_retried(fake_metrics: FakeMetrics, tmp_path) -> None:
+    """A final scrape that timed out is not retried (a hung engine will not answer a second time):
+    stop() waits for at most the in-flight scrape and the final one."""
+    fake_metrics.set(VLLM_A)
+    config = Telemetry(interval_s=5.0, nvml=False, timeout_s=0.5)
+    s = TelemetrySession(target_url=fake_metrics.url, config=config, out_dir=tmp_path)
+    s.start()
+    s.mark_window_start()
+    time.sleep(0.3)
+    fake_metrics.set(VLLM_B, delay_s=2.0)
+    hits = fake_metrics.hits
+    s.mark_window_end()
+    block = s.stop()
+    assert fake_metrics.hits == hits + 1
+    assert "timed out" in (block["telemetry"]["missing_reason"] or "")
