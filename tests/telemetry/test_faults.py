@@ -29,6 +29,15 @@ def run_window(url: str, tmp_path, seconds: float = 0.7, **kw) -> tuple[dict, fl
     return block, time.perf_counter() - t
 
 
+def started_window(url: str, tmp_path, **kw) -> TelemetrySession:
+    """A session whose measured window has begun (the baseline scrape is under way)."""
+    kw.setdefault("interval_s", INTERVAL)
+    s = TelemetrySession(target_url=url, config=Telemetry(nvml=False, **kw), out_dir=tmp_path)
+    s.start()
+    s.mark_window_start()
+    return s
+
+
 @pytest.mark.parametrize(
     "status, ctype, body, fragment, max_hits",
     [
@@ -96,9 +105,7 @@ def test_failures_before_the_window_are_tolerated_quietly(fake_metrics: FakeMetr
 
 def test_one_transient_failure_in_the_window_recovers(fake_metrics: FakeMetrics, tmp_path, caplog) -> None:
     fake_metrics.set(VLLM_A)
-    s = TelemetrySession(target_url=fake_metrics.url, config=Telemetry(interval_s=INTERVAL, nvml=False), out_dir=tmp_path)
-    s.start()
-    s.mark_window_start()
+    s = started_window(fake_metrics.url, tmp_path)
     time.sleep(0.3)
     fake_metrics.set("overloaded", status=503)
     time.sleep(0.3)
@@ -121,9 +128,7 @@ def test_final_scrape_recovers_counters_after_transient_failures(fake_metrics: F
     """Periodic scrapes stop after 3 failures in a row, yet the final scrape is still taken: the
     counter deltas (preemptions, prefix hits) span the whole window; gauges are marked partial."""
     fake_metrics.set(VLLM_A)
-    s = TelemetrySession(target_url=fake_metrics.url, config=Telemetry(interval_s=INTERVAL, nvml=False), out_dir=tmp_path)
-    s.start()
-    s.mark_window_start()
+    s = started_window(fake_metrics.url, tmp_path)
     time.sleep(0.3)
     fake_metrics.set("overloaded", status=503)
     time.sleep(1.2)  # >= 3 failed scrapes: periodic scraping is off
@@ -142,9 +147,7 @@ def test_final_scrape_recovers_counters_after_transient_failures(fake_metrics: F
 def test_final_scrape_is_retried_once(fake_metrics: FakeMetrics, tmp_path) -> None:
     """A failing final scrape is retried once before the window ends at the last good scrape."""
     fake_metrics.set(VLLM_A)
-    s = TelemetrySession(target_url=fake_metrics.url, config=Telemetry(interval_s=5.0, nvml=False), out_dir=tmp_path)
-    s.start()
-    s.mark_window_start()
+    s = started_window(fake_metrics.url, tmp_path, interval_s=5.0)
     time.sleep(0.3)
     fake_metrics.set("overloaded", status=503)
     hits = fake_metrics.hits
@@ -179,10 +182,7 @@ def test_hung_endpoint_final_scrape_not_retried(fake_metrics: FakeMetrics, tmp_p
     """A final scrape that timed out is not retried (a hung engine will not answer a second time):
     stop() waits for at most the in-flight scrape and the final one."""
     fake_metrics.set(VLLM_A)
-    config = Telemetry(interval_s=5.0, nvml=False, timeout_s=0.5)
-    s = TelemetrySession(target_url=fake_metrics.url, config=config, out_dir=tmp_path)
-    s.start()
-    s.mark_window_start()
+    s = started_window(fake_metrics.url, tmp_path, interval_s=5.0, timeout_s=0.5)
     time.sleep(0.3)
     fake_metrics.set(VLLM_B, delay_s=2.0)
     hits = fake_metrics.hits
