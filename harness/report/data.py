@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from harness.errors import UserError
 from harness.report import hdr
 from harness.results.schema import RunSummary
+from harness.sweep.results import scenario_label
 
 RUN_FILES = ("summary.json", "histograms.json", "requests.jsonl", "engine_metrics.jsonl", "progress.jsonl")
 SWEEP_FILES = ("index.json", "sweep.yaml")
@@ -342,6 +343,10 @@ class Cell:
     run_dir: Path | None
     run: RunData | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    #: the scenario file's name; `scenario` adds the load level (`mixed @ concurrency=16`) when
+    #: the sweep has `loads`, so configs are ranked and compared at equal load only
+    base_scenario: str = ""
+    load_level: str | None = None
 
     @property
     def usable(self) -> bool:
@@ -418,7 +423,9 @@ def load_sweep(path: Path | str, load_runs: bool = True) -> SweepData:
         cell = Cell(
             id=str(raw.get("id") or f"cell{i}"),
             config_id=str(raw.get("config_id") or "?"),
-            scenario=str(raw.get("scenario") or "?"),
+            scenario=scenario_label({**raw, "scenario": raw.get("scenario") or "?"}),
+            base_scenario=str(raw.get("scenario") or "?"),
+            load_level=str(raw["load_level"]) if raw.get("load_level") else None,
             repeat=int(raw.get("repeat") or 0),
             status=str(raw.get("status") or "unknown"),
             flags=raw.get("flags") if isinstance(raw.get("flags"), dict) else {},

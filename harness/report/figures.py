@@ -215,6 +215,12 @@ class SweepPoint:
     goodput_rps: float | None
     goodput_fraction: float | None  # 0-1
     repeats: int = 1
+    group: str = ""  # the scenario file; `scenario` then names the load level too
+    level: str | None = None  # load level (sweep `loads`), e.g. "concurrency=16"
+
+    @property
+    def column(self) -> str:
+        return self.group or self.scenario
 
 
 def config_colors(configs: list[str]) -> dict[str, str]:
@@ -225,18 +231,23 @@ LAT_PANELS = (("ttft", "TTFT"), ("itl", "ITL per token"), ("e2e", "E2E latency")
 
 
 def latency_throughput_figure(points: list[SweepPoint], configs: list[str], scenarios: list[str], best: dict[str, str | None]) -> Figure:
-    """Grid: rows TTFT / ITL / E2E, one column per scenario. Each config is a vertical bar from its
-    p50 (circle) to its p99 (triangle) at its output throughput; the best config under the SLOs is
-    ringed."""
+    """Grid: rows TTFT / ITL / E2E, one column per scenario file. Each config is a vertical bar from
+    its p50 (circle) to its p99 (triangle) at its output throughput; the best config under the SLOs
+    is ringed. With load levels (sweep `loads`) a config's points are joined in load order: its
+    p50 curve solid, its p99 curve dashed, so where a config bends upward is visible."""
     colors = config_colors(configs)
+    columns = list(dict.fromkeys(p.column for p in points)) or [s for s in scenarios]
+    columns += [s for s in scenarios if s not in columns and not any(p.scenario == s for p in points)]
+    scenarios = columns
     ncol = max(1, len(scenarios))
     fig = Figure(figsize=(min(4.6 * ncol + 1.5, 18), 9.0), layout="constrained")
     axes = np.atleast_2d(fig.subplots(len(LAT_PANELS), ncol, squeeze=False))
     fig.suptitle("Latency (p50 ● to p99 ▲) against output throughput, per config")
     for c, scenario in enumerate(scenarios):
-        pts = [p for p in points if p.scenario == scenario]
+        pts = [p for p in points if p.column == scenario]
         for r, (metric, label) in enumerate(LAT_PANELS):
             ax = axes[r][c]
+            _level_curves(ax, pts, metric, colors)
             for p in pts:
                 p50, p99 = p.lat.get(metric, (None, None))
                 if p50 is None and p99 is None:
@@ -248,7 +259,7 @@ def latency_throughput_figure(points: list[SweepPoint], configs: list[str], scen
                     ax.plot([p.throughput], [p50], "o", color=color, ms=6, label="_p50")
                 if p99 is not None:
                     ax.plot([p.throughput], [p99], "^", color=color, ms=7, label="_p99")
-                if best.get(scenario) == p.config and p99 is not None:
+                if best.get(p.scenario) == p.config and p99 is not None:
                     ax.plot([p.throughput], [p99], "o", ms=16, mfc="none", mec="#bf8700", mew=2, label="_best")
             ys_all = [y for p in pts for y in p.lat.get(metric, (None, None)) if y is not None and y > 0]
             log = bool(ys_all) and max(ys_all) / min(ys_all) > 20  # one config far worse: keep the others readable
@@ -275,6 +286,20 @@ def latency_throughput_figure(points: list[SweepPoint], configs: list[str], scen
     return fig
 
 
+def _level_curves(ax: Any, pts: list[SweepPoint], metric: str, colors: dict[str, str]) -> None:
+    """Join each config's load levels (in load order = the order the points were run)."""
+    for config in dict.fromkeys(p.config for p in pts if p.level):
+        mine = [p for p in pts if p.config == config and p.level]
+        if len(mine) < 2:
+            continue
+        xs = [p.throughput for p in mine]
+        for idx, style in ((0, "-"), (1, "--")):
+            ys = [p.lat.get(metric, (None, None))[idx] for p in mine]
+            pairs = [(x, y) for x, y in zip(xs, ys) if y is not None]
+            if len(pairs) > 1:
+                ax.plot(*zip(*pairs), style, color=colors[config], lw=1.2, alpha=0.8, label="_curve")
+
+
 def goodput_figure(points: list[SweepPoint], configs: list[str], scenarios: list[str], best: dict[str, str | None],
                    failed: dict[str, str], metric_label: str = "goodput (requests/s meeting every SLO)") -> Figure:
     """Grouped bars: one group per config, one bar per scenario; the share of requests meeting
@@ -285,13 +310,17 @@ def goodput_figure(points: list[SweepPoint], configs: list[str], scenarios: list
     width = 0.8 / n
     x = np.arange(len(configs))
     top = max([p.goodput_rps or 0.0 for p in points] + [0.0])
+    # one scenario at several load levels: the bars are named by level, the scenario goes in the title
+    files = {sc.split(" @ ", 1)[0] for sc in scenarios}
+    shared = next(iter(files)) if len(files) == 1 and all(" @ " in sc for sc in scenarios) else None
+    labels = [sc.split(" @ ", 1)[1] if shared else f"scenario {sc}" for sc in scenarios]
     for j, scenario in enumerate(scenarios):
         heights = []
         for cfg in configs:
             p = next((p for p in points if p.config == cfg and p.scenario == scenario), None)
             heights.append(p.goodput_rps if p and p.goodput_rps is not None else 0.0)
         xs = x - 0.4 + width * (j + 0.5)
-        bars = ax.bar(xs, heights, width * 0.92, color=PALETTE[j % len(PALETTE)], label=f"scenario {scenario}")
+        bars = ax.bar(xs, heights, width * 0.92, color=PALETTE[j % len(PALETTE)], label=labels[j])
         for bar, cfg in zip(bars, configs):
             p = next((p for p in points if p.config == cfg and p.scenario == scenario), None)
             if p is None:
@@ -308,8 +337,10 @@ def goodput_figure(points: list[SweepPoint], configs: list[str], scenarios: list
     ax.set_xticks(x, configs, rotation=20 if len(configs) > 4 else 0, ha="right" if len(configs) > 4 else "center")
     ax.set_ylabel(metric_label)
     ax.set_ylim(0, top * 1.18 if top else 1)
-    ax.set_title("Goodput per config and scenario (★ best under the SLOs; % = share of requests meeting them)")
+    what = f"load level (scenario {shared})" if shared else "scenario"
+    ax.set_title(f"Goodput per config and {what}\n★ best under the SLOs; % = share of requests meeting them", fontsize="medium")
     _style(ax)
     ax.grid(False, axis="x")
-    ax.legend(loc="upper left", fontsize="small", frameon=False, ncol=min(3, n))
+    longest = max((len(lb) for lb in labels), default=10)
+    fig.legend(loc="outside lower center", fontsize="small", frameon=False, ncol=max(1, min(n, 90 // (longest + 4))))
     return fig

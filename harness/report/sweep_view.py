@@ -20,9 +20,18 @@ from harness.report.metrics import METRICS, MetricDef
 @dataclass
 class ConfigResult:
     config: str
-    scenario: str
+    scenario: str  # with the load level, when the sweep has one
     flags: dict[str, Any]
     cells: list[Cell] = field(default_factory=list)
+
+    @property
+    def group(self) -> str:
+        """The scenario file: the figure column where this config's load levels form one curve."""
+        return self.cells[0].base_scenario or self.scenario if self.cells else self.scenario
+
+    @property
+    def level(self) -> str | None:
+        return self.cells[0].load_level if self.cells else None
 
     @property
     def runs(self) -> list[RunData]:
@@ -105,6 +114,8 @@ def points(sweep: SweepData) -> list[SweepPoint]:
                 goodput_rps=r.value("goodput_rps") if r.value("goodput_rps") is not None else r.value("rps"),
                 goodput_fraction=None if frac is None else frac / 100.0,
                 repeats=len(r.runs),
+                group=r.group,
+                level=r.level,
             )
         )
     return out

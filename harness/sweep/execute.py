@@ -319,10 +319,13 @@ class SweepExecutor:
             show_progress=False,
             write_report=False,
             scenario_path=str(cell.scenario.path),
-            labels={"config": cell.config.id, "sweep": self.sweep.name, "scenario": cell.scenario.name, "repeat": str(cell.repeat)},
+            labels={
+                "config": cell.config.id, "sweep": self.sweep.name, "scenario": cell.scenario.name, "repeat": str(cell.repeat),
+                **({"load_level": cell.level.label} if cell.level else {}),
+            },
             metrics_server=self.opts.metrics_server,
         )
-        self.progress.cell_starting(cell.id, cell.scenario.name, cell.repeat)
+        self.progress.cell_starting(cell.id, cell.what, cell.repeat)
         t0 = time.monotonic()
         started = time.strftime("%Y-%m-%dT%H:%M:%S")
         status, reason = "complete", None
@@ -371,6 +374,8 @@ class SweepExecutor:
             "config_id": cell.config.id,
             "flags": cell.config.flags,
             "scenario": cell.scenario.name,
+            "load_level": cell.level.label if cell.level else None,
+            "load": {cell.level.path: cell.level.value} if cell.level else None,
             "repeat": cell.repeat,
             "status": status,
             "run_dir": cell.run_dir,

@@ -16,6 +16,8 @@ Flags = dict[str, FlagValue]
 
 ENGINE_KINDS = ("vllm", "sglang", "tgi", "llamacpp", "sim", "custom")
 _ID = r"^[A-Za-z0-9_.=,+-]+$"
+#: scenario fields a sweep's `loads` may step through (closed-loop users or open-loop rate)
+LOAD_PATHS = ("load.concurrency", "load.rate")
 
 
 class Strict(BaseModel):
@@ -134,6 +136,10 @@ class SweepFile(Strict):
     vary: Vary = Field(default_factory=Vary)
     scenarios: Annotated[list[str], Field(min_length=1)] = Field(description="scenario files, relative to this file")
     overrides: dict[str, Any] = Field(default_factory=dict, description="scenario overrides for every cell")
+    loads: dict[str, Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=1)]] = Field(
+        default_factory=dict,
+        description="load levels run against every config without a restart, e.g. {load.concurrency: [1, 8, 32]}",
+    )
     repeats: Annotated[int, Field(ge=1)] = 1
     warmup: SweepWarmup | None = None
     reset_prefix_cache_between: bool = True
@@ -143,3 +149,18 @@ class SweepFile(Strict):
     @classmethod
     def _names(cls, v: dict[str, Any]) -> dict[str, Any]:
         return _check_flag_names(v)
+
+    @field_validator("loads")
+    @classmethod
+    def _loads(cls, v: dict[str, list[float]]) -> dict[str, list[float]]:
+        """One load dimension (the x of each config's latency-throughput curve), distinct values."""
+        if len(v) > 1:
+            raise ValueError("vary one load dimension: {load.concurrency: [1, 8, 32]} or {load.rate: [1, 4, 16]}")
+        for path, values in v.items():
+            if path not in LOAD_PATHS:
+                raise ValueError(f"{path!r} is not a load level; use {' or '.join(LOAD_PATHS)}")
+            if path == "load.concurrency" and any(x != int(x) for x in values):
+                raise ValueError("load.concurrency levels are whole numbers of users")
+            if len(set(values)) != len(values):
+                raise ValueError(f"{path}: a level is listed twice ({values})")
+        return v

@@ -1,4 +1,4 @@
-"""The sweep plan: configs (one engine command line each) x scenarios x repeats = cells.
+"""The sweep plan: configs (one engine command line each) x scenarios x load levels x repeats = cells.
 
 Everything here is pure: loading the sweep file, expanding `vary` into configs, resolving the
 scenario files with their overrides, naming each config and cell. `harness sweep FILE --plan`
@@ -39,14 +39,35 @@ class ScenarioRef:
     path: Path
 
 
+@dataclass(frozen=True)
+class LoadLevel:
+    """One step of the sweep's `loads`: the same engine, more (or fewer) users or requests/s.
+
+    Levels run in the order given, on the engine already up for the config, so one start yields a
+    latency-throughput curve per config instead of one point."""
+
+    path: str  # load.concurrency | load.rate
+    value: float | int
+
+    @property
+    def label(self) -> str:
+        return f"{self.path.rsplit('.', 1)[-1]}={self.value:g}"
+
+
 @dataclass
 class Cell:
     id: str
     config: Config
     scenario: ScenarioRef
     repeat: int  # 1-based
-    overrides: dict[str, Any]  # sweep + config + linked overrides, applied to the scenario file
+    overrides: dict[str, Any]  # sweep + config + linked + load-level overrides, applied to the scenario file
     resolved: Scenario  # the scenario with its overrides, validated at plan time
+    level: LoadLevel | None = None
+
+    @property
+    def what(self) -> str:
+        """The scenario and load level, for progress lines and tables."""
+        return f"{self.scenario.name} @ {self.level.label}" if self.level else self.scenario.name
 
     @property
     def run_dir(self) -> str:
@@ -211,24 +232,29 @@ def build_plan(path: str | Path, sweep: SweepFile | None = None) -> Plan:
     configs = expand_configs(sweep)
     refs = _scenario_refs(sweep, source.parent, str(path))
     _check_links(sweep, configs, str(path))
+    levels = _load_levels(sweep, configs, str(path))
     cells: list[Cell] = []
     problems: list[str] = []
     cache: dict[tuple[Path, str], Scenario] = {}
     for config in configs:
         for ref in refs:
-            overrides = {**sweep.overrides, **config.overrides}
-            key = (ref.path, repr(sorted(overrides.items())))
-            if key not in cache:
-                try:
-                    data = read_yaml(ref.path)
-                    data = apply_overrides(data, overrides) if overrides else data
-                    cache[key] = validate(Scenario, data, f"{ref.path} (config {config.id})")
-                except UserError as exc:
-                    problems.extend(exc.lines)
-                    continue
-            for r in range(1, sweep.repeats + 1):
-                cid = f"{config.id}__{ref.name}__r{r}"
-                cells.append(Cell(cid, config, ref, r, overrides, cache[key]))
+            for level in levels:
+                overrides = {**sweep.overrides, **config.overrides}
+                if level is not None:
+                    overrides[level.path] = level.value
+                key = (ref.path, repr(sorted(overrides.items())))
+                if key not in cache:
+                    where = f"config {config.id}" + (f", {level.label}" if level else "")
+                    try:
+                        data = read_yaml(ref.path)
+                        data = apply_overrides(data, overrides) if overrides else data
+                        cache[key] = validate(Scenario, data, f"{ref.path} ({where})")
+                    except UserError as exc:
+                        problems.extend(exc.lines)
+                        continue
+                stem = f"{config.id}__{ref.name}" + (f"__{_safe_id(level.label)}" if level else "")
+                for r in range(1, sweep.repeats + 1):
+                    cells.append(Cell(f"{stem}__r{r}", config, ref, r, overrides, cache[key], level))
     if problems:
         raise UserError(*dict.fromkeys(problems))
     return Plan(sweep=sweep, source=source, configs=configs, scenarios=refs, cells=cells)
@@ -244,6 +270,25 @@ def _check_command(sweep: SweepFile, source: str) -> None:
         raise UserError(f"{source}: engine.model: required, {where} uses {{model}}; set it to a model name or path")
 
 
+def _load_levels(sweep: SweepFile, configs: list[Config], source: str) -> list[LoadLevel | None]:
+    """The sweep's load levels ([None] without `loads`); a path also set another way is an error,
+    since which value would win is not obvious from the file."""
+    if not sweep.loads:
+        return [None]
+    ((path, values),) = sweep.loads.items()
+    mode_paths = {"load.concurrency", "load.rate"}
+    if any(p in mode_paths for p in sweep.overrides):
+        taken = next(p for p in sweep.overrides if p in mode_paths)
+        raise UserError(f"{source}: loads.{path}: overrides.{taken} sets the load too; keep one of them")
+    for p, flag in sweep.vary.link.items():
+        if p in mode_paths:
+            raise UserError(f"{source}: loads.{path}: vary.link.{p} (from flag {flag}) sets the load too; keep one of them")
+    if any(p in mode_paths for c in configs for p in c.overrides):
+        raise UserError(f"{source}: loads.{path}: a config's overrides set the load too; keep one of them")
+    cast = int if path == "load.concurrency" else float
+    return [LoadLevel(path, cast(v)) for v in values]
+
+
 def _check_links(sweep: SweepFile, configs: list[Config], source: str) -> None:
     for path, flag in sweep.vary.link.items():
         if not any(path in c.overrides for c in configs):
@@ -253,4 +298,4 @@ def _check_links(sweep: SweepFile, configs: list[Config], source: str) -> None:
             )
 
 
-__all__ = ["Cell", "Config", "Plan", "ScenarioRef", "build_plan", "expand_configs", "format_validation_error", "load_sweep"]
+__all__ = ["Cell", "Config", "LoadLevel", "Plan", "ScenarioRef", "build_plan", "expand_configs", "format_validation_error", "load_sweep"]

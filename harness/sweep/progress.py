@@ -11,6 +11,7 @@ import time
 from typing import Any, TextIO
 
 from harness.sweep.flags import describe
+from harness.sweep.results import scenario_label
 
 
 def fmt_duration(s: float | None) -> str:
@@ -26,7 +27,7 @@ def fmt_duration(s: float | None) -> str:
 
 def result_line(entry: dict[str, Any]) -> str:
     m = entry.get("metrics") or {}
-    head = f"{entry['config_id']} · {entry['scenario']} r{entry['repeat']}: {entry['status']}"
+    head = f"{entry['config_id']} · {scenario_label(entry)} r{entry['repeat']}: {entry['status']}"
     if entry["status"] == "failed" and not m.get("completed"):
         return f"{head}: {entry.get('reason') or ''}".rstrip(": ")
 

@@ -15,9 +15,11 @@ def render_plan(plan: Plan) -> str:
     spec = sweep.engine
     kind = get_kind(spec.kind)
     starts = plan.engine_starts()
+    levels = next(iter(sweep.loads.values()), [])
     lines = [
-        f"sweep {sweep.name}: {len(plan.configs)} config(s) x {len(plan.scenarios)} scenario(s) x {sweep.repeats} repeat(s)"
-        f" = {len(plan.cells)} cell(s), {len(starts)} engine start(s)",
+        f"sweep {sweep.name}: {len(plan.configs)} config(s) x {len(plan.scenarios)} scenario(s)"
+        + (f" x {len(levels)} load level(s)" if levels else "")
+        + f" x {sweep.repeats} repeat(s) = {len(plan.cells)} cell(s), {len(starts)} engine start(s)",
     ]
     if sweep.description:
         lines.append(f"  {sweep.description.strip()}")
@@ -35,6 +37,12 @@ def render_plan(plan: Plan) -> str:
         f"between cells: {'reset the prefix cache' if sweep.reset_prefix_cache_between else 'no cache reset'}; "
         f"{'a fresh engine for every cell (cold start)' if sweep.cold_start else 'one engine per config'}"
     )
+    if sweep.loads:
+        ((path, values),) = sweep.loads.items()
+        lines.append(
+            f"load levels: {path} = {', '.join(f'{v:g}' for v in values)}, in this order on the same engine "
+            "(one latency-throughput curve per config)"
+        )
     if sweep.warmup:
         w = sweep.warmup
         lines.append(
@@ -63,7 +71,7 @@ def render_plan(plan: Plan) -> str:
             else:
                 known = False
             lines.append(
-                f"  step {step}: {cell.scenario.name} r{cell.repeat} ({what}, {stop})"
+                f"  step {step}: {cell.what} r{cell.repeat} ({what}, {stop})"
                 + (f" overrides: {ov}" if ov else "")
                 + f" -> {cell.run_dir}"
             )

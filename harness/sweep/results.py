@@ -38,6 +38,13 @@ _CANDIDATES = {
 }
 
 
+def scenario_label(entry: dict[str, Any]) -> str:
+    """What a cell ran, for grouping and tables: the scenario, and its load level when the sweep
+    has `loads` (configs are compared at equal load only)."""
+    level = entry.get("load_level")
+    return f"{entry['scenario']} @ {level}" if level else str(entry["scenario"])
+
+
 def atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as f:
@@ -169,7 +176,7 @@ def summary_csv(entries: Iterable[dict[str, Any]]) -> str:
     entries = list(entries)
     extra_facts = sorted({k for e in entries for k in (e.get("startup_facts") or {})} - set(FACT_COLUMNS))
     header = [
-        "cell_id", "config_id", "varied", "flags", "scenario", "repeat", "status", "startup_s", "failed_after_s",
+        "cell_id", "config_id", "varied", "flags", "scenario", "load_level", "repeat", "status", "startup_s", "failed_after_s",
         *FACT_COLUMNS, *METRIC_COLUMNS, *extra_facts, "reason", "run_dir",
     ]
     buf = io.StringIO()
@@ -180,7 +187,7 @@ def summary_csv(entries: Iterable[dict[str, Any]]) -> str:
         metrics = e.get("metrics") or {}
         w.writerow([
             e["id"], e["config_id"], describe(e.get("varied") or {}), json.dumps(e.get("flags") or {}, sort_keys=True),
-            e["scenario"], e["repeat"], e["status"], _fmt(e.get("startup_s")), _fmt(e.get("failed_after_s")),
+            e["scenario"], e.get("load_level") or "", e["repeat"], e["status"], _fmt(e.get("startup_s")), _fmt(e.get("failed_after_s")),
             *(_fmt(facts.get(k)) for k in FACT_COLUMNS),
             *(_fmt(metrics.get(k)) for k in METRIC_COLUMNS),
             *(_fmt(facts.get(k)) for k in extra_facts),
@@ -208,7 +215,7 @@ def ranking(entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     configs with no complete cell follow, with their reason."""
     by_scenario: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for e in entries:
-        by_scenario.setdefault(e["scenario"], {}).setdefault(e["config_id"], []).append(e)
+        by_scenario.setdefault(scenario_label(e), {}).setdefault(e["config_id"], []).append(e)
     out: dict[str, list[dict[str, Any]]] = {}
     for scenario, configs in by_scenario.items():
         rows = []

@@ -108,6 +108,16 @@ def test_cold_start_one_start_per_cell(write_sweep):
     ({"name": "s", "engine": SIM, "scenarios": ["missing.yaml"]}, "scenarios[0]: missing.yaml: no such file"),
     ({"name": "s", "engine": SIM, "overrides": {"load.concurrency": -1}}, "load.concurrency: must be greater than 0"),
     ({"name": "s", "engine": {"kind": "vllm"}}, "engine.model: required, the default vllm command uses {model}"),
+    ({"name": "s", "engine": SIM, "loads": {"load.requests": [1, 2]}}, "loads: 'load.requests' is not a load level; use load.concurrency or load.rate"),
+    ({"name": "s", "engine": SIM, "loads": {"load.concurrency": [1], "load.rate": [2]}}, "loads: vary one load dimension"),
+    ({"name": "s", "engine": SIM, "loads": {"load.concurrency": [1, 2.5]}}, "load.concurrency levels are whole numbers"),
+    ({"name": "s", "engine": SIM, "loads": {"load.rate": [2, 2]}}, "load.rate: a level is listed twice"),
+    ({"name": "s", "engine": SIM, "loads": {"load.rate": [0]}}, "greater than 0"),
+    ({"name": "s", "engine": SIM, "loads": {"load.rate": [1]}, "overrides": {"load.concurrency": 4}},
+     "loads.load.rate: overrides.load.concurrency sets the load too; keep one of them"),
+    ({"name": "s", "engine": SIM, "loads": {"load.concurrency": [1]}, "base": {"max-num-seqs": 8},
+      "vary": {"flags": {"max-num-seqs": [4]}, "link": {"load.concurrency": "max-num-seqs"}}},
+     "vary.link.load.concurrency (from flag max-num-seqs) sets the load too"),
 ])
 def test_bad_sweep_files_are_one_line_errors(write_sweep, data, expected):
     with pytest.raises(UserError) as exc:
@@ -133,3 +143,34 @@ def test_cli_bad_file_exit_2(write_sweep, capsys):
     path = write_sweep({"name": "s", "engine": SIM, "repeats": 0})
     assert main(["sweep", str(path), "--plan"]) == 2
     assert "repeats: must be greater than or equal to 1" in capsys.readouterr().err
+
+
+def test_load_levels_run_on_one_engine_per_config(write_sweep, capsys):
+    """`loads` steps the client's load on the engine already up: configs x levels cells, one start
+    per config, level in the cell id, the other load mode cleared (rate replaces concurrency)."""
+    path = write_sweep({
+        "name": "s", "engine": SIM, "vary": {"flags": {"max-num-seqs": [4, 8]}, "include_base": False},
+        "loads": {"load.rate": [1, 2.5, 10]}, "repeats": 2,
+    })
+    plan = build_plan(path)
+    assert len(plan.engine_starts()) == 2 and len(plan.cells) == 2 * 3 * 2
+    first = plan.cells_of(plan.configs[0])
+    assert [c.id for c in first] == [
+        "max-num-seqs=4__tiny__rate=1__r1", "max-num-seqs=4__tiny__rate=1__r2",
+        "max-num-seqs=4__tiny__rate=2.5__r1", "max-num-seqs=4__tiny__rate=2.5__r2",
+        "max-num-seqs=4__tiny__rate=10__r1", "max-num-seqs=4__tiny__rate=10__r2",
+    ]
+    assert [(c.resolved.load.rate, c.resolved.load.concurrency) for c in first[::2]] == [(1, None), (2.5, None), (10, None)]
+    assert first[2].what == "tiny @ rate=2.5" and first[2].overrides["load.rate"] == 2.5
+
+    assert main(["sweep", str(path), "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "2 config(s) x 1 scenario(s) x 3 load level(s) x 2 repeat(s) = 12 cell(s), 2 engine start(s)" in out
+    assert "load levels: load.rate = 1, 2.5, 10, in this order on the same engine" in out
+    assert "step 3: tiny @ rate=2.5 r1 (rate 2.5/s" in out
+
+
+def test_concurrency_levels_are_whole_users(write_sweep):
+    plan = build_plan(write_sweep({"name": "s", "engine": SIM, "loads": {"load.concurrency": [1, 16]}}))
+    assert [c.resolved.load.concurrency for c in plan.cells] == [1, 16]
+    assert [c.id for c in plan.cells] == ["base__tiny__concurrency=1__r1", "base__tiny__concurrency=16__r1"]
