@@ -11,6 +11,7 @@ from harness.report import tables as T
 from harness.report.data import RunData, SweepData
 from harness.report.document import Callout, Document, Figure, Heading, Paragraph, Table
 from harness.report.metrics import fmt_num, fmt_pct
+from harness.sweep.results import capacity
 
 
 def _when(ts: Any) -> str:
@@ -225,6 +226,23 @@ def build_sweep_report(sweep: SweepData) -> Document:
         lines.append(f"- scenario `{scenario}`: **{b}** ({V.flags_text(top.flags)}): {fmt_num(top.value(key))} {key.unit} {key.label}, "
                      f"{fmt_pct(top.value('goodput_pct'), 0)} of requests within the SLO")
     doc.add(Paragraph("\n".join(lines)))
+
+    cap = capacity([c.raw for c in sweep.cells], sweep.slo_attainment)
+    if cap:
+        doc.add(Heading("Capacity under the SLOs"))
+        rows = []
+        for scenario, crow in cap.items():
+            for r in crow:
+                held, broke = r["held"], r["broke"]
+                rows.append([
+                    scenario, r["config_id"], held["level"] if held else "none of the levels",
+                    fmt_pct(100 * held["good_fraction"], 0) if held else "—",
+                    f"{broke['level']} ({fmt_pct(100 * broke['good_fraction'], 0)} good)" if broke else "none (every level held)",
+                ])
+        doc.add(Table(["Scenario", "Config", "Highest load within the SLOs", "Good there", "First load beyond them"], rows,
+                      caption=f"The highest load level at which at least {100 * sweep.slo_attainment:g}% of requests met every SLO, "
+                              "and every lower level did too (sweep `loads`; `slo_attainment` sets the share)",
+                      align=["l", "l", "l", "r", "l"]))
 
     doc.add(Heading("Ranking per scenario"))
     for scenario in sweep.scenarios:

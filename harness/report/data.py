@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from harness.errors import UserError
 from harness.report import hdr
 from harness.results.schema import RunSummary
-from harness.sweep.results import scenario_label
+from harness.sweep.results import DEFAULT_ATTAINMENT, scenario_label
 
 RUN_FILES = ("summary.json", "histograms.json", "requests.jsonl", "engine_metrics.jsonl", "progress.jsonl")
 SWEEP_FILES = ("index.json", "sweep.yaml")
@@ -359,6 +359,7 @@ class SweepData:
     name: str
     cells: list[Cell]
     notes: list[str] = field(default_factory=list)
+    slo_attainment: float = DEFAULT_ATTAINMENT
 
     @property
     def configs(self) -> list[str]:
@@ -443,7 +444,9 @@ def load_sweep(path: Path | str, load_runs: bool = True) -> SweepData:
             notes.append(f"cell {cell.id} ({cell.config_id} × {cell.scenario}): status {cell.status} but its run directory {rd!r} is missing")
         cells.append(cell)
     name = str(index.get("sweep") or sweep_dir.name)
-    return SweepData(path=sweep_dir, name=name, cells=cells, notes=notes)
+    att = index.get("slo_attainment")
+    attainment = float(att) if isinstance(att, (int, float)) and 0 < att <= 1 else DEFAULT_ATTAINMENT
+    return SweepData(path=sweep_dir, name=name, cells=cells, notes=notes, slo_attainment=attainment)
 
 
 # ---------------------------------------------------------------- what a directory is

@@ -98,6 +98,7 @@ class SweepExecutor:
             else SweepIndex(self.out, self.sweep.name, str(plan.source))
         )
         self.index.order = [c.id for c in plan.cells]
+        self.index.slo_attainment = self.sweep.slo_attainment
         starts = plan.engine_starts()
         self.progress = progress or Progress(len(plan.cells), len(starts), enabled=opts.show_progress)
         self.run_fn: RunFn = opts.run_fn or _default_run
@@ -142,7 +143,7 @@ class SweepExecutor:
         planned = [self.index.entries[c.id] for c in self.plan.cells if c.id in self.index.entries]
         counts = {s: sum(1 for e in planned if e["status"] == s) for s in ("complete", "partial", "failed")}
         counts["not run"] = len(self.plan.cells) - len(planned)
-        table = ranking_table(entries) if entries else ""
+        table = ranking_table(entries, self.sweep.slo_attainment) if entries else ""
         if not interrupted:
             self.progress.finished(clock.elapsed(), counts)
             if self.opts.write_report:

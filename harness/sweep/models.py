@@ -140,6 +140,9 @@ class SweepFile(Strict):
         default_factory=dict,
         description="load levels run against every config without a restart, e.g. {load.concurrency: [1, 8, 32]}",
     )
+    slo_attainment: Annotated[float, Field(gt=0, le=1)] = Field(
+        default=0.95, description="with loads: a load level is within the SLOs when this share of requests met them"
+    )
     repeats: Annotated[int, Field(ge=1)] = 1
     warmup: SweepWarmup | None = None
     reset_prefix_cache_between: bool = True

@@ -30,6 +30,9 @@ METRIC_COLUMNS = (
 )
 FACT_COLUMNS = ("kv_cache_tokens", "max_concurrency", "model_load_s", "graph_capture_s", "init_engine_s")
 
+#: share of requests within the SLOs that makes a load level count as carried (sweep slo_attainment)
+DEFAULT_ATTAINMENT = 0.95
+
 # paths in the engine block of summary.json (harness.telemetry.block) first, then older spellings
 _CANDIDATES = {
     "kv_usage_max": ("kv_usage.max", "kv_usage_max", "kv_cache_usage.max"),
@@ -127,6 +130,8 @@ class SweepIndex:
         self.created = time.strftime("%Y-%m-%dT%H:%M:%S")
         self.entries: dict[str, dict[str, Any]] = {}
         self.order: list[str] = []  # the plan's cell order
+        #: the sweep file's slo_attainment, kept for the report's capacity table
+        self.slo_attainment = DEFAULT_ATTAINMENT
 
     @classmethod
     def load(cls, out_dir: Path, sweep_name: str, sweep_file: str) -> SweepIndex:
@@ -166,6 +171,7 @@ class SweepIndex:
             "sweep_file": self.sweep_file,
             "created": self.created,
             "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "slo_attainment": self.slo_attainment,
             "cells": self.ordered(),
         }
         atomic_write(self.path, json.dumps(data, indent=2, default=str) + "\n")
@@ -243,7 +249,62 @@ def ranking(entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def ranking_table(entries: list[dict[str, Any]]) -> str:
+
+def capacity(entries: list[dict[str, Any]], attainment: float = DEFAULT_ATTAINMENT) -> dict[str, list[dict[str, Any]]]:
+    """Sweeps with `loads`: per scenario file and config, the highest load level at which that level
+    and every lower one kept at least `attainment` of requests within the SLOs (mean over complete
+    repeats), and the first level that did not. The answer to "how much load does this config carry
+    within the SLOs", the number a capacity plan needs. Empty without load levels or without SLOs."""
+    groups: dict[str, dict[str, dict[float, list[float]]]] = {}
+    labels: dict[float, str] = {}
+    for e in entries:
+        load = e.get("load") or {}
+        if not load or e.get("status") != "complete":
+            continue
+        value = float(next(iter(load.values())))
+        labels[value] = str(e.get("load_level") or value)
+        frac = (e.get("metrics") or {}).get("goodput_fraction")
+        per_level = groups.setdefault(str(e["scenario"]), {}).setdefault(str(e["config_id"]), {})
+        per_level.setdefault(value, [])
+        if isinstance(frac, (int, float)):
+            per_level[value].append(float(frac))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for scenario, configs in groups.items():
+        rows = []
+        for config_id, levels in configs.items():
+            if any(not fracs for fracs in levels.values()):
+                continue  # no goodput (no SLO set): nothing to judge
+            held, broke = None, None
+            for value in sorted(levels):
+                frac = sum(levels[value]) / len(levels[value])
+                if frac >= attainment:
+                    held = {"level": labels[value], "good_fraction": frac}
+                else:
+                    broke = {"level": labels[value], "good_fraction": frac}
+                    break
+            rows.append({"config_id": config_id, "held": held, "broke": broke})
+        if rows:
+            out[scenario] = rows
+    return out
+
+
+def capacity_lines(entries: list[dict[str, Any]], attainment: float = DEFAULT_ATTAINMENT) -> list[str]:
+    cap = capacity(entries, attainment)
+    if not cap:
+        return []
+    lines = [f"capacity under the SLOs: the highest load with >= {100 * attainment:g}% of requests within them (every lower load too)"]
+    for scenario, rows in cap.items():
+        parts = []
+        for r in rows:
+            text = f"{r['config_id']}: {r['held']['level'] if r['held'] else 'none of the levels'}"
+            if r["broke"]:
+                text += f" (at {r['broke']['level']}: {100 * r['broke']['good_fraction']:.0f}% good)"
+            parts.append(text)
+        lines.append(f"  scenario {scenario}: " + " · ".join(parts))
+    return lines
+
+
+def ranking_table(entries: list[dict[str, Any]], attainment: float = DEFAULT_ATTAINMENT) -> str:
     lines = []
     for scenario, rows in ranking(entries).items():
         lines.append(f"scenario {scenario}: configs ranked by goodput (req/s meeting the SLOs)")
@@ -261,6 +322,7 @@ def ranking_table(entries: list[dict[str, Any]]) -> str:
             else:
                 lines.append(f"   -  {_cut(r['config_id'], 36):<36} {r['status']}: {_cut(r['reason'] or '', 90)}")
         lines.append("")
+    lines += capacity_lines(entries, attainment)
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -64,3 +64,6 @@ def test_spec_decoding_at_two_loads(tmp_path):
     assert [c.get_label() for c in good.containers] == ["concurrency=1", "concurrency=64"]
     assert "scenario short_prompt_long_output" in good.get_title()
     assert (out / "report.html").is_file()
+    assert "capacity under the SLOs" in proc.stdout
+    report = (out / "report.md").read_text()
+    assert "## Capacity under the SLOs" in report and "| short_prompt_long_output | ngram-k3 |" in report

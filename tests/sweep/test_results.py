@@ -68,3 +68,43 @@ def test_gpu_release_wait(monkeypatch):
     assert ok and used == [1 << 29]
     monkeypatch.setattr(gpu, "used", lambda: [30 << 30])
     assert gpu.wait_released([0], timeout=0.1) == (False, [30 << 30])
+
+
+def _level_entry(config, value, frac, status="complete", repeat=1):
+    return {"id": f"{config}__chat__concurrency={value}__r{repeat}", "config_id": config, "scenario": "chat",
+            "load_level": f"concurrency={value}", "load": {"load.concurrency": value}, "repeat": repeat,
+            "status": status, "metrics": {"goodput_fraction": frac, "goodput_req_per_s": 1.0}}
+
+
+def test_capacity_is_the_highest_load_held_with_every_lower_one():
+    from harness.sweep.results import capacity, ranking_table
+
+    entries = [
+        # listed out of order: levels are compared by value, not by position
+        _level_entry("a", 64, 0.97), _level_entry("a", 1, 1.0), _level_entry("a", 8, 0.99),
+        # b breaks at 8; its good 64 does not count (a lower level already failed)
+        _level_entry("b", 1, 1.0), _level_entry("b", 8, 0.90), _level_entry("b", 64, 0.99),
+        # c: two repeats at 1 average to 0.94: below 0.95 from the start
+        _level_entry("c", 1, 0.98), _level_entry("c", 1, 0.90, repeat=2), _level_entry("c", 8, 1.0),
+        # a failed cell is not evidence either way
+        _level_entry("d", 1, 1.0), _level_entry("d", 8, None, status="failed"),
+    ]
+    cap = {r["config_id"]: r for r in capacity(entries)["chat"]}
+    assert cap["a"]["held"]["level"] == "concurrency=64" and cap["a"]["broke"] is None
+    assert cap["b"]["held"]["level"] == "concurrency=1" and cap["b"]["broke"] == {"level": "concurrency=8", "good_fraction": 0.90}
+    assert cap["c"]["held"] is None and cap["c"]["broke"]["level"] == "concurrency=1"
+    assert cap["d"]["held"]["level"] == "concurrency=1" and cap["d"]["broke"] is None
+    assert {r["config_id"]: r["held"] and r["held"]["level"] for r in capacity(entries, attainment=0.999)["chat"]} == {
+        "a": "concurrency=1", "b": "concurrency=1", "c": None, "d": "concurrency=1"}
+
+    text = ranking_table(entries)
+    assert "capacity under the SLOs: the highest load with >= 95% of requests within them" in text
+    assert "b: concurrency=1 (at concurrency=8: 90% good)" in text and "c: none of the levels" in text
+
+
+def test_no_capacity_without_levels_or_slos():
+    from harness.sweep.results import capacity
+
+    no_levels = [{**_level_entry("a", 1, 1.0), "load": None, "load_level": None}]
+    no_slo = [_level_entry("a", 1, None), _level_entry("a", 8, None)]
+    assert capacity(no_levels) == {} and capacity(no_slo) == {}
