@@ -45,6 +45,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated metrics to judge (default: ttft.p50,ttft.p99,itl.p50,itl.p99,tpot.p50,"
                    "e2e.p50,e2e.p99,rps,output_tps,goodput_rps,error_rate)")
     p.add_argument("--force", action="store_true", help="compare even when the workload fingerprints differ")
+    p.add_argument("--class", dest="classes", action="append", metavar="NAME",
+                   help="also judge this request class on its own (repeat or comma-separate; a regression of one class "
+                   "of a mixed workload can hide in the overall percentiles)")
+    p.add_argument("--per-class", action="store_true", help="judge every request class of the baseline on its own too")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--json-out", type=Path, default=None, metavar="FILE", help="also write the result as JSON to FILE")
     p.add_argument("--verbose", "-v", action="store_true", help="print the noise tests of every metric")
@@ -70,6 +74,9 @@ def options_from(args: argparse.Namespace):
         bootstrap=args.bootstrap,
         seed=args.seed,
         force=args.force,
+        classes=tuple(["*"] if getattr(args, "per_class", False) else [
+            c.strip() for spec in (getattr(args, "classes", None) or []) for c in spec.split(",") if c.strip()
+        ]),
     )
 
 

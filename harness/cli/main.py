@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from harness import __version__
@@ -65,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug: one line for the user, the traceback on request
+        if os.environ.get("HARNESS_DEBUG"):
+            raise
+        print(f"error: internal error: {type(exc).__name__}: {exc} (a bug in harness; "
+              "HARNESS_DEBUG=1 shows the traceback; results already written are kept)", file=sys.stderr)
+        return 70  # EX_SOFTWARE
 
 
 if __name__ == "__main__":

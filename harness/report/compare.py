@@ -98,6 +98,8 @@ class Options:
     bootstrap: int = 2000
     seed: int = 0
     force: bool = False
+    #: also judge these request classes on their own ("*" = every class of the baseline)
+    classes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -366,7 +368,10 @@ def _bootstrap_test(m: MetricDef, b: _SideData, c: _SideData, opts: Options, rng
             rc = stats.cluster_quantile_draws(gc, [m.stat], B_itl, rng)[m.stat]  # type: ignore[list-item]
             if rb[0] == 0 or rb[1].size == 0 or rc[1].size == 0:
                 return None, "no gaps"
-            lo, hi = stats.interval((rc[1] - rb[1]) / abs(rb[0]) * 100.0, opts.confidence)
+            # a resample that drew no request at all is dropped, so the sides can differ in length
+            # (likely with a handful of requests): pair the draws that both have
+            n = min(rb[1].size, rc[1].size)
+            lo, hi = stats.interval((rc[1][:n] - rb[1][:n]) / abs(rb[0]) * 100.0, opts.confidence)
             return (lo, hi), f"bootstrap by request over {gb[0].size:,}/{gc[0].size:,} gaps"
         hb = [r.hist("itl_token") for r in b.runs]
         hc = [r.hist("itl_token") for r in c.runs]
@@ -535,8 +540,35 @@ def compare(baseline: str, candidate: str, metrics: list[MetricDef], opts: Optio
         for r in bs.runs + cs.runs:
             result.warnings += [f"{r.path}: {n}" for n in r.notes if "missing" in n or "unreadable" in n]
         result.pairs.append(Pair("", "compared", desc, compare_runs(bs.runs, cs.runs, metrics, opts)))
+        result.pairs += _class_pairs("", bs.runs, cs.runs, metrics, opts)
         return result
     return _compare_sweeps(bs.sweep, cs.sweep, metrics, opts, result)  # type: ignore[arg-type]
+
+
+def _class_pairs(label: str, base: list[RunData], cand: list[RunData], metrics: list[MetricDef], opts: Options) -> list[Pair]:
+    """One pair per request class asked for (`--class`), after the overall one."""
+    if not opts.classes:
+        return []
+    names = [c for r in base for c in r.classes if c != "_all"] if "*" in opts.classes else list(opts.classes)
+    known = sorted({c for r in base + cand for c in r.summary.per_class})
+    unknown = [n for n in names if n not in known]
+    if unknown and "*" not in opts.classes:
+        raise UserError(f"--class {', '.join(unknown)}: no such request class in either side; classes: {', '.join(known) or 'none'}")
+    out: list[Pair] = []
+    for name in dict.fromkeys(names):
+        where = f"{label} · class {name}" if label else f"class {name}"
+        bv = [r.for_class(name) for r in base]
+        cv = [r.for_class(name) for r in cand]
+        if any(v is None for v in bv) or any(v is None for v in cv):
+            side = "baseline" if any(v is None for v in bv) else "candidate"
+            out.append(Pair(where, f"missing in {side}", "", note=f"no class {name!r} there (classes: {', '.join(known) or 'none'})"))
+            continue
+        if not any(v.summary.requests.completed for v in cv):  # type: ignore[union-attr]
+            out.append(Pair(where, "candidate failed", "", note=f"no completed requests of class {name}"))
+            continue
+        out.append(Pair(where, "compared", "same workload (checked for the whole run)",
+                        compare_runs(bv, cv, metrics, opts)))  # type: ignore[arg-type]
+    return out
 
 
 def _compare_sweeps(bsw: SweepData, csw: SweepData, metrics: list[MetricDef], opts: Options, result: Result) -> Result:
@@ -571,6 +603,7 @@ def _compare_sweeps(bsw: SweepData, csw: SweepData, metrics: list[MetricDef], op
                 continue
             result.warnings += [f"--force: {label}: {p}" for p in problems]
         pairs.append(Pair(label, "compared", desc, compare_runs(b.runs, c.runs, metrics, opts)))
+        pairs += _class_pairs(label, b.runs, c.runs, metrics, opts)
     if refusals:
         raise UserError(*[f"refusing to compare: {r}" for r in refusals[:10]],
                         *([f"... and {len(refusals) - 10} more"] if len(refusals) > 10 else []),

@@ -104,6 +104,26 @@ class RunData:
                 names.append(key)
         return names
 
+    def for_class(self, name: str) -> RunData | None:
+        """This run seen through one request class: its summary block, requests and histograms in
+        place of the run's, so every metric definition and noise test applies unchanged (a
+        regression of one class can hide in the overall percentiles of a mixed workload). None
+        when the run has no such class."""
+        block = self.summary.per_class.get(name)
+        if block is None:
+            return None
+        summary = self.summary.model_copy(update={
+            "requests": block.requests, "tokens": block.tokens, "latency_ms": block.latency_ms,
+            "tokens_per_chunk": block.tokens_per_chunk,
+            "goodput": {"overall": block.goodput} if block.goodput else {}, "per_class": {},
+        })
+        requests = None if self.requests is None else [r for r in self.requests if r.get("class") == name]
+        return RunData(
+            path=self.path, summary=summary, histograms={"_all": self.histograms.get(name, {})}, requests=requests,
+            engine_metrics=self.engine_metrics, progress=self.progress, scenario=self.scenario,
+            notes=list(self.notes), summary_derived=self.summary_derived,
+        )
+
     def measured_requests(self) -> list[dict[str, Any]]:
         """requests.jsonl without warmup requests."""
         return [r for r in (self.requests or []) if not r.get("warmup")]

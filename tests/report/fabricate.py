@@ -72,8 +72,9 @@ def make_run(
     warnings: tuple[str, ...] = (),
     status: str = "complete",
     classes: tuple = CLASSES,
+    ttft_scale: dict[str, float] | None = None,
 ) -> Path:
-    """Write a run directory; returns it."""
+    """Write a run directory; returns it. `ttft_scale`: class -> factor on its TTFT (one class slower)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     sc = scenario or scenario_dict(requests=n, classes=classes)
@@ -91,7 +92,7 @@ def make_run(
         name, _, inp, out = classes[class_idx[i]]
         intended = t0_ns + int(i * duration * 1e9 / n)
         sent = intended + int(rng.exponential(0.2e6))
-        ttft = float(rng.lognormal(np.log((60 + inp * 0.08) / speed), 0.35))
+        ttft = float(rng.lognormal(np.log((60 + inp * 0.08) / speed), 0.35)) * (ttft_scale or {}).get(name, 1.0)
         n_out = int(out)
         gaps: list[float] = []
         toks: list[int] = []

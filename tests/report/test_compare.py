@@ -151,3 +151,41 @@ def test_repeats_separation():
     assert stats.repeats_separated([10, 11, 12], [13, 14, 15], worse_is_higher=True) == (True, False, 0.05)
     assert stats.repeats_separated([10, 11, 12], [11.5, 14, 15], worse_is_higher=True)[:2] == (False, False)
     assert stats.repeats_separated([10, 11], [8, 9], worse_is_higher=False)[0] is True
+
+
+def test_one_class_regression_hidden_in_the_overall_is_caught_per_class(tmp_path, capsys):
+    """A mixed workload whose `short` class got 30% slower to first token: the overall TTFT p50 sits
+    among the long class's values and moves little, so the overall verdict passes; `--class short`
+    (or `--per-class`) judges the class on its own, with its own requests' bootstrap, and fails."""
+    from .fabricate import make_run
+
+    classes = (("short", 0.3, 200, 60), ("long", 0.7, 3000, 120))
+    base = make_run(tmp_path / "base", seed=1, n=600, classes=classes)
+    cand = make_run(tmp_path / "cand", seed=2, n=600, classes=classes, ttft_scale={"short": 1.3})
+    args = [str(base), str(cand), "--metrics", "ttft.p50"]
+
+    assert main(["compare", *args]) == 0
+    capsys.readouterr()
+    assert main(["compare", *args, "--class", "short"]) == 1
+    out = capsys.readouterr().out
+    assert "== class short: compared" in out and "REGRESSION" in out.split("== class short")[1]
+    assert main(["compare", *args, "--per-class", "--json"]) == 1
+    res = json.loads(capsys.readouterr().out)
+    verdicts = {p["label"]: [r["verdict"] for r in p["rows"]] for p in res["pairs"]}
+    assert verdicts["class short"] == ["REGRESSION"] and verdicts["class long"] != ["REGRESSION"]
+    assert verdicts[""] != ["REGRESSION"]
+
+    assert main(["compare", *args, "--class", "tiny"]) == 2
+    assert "--class tiny: no such request class in either side; classes: long, short" in capsys.readouterr().err
+
+
+def test_itl_bootstrap_with_a_handful_of_requests_does_not_crash(tmp_path, capsys):
+    """With 3 requests a whole-request resample often draws none (Poisson weights all zero); such
+    draws are dropped, so the two sides had different numbers of draws and the comparison crashed
+    (seen comparing a sweep's concurrency=1 cells)."""
+    from .fabricate import make_run
+
+    base = make_run(tmp_path / "b", seed=1, n=3)
+    cand = make_run(tmp_path / "c", seed=2, n=3)
+    assert main(["compare", str(base), str(cand), "--metrics", "itl.p50,itl.p99", "--seed", "3"]) in (0, 1)
+    assert "ITL p50" in capsys.readouterr().out
