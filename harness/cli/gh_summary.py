@@ -27,6 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-error-increase", default="1", metavar="POINTS", help="as for `harness compare` (default 1)")
     p.add_argument("--metrics", action="append", metavar="LIST", help="as for `harness compare`")
     p.add_argument("--force", action="store_true", help="compare even when fingerprints differ")
+    p.add_argument("--class", dest="classes", action="append", metavar="NAME", help="as for `harness compare`")
+    p.add_argument("--per-class", action="store_true", help="as for `harness compare`")
     p.add_argument("--title", default=None, help="heading of the summary")
     p.add_argument("--output", type=Path, default=None, metavar="FILE",
                    help="append to FILE instead of $GITHUB_STEP_SUMMARY / stdout")
