@@ -23,6 +23,7 @@ from harness.scenario.models import Scenario, Warmup
 from harness.sweep.engines import failure_hint, get_kind
 from harness.sweep.flags import substitute
 from harness.sweep.launcher import (
+    AttachedEngine,
     EngineProcess,
     GpuMemory,
     StartupFailed,
@@ -105,7 +106,7 @@ class SweepExecutor:
         self.gpu = GpuMemory()
         self.gpu_baseline = self.gpu.used()
         self._reset_warned = False
-        self._current: EngineProcess | None = None
+        self._current: EngineProcess | AttachedEngine | None = None
 
     # ------------------------------------------------------------ top level
     def run(self) -> SweepOutcome:
@@ -196,22 +197,29 @@ class SweepExecutor:
 
     def _run_start(self, config: Config, cells: list[Cell]) -> None:
         spec = self.sweep.engine
-        port = free_port(spec.host) if spec.port == "auto" else int(spec.port)
-        argv = self.plan.command(config, port)
-        base_url = f"http://{spec.host}:{port}"
+        attached = spec.kind == "external"
+        port = None if attached else free_port(spec.host) if spec.port == "auto" else int(spec.port)
+        argv = [] if attached else self.plan.command(config, port)
+        base_url = spec.url.rstrip("/") if attached and spec.url else f"http://{spec.host}:{port}"
         log_rel = f"logs/{config.id}.log"
         self.progress.engine_starting(config.id, config.varied, argv, len(cells))
-        common = {"argv": argv, "log": log_rel, "port": port}
+        common: dict[str, Any] = {"argv": argv, "log": None if attached else log_rel, "port": port}
+        if attached:
+            common["url"] = base_url
 
-        if spec.port != "auto" and not port_is_free(port, spec.host) and not wait_port_free(port, spec.host, self.opts.port_free_timeout_s):
+        if port is not None and spec.port != "auto" and not port_is_free(port, spec.host) and not wait_port_free(port, spec.host, self.opts.port_free_timeout_s):
             reason = f"port {port} is still in use by another process; free it or use port: auto"
             self.progress.engine_failed(reason, [])
             for cell in cells:
                 self._record(cell, "failed", reason=reason, extra=common)
             return
 
-        proc = EngineProcess(argv, self.out / log_rel, env=self._engine_env(port), cwd=self._cwd())
-        proc.port = port  # type: ignore[attr-defined]
+        proc: EngineProcess | AttachedEngine
+        if attached:
+            proc = AttachedEngine(base_url)
+        else:
+            proc = EngineProcess(argv, self.out / log_rel, env=self._engine_env(port), cwd=self._cwd())  # type: ignore[arg-type]
+            proc.port = port  # type: ignore[attr-defined]
         self._current = proc
         try:
             proc.start(header=f"config {config.id}")
@@ -280,7 +288,7 @@ class SweepExecutor:
             self.progress.note(f"stopped an engine left running by the interrupted sweep (process group {data['pgid']})")
         path.unlink(missing_ok=True)
 
-    def _stop(self, proc: EngineProcess) -> None:
+    def _stop(self, proc: EngineProcess | AttachedEngine) -> None:
         spec = self.sweep.engine
         proc.stop(spec.stop_timeout_s)
         (self.out / "engine.json").unlink(missing_ok=True)
@@ -289,7 +297,7 @@ class SweepExecutor:
         port = getattr(proc, "port", None)
         if port is not None and not wait_port_free(port, spec.host, self.opts.port_free_timeout_s):
             self.progress.note(f"port {port} still busy {self.opts.port_free_timeout_s:g}s after the engine stopped")
-        if self.gpu.available:
+        if self.gpu.available and not isinstance(proc, AttachedEngine):
             ok, used = self.gpu.wait_released(self.gpu_baseline, spec.gpu_release_timeout_s)
             if not ok:
                 self.progress.note(f"GPU memory not released after {spec.gpu_release_timeout_s:g}s: used {used}, before {self.gpu_baseline}")
@@ -306,7 +314,7 @@ class SweepExecutor:
             scenario = scenario.model_copy(update={"warmup": w})
         return scenario
 
-    def _run_cell(self, cell: Cell, i: int, base_url: str, proc: EngineProcess, startup: dict[str, Any], extra: dict[str, Any]) -> str:
+    def _run_cell(self, cell: Cell, i: int, base_url: str, proc: EngineProcess | AttachedEngine, startup: dict[str, Any], extra: dict[str, Any]) -> str:
         spec = self.sweep.engine
         run_dir = self.out / cell.run_dir
         if run_dir.exists():

@@ -229,6 +229,57 @@ class EngineProcess:
             return self.proc.wait()
 
 
+class AttachedEngine:
+    """Stands in for EngineProcess when the sweep attaches to a server it did not start (kind
+    external): readiness is probed the same way; there is no process to watch, log or stop."""
+
+    pid = None
+    port = None
+    proc = None
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.started_at = time.monotonic()
+
+    def start(self, header: str = "") -> None:
+        self.started_at = time.monotonic()
+
+    def poll(self) -> int | None:
+        return None
+
+    def wait_exit(self, timeout: float) -> int | None:
+        return None
+
+    def log_text(self) -> str:
+        return ""
+
+    def tail(self, n: int = 20) -> list[str]:
+        return []
+
+    def wait_ready(
+        self,
+        probe: Callable[[], Probe],
+        timeout: float,
+        interval: float = 0.5,
+        on_wait: Callable[[float, Probe], None] | None = None,
+        failure_hint: Callable[[str], str | None] | None = None,
+    ) -> Started:
+        deadline = self.started_at + timeout
+        while True:
+            last = probe()
+            if last.ready:
+                return Started(time.monotonic() - self.started_at, "")
+            now = time.monotonic()
+            if now >= deadline:
+                raise StartupFailed(f"{self.base_url} not ready after {timeout:g} s (last probe: {last.detail})", [], now - self.started_at)
+            if on_wait:
+                on_wait(now - self.started_at, last)
+            time.sleep(min(interval, max(0.0, deadline - now)))
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        return None
+
+
 def _prctl():  # noqa: ANN202
     """libc's prctl, resolved in the parent (the child between fork and exec must not import)."""
     try:

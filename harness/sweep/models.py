@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 FlagValue = str | int | float | bool | dict[str, Any] | list[Any] | None
 Flags = dict[str, FlagValue]
 
-ENGINE_KINDS = ("vllm", "sglang", "tgi", "llamacpp", "sim", "custom")
+ENGINE_KINDS = ("vllm", "sglang", "tgi", "llamacpp", "sim", "transformers", "custom", "external")
 _ID = r"^[A-Za-z0-9_.=,+-]+$"
 #: scenario fields a sweep's `loads` may step through (closed-loop users or open-loop rate)
 LOAD_PATHS = ("load.concurrency", "load.rate")
@@ -32,7 +32,7 @@ def _check_flag_names(flags: dict[str, Any]) -> dict[str, Any]:
 
 
 class EngineSpec(Strict):
-    kind: Literal["vllm", "sglang", "tgi", "llamacpp", "sim", "transformers", "custom"]
+    kind: Literal["vllm", "sglang", "tgi", "llamacpp", "sim", "transformers", "custom", "external"]
     command: Annotated[list[str], Field(min_length=1)] | None = Field(
         default=None,
         description="argv list (never run through a shell) with {port}, {model}, {host} placeholders; "
@@ -49,6 +49,9 @@ class EngineSpec(Strict):
     ready_path: str | None = Field(default=None, description="custom kind: GET path that answers 200 when ready")
     reset_path: str | None = Field(default=None, description="custom kind: POST path that resets the prefix cache")
     gpu_release_timeout_s: Annotated[float, Field(ge=0)] = 60.0
+    url: str | None = Field(
+        default=None, description="kind external: base URL of a server already running (nothing is started or stopped)"
+    )
 
     @field_validator("port")
     @classmethod
@@ -61,6 +64,14 @@ class EngineSpec(Strict):
     def _custom(self) -> EngineSpec:
         if self.kind == "custom" and not self.command:
             raise ValueError("kind custom needs a command (argv list with {port})")
+        if self.kind == "external":
+            if not self.url or not self.url.startswith(("http://", "https://")):
+                raise ValueError("kind external needs url: the running server's base URL, e.g. http://10.0.0.5:8000")
+            if self.command:
+                raise ValueError("kind external starts nothing; remove command (or use kind custom to start a server)")
+            return self
+        if self.url is not None:
+            raise ValueError(f"url is for kind external (a server already running); kind {self.kind} is started at host:port")
         if self.command and self.port == "auto" and not any("{port}" in a for a in self.command):
             raise ValueError("command has no {port} placeholder; add one or set a fixed port")
         return self

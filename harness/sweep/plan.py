@@ -230,6 +230,7 @@ def build_plan(path: str | Path, sweep: SweepFile | None = None) -> Plan:
     sweep = sweep or load_sweep(source)
     _check_command(sweep, str(path))
     configs = expand_configs(sweep)
+    _check_external(sweep, configs, str(path))
     refs = _scenario_refs(sweep, source.parent, str(path))
     _check_links(sweep, configs, str(path))
     levels = _load_levels(sweep, configs, str(path))
@@ -258,6 +259,22 @@ def build_plan(path: str | Path, sweep: SweepFile | None = None) -> Plan:
     if problems:
         raise UserError(*dict.fromkeys(problems))
     return Plan(sweep=sweep, source=source, configs=configs, scenarios=refs, cells=cells)
+
+
+def _check_external(sweep: SweepFile, configs: list[Config], source: str) -> None:
+    """A server the sweep does not start cannot take other flags: say so instead of measuring the
+    same server under several names."""
+    if sweep.engine.kind != "external":
+        return
+    if sweep.base:
+        raise UserError(f"{source}: base: kind external starts nothing, so flags cannot apply; remove base "
+                        "(vary the load with loads, or use a kind that starts the engine)")
+    flagged = [c.id for c in configs if c.flags]
+    if flagged:
+        raise UserError(f"{source}: vary: kind external cannot change engine flags ({', '.join(flagged)}); "
+                        "vary the load with loads, or scenario overrides in vary.configs")
+    if sweep.cold_start:
+        raise UserError(f"{source}: cold_start: kind external starts nothing; remove cold_start")
 
 
 def _check_command(sweep: SweepFile, source: str) -> None:

@@ -96,7 +96,7 @@ class Progress:
         what = describe(varied) or "base flags"
         label = config_id if what == config_id else f"{config_id} ({what})"
         self._print(f"▶ start {self.starts}/{self.total_starts}: config {label}, {n_cells} cell(s)")
-        self._print(f"  $ {shlex.join(argv)}")
+        self._print(f"  $ {shlex.join(argv)}" if argv else "  (a server already running: nothing is started)")
 
     def waiting(self, elapsed: float, detail: str) -> None:
         if self.tty:

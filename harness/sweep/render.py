@@ -19,16 +19,23 @@ def render_plan(plan: Plan) -> str:
     lines = [
         f"sweep {sweep.name}: {len(plan.configs)} config(s) x {len(plan.scenarios)} scenario(s)"
         + (f" x {len(levels)} load level(s)" if levels else "")
-        + f" x {sweep.repeats} repeat(s) = {len(plan.cells)} cell(s), {len(starts)} engine start(s)",
+        + f" x {sweep.repeats} repeat(s) = {len(plan.cells)} cell(s), "
+        + ("attached to a running server" if spec.kind == "external" else f"{len(starts)} engine start(s)"),
     ]
     if sweep.description:
         lines.append(f"  {sweep.description.strip()}")
     port = "a free port per start ({port})" if spec.port == "auto" else str(spec.port)
     env = {**kind.default_env(spec), **spec.env}
-    lines.append(
-        f"engine {spec.kind}: port {port}, ready when {_readiness(spec)}, ready timeout {spec.ready_timeout_s:g}s, "
-        f"stop: SIGTERM to the process group, SIGKILL after {spec.stop_timeout_s:g}s"
-    )
+    if spec.kind == "external":
+        lines.append(
+            f"engine external: {spec.url}, a server already running (nothing is started, restarted or stopped), "
+            f"ready when {_readiness(spec)}, ready timeout {spec.ready_timeout_s:g}s"
+        )
+    else:
+        lines.append(
+            f"engine {spec.kind}: port {port}, ready when {_readiness(spec)}, ready timeout {spec.ready_timeout_s:g}s, "
+            f"stop: SIGTERM to the process group, SIGKILL after {spec.stop_timeout_s:g}s"
+        )
     if env:
         lines.append("  env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()))
     if spec.cwd:
@@ -59,7 +66,8 @@ def render_plan(plan: Plan) -> str:
     for n, (config, cells) in enumerate(starts, 1):
         what = describe(config.varied) or "base flags"
         lines.append(f"[start {n}/{len(starts)}] config {config.id}" + ("" if what == config.id else f": {what}"))
-        lines.append(f"  $ {shlex.join(plan.command(config))}")
+        argv = plan.command(config)
+        lines.append(f"  $ {shlex.join(argv)}" if argv else f"  (attached to {spec.url})")
         for cell in cells:
             step += 1
             ov = ", ".join(f"{k}={v}" for k, v in cell.overrides.items())
@@ -82,7 +90,8 @@ def render_plan(plan: Plan) -> str:
         est = f"{fmt_duration(total_s)} of timed load, plus cells bounded by request count"
     else:
         est = "cells bounded by request count (no duration to estimate)"
-    lines.append(f"{len(plan.cells)} cells; {est} plus {len(starts)} engine start(s). Nothing was started (--plan).")
+    starting = "" if spec.kind == "external" else f" plus {len(starts)} engine start(s)"
+    lines.append(f"{len(plan.cells)} cells; {est}{starting}. Nothing was started (--plan).")
     return "\n".join(lines)
 
 
