@@ -188,6 +188,13 @@ def _preempt(run: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) else None
 
 
+def _scenarios_text(sweep: SweepData) -> str:
+    files = list(dict.fromkeys(c.base_scenario or c.scenario for c in sweep.cells))
+    levels = list(dict.fromkeys(c.load_level for c in sweep.cells if c.load_level))
+    text = f"{len(files)} scenario{'s' if len(files) != 1 else ''}"
+    return text + (f" × {len(levels)} load levels" if levels else "")
+
+
 def build_sweep_report(sweep: SweepData) -> Document:
     ranked, key = V.ranking(sweep)
     best = V.best_configs(ranked, key)
@@ -196,17 +203,26 @@ def build_sweep_report(sweep: SweepData) -> Document:
     n_ok = sum(1 for c in sweep.cells if c.usable)
     doc = Document(
         title=f"Sweep report: {sweep.name}",
-        subtitle=f"{len(sweep.configs)} configs × {len(sweep.scenarios)} scenarios, {n_cells} cells ({n_ok} with results) · `{sweep.path}`",
+        subtitle=f"{len(sweep.configs)} configs × {_scenarios_text(sweep)}, {n_cells} cells ({n_ok} with results) · `{sweep.path}`",
         kind="sweep",
     )
     items: list[str] = []
     for cfg, reason in failed.items():
         items.append(f"config `{cfg}` ({V.flags_text(sweep.flags_of(cfg))}) produced no results: {reason}")
-    for cell in sweep.cells:
-        if cell.run is None or cell.config_id in failed:
-            continue
-        for w in validity_items(cell.run):
-            items.append(f"{cell.config_id} × {cell.scenario} (repeat {cell.repeat}): {w}")
+    # the same warning in many cells (a tokenizer offset, an engine without /metrics) is one line
+    where: dict[str, list[str]] = {}
+    with_runs = [c for c in sweep.cells if c.run is not None and c.config_id not in failed]
+    for cell in with_runs:
+        for w in validity_items(cell.run):  # type: ignore[arg-type]
+            where.setdefault(w, []).append(f"{cell.config_id} × {cell.scenario} (repeat {cell.repeat})")
+    for w, cells in where.items():
+        if len(cells) == 1:
+            items.append(f"{cells[0]}: {w}")
+        elif len(cells) == len(with_runs):
+            items.append(f"every cell ({len(cells)}): {w}")
+        else:
+            shown = ", ".join(cells[:3]) + (f" and {len(cells) - 3} more" if len(cells) > 3 else "")
+            items.append(f"{len(cells)} cells ({shown}): {w}")
     items += sweep.notes
     if key.key == "rps":
         items.append("no goodput in the results (no SLO set?): configs are ranked on requests/s instead")

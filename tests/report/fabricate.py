@@ -254,8 +254,10 @@ def make_sweep(
     speed_scale: float = 1.0,
     seed: int = 0,
     n: int = 120,
+    warnings: dict[str, tuple[str, ...]] | None = None,
 ) -> Path:
-    """A sweep of configs (id -> speed) × scenarios; `failed_config` fails to start."""
+    """A sweep of configs (id -> speed) × scenarios; `failed_config` fails to start; `warnings`:
+    cell id -> validity warnings of that cell's run."""
     sweep_dir = Path(sweep_dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     configs = configs or {"c0-base": 1.0, "c1-seqs128": 1.25, "c2-seqs256": 0.9}
@@ -277,7 +279,8 @@ def make_sweep(
                     continue
                 rel = f"runs/{cell_id}"
                 sc = scenario_dict(name=sc_name, concurrency=8 * (sc_i + 1), requests=n)
-                make_run(sweep_dir / rel, scenario=sc, speed=speed * speed_scale, seed=seed + 1000 * k + rep, n=n, duration_s=30.0 * (sc_i + 1))
+                make_run(sweep_dir / rel, scenario=sc, speed=speed * speed_scale, seed=seed + 1000 * k + rep, n=n, duration_s=30.0 * (sc_i + 1),
+                         warnings=(warnings or {}).get(cell_id, ()))
                 k += 1
                 cells.append({"id": cell_id, "config_id": cfg, "flags": flags, "scenario": sc_name, "repeat": rep,
                               "status": "complete", "run_dir": rel, "startup_s": 42.0 + cfg_i,

@@ -111,3 +111,26 @@ def test_writers_are_registered_behind_the_protocol():
     h = html_render(doc)
     assert "<code>code</code>" in h and "<strong>bold</strong>" in h
     assert "| 1\\|2 | 3 |" in md_render(doc)
+
+
+def test_sweep_warning_shared_by_many_cells_is_one_line(tmp_path):
+    """A warning every cell has (an engine without /metrics, a chat template's extra tokens) is one
+    line naming how many cells, not one line per cell; a warning of one cell names that cell."""
+    from harness.report.build import build_sweep_report
+    from harness.report.data import load_sweep
+
+    from .fabricate import make_sweep
+
+    everywhere = "engine telemetry missing: the engine exposes no /metrics"
+    ids = [f"{cfg}__{sc}__r0" for cfg in ("c0-base", "c1-seqs128", "c2-seqs256") for sc in ("chat-short", "chat-long")]
+    warnings = {cid: (everywhere,) for cid in ids}
+    warnings[ids[0]] = (everywhere, "client CPU at 97%: numbers not trustworthy")
+    warnings[ids[1]] = (everywhere, "2 requests still in flight at the end")
+    warnings[ids[3]] = (everywhere, "2 requests still in flight at the end")
+    doc = build_sweep_report(load_sweep(make_sweep(tmp_path / "s", n=40, warnings=warnings)))
+    callout = next(b for b in doc.blocks if type(b).__name__ == "Callout")
+    items = callout.items
+    assert f"every cell (6): {everywhere}" in items
+    assert "c0-base × chat-short (repeat 0): client CPU at 97%: numbers not trustworthy" in items
+    assert "2 cells (c0-base × chat-long (repeat 0), c1-seqs128 × chat-long (repeat 0)): 2 requests still in flight at the end" in items
+    assert sum(everywhere in i for i in items) == 1
