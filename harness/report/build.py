@@ -269,7 +269,10 @@ def build_sweep_report(sweep: SweepData) -> Document:
         doc.add(Heading("Figures"))
         doc.add(Figure("latency_vs_throughput", "Latency against throughput per config",
                        "Each config is a bar from its p50 (●) to its p99 (▲) latency at the output throughput it reached; "
-                       "the ringed config is the best under the SLOs. Down and to the right is better.",
+                       "the ringed config is the best under the SLOs. Down and to the right is better."
+                       + (" With load levels, a config's points are joined in load order (p50 solid, p99 dashed) and "
+                          "labelled with the level: where a curve turns upward, that config has run out of room."
+                          if any(p.level for p in pts) else ""),
                        F.latency_throughput_figure(pts, sweep.configs, sweep.scenarios, best)))
         doc.add(Figure("goodput", "Goodput per config and scenario",
                        "Requests per second that met every SLO (bars) and the share of requests that did (label); "

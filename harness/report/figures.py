@@ -298,6 +298,19 @@ def _level_curves(ax: Any, pts: list[SweepPoint], metric: str, colors: dict[str,
             pairs = [(x, y) for x, y in zip(xs, ys) if y is not None]
             if len(pairs) > 1:
                 ax.plot(*zip(*pairs), style, color=colors[config], lw=1.2, alpha=0.8, label="_curve")
+        for p in mine:  # which point is which load: the level's value beside its p50
+            y = next((v for v in p.lat.get(metric, (None, None)) if v is not None), None)
+            if y is not None and p.level:
+                ax.annotate(_level_text(p.level), (p.throughput, y), textcoords="offset points", xytext=(5, -9),
+                            fontsize="x-small", color=colors[config])
+
+
+def _level_text(level: str) -> str:
+    """`concurrency=8` -> `8 users`, `rate=2.5` -> `2.5/s`."""
+    name, _, value = level.partition("=")
+    if name == "concurrency":
+        return f"{value} user" + ("" if value == "1" else "s")
+    return f"{value}/s" if name == "rate" else level
 
 
 def goodput_figure(points: list[SweepPoint], configs: list[str], scenarios: list[str], best: dict[str, str | None],

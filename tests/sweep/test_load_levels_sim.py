@@ -60,6 +60,7 @@ def test_spec_decoding_at_two_loads(tmp_path):
         curves = [ln for ln in ax.get_lines() if ln.get_label() == "_curve"]
         assert len(curves) == 4  # p50 and p99 curves of two configs
         assert all(len(ln.get_xdata()) == 2 for ln in curves)
+        assert sorted(t.get_text() for t in ax.texts) == ["1 user", "1 user", "64 users", "64 users"]
     good = doc.figures["goodput"].figure.axes[0]
     assert [c.get_label() for c in good.containers] == ["concurrency=1", "concurrency=64"]
     assert "scenario short_prompt_long_output" in good.get_title()
