@@ -111,6 +111,9 @@ def tail_lines(path: Path, n: int = 20, start: int = 0) -> list[str]:
 
 
 class EngineProcess:
+    #: prefix of the not-ready reason (an attached server names its URL)
+    what = ""
+
     def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None, cwd: str | Path | None = None) -> None:
         self.argv = argv
         self.log_path = log_path
@@ -181,11 +184,10 @@ class EngineProcess:
         on_wait: Callable[[float, Probe], None] | None = None,
         failure_hint: Callable[[str], str | None] | None = None,
     ) -> Started:
-        assert self.proc is not None
         deadline = self.started_at + timeout
         last = Probe(False, "not probed yet")
         while True:
-            code = self.proc.poll()
+            code = self.poll()
             if code is not None:
                 hint = failure_hint(self.log_text()) if failure_hint else None
                 reason = f"engine exited with code {code} before it was ready"
@@ -193,12 +195,12 @@ class EngineProcess:
             last = probe()
             if last.ready:
                 # a probe can race a dying process: ready only if it is still there
-                if self.proc.poll() is None:
+                if self.poll() is None:
                     return Started(time.monotonic() - self.started_at, self.log_text())
                 continue
             now = time.monotonic()
             if now >= deadline:
-                raise StartupFailed(f"not ready after {timeout:g} s (last probe: {last.detail})", self.tail(), now - self.started_at)
+                raise StartupFailed(f"{self.what}not ready after {timeout:g} s (last probe: {last.detail})", self.tail(), now - self.started_at)
             if on_wait:
                 on_wait(now - self.started_at, last)
             time.sleep(min(interval, max(0.0, deadline - now)))
@@ -229,52 +231,25 @@ class EngineProcess:
             return self.proc.wait()
 
 
-class AttachedEngine:
+class AttachedEngine(EngineProcess):
     """Stands in for EngineProcess when the sweep attaches to a server it did not start (kind
     external): readiness is probed the same way; there is no process to watch, log or stop."""
 
-    pid = None
     port = None
-    proc = None
 
     def __init__(self, base_url: str) -> None:
+        super().__init__([], Path("/dev/null"))
         self.base_url = base_url
-        self.started_at = time.monotonic()
+        self.what = f"{base_url} "
 
     def start(self, header: str = "") -> None:
         self.started_at = time.monotonic()
-
-    def poll(self) -> int | None:
-        return None
-
-    def wait_exit(self, timeout: float) -> int | None:
-        return None
 
     def log_text(self) -> str:
         return ""
 
     def tail(self, n: int = 20) -> list[str]:
         return []
-
-    def wait_ready(
-        self,
-        probe: Callable[[], Probe],
-        timeout: float,
-        interval: float = 0.5,
-        on_wait: Callable[[float, Probe], None] | None = None,
-        failure_hint: Callable[[str], str | None] | None = None,
-    ) -> Started:
-        deadline = self.started_at + timeout
-        while True:
-            last = probe()
-            if last.ready:
-                return Started(time.monotonic() - self.started_at, "")
-            now = time.monotonic()
-            if now >= deadline:
-                raise StartupFailed(f"{self.base_url} not ready after {timeout:g} s (last probe: {last.detail})", [], now - self.started_at)
-            if on_wait:
-                on_wait(now - self.started_at, last)
-            time.sleep(min(interval, max(0.0, deadline - now)))
 
     def stop(self, timeout: float = 30.0) -> int | None:
         return None
