@@ -32,7 +32,7 @@ from harness.scenario.fingerprint import fingerprint
 from harness.scenario.loader import dump_scenario
 from harness.scenario.models import Scenario
 from harness.target import EmbeddedSim, preflight
-from harness.workload.generator import expected_prefix_hit_rate
+from harness.workload.generator import WorkloadGenerator, expected_prefix_hit_rate
 from harness.workload.tokenizers import load_tokenizer
 
 
@@ -66,6 +66,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
     write_text_atomic(run_dir.scenario, dump_scenario(scenario))
     scenario_dir = Path(opts.scenario_path).parent if opts.scenario_path else Path(".")
     tokenizer = load_tokenizer(scenario.workload.tokenizer, scenario_dir)  # fail early on a bad path
+    WorkloadGenerator(scenario, tokenizer, scenario_dir)  # and on a bad dataset file
     sim: EmbeddedSim | None = None
     target_url = opts.target_url or scenario.target.url
     engine_kind = opts.engine_kind
@@ -97,7 +98,7 @@ def _measure(
     tokenizer_id: str,
     env: dict[str, str] | None = None,
 ) -> RunSummary:
-    fp = fingerprint(scenario, tokenizer_id)
+    fp = fingerprint(scenario, tokenizer_id, scenario_dir)
     telemetry = _start_telemetry(scenario, target_url, run_dir, engine_kind)
     stall = StallMeter().start()
     processes = max(1, opts.processes)

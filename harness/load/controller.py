@@ -50,7 +50,7 @@ class LoadController:
         sc = self.scenario
         self.tokenizer = load_tokenizer(sc.workload.tokenizer, Path(plan.scenario_dir))
         self.count_tokens = self.tokenizer.count
-        self.generator = WorkloadGenerator(sc, self.tokenizer)
+        self.generator = WorkloadGenerator(sc, self.tokenizer, Path(plan.scenario_dir))
         api_key = os.environ.get(plan.api_key_env) if plan.api_key_env else None
         stream_options: dict[str, Any] = {"include_usage": True}
         if plan.continuous_usage:
@@ -239,7 +239,7 @@ class LoadController:
         return self._item(self.generator.request(index, warmup=True), intended)
 
     def _item(self, planned: PlannedRequest, intended: int | None) -> Item:
-        prompt = Prompt(planned.prefix, planned.text, planned.output_tokens)
+        prompt = Prompt(planned.prefix, planned.text, planned.output_tokens, planned.messages)
         rid = f"{'w' if planned.warmup else 'm'}{planned.index}-{os.getpid()}"
         return Item(planned, build_payload(self.spec, prompt), intended, rid)
 

@@ -366,7 +366,7 @@ class RunSession:
 
     def _begin(self) -> None:
         from harness.target import preflight
-        from harness.workload.generator import expected_prefix_hit_rate
+        from harness.workload.generator import WorkloadGenerator, expected_prefix_hit_rate
         from harness.workload.tokenizers import load_tokenizer
 
         path = getattr(self.opts, "scenario", "")
@@ -390,7 +390,8 @@ class RunSession:
         run.target_url = target
         model = getattr(self.opts, "model", "") or scenario.target.model
         run.info = preflight(target, model or None, scenario)
-        run.info["fingerprint"] = fingerprint(scenario, tokenizer.id)
+        WorkloadGenerator(scenario, tokenizer, scenario_dir)  # a bad dataset file fails here, in one line
+        run.info["fingerprint"] = fingerprint(scenario, tokenizer.id, scenario_dir)
         if scenario.telemetry.enabled:
             from harness.telemetry.session import TelemetrySession
 

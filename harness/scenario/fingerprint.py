@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 from harness.scenario.models import Scenario
@@ -24,13 +25,18 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def fingerprint_parts(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_ID) -> dict[str, str]:
+def fingerprint_parts(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_ID, base_dir: Path | None = None) -> dict[str, str]:
+    """`base_dir`: where the scenario's relative dataset paths start (the scenario file's folder)."""
     data = scenario.model_dump(mode="json")
     workload = dict(data["workload"])
     # the tokenizer defines the prompts, so its identity (not its path) enters the hash
     workload["tokenizer"] = tokenizer_id
     for cls in workload["classes"]:
         cls.pop("slo", None)  # SLOs judge the work, they do not define it
+        if cls.get("dataset"):  # so does a dataset's content, wherever the file lives
+            from harness.workload.dataset import file_id
+
+            cls["dataset"] = {**cls["dataset"], "path": file_id(cls["dataset"]["path"], base_dir)}
     return {
         "workload": _digest(workload),
         "sampling": _digest(data["sampling"]),
@@ -41,6 +47,6 @@ def fingerprint_parts(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_
     }
 
 
-def fingerprint(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_ID) -> dict[str, Any]:
-    parts = fingerprint_parts(scenario, tokenizer_id)
+def fingerprint(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_ID, base_dir: Path | None = None) -> dict[str, Any]:
+    parts = fingerprint_parts(scenario, tokenizer_id, base_dir)
     return {"value": _digest(parts), "parts": parts}

@@ -86,13 +86,42 @@ class SharedPrefix(Strict):
     fraction: Annotated[float, Field(ge=0, le=1)] = 1.0
 
 
+class Dataset(Strict):
+    """Prompts taken from a JSONL file (production logs, ShareGPT exports) instead of generated.
+
+    One JSON object per line: `{"prompt": "..."}`, `{"messages": [{"role", "content"}, ...]}` or
+    ShareGPT's `{"conversations": [{"from": "human", "value"}, {"from": "gpt", "value"}, ...]}`
+    (the first user turn is the prompt, the answer's token count its output length); optional
+    `"output_tokens": N` (max_tokens) on any of them.
+    """
+
+    path: Annotated[str, Field(min_length=1)] = Field(description="JSONL file, relative to the scenario file")
+    order: Literal["random", "sequential"] = Field(
+        default="random", description="random: records drawn with replacement from the seed; sequential: in file order, cycling"
+    )
+
+
 class RequestClass(Strict):
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
     weight: Annotated[float, Field(gt=0)] = 1.0
-    input_tokens: LengthDist
-    output_tokens: LengthDist
+    input_tokens: LengthDist | None = None
+    output_tokens: LengthDist | None = None
+    dataset: Dataset | None = None
     shared_prefix: SharedPrefix | None = None
     slo: SLO | None = None
+
+    @model_validator(mode="after")
+    def _lengths(self) -> RequestClass:
+        if self.dataset is None:
+            missing = [k for k in ("input_tokens", "output_tokens") if getattr(self, k) is None]
+            if missing:
+                raise ValueError(f"{' and '.join(missing)} required (a length or a distribution), or a dataset of prompts")
+            return self
+        if self.input_tokens is not None:
+            raise ValueError("input_tokens: a dataset's prompts have their own lengths; remove input_tokens")
+        if self.shared_prefix is not None:
+            raise ValueError("shared_prefix: a dataset's prompts are sent as they are; remove shared_prefix")
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -5,15 +5,19 @@ whatever the warmup did, and any worker can build any request without talking to
 Prompts are pseudo-words (the built-in tokenizer's vocabulary): with the built-in tokenizer a
 prompt of N words is exactly N tokens; with a model tokenizer the text is cut to N tokens.
 Each request's own text starts with words drawn for that request, so two requests share KV
-blocks only through a declared shared prefix.
+blocks only through a declared shared prefix. A class with a `dataset` replays the file's prompts
+instead (harness.workload.dataset): record k of request i is drawn from (seed, i) too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from harness.errors import UserError
+from harness.workload.dataset import LoadedDataset, load_dataset
 from harness.scenario.models import RequestClass, Scenario
 from harness.workload.builtin_tokenizer import VOCAB, BuiltinTokenizer
 from harness.workload.lengths import mean_length, sample_length
@@ -33,6 +37,7 @@ class PlannedRequest:
     output_tokens: int  # max_tokens
     prefix_id: int | None
     warmup: bool = False
+    messages: tuple[dict[str, str], ...] | None = None  # a dataset's chat messages, sent as they are
 
 
 def _words(rng: np.random.Generator, n: int) -> str:
@@ -40,7 +45,8 @@ def _words(rng: np.random.Generator, n: int) -> str:
 
 
 class WorkloadGenerator:
-    def __init__(self, scenario: Scenario, tokenizer: BuiltinTokenizer | HFTokenizer | None = None) -> None:
+    def __init__(self, scenario: Scenario, tokenizer: BuiltinTokenizer | HFTokenizer | None = None,
+                 base_dir: Path | None = None) -> None:
         self.scenario = scenario
         self.seed = scenario.seed
         self.tokenizer = tokenizer or BuiltinTokenizer()
@@ -55,6 +61,21 @@ class WorkloadGenerator:
                     self._fit(_words(np.random.default_rng([self.seed, 4, ci, j]), sp.tokens), sp.tokens)
                     for j in range(sp.count)
                 ]
+        #: class name -> its dataset (files read once, shared between classes naming the same one)
+        self.datasets: dict[str, LoadedDataset] = {}
+        loaded: dict[Path, LoadedDataset] = {}
+        for cls in self.classes:
+            if cls.dataset is None:
+                continue
+            key = (base_dir / cls.dataset.path) if base_dir is not None else Path(cls.dataset.path)
+            if key not in loaded:
+                loaded[key] = load_dataset(cls.dataset.path, base_dir, self.tokenizer)
+            ds = self.datasets[cls.name] = loaded[key]
+            if cls.output_tokens is None and any(r.output_tokens is None for r in ds.records):
+                raise UserError(
+                    f"workload.classes[{cls.name}].output_tokens: {ds.path} has records without output_tokens "
+                    "(or a ShareGPT reply); give the class an output_tokens length or distribution"
+                )
 
     def _fit(self, text: str, tokens: int) -> str:
         if isinstance(self.tokenizer, HFTokenizer):
@@ -65,6 +86,9 @@ class WorkloadGenerator:
         rng = np.random.default_rng([self.seed, WARMUP if warmup else MEASURED, index])
         ci = int(np.searchsorted(self._cum, rng.random(), side="right"))
         cls: RequestClass = self.classes[min(ci, len(self.classes) - 1)]
+        if cls.dataset is not None:
+            return self._replayed(cls, index, warmup, rng)
+        assert cls.input_tokens is not None and cls.output_tokens is not None  # validated
         n_in = sample_length(cls.input_tokens, rng)
         n_out = sample_length(cls.output_tokens, rng)
         prefix, prefix_id = "", None
@@ -79,20 +103,44 @@ class WorkloadGenerator:
         text = self._fit(_words(rng, own), own)
         return PlannedRequest(index, cls.name, prefix, text, n_in, n_out, prefix_id, warmup)
 
+    def _replayed(self, cls: RequestClass, index: int, warmup: bool, rng: np.random.Generator) -> PlannedRequest:
+        records = self.datasets[cls.name].records
+        assert cls.dataset is not None
+        if cls.dataset.order == "sequential":
+            # warmup walks the file from its end, so it warms the engine, not the measured prompts
+            k = (len(records) - 1 - index % len(records)) if warmup else index % len(records)
+        else:
+            k = int(rng.integers(0, len(records)))
+        rec = records[k]
+        n_out = rec.output_tokens
+        if n_out is None:
+            assert cls.output_tokens is not None  # checked when the dataset was read
+            n_out = sample_length(cls.output_tokens, rng)
+        return PlannedRequest(index, cls.name, "", rec.text, rec.input_tokens, n_out, None, warmup, rec.messages)
+
+    def mean_input_tokens(self, cls: RequestClass) -> float:
+        if cls.dataset is not None:
+            records = self.datasets[cls.name].records
+            return sum(r.input_tokens for r in records) / len(records)
+        assert cls.input_tokens is not None
+        return mean_length(cls.input_tokens)
+
 
 def expected_prefix_hit_rate(scenario: Scenario, block_size: int = 16) -> float | None:
     """Expected fraction of prompt tokens served from the prefix cache in steady state.
 
     Counts only full blocks of the shared prefix (engines cache whole blocks) and ignores the
-    first occurrence of each prefix. None when the scenario declares no shared prefix.
+    first occurrence of each prefix. None when the scenario declares no shared prefix, or when a
+    dataset class's prompts (whose sharing is unknown) are part of the mix.
     """
     classes = scenario.workload.classes
-    if not any(c.shared_prefix for c in classes):
+    if not any(c.shared_prefix for c in classes) or any(c.dataset is not None for c in classes):
         return None
     total_w = sum(c.weight for c in classes)
     cached = prompt = 0.0
     for cls in classes:
         w = cls.weight / total_w
+        assert cls.input_tokens is not None
         mean_in = mean_length(cls.input_tokens)
         sp = cls.shared_prefix
         if sp is None:

@@ -16,6 +16,7 @@ class Prompt:
     prefix: str  # shared prefix text ("" when the request uses none)
     text: str  # the request's own text (after the prefix)
     max_tokens: int
+    messages: tuple[dict[str, str], ...] | None = None  # chat messages replayed from a dataset (chat API)
 
 
 class ApiAdapter(Protocol):

@@ -16,10 +16,13 @@ class OpenAIChat:
     path = "/v1/chat/completions"
 
     def build_body(self, prompt: Prompt, model: str, sampling: dict[str, Any], stream_options: dict[str, Any]) -> dict[str, Any]:
-        messages = []
-        if prompt.prefix:
-            messages.append({"role": "system", "content": prompt.prefix})
-        messages.append({"role": "user", "content": prompt.text})
+        messages: list[dict[str, str]] = []
+        if prompt.messages:  # a dataset's chat, as recorded
+            messages = [dict(m) for m in prompt.messages]
+        else:
+            if prompt.prefix:
+                messages.append({"role": "system", "content": prompt.prefix})
+            messages.append({"role": "user", "content": prompt.text})
         return {
             "model": model,
             "messages": messages,
