@@ -32,6 +32,7 @@ from harness.scenario.fingerprint import fingerprint
 from harness.scenario.loader import dump_scenario
 from harness.scenario.models import Scenario
 from harness.target import EmbeddedSim, preflight
+from harness.workload.arrivals.trace import load_gaps
 from harness.workload.generator import WorkloadGenerator, expected_prefix_hit_rate
 from harness.workload.tokenizers import load_tokenizer
 
@@ -67,6 +68,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
     scenario_dir = Path(opts.scenario_path).parent if opts.scenario_path else Path(".")
     tokenizer = load_tokenizer(scenario.workload.tokenizer, scenario_dir)  # fail early on a bad path
     WorkloadGenerator(scenario, tokenizer, scenario_dir)  # and on a bad dataset file
+    if scenario.load.trace is not None:  # and on a bad arrival trace
+        load_gaps(scenario.load.trace, scenario_dir)
     sim: EmbeddedSim | None = None
     target_url = opts.target_url or scenario.target.url
     engine_kind = opts.engine_kind
@@ -248,6 +251,8 @@ def load_block(scenario: Scenario) -> dict[str, Any]:
                              "requests": load.requests, "ramp_s": load.ramp_s}
     if load.open_loop:
         block.update(rate=load.rate, arrival=load.arrival, burstiness=load.burstiness, max_in_flight=load.max_in_flight)
+        if load.trace is not None:
+            block["trace"] = load.trace.model_dump()
     else:
         block["concurrency"] = load.concurrency
     return block

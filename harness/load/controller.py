@@ -119,7 +119,7 @@ class LoadController:
         # client CPU is judged over the window only: start a fresh interval here
         self._last_cpu = (time.process_time(), time.perf_counter())
         if self.open_loop:
-            self._schedule = worker_share(arrival_offsets(self.scenario.load, self.scenario.seed), self.plan.worker, self.plan.workers)
+            self._schedule = worker_share(arrival_offsets(self.scenario.load, self.scenario.seed, Path(self.plan.scenario_dir)), self.plan.worker, self.plan.workers)
         self.emit({"event": "window_start", "t": self.window_start_wall})
 
     def _end_window(self, not_before_ns: int | None = None) -> None:
@@ -225,7 +225,7 @@ class LoadController:
             return None
         if self.open_loop:
             if self._warm_schedule is None:
-                self._warm_schedule = worker_share(arrival_offsets(self.scenario.load, self.scenario.seed + 7919), self.plan.worker, self.plan.workers)
+                self._warm_schedule = worker_share(arrival_offsets(self.scenario.load, self.scenario.seed + 7919, Path(self.plan.scenario_dir)), self.plan.worker, self.plan.workers)
             index, offset = next(self._warm_schedule)
             if w.duration_s > 0 and offset >= w.duration_s:
                 return None

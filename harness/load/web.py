@@ -391,6 +391,10 @@ class RunSession:
         model = getattr(self.opts, "model", "") or scenario.target.model
         run.info = preflight(target, model or None, scenario)
         WorkloadGenerator(scenario, tokenizer, scenario_dir)  # a bad dataset file fails here, in one line
+        if scenario.load.trace is not None:
+            from harness.workload.arrivals.trace import load_gaps
+
+            load_gaps(scenario.load.trace, scenario_dir)
         run.info["fingerprint"] = fingerprint(scenario, tokenizer.id, scenario_dir)
         if scenario.telemetry.enabled:
             from harness.telemetry.session import TelemetrySession

@@ -37,10 +37,15 @@ def fingerprint_parts(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_
             from harness.workload.dataset import file_id
 
             cls["dataset"] = {**cls["dataset"], "path": file_id(cls["dataset"]["path"], base_dir)}
+    load = dict(data["load"])
+    if load.get("trace"):  # a trace's content defines the arrivals, not where the file lives
+        from harness.workload.dataset import file_id
+
+        load["trace"] = {**load["trace"], "path": file_id(load["trace"]["path"], base_dir, "load.trace.path")}
     return {
         "workload": _digest(workload),
         "sampling": _digest(data["sampling"]),
-        "load": _digest(data["load"]),
+        "load": _digest(load),
         "warmup": _digest(data["warmup"]),
         "seed": _digest(data["seed"]),
         "api": _digest(data["target"]["api"]),

@@ -152,12 +152,25 @@ class Workload(Strict):
 
 
 # ---------------------------------------------------------------- load
+class Trace(Strict):
+    """Arrival times recorded in production, replayed with their burst pattern.
+
+    A JSONL file (one object per line with the timestamp in `field`) or a text file of one number
+    per line. The gaps are scaled so their mean rate is `load.rate`: the shape comes from the
+    trace, the level from the scenario (replay at 1x by setting rate to the trace's own rate)."""
+
+    path: Annotated[str, Field(min_length=1)] = Field(description="relative to the scenario file")
+    field: Annotated[str, Field(min_length=1)] = "timestamp"
+    unit: Literal["s", "ms", "us"] = "s"
+
+
 class Load(Strict):
     """Closed loop (`concurrency`) or open loop (`rate` with an arrival process)."""
 
     concurrency: Annotated[int, Field(gt=0)] | None = None
     rate: Annotated[float, Field(gt=0)] | None = None
-    arrival: Literal["poisson", "gamma", "constant"] = "poisson"
+    arrival: Literal["poisson", "gamma", "constant", "trace"] = "poisson"
+    trace: Trace | None = None
     burstiness: Annotated[float, Field(gt=0)] = 1.0
     max_in_flight: Annotated[int, Field(gt=0)] = 1024
     ramp_s: Annotated[float, Field(ge=0)] = 0.0
@@ -170,6 +183,10 @@ class Load(Strict):
             raise ValueError("set exactly one of concurrency (closed loop) or rate (open loop)")
         if self.duration_s is None and self.requests is None:
             raise ValueError("set duration_s or requests (or both: whichever comes first)")
+        if self.arrival == "trace" and (self.trace is None or self.rate is None):
+            raise ValueError("arrival trace needs trace: {path: ...} and a rate (the trace's gaps are scaled to that mean rate)")
+        if self.trace is not None and self.arrival != "trace":
+            raise ValueError("trace is read only with arrival: trace; set it, or remove trace")
         return self
 
     @property

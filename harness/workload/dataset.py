@@ -51,13 +51,13 @@ def resolve(path: str, base_dir: Path | None) -> Path:
     return p
 
 
-def file_id(path: str, base_dir: Path | None) -> str:
-    """Content hash of a dataset file (for the fingerprint); a missing file is a user error."""
+def file_id(path: str, base_dir: Path | None, what: str = "workload dataset") -> str:
+    """Content hash of a dataset or trace file (for the fingerprint); a missing file is a user error."""
     p = resolve(path, base_dir)
     try:
         return "sha256-" + hashlib.sha256(p.read_bytes()).hexdigest()[:16]
     except OSError as exc:
-        raise UserError(f"workload dataset {path}: cannot read {p} ({exc.strerror}); paths are relative to the scenario file") from None
+        raise UserError(f"{what} {path}: cannot read {p} ({exc.strerror}); paths are relative to the scenario file") from None
 
 
 def _messages(raw: Any, where: str) -> tuple[dict[str, str], ...]:

@@ -96,7 +96,7 @@ BAD = {
     ),
     "bad_arrival": (
         GOOD.replace("concurrency: 1", "rate: 1, arrival: bursty"),
-        "load.arrival: must be 'poisson', 'gamma' or 'constant'",
+        "load.arrival: must be 'poisson', 'gamma', 'constant' or 'trace'",
     ),
     "negative_rate": (GOOD.replace("concurrency: 1", "rate: -2"), "load.rate: must be greater than 0"),
     "fraction_above_one": (

@@ -1,0 +1,66 @@
+"""Arrivals replayed from a recorded trace (Mooncake-style JSONL, or one timestamp per line).
+
+Only the pattern is taken from the trace: its inter-arrival gaps, scaled so their mean rate is
+the scenario's `rate` (bursts and lulls keep their shape at any load level), cycling when the
+trace ends. Timestamps are sorted first (logs are not always in order); gaps of zero (requests
+logged in the same tick) are kept: they are the bursts. No randomness: the seed plays no part.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import UserError
+from harness.scenario.models import Trace
+
+_UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+MAX_PROBLEMS = 5
+
+
+def resolve(trace: Trace, base_dir: Path | None) -> Path:
+    p = Path(trace.path)
+    return p if p.is_absolute() or base_dir is None else base_dir / p
+
+
+def load_gaps(trace: Trace, base_dir: Path | None) -> np.ndarray:
+    """Inter-arrival gaps in seconds (at the trace's own rate); one-line errors naming file:line."""
+    p = resolve(trace, base_dir)
+    try:
+        text = p.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UserError(f"load.trace.path: cannot read {p} ({exc.strerror}); paths are relative to the scenario file") from None
+    stamps: list[float] = []
+    problems: list[str] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            value = json.loads(line)
+            if isinstance(value, dict):
+                value = value.get(trace.field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError
+        except ValueError:
+            problems.append(f"{p}:{n}: no number in field {trace.field!r} (a JSON object with it, or a bare number)")
+            if len(problems) >= MAX_PROBLEMS:
+                problems.append(f"{p}: stopped after {MAX_PROBLEMS} bad lines")
+                break
+            continue
+        stamps.append(float(value) * _UNIT[trace.unit])
+    if problems:
+        raise UserError(*problems)
+    if len(stamps) < 2:
+        raise UserError(f"load.trace.path: {p} has {len(stamps)} timestamp(s); a trace needs at least 2")
+    gaps = np.diff(np.sort(np.asarray(stamps)))
+    if gaps.sum() <= 0:
+        raise UserError(f"load.trace.path: every timestamp in {p} is the same; nothing to take a rate from")
+    return gaps
+
+
+def trace_rate(gaps: np.ndarray) -> float:
+    """The trace's own mean rate (requests per second)."""
+    return float(len(gaps) / gaps.sum())
