@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import shlex
+import signal
 import sys
 from pathlib import Path
 

@@ -20,7 +20,12 @@ from typing import Any, TextIO
 
 from harness.client.adapters.base import Prompt, get_adapter
 from harness.client.http_stream import perf_ns
-from harness.client.request import RequestSpec, base_headers, build_payload, sampling_fields
+from harness.client.request import (
+    RequestSpec,
+    base_headers,
+    build_payload,
+    sampling_fields,
+)
 from harness.load.plan import LoadPlan
 from harness.metrics.record import RequestRecord
 from harness.metrics.recorder import ALL, MetricSet

@@ -44,7 +44,12 @@ from harness.metrics.hdr import LATENCY, PERCENTILES, Histogram
 from harness.metrics.recorder import ALL, ClassMetrics, MetricSet
 from harness.metrics.stall_meter import StallMeterProcess
 from harness.results.build import build_summary
-from harness.results.layout import RunDir, default_run_dir, write_json_atomic, write_text_atomic
+from harness.results.layout import (
+    RunDir,
+    default_run_dir,
+    write_json_atomic,
+    write_text_atomic,
+)
 from harness.scenario import load_scenario
 from harness.scenario.fingerprint import fingerprint
 from harness.scenario.loader import dump_scenario
@@ -366,7 +371,10 @@ class RunSession:
 
     def _begin(self) -> None:
         from harness.target import preflight
-        from harness.workload.generator import WorkloadGenerator, expected_prefix_hit_rate
+        from harness.workload.generator import (
+            WorkloadGenerator,
+            expected_prefix_hit_rate,
+        )
         from harness.workload.tokenizers import load_tokenizer
 
         path = getattr(self.opts, "scenario", "")
@@ -536,7 +544,7 @@ class RunSession:
             run.report = "off"
 
     def _write_summary(self, run: Run, missing: list[int]) -> None:
-        from harness.runner import load_block, engine_reconcile
+        from harness.runner import engine_reconcile, load_block
 
         collector = self.collector
         results = [collector.results[k] for k in sorted(collector.results)]

@@ -34,12 +34,12 @@ def fingerprint_parts(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_
     for cls in workload["classes"]:
         cls.pop("slo", None)  # SLOs judge the work, they do not define it
         if cls.get("dataset"):  # so does a dataset's content, wherever the file lives
-            from harness.workload.dataset import file_id
+            from harness.workload.files import file_id
 
-            cls["dataset"] = {**cls["dataset"], "path": file_id(cls["dataset"]["path"], base_dir)}
+            cls["dataset"] = {**cls["dataset"], "path": file_id(cls["dataset"]["path"], base_dir, "workload dataset")}
     load = dict(data["load"])
     if load.get("trace"):  # a trace's content defines the arrivals, not where the file lives
-        from harness.workload.dataset import file_id
+        from harness.workload.files import file_id
 
         load["trace"] = {**load["trace"], "path": file_id(load["trace"]["path"], base_dir, "load.trace.path")}
     return {

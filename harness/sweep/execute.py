@@ -35,7 +35,13 @@ from harness.sweep.launcher import (
 )
 from harness.sweep.plan import Cell, Config, Plan
 from harness.sweep.progress import Clock, Progress
-from harness.sweep.results import SweepIndex, atomic_write, ranking_table, read_run_summary, run_metrics
+from harness.sweep.results import (
+    SweepIndex,
+    atomic_write,
+    ranking_table,
+    read_run_summary,
+    run_metrics,
+)
 
 RunFn = Callable[[Scenario, Any], Any]
 
@@ -200,7 +206,7 @@ class SweepExecutor:
         attached = spec.kind == "external"
         port = None if attached else free_port(spec.host) if spec.port == "auto" else int(spec.port)
         argv = [] if attached else self.plan.command(config, port)
-        base_url = spec.url.rstrip("/") if attached and spec.url else f"http://{spec.host}:{port}"
+        base_url = str(spec.url).rstrip("/") if attached else f"http://{spec.host}:{port}"  # external: url validated
         log_rel = f"logs/{config.id}.log"
         self.progress.engine_starting(config.id, config.varied, argv, len(cells))
         common: dict[str, Any] = {"argv": argv, "log": None if attached else log_rel, "port": port}

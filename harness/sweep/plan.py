@@ -16,10 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
-from harness.scenario.loader import apply_overrides, format_validation_error, read_yaml, validate
+from harness.scenario.loader import (
+    apply_overrides,
+    format_validation_error,
+    read_yaml,
+    validate,
+)
 from harness.scenario.models import Scenario
 from harness.sweep.flags import apply_flags, describe, flag_key, substitute
 from harness.sweep.models import SweepFile
+from harness.sweep.results import scenario_label
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=,+-]")
 MAX_ID = 80
@@ -67,7 +73,7 @@ class Cell:
     @property
     def what(self) -> str:
         """The scenario and load level, for progress lines and tables."""
-        return f"{self.scenario.name} @ {self.level.label}" if self.level else self.scenario.name
+        return scenario_label({"scenario": self.scenario.name, "load_level": self.level.label if self.level else None})
 
     @property
     def run_dir(self) -> str:

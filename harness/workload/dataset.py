@@ -16,13 +16,13 @@ plus an optional "output_tokens": N on any of them (max_tokens; wins over a Shar
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
+from harness.workload.files import content_id, resolve
 
 MAX_PROBLEMS = 5
 _USER = ("human", "user")
@@ -42,22 +42,6 @@ class LoadedDataset:
     path: Path
     sha256: str
     records: list[DatasetRecord]
-
-
-def resolve(path: str, base_dir: Path | None) -> Path:
-    p = Path(path)
-    if not p.is_absolute() and base_dir is not None:
-        p = base_dir / p
-    return p
-
-
-def file_id(path: str, base_dir: Path | None, what: str = "workload dataset") -> str:
-    """Content hash of a dataset or trace file (for the fingerprint); a missing file is a user error."""
-    p = resolve(path, base_dir)
-    try:
-        return "sha256-" + hashlib.sha256(p.read_bytes()).hexdigest()[:16]
-    except OSError as exc:
-        raise UserError(f"{what} {path}: cannot read {p} ({exc.strerror}); paths are relative to the scenario file") from None
 
 
 def _messages(raw: Any, where: str) -> tuple[dict[str, str], ...]:
@@ -130,4 +114,4 @@ def load_dataset(path: str, base_dir: Path | None, tokenizer: Any) -> LoadedData
         raise UserError(*problems)
     if not records:
         raise UserError(f"workload dataset {path}: {p} holds no records (one JSON object per line)")
-    return LoadedDataset(p, "sha256-" + hashlib.sha256(data).hexdigest()[:16], records)
+    return LoadedDataset(p, content_id(data), records)

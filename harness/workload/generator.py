@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import UserError
-from harness.workload.dataset import LoadedDataset, load_dataset
 from harness.scenario.models import RequestClass, Scenario
 from harness.workload.builtin_tokenizer import VOCAB, BuiltinTokenizer
+from harness.workload.dataset import LoadedDataset, load_dataset
+from harness.workload.files import resolve
 from harness.workload.lengths import mean_length, sample_length
 from harness.workload.tokenizers import HFTokenizer
 
@@ -67,7 +68,7 @@ class WorkloadGenerator:
         for cls in self.classes:
             if cls.dataset is None:
                 continue
-            key = (base_dir / cls.dataset.path) if base_dir is not None else Path(cls.dataset.path)
+            key = resolve(cls.dataset.path, base_dir)
             if key not in loaded:
                 loaded[key] = load_dataset(cls.dataset.path, base_dir, self.tokenizer)
             ds = self.datasets[cls.name] = loaded[key]

@@ -1,6 +1,15 @@
 """Engine kinds, one module each, registered by name in `KINDS`."""
 
-from harness.sweep.engines import custom, external, llamacpp, sglang, sim, tgi, transformers, vllm  # noqa: F401  (registration)
+from harness.sweep.engines import (  # noqa: F401  (registration)
+    custom,
+    external,
+    llamacpp,
+    sglang,
+    sim,
+    tgi,
+    transformers,
+    vllm,
+)
 from harness.sweep.engines.base import KINDS, EngineKind, Probe, failure_hint
 
 

@@ -3,7 +3,13 @@
 
 from __future__ import annotations
 
-from harness.sweep.engines.base import KINDS, HttpEngine, Probe, post_reset, probe_get_200
+from harness.sweep.engines.base import (
+    KINDS,
+    HttpEngine,
+    Probe,
+    post_reset,
+    probe_get_200,
+)
 from harness.sweep.engines.vllm import VLLM_FACTS
 from harness.sweep.models import EngineSpec
 

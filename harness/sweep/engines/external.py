@@ -6,7 +6,13 @@ latency-throughput curve of what is deployed. The prefix cache is reset only thr
 
 from __future__ import annotations
 
-from harness.sweep.engines.base import KINDS, HttpEngine, Probe, post_reset, probe_get_200
+from harness.sweep.engines.base import (
+    KINDS,
+    HttpEngine,
+    Probe,
+    post_reset,
+    probe_get_200,
+)
 from harness.sweep.models import EngineSpec
 
 

@@ -15,19 +15,15 @@ import numpy as np
 
 from harness.errors import UserError
 from harness.scenario.models import Trace
+from harness.workload.files import resolve
 
 _UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 MAX_PROBLEMS = 5
 
 
-def resolve(trace: Trace, base_dir: Path | None) -> Path:
-    p = Path(trace.path)
-    return p if p.is_absolute() or base_dir is None else base_dir / p
-
-
 def load_gaps(trace: Trace, base_dir: Path | None) -> np.ndarray:
     """Inter-arrival gaps in seconds (at the trace's own rate); one-line errors naming file:line."""
-    p = resolve(trace, base_dir)
+    p = resolve(trace.path, base_dir)
     try:
         text = p.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
