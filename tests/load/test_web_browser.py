@@ -30,6 +30,9 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (.ci/run installs it)"),
+    # chromium without its driver (Debian ships them as two packages) must skip, not error in the fixture
+    pytest.mark.skipif(not CHROMEDRIVER.exists(),
+                       reason="Debian's chromium-driver is not installed (.ci/run installs it)"),
 ]
 
 
@@ -73,6 +76,7 @@ def ui(tmp_path: Path):
 
 @pytest.fixture
 def browser():
+    pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[test]')")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -34,3 +34,28 @@ def assert_all_null(block: dict) -> None:
 
 def telemetry_warnings(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "harness.telemetry" and r.levelno >= logging.WARNING]
+
+
+def assert_close_tree(actual, expected, *, rel: float = 1e-6, abs: float = 1e-12, path: str = "") -> None:
+    """Compare nested dicts/lists/numbers with a tolerance on the numbers.
+
+    `pytest.approx` refuses nested mappings and (since pytest 9.1) mappings holding None, and the engine
+    block has both (bucket bounds are lists; an absent metric is None): walk the tree instead."""
+    import math
+
+    where = path or "<root>"
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict) and set(actual) == set(expected), f"{where}: keys {actual!r} vs {expected!r}"
+        for key in expected:
+            assert_close_tree(actual[key], expected[key], rel=rel, abs=abs, path=f"{path}.{key}")
+    elif isinstance(expected, (list, tuple)):
+        assert isinstance(actual, (list, tuple)) and len(actual) == len(expected), f"{where}: {actual!r} vs {expected!r}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_close_tree(a, e, rel=rel, abs=abs, path=f"{path}[{i}]")
+    elif isinstance(expected, bool) or expected is None or isinstance(expected, str):
+        assert actual == expected, f"{where}: {actual!r} != {expected!r}"
+    elif isinstance(expected, (int, float)):
+        assert isinstance(actual, (int, float)) and not isinstance(actual, bool), f"{where}: {actual!r} is not a number"
+        assert math.isclose(actual, expected, rel_tol=rel, abs_tol=abs), f"{where}: {actual!r} != {expected!r}"
+    else:
+        assert actual == expected, f"{where}: {actual!r} != {expected!r}"
