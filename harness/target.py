@@ -143,6 +143,8 @@ def _probe(base: str, model: str, scenario: Scenario) -> bool:
     only takes OpenAI's fields) fails here with its own message, before any load is sent.
     """
     from harness.client.adapters.base import Prompt, get_adapter
+    from harness.client.http_stream import StreamError
+    from harness.client import probe
     from harness.client.request import sampling_fields
 
     adapter = get_adapter(scenario.target.api)
@@ -156,10 +158,17 @@ def _probe(base: str, model: str, scenario: Scenario) -> bool:
             options["continuous_usage_stats"] = True
         body = adapter.build_body(Prompt("", "hello", 2), model, sampling_fields(scenario.sampling), options)
         try:
-            status, raw = _http("POST", base + adapter.path, body, headers, timeout=60.0)
-        except OSError as exc:
-            raise TargetError(f"target {base}{adapter.path}: no answer to a test request ({exc})") from None
+            res = probe.send_probe(base, adapter.path, headers, json.dumps(body).encode())
+        except StreamError as exc:
+            raise TargetError(f"target {base}{adapter.path}: no usable answer to a test request within "
+                              f"{probe.PROBE_DEADLINE_S:g} s ({exc.kind}: {exc.detail})") from None
+        except ValueError as exc:  # a header value with a line break
+            raise TargetError(f"target.headers: {exc}; remove it") from None
+        status, raw = res.status, res.body
         if status == 200:
+            problem = probe.stream_problem(res, adapter)
+            if problem:
+                raise TargetError(f"target {base}{adapter.path} answered a test request with 200 but {problem}")
             return continuous
         text = raw.decode("utf-8", "replace")[:300]
         if status == 404:

@@ -113,3 +113,37 @@ def test_models_endpoint_missing_still_works_with_a_model() -> None:
     with RawServer([_json("404 Not Found", {"detail": "Not Found"}), SSE_OK, SSE_OK]) as server:
         info = preflight(server.url, "given", _scenario())
     assert info["model"] == "given" and info["models"] == []
+
+
+# ---- a 200 is not a passed probe unless it is a stream the run can read (audit Low 12)
+def _raw200(head: str, body: bytes) -> list:  # type: ignore[type-arg]
+    return [("request",), ("send", (f"HTTP/1.1 200 OK\r\n{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+                                   + body), ("close",)]
+
+
+@pytest.mark.parametrize("answer, says", [
+    (_raw200("Content-Type: text/html\r\n", b"<html><h1>Welcome to nginx!</h1></html>"), "HTML page"),
+    (_raw200("Content-Type: application/json\r\n", b'{"choices": [{"message": {"content": "hi"}}]}'), "ignored stream: true"),
+    (_raw200("Content-Type: text/event-stream\r\nContent-Encoding: gzip\r\n", b"\x1f\x8b\x08junk"), "gzip-encoded"),
+    (_raw200("Content-Type: text/event-stream\r\n", b'data: {"choices": ["x"]}\n\ndata: [DONE]\n\n'), "malformed"),
+    (_raw200("Content-Type: text/event-stream\r\n", b'data: {"choices": [{"delta": {"content": "a"}}]}\n\n'), "incomplete"),
+    (_raw200("Content-Type: text/event-stream\r\n", b": only a comment\n\n"), "without any data"),
+], ids=["html", "json", "gzip", "junk_event", "no_end", "no_data"])
+def test_a_200_that_is_not_a_usable_stream_fails_the_probe(answer: list, says: str) -> None:  # type: ignore[type-arg]
+    with RawServer([MODELS, answer]) as server:
+        with pytest.raises(TargetError) as exc:
+            preflight(server.url, "m1", _scenario(continuous_usage="off"))
+    assert "answered a test request with 200 but" in str(exc.value) and says in str(exc.value)
+
+
+def test_never_ending_probe_stream_hits_the_probe_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe has its own total deadline (audit High 2: preflight hung forever on an endless stream)."""
+    from harness.client import probe
+
+    monkeypatch.setattr(probe, "PROBE_DEADLINE_S", 1.0)
+    endless = [("request",), ("send", sse_head())] + [
+        ("send", chunked(b'data: {"choices":[{"delta":{"content":"t"}}]}\n\n')[:-5]), ("sleep", 0.02)] * 400 + [("hold",)]
+    with RawServer([MODELS, endless]) as server:
+        with pytest.raises(TargetError) as exc:
+            preflight(server.url, "m1", _scenario(continuous_usage="off"))
+    assert "within 1 s" in str(exc.value) and "timeout" in str(exc.value)

@@ -28,6 +28,9 @@ SCM_TIMESTAMPNS = getattr(socket, "SCM_TIMESTAMPNS", SO_TIMESTAMPNS)
 _CMSG_SPACE = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
 _TIMESPEC = struct.Struct("@qq")
 READ_SIZE = 65536
+#: the longest SSE line (and the largest non-SSE body) kept in memory; a server that streams
+#: without a newline is cut here (a "malformed" error) instead of growing the client without bound
+MAX_LINE_BYTES = 32 << 20
 
 perf_ns = time.perf_counter_ns
 wall_ns = time.time_ns
@@ -192,7 +195,7 @@ class ResponseParser:
     """
 
     __slots__ = ("res", "done", "_buf", "_head_done", "_chunked", "_length", "_received", "_sse",
-                 "_pending", "_need", "_trailer", "_body")
+                 "_pending", "_need", "_trailer", "_body", "_body_bytes")
 
     def __init__(self) -> None:
         self.res = StreamResult()
@@ -207,6 +210,7 @@ class ResponseParser:
         self._need = -1  # bytes left in the current chunk; -1 = expecting a size line
         self._trailer = False  # after the last chunk: trailer lines up to an empty line
         self._body: list[bytes] = []
+        self._body_bytes = 0
 
     def feed(self, data: bytes, stamp: int) -> None:
         res = self.res
@@ -268,12 +272,18 @@ class ResponseParser:
         self._sse = "text/event-stream" in hdrs.get("content-type", "")
 
     def _lines(self, stamp: int) -> None:
+        if b"\r" in self._pending:
+            # the SSE spec allows CRLF, LF and a lone CR as line ends; a CRLF split across two
+            # reads gives one extra empty line, which only ends an event
+            self._pending = self._pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if b"\n" in self._pending:
             *complete, self._pending = self._pending.split(b"\n")
             lines = self.res.lines
             for line in complete:
                 if line.startswith(b"data:"):
                     lines.append((stamp, line))
+        if len(self._pending) > MAX_LINE_BYTES:
+            raise StreamError("malformed", f"SSE line longer than {MAX_LINE_BYTES >> 20} MiB without a line end; cut")
 
     def _check_length(self) -> None:
         if self._length is not None and self._received >= self._length:
@@ -286,8 +296,14 @@ class ResponseParser:
             self._pending += data
             self._lines(stamp)
         else:
-            self._body.append(data)
+            self._keep_body(data)
         self._check_length()
+
+    def _keep_body(self, data: bytes) -> None:
+        self._body.append(data)
+        self._body_bytes += len(data)
+        if self._body_bytes > MAX_LINE_BYTES:
+            raise StreamError("malformed", f"non-streamed body larger than {MAX_LINE_BYTES >> 20} MiB; cut")
 
     def _feed_chunked(self, data: bytes, stamp: int) -> None:
         if self._buf:
@@ -343,7 +359,7 @@ class ResponseParser:
             if sse:
                 self._pending += piece
             else:
-                self._body.append(piece)
+                self._keep_body(piece)
         if pos < size and not self.res.complete:
             self._buf = data[pos:]
         if sse and self._pending:

@@ -2,7 +2,8 @@
 
 Error kinds: http_429, http_5xx, http_4xx (with the server's message), connect,
 connect_timeout, timeout, disconnect (closed mid-stream), malformed (bad SSE/JSON),
-server_error (an error event inside the stream), incomplete (no [DONE]), empty_output.
+server_error (an error event inside the stream), incomplete (no [DONE]), empty_output,
+cut (still in flight at the run's drain deadline, harness.load.deadlines).
 Nothing hangs: every request has a deadline.
 """
 

@@ -63,9 +63,15 @@ def interpret(
             msg = err.get("message", err) if isinstance(err, dict) else err
             raise SSEError("server_error", f"error event mid-stream: {str(msg)[:200]}")
         ev_usage = event.get("usage")
+        if ev_usage is not None:
+            _check_usage(ev_usage, payload)
         if ev_usage:
             usage = ev_usage
-        text = content_of(event)
+        try:
+            text = content_of(event)
+        except (ValueError, TypeError, AttributeError, IndexError, KeyError) as exc:
+            # a server's odd event shape is the server's fault: count it, never crash the load process
+            raise SSEError("malformed", f"unexpected event shape ({exc}): {payload[:120]!r}") from None
         if text is not None:
             last_choice_event = event
         if text:
@@ -98,6 +104,25 @@ def interpret(
     if not done and not finished and rec.error_kind is None:
         rec.error_kind = "incomplete"
         rec.error_detail = "stream ended without a finish_reason or data: [DONE]"
+
+
+_COUNT_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def _check_usage(usage: Any, payload: bytes) -> None:
+    """`usage` must be an object whose token counts are integers (or absent/null)."""
+    if not isinstance(usage, dict):
+        raise SSEError("malformed", f"usage is not an object: {payload[:120]!r}")
+    for name in _COUNT_FIELDS:
+        value = usage.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise SSEError("malformed", f"usage.{name} is not a token count ({str(value)[:40]!r}): {payload[:120]!r}")
+    details = usage.get("prompt_tokens_details")
+    if details is not None and not isinstance(details, dict):
+        raise SSEError("malformed", f"usage.prompt_tokens_details is not an object: {payload[:120]!r}")
+    cached = details.get("cached_tokens") if details else None
+    if cached is not None and (isinstance(cached, bool) or not isinstance(cached, int)):
+        raise SSEError("malformed", f"usage.prompt_tokens_details.cached_tokens is not a token count: {payload[:120]!r}")
 
 
 def _tokens_per_chunk(

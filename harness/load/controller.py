@@ -26,6 +26,7 @@ from harness.client.request import (
     build_payload,
     sampling_fields,
 )
+from harness.load.deadlines import request_timeout_s
 from harness.load.plan import LoadPlan
 from harness.metrics.record import RequestRecord
 from harness.metrics.recorder import ALL, MetricSet
@@ -67,7 +68,7 @@ class LoadController:
             sampling=sampling,
             stream_options=stream_options,
             headers=base_headers(api_key, sc.target.headers),
-            timeout_s=sc.target.timeout_s,
+            timeout_s=request_timeout_s(sc),
         )
         slos = {c.name: sc.slo_for(c.name).model_dump() for c in sc.workload.classes}
         slos[ALL] = sc.slo.model_dump()
@@ -140,6 +141,16 @@ class LoadController:
             self.phase = DONE
             self.emit({"event": "drained", "t": time.time()})
             self.on_done()
+
+    def tick(self) -> None:
+        """Close the window when its duration is over, even if no user is free to ask for work
+        (every user inside a stalled or endless request would otherwise hold the window open)."""
+        load = self.scenario.load
+        if (self.phase == MEASURE and load.duration_s is not None and self.window_start_ns is not None
+                and perf_ns() - self.window_start_ns >= load.duration_s * 1e9):
+            self._prefetched.clear()
+            end = self.window_start_ns + round(load.duration_s * 1e9)
+            self._end_window(end if self.open_loop else None)
 
     def stop(self) -> None:
         """Stop handing out work (Ctrl-C, SIGTERM, or a runner stop)."""

@@ -24,6 +24,7 @@ from harness.client.http_stream import warm_kernel_timestamps
 from harness.errors import UserError
 from harness.load import user as user_module
 from harness.load.controller import DONE, DRAIN, LoadController
+from harness.load.deadlines import drain_s
 from harness.load.gc_policy import GCPolicy
 from harness.load.plan import LoadPlan
 
@@ -64,10 +65,15 @@ def run(plan: LoadPlan) -> dict:
     ctrl.start()
     runner.start(users, spawn_rate=spawn_rate, wait=False)
     progress = gevent.spawn(_progress)
-    # wait for the window to end, then for in-flight requests (bounded by the grace period)
+    # wait for the window to end (closed on time by tick(), even when every user is stuck inside
+    # a request), then for in-flight requests up to the drain deadline; then cut and count them
     while ctrl.phase not in (DRAIN, DONE):
         finished.wait(0.2)
-    finished.wait(plan.stop_grace_s)
+        ctrl.tick()
+    drain = drain_s(ctrl.scenario, plan.stop_grace_s)
+    finished.wait(drain)
+    if not finished.is_set() and user_module.cut_in_flight(f"still in flight {drain:g} s after the window ended (drain deadline)"):
+        finished.wait(5.0)  # the cut requests reach the Finisher and are recorded
     runner.stop()
     finisher.drain()  # requests that finished but were not yet recorded
     ctrl.cut_at_end = ctrl.in_flight

@@ -15,7 +15,7 @@ import gevent.event
 from locust import User, constant, task
 from locust.exception import StopUser
 
-from harness.client.http_stream import Connection, Endpoint, StreamResult, perf_ns
+from harness.client.http_stream import Connection, Endpoint, StreamError, StreamResult, perf_ns
 from harness.client.reactor import ReactorConnection
 from harness.client.request import finalize, transfer
 from harness.load.controller import LoadController
@@ -25,6 +25,19 @@ from harness.metrics.record import RequestRecord
 CONTROLLER: LoadController | None = None
 FINISHER: Finisher | None = None
 PREFETCHER: gevent.Greenlet | None = None
+#: user greenlets inside a request (connect, send, read): what a drain deadline cuts
+IN_FLIGHT: set[gevent.Greenlet] = set()
+
+
+def cut_in_flight(detail: str) -> int:
+    """End every request still in flight with error kind `cut` (the drain deadline passed).
+
+    The request's greenlet gets a StreamError at the point it waits, so `transfer` records it
+    like any transport failure and the Finisher counts it; nothing is silently dropped."""
+    victims = list(IN_FLIGHT)
+    for g in victims:
+        g.kill(exception=StreamError("cut", detail), block=False)
+    return len(victims)
 
 
 class Finisher:
@@ -53,9 +66,16 @@ class Finisher:
         rec, res = self.queue.popleft()
         ctrl = self.ctrl
         if res is not None:
-            finalize(rec, res, ctrl.spec, ctrl.count_tokens)
+            try:
+                finalize(rec, res, ctrl.spec, ctrl.count_tokens)
+            except Exception as exc:  # noqa: BLE001 - a response we cannot read is counted, never a lost run
+                rec.error_kind = "malformed"
+                rec.error_detail = f"could not interpret the response ({type(exc).__name__}: {str(exc)[:160]})"
         ctrl.finish(rec)
-        self.report(rec)
+        try:
+            self.report(rec)
+        except Exception:  # noqa: BLE001 - Locust's stats / live metrics are secondary to the record
+            pass
 
     def _run(self) -> None:
         while True:
@@ -150,7 +170,12 @@ class LLMUser(User):
                 pass
             _sleep_until(item.intended_ns)
         rec = ctrl.new_record(item)
-        res = transfer(self.conn, ctrl.spec, item.payload, rec)
+        me = gevent.getcurrent()
+        IN_FLIGHT.add(me)
+        try:
+            res = transfer(self.conn, ctrl.spec, item.payload, rec)
+        finally:
+            IN_FLIGHT.discard(me)
         FINISHER.put(rec, res)  # type: ignore[union-attr]
         if rec.error_kind in ("connect", "connect_timeout") and item.intended_ns is None:
             # closed loop against a target that refuses connections: back off (50 ms doubling

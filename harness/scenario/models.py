@@ -217,7 +217,8 @@ class Target(Strict):
         default=None, description="Name of the environment variable holding the API key (never the key)"
     )
     headers: dict[str, str] = Field(default_factory=dict)
-    timeout_s: Annotated[float, Field(gt=0)] = 600.0
+    timeout_s: Annotated[float, Field(gt=0)] | None = Field(
+        default=None, description="per-request timeout; none = scaled to the run (harness.load.deadlines)")
     continuous_usage: Literal["auto", "on", "off"] = "auto"
 
 

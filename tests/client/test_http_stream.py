@@ -287,3 +287,24 @@ def test_kernel_stamp_is_arrival_time_user_stamp_is_read_time() -> None:
         client.close()
         server.close()
     listener.close()
+
+
+def test_cr_only_line_endings_parse() -> None:
+    """The SSE spec allows a lone CR as the line end (audit Low 18: every request was malformed)."""
+    events = (b'data: {"choices":[{"delta":{"content":" a"}}]}\r\r', b'data: {"choices":[{"delta":{"content":" b"}}]}\r\r',
+              b"data: [DONE]\r\r")
+    with RawServer([[("request",), ("send", sse_head() + chunked(*events)), ("hold",)]]) as server:
+        _conn, _sent, res = _request(server)
+    assert [line for _, line in res.lines] == [e.rstrip(b"\r") for e in events] and res.complete
+
+
+def test_line_without_newline_is_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server streaming data with no line end is cut at MAX_LINE_BYTES, not buffered without bound."""
+    monkeypatch.setattr(http_stream, "MAX_LINE_BYTES", 256 << 10)
+    blob = b"z" * 65536
+    script = [("request",), ("send", sse_head() + b"7\r\ndata: {\r\n")]
+    script += [("send", b"%x\r\n%s\r\n" % (len(blob), blob))] * 64 + [("hold",)]
+    with RawServer([script]) as server:
+        with pytest.raises(StreamError) as exc:
+            _request(server)
+    assert exc.value.kind == "malformed" and "line" in exc.value.detail

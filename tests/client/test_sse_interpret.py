@@ -178,3 +178,37 @@ def test_adapters_build_streaming_bodies() -> None:
     assert COMPL.build_body(Prompt("", "hi", 3), "m", {}, so)["prompt"] == "hi"
     assert CHAT.finish_reason({"choices": [{"finish_reason": "length"}]}) == "length"
     assert CHAT.finish_reason({"choices": []}) is None
+
+
+# ---- odd event shapes from a broken server: counted as malformed, never an exception
+# (reliability audit 2026-12-01, High 1: each of these crashed the load process and lost the run)
+@pytest.mark.parametrize("event", [
+    b'data: {"choices": [{"delta": {"content": " a"}}], "usage": "lots"}',
+    b'data: {"choices": [{"delta": {"content": " a"}}], "usage": [1, 2]}',
+    b'data: {"choices": [{"delta": {"content": " a"}}], "usage": {"completion_tokens": "one"}}',
+    b'data: {"choices": [{"delta": {"content": " a"}}], "usage": {"prompt_tokens": 1.5}}',
+    b'data: {"choices": [{"delta": {"content": " a"}}], "usage": {"prompt_tokens_details": "x"}}',
+    b'data: {"choices": ["x"]}',
+    b'data: {"choices": {"0": {}}}',
+    b'data: {"choices": [{"delta": "str"}]}',
+    b'data: {"choices": [{"delta": {"content": 5}}]}',
+    b'data: {"choices": [{"delta": {"content": ["x"]}}]}',
+    b'data: {"choices": [{"delta": {"reasoning_content": {"a": 1}}}]}',
+], ids=["usage_str", "usage_list", "tokens_str", "tokens_float", "details_str", "choice_str", "choices_dict",
+        "delta_str", "content_int", "content_list", "reasoning_obj"])
+def test_junk_event_shapes_are_malformed(event: bytes) -> None:
+    with pytest.raises(SSEError) as exc:
+        run([(1_000, ev({"content": " ok"})), (2_000, event), (3_000, DONE)])
+    assert exc.value.kind == "malformed"
+
+
+def test_junk_completions_text_is_malformed() -> None:
+    with pytest.raises(SSEError) as exc:
+        run([(1_000, b'data: {"choices": [{"text": 7}]}'), (2_000, DONE)], adapter=COMPL)
+    assert exc.value.kind == "malformed"
+
+
+def test_null_usage_and_null_content_are_fine() -> None:
+    rec = run([(1_000, b'data: {"choices": [{"delta": {"content": null}}], "usage": null}'),
+               (2_000, ev({"content": " a"})), (3_000, DONE)])
+    assert rec.error_kind is None and rec.chunk_ns == [2_000]

@@ -37,6 +37,30 @@ class ApiAdapter(Protocol):
 ADAPTERS: Registry[ApiAdapter] = Registry("api")
 
 
+def first_choice(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The event's first choice, None when it has none; ValueError when the shape is wrong
+    (a server's junk must become a counted malformed event, not a crash)."""
+    choices = event.get("choices")
+    if not choices:
+        return None
+    if not isinstance(choices, list):
+        raise ValueError("choices is not a list")
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise ValueError("choices[0] is not an object")
+    return choice
+
+
+def text_field(obj: dict[str, Any], name: str) -> str:
+    """A text field of a choice or delta: "" when absent or null; ValueError when not a string."""
+    value = obj.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} is not a string ({type(value).__name__})")
+    return value
+
+
 def get_adapter(name: str) -> ApiAdapter:
     # import the built-in adapters so they register themselves
     from harness.client.adapters import openai_chat, openai_completions  # noqa: F401

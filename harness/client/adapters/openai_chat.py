@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.client.adapters.base import ADAPTERS, Prompt
+from harness.client.adapters.base import ADAPTERS, Prompt, first_choice, text_field
 
 
 class OpenAIChat:
@@ -33,17 +33,19 @@ class OpenAIChat:
         }
 
     def content(self, event: dict[str, Any]) -> str | None:
-        choices = event.get("choices")
-        if not choices:
+        choice = first_choice(event)
+        if choice is None:
             return None
-        delta = choices[0].get("delta") or {}
-        text = delta.get("content") or ""
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+        delta = choice.get("delta") or {}
+        if not isinstance(delta, dict):
+            raise ValueError("choices[0].delta is not an object")
+        text = text_field(delta, "content")
+        reasoning = text_field(delta, "reasoning_content") or text_field(delta, "reasoning")
         return reasoning + text if reasoning else text
 
     def finish_reason(self, event: dict[str, Any]) -> str | None:
-        choices = event.get("choices")
-        return choices[0].get("finish_reason") if choices else None
+        choice = first_choice(event)
+        return choice.get("finish_reason") if choice is not None else None
 
 
 ADAPTERS.add(OpenAIChat.name, OpenAIChat())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.client.adapters.base import ADAPTERS, Prompt
+from harness.client.adapters.base import ADAPTERS, Prompt, first_choice, text_field
 
 
 class OpenAICompletions:
@@ -23,14 +23,14 @@ class OpenAICompletions:
         }
 
     def content(self, event: dict[str, Any]) -> str | None:
-        choices = event.get("choices")
-        if not choices:
+        choice = first_choice(event)
+        if choice is None:
             return None
-        return choices[0].get("text") or ""
+        return text_field(choice, "text")
 
     def finish_reason(self, event: dict[str, Any]) -> str | None:
-        choices = event.get("choices")
-        return choices[0].get("finish_reason") if choices else None
+        choice = first_choice(event)
+        return choice.get("finish_reason") if choice is not None else None
 
 
 ADAPTERS.add(OpenAICompletions.name, OpenAICompletions())
