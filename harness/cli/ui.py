@@ -27,14 +27,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "directory (summary.json, histograms.json, requests.jsonl, report) like `harness run`; the LLM "
                     "tabs and the /llm dashboard update live. Unknown flags go to Locust (see `locust --help`).",
     )
-    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("scenario", nargs="+", metavar="SCENARIO",
+                   help="scenario YAML file(s), or a directory of them: the only scenarios the web form can run "
+                        "(the first is the form's default)")
     p.add_argument("--target", help="base URL of an OpenAI-compatible server (default: start the simulated engine)")
     p.add_argument("--model", help="model name (default: the first one /v1/models lists)")
     p.add_argument("--web-host", default="127.0.0.1", help="address the web UI binds to (default 127.0.0.1; '*' = all)")
     p.add_argument("--web-port", type=int, default=8089, help="web UI port (default 8089)")
     p.add_argument("--web-login", action="store_true", help="require a login (Locust's --web-login, passed through)")
     p.add_argument("--processes", type=int, default=0, metavar="N",
-                   help="N local worker processes (Locust forks them); each measures its share, the UI merges them")
+                   help="N local worker processes (Locust forks them; they talk to the master on loopback, on a free "
+                        "port); each measures its share, the UI merges them")
     p.add_argument("--master", action="store_true",
                    help="wait for workers from other machines (`harness worker --master-host THIS_HOST`)")
     p.add_argument("--master-bind-host", default="*", help="with --master: address workers connect to (default: all)")
@@ -59,15 +62,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def locust_argv(args: argparse.Namespace) -> list[str]:
-    """The `locust` command line for `harness ui` arguments."""
-    scenario = Path(args.scenario)
-    if not scenario.is_file():
-        raise UserError(f"{scenario}: no such scenario file")
+    """The `locust` command line for `harness ui` arguments (the allowed scenarios go in the
+    environment: `ui_environment`)."""
+    from harness.limits import check_processes
+    from harness.load.web_guard import ScenarioChoices
     from harness.scenario import load_scenario
 
+    choices = ScenarioChoices.from_args(list(args.scenario))
+    scenario = choices.default
+    assert scenario is not None
     load_scenario(scenario)  # a broken scenario fails here, one line per problem
     if args.processes < 0:
         raise UserError("--processes must be >= 0")
+    check_processes(args.processes, "--processes")
     if args.processes and args.master:
         raise UserError("--processes starts local workers and --master waits for remote ones; use one of them")
     argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--scenario", str(scenario.resolve()),
@@ -82,7 +89,11 @@ def locust_argv(args: argparse.Namespace) -> list[str]:
     if args.web_login:
         argv.append("--web-login")
     if args.processes:
-        argv += ["--processes", str(args.processes)]
+        from harness.target import free_port
+
+        port = str(free_port())  # local workers only: loopback, and no fixed port to collide on
+        argv += ["--processes", str(args.processes), "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
+                 "--master-port", port]
     if args.master:
         argv += ["--master", "--master-bind-host", args.master_bind_host, "--master-bind-port", str(args.master_bind_port)]
     if args.no_telemetry:
@@ -92,11 +103,19 @@ def locust_argv(args: argparse.Namespace) -> list[str]:
     return argv + list(getattr(args, "rest", []) or [])
 
 
+def ui_environment(args: argparse.Namespace) -> dict[str, str]:
+    """The Locust process's environment: the scenarios the form may run (fixed at start)."""
+    from harness.load.web_guard import CHOICES_ENV, ScenarioChoices
+
+    return {**os.environ, CHOICES_ENV: ScenarioChoices.from_args(list(args.scenario)).to_env()}
+
+
 def run(args: argparse.Namespace) -> int:
     argv = locust_argv(args)
+    env = ui_environment(args)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(sys.executable, argv)
+    os.execve(sys.executable, argv, env)
     return 0  # not reached
 
 

@@ -39,6 +39,12 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from harness.errors import UserError
 from harness.load.distributed import Collector, WorkerAgent
+from harness.load.web_guard import (
+    ScenarioChoices,
+    check_form_host,
+    fixed_target,
+    refuse_cross_site,
+)
 from harness.load.plan import LoadPlan
 from harness.metrics.hdr import LATENCY, PERCENTILES, Histogram
 from harness.metrics.recorder import ALL, ClassMetrics, MetricSet
@@ -88,8 +94,11 @@ RUN_TABLE = [{"key": "item", "title": "Item"}, {"key": "value", "title": "Value"
 def add_arguments(parser: Any) -> None:
     """Locust's init_command_line_parser listener: the plugin's flags (some in the web form)."""
     g = parser  # Locust's parser takes include_in_web_ui only on add_argument itself, not on groups
-    g.add_argument("--scenario", default="", include_in_web_ui=True,
-                   help="harness scenario YAML: what to send, how fast, what counts as good")
+    listed = ScenarioChoices.from_env("").names()  # harness ui FILE...: the form offers only these
+    g.add_argument("--scenario", default=listed[0] if listed else "", include_in_web_ui=True,
+                   choices=listed or None,
+                   help="harness scenario YAML (one of the files the UI was started with): what to send, how fast, "
+                        "what counts as good")
     g.add_argument("--measured-window", default="", include_in_web_ui=True,
                    help="seconds; empty = the scenario's stop condition; 0 = until Stop")
     g.add_argument("--open-loop-rate", default="", include_in_web_ui=True,
@@ -269,6 +278,10 @@ class RunSession:
         self.opts = opts
         self.headless = bool(getattr(opts, "headless", False))
         self.results_root = Path(getattr(opts, "results", "results") or "results")
+        # fixed at start: the form may set any parsed option, so these are never read from opts again
+        self.choices = ScenarioChoices.from_env(getattr(opts, "scenario", "") if opts else "")
+        self.cli_host = (environment.host or "").rstrip("/") or None
+        self.model = (getattr(opts, "model", "") if opts else "") or None
         self.state = "idle"
         self.error: list[str] = []
         self.run: Run | None = None
@@ -282,6 +295,7 @@ class RunSession:
         ev.spawning_complete.add_listener(self._on_spawned)
         ev.quitting.add_listener(self._on_quitting)
         self._prepare()
+        self.ui_host = (environment.host or "").rstrip("/")  # what the form shows: --host or the simulator
         if environment.web_ui is not None:
             self._install_web(environment.web_ui)
         gevent.spawn(self._sampler)
@@ -291,13 +305,11 @@ class RunSession:
         """Check the scenario, set the form's defaults from it, start the simulator if needed."""
         path = getattr(self.opts, "scenario", "") if self.opts else ""
         if not path:
-            print("harness: no scenario given. Pass --scenario FILE (harness ui SCENARIO does), "
-                  "or enter the scenario file in the web form's 'scenario' field.", file=sys.stderr)
+            print("harness: no scenario given. Pass --scenario FILE (harness ui SCENARIO does); the web form "
+                  "runs only scenarios given at start.", file=sys.stderr)
             if self.headless:
                 self.env.process_exit_code = 2
                 gevent.spawn_later(0.1, self.env.runner.quit)
-            elif not self.env.host:
-                self._start_sim()
             return
         try:
             scenario = load_scenario(path)
@@ -315,7 +327,7 @@ class RunSession:
         if self.opts.spawn_rate is None:
             users = self.opts.num_users
             self.opts.spawn_rate = users / load.ramp_s if (load.ramp_s > 0 and not load.open_loop) else float(users)
-        if not self.env.host and not scenario.target.url:
+        if not self.env.host and (not scenario.target.url or len(self.choices.files) > 1):
             self._start_sim()
 
     def _start_sim(self) -> None:
@@ -377,10 +389,12 @@ class RunSession:
         )
         from harness.workload.tokenizers import load_tokenizer
 
-        path = getattr(self.opts, "scenario", "")
-        if not path:
-            raise UserError("no scenario: enter a scenario YAML file in the form's 'scenario' field (or pass --scenario)")
+        path = str(self.choices.pick(getattr(self.opts, "scenario", "")))
+        form_host, self.env.host = self.env.host, self.ui_host or None  # Locust copied the form's host there
         base = load_scenario(path)
+        target, source = self._target(base)
+        if _norm(form_host) != self.ui_host:
+            check_form_host(form_host, target, source)
         overrides = self._overrides(base)
         scenario = load_scenario(path, overrides)
         run_dir = RunDir(default_run_dir(scenario.name, self.results_root)).create()
@@ -392,11 +406,10 @@ class RunSession:
         write_text_atomic(run_dir.scenario, dump_scenario(scenario))
         scenario_dir = Path(path).resolve().parent
         tokenizer = load_tokenizer(scenario.workload.tokenizer, scenario_dir)
-        target = (self.env.host or scenario.target.url or "").rstrip("/")
         if not target:
-            raise UserError("no target: give the engine's URL in the form's Host field (or --host)")
+            raise UserError("no target: start harness ui with --target URL (or set target.url in the scenario)")
         run.target_url = target
-        model = getattr(self.opts, "model", "") or scenario.target.model
+        model = self.model or scenario.target.model
         run.info = preflight(target, model or None, scenario)
         WorkloadGenerator(scenario, tokenizer, scenario_dir)  # a bad dataset file fails here, in one line
         if scenario.load.trace is not None:
@@ -432,6 +445,21 @@ class RunSession:
             run.users_seen.append(users)
         print(f"harness: run {run.name}: {scenario.name} -> {target} ({run.info['model']}), "
               f"{self.collector.n} load process(es); results in {run_dir.root}", file=sys.stderr)
+
+    def _target(self, scenario: Scenario) -> tuple[str, str]:
+        """The run's target: --target, else the scenario's target.url, else the simulator."""
+        return fixed_target(self.cli_host, scenario.target.url, self.sim.url if self.sim is not None else None)
+
+    def check_swarm_form(self, form: Any) -> list[str]:
+        """The form's scenario and host, checked before Locust acts on them: [] or the error lines."""
+        try:
+            path = self.choices.pick(form.get("scenario", getattr(self.opts, "scenario", "")))
+            target, source = self._target(load_scenario(path))
+            if "host" in form and _norm(form.get("host")) != self.ui_host:
+                check_form_host(form.get("host"), target, source)
+        except UserError as exc:
+            return exc.lines
+        return []
 
     def _fail(self, lines: list[str], stop: bool = True) -> None:
         self.error = list(lines)
@@ -657,6 +685,7 @@ class RunSession:
             "locust_state": getattr(runner, "state", None),
             "users": int(getattr(runner, "user_count", 0) or 0),
             "scenario_path": getattr(self.opts, "scenario", ""),
+            "scenarios": self.choices.names(),
             "host": self.env.host,
             "simulated": self.sim is not None and self.env.host == self.sim.url,
         }
@@ -787,6 +816,20 @@ class RunSession:
         ]
         app = web_ui.app
         auth = web_ui.auth_required_if_enabled
+        loopback_only = _is_loopback_bind(getattr(self.opts, "web_host", "") or "")
+
+        @app.before_request
+        def guard() -> Any:
+            """No state change from another site's page; the form picks only what the CLI allowed."""
+            why = refuse_cross_site(request.method, request.headers, loopback_only)
+            if why:
+                log.warning("harness: refused %s %s: %s", request.method, request.path, why)
+                return jsonify({"success": False, "message": f"refused: {why}"}), 403
+            if request.method == "POST" and request.path == f"{base}/swarm":
+                lines = self.check_swarm_form(request.form)
+                if lines:
+                    return jsonify({"success": False, "message": "; ".join(lines), "host": self.env.host}), 400
+            return None
 
         @app.route(f"{base}/llm")
         @auth
@@ -847,6 +890,22 @@ def _number(text: Any, name: str) -> float | None:
     if value < 0:
         raise UserError(f"{name}: must be >= 0 (got {value:g})")
     return value
+
+
+def _norm(url: Any) -> str:
+    return str(url or "").strip().rstrip("/")
+
+
+def _is_loopback_bind(host: str) -> bool:
+    """Whether the web UI listens on loopback only (then a Host that is not loopback is a rebinding)."""
+    import ipaddress
+
+    if host in ("localhost",):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # '*', '', a name: reachable from elsewhere, any Host is possible
 
 
 def _ms(value: float | None, digits: int) -> str:

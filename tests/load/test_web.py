@@ -194,8 +194,8 @@ def test_without_a_scenario_the_plugin_says_how_to_give_one(tmp_path: Path) -> N
 
 
 def test_a_target_that_is_down_is_reported_in_the_ui_not_as_user_errors(ui_factory) -> None:  # type: ignore[no-untyped-def]
-    ui = ui_factory()
-    res = ui.post("/swarm", {"user_count": "2", "spawn_rate": "2", "host": f"http://127.0.0.1:{free_port()}"})
+    ui = ui_factory("--target", f"http://127.0.0.1:{free_port()}")  # the target is fixed at start, never by the form
+    res = ui.post("/swarm", {"user_count": "2", "spawn_rate": "2", "host": ui.get("/llm/api/live")["host"]})
     assert res.get("success"), res
     ui.wait_for(lambda: ui.get("/llm/api/live")["state"] == "error", 30, "the error state")
     live = ui.get("/llm/api/live")
