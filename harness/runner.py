@@ -48,6 +48,8 @@ class RunOptions:
     write_report: bool = True
     processes: int = 1
     scenario_path: str | None = None
+    #: `--percentiles`: the console table's columns, read from the HDR histograms (None: the summary's)
+    percentiles: tuple[float, ...] | None = None
     labels: dict[str, str] = field(default_factory=dict)  # e.g. sweep config id, for exporters
     kernel_stamps: bool = True
     stop_grace_s: float = 30.0
@@ -188,7 +190,12 @@ def _measure(
     write_json_atomic(run_dir.histograms, metrics.to_dict())
     write_json_atomic(run_dir.summary, summary.model_dump(mode="json"))
     if opts.show_progress:
-        print_summary(summary, run_dir.root)
+        chosen = None
+        if opts.percentiles:
+            from harness.results.export import chosen as chosen_percentiles
+
+            chosen = chosen_percentiles(metrics.to_dict(), opts.percentiles)
+        print_summary(summary, run_dir.root, chosen=chosen)
     if opts.write_report:
         _write_report(run_dir.root, opts.show_progress)
     if status == "partial" and follower.interrupted:

@@ -92,6 +92,10 @@ def preflight(url: str, model: str | None, scenario: Scenario) -> dict[str, Any]
         raise TargetError(f"target {base}: cannot connect ({reason}); start the engine or fix --target") from None
     if status in (401, 403):
         raise TargetError(_refused(base, status, scenario))
+    if status != 200 and base.endswith("/v1"):
+        root = base.removesuffix("/v1")
+        raise TargetError(f"target {base}: {status} on {base}/v1/models; give the server root, --target {root} "
+                          "(the harness adds /v1/...)")
     models: list[str] = []
     max_model_len = None
     if status == 200:

@@ -13,6 +13,7 @@ import os
 import sys
 
 from harness import __version__
+from harness.cli import help_format
 from harness.errors import UserError
 
 #: command name -> module path; the module adds its own parser.
@@ -25,6 +26,7 @@ COMMANDS = {
     "baseline": "harness.cli.baseline",
     "ui": "harness.cli.ui",
     "gh-summary": "harness.cli.gh_summary",
+    "completion": "harness.cli.completion",
 }
 
 
@@ -43,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # command not built yet
             raise
         module.add_parser(sub)
+    help_format.apply(parser)
     return parser
 
 

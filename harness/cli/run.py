@@ -8,6 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
+from harness.cli.run_flags import (add_run_flags, chosen_percentiles, duration_arg, extra_overrides, load_run_scenario,
+                                   warmup_arg, write_exports)
 from harness.results.layout import default_run_dir
 
 
@@ -15,16 +17,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a scenario (no --target: against the built-in simulated engine)",
                        description="Run one scenario and write a run directory with summary.json, histograms, "
                                    "requests.jsonl and a report.")
-    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("scenario", nargs="?",
+                   help="scenario YAML file (none: a quick run from --input-tokens/--output-tokens)")
     p.add_argument("--target", help="base URL of an OpenAI-compatible server (default: start the simulated engine)")
     p.add_argument("--model", help="model name (default: the first one /v1/models lists)")
     p.add_argument("--api", choices=["openai-chat", "openai-completions"], help="API to call")
     p.add_argument("--out", type=Path, help="run directory (default: results/<UTC time>-<scenario name>)")
-    p.add_argument("--concurrency", type=int, help="closed loop with N users (replaces the file's load mode)")
+    p.add_argument("-u", "--concurrency", "--users", type=int, help="closed loop with N users (replaces the file's load mode)")
     p.add_argument("--rate", type=float, help="open loop at R requests/s (replaces the file's load mode)")
-    p.add_argument("--duration", type=float, help="measured window in seconds")
+    p.add_argument("-r", "--spawn-rate", type=float, metavar="USERS_PER_S",
+                   help="closed loop: start this many users per second (Locust's -r; sets load.ramp_s)")
+    p.add_argument("-t", "--duration", "--run-time", type=duration_arg,
+                   help="measured window: seconds or 30s, 5m, 1h30m")
     p.add_argument("--requests", type=int, help="measured request count")
-    p.add_argument("--warmup", type=float, help="warmup seconds (excluded from results)")
+    p.add_argument("--warmup", type=warmup_arg, help="warmup: seconds or 30s, 1m (excluded from results)")
     p.add_argument("--seed", type=int, help="workload seed")
     p.add_argument("--processes", type=int, default=1, help="load processes (more client CPU; results merged)")
     p.add_argument("--distributed", type=int, default=0, metavar="N",
@@ -41,6 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST", help="address for --metrics-port (default 127.0.0.1)")
     p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
                    help="label for the live metrics' harness_run_info (config=... also labels every series); repeatable")
+    add_run_flags(p)
     p.set_defaults(func=run)
 
 
@@ -68,9 +75,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     from harness.errors import UserError
     from harness.runner import RunOptions, run_scenario
-    from harness.scenario import load_scenario
-
-    scenario = load_scenario(args.scenario, overrides_from_args(args))
+    scenario = load_run_scenario(args, {**overrides_from_args(args), **extra_overrides(args)})
     if args.processes < 1:
         raise UserError("--processes must be at least 1")
     if args.distributed < 0 or (args.distributed and args.processes > 1):
@@ -91,10 +96,12 @@ def run(args: argparse.Namespace) -> int:
         labels=_labels(args.label),
         metrics_port=args.metrics_port or None,
         metrics_host=args.metrics_host,
+        percentiles=chosen_percentiles(args),
     )
     if args.metrics_port and not 0 < args.metrics_port < 65536:
         raise UserError(f"--metrics-port {args.metrics_port}: not a port number")
     summary = run_scenario(scenario, opts)
+    write_exports(args, out)
     if summary.requests.completed == 0:
         errors = ", ".join(f"{k} {v}" for k, v in summary.requests.errors_by_kind.items()) or "none sent"
         print(f"error: no request completed in the measured window ({errors}); see {out}/requests.jsonl and "

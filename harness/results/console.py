@@ -92,7 +92,15 @@ def _row(name: str, d: Dist | None, digits: int = 1) -> str:
             f"{_fmt(d.p999, digits):>10}{_fmt(d.max, digits):>10}{_fmt(d.mean, digits):>10}")
 
 
-def print_summary(s: RunSummary, run_dir: Path, file=None) -> None:  # type: ignore[no-untyped-def]
+def _chosen_row(name: str, row: dict[str, Any] | None, cols: list[str], digits: int) -> str:
+    if not row or not row.get("count"):
+        return f"  {name:<22}{'-':>10}"
+    return f"  {name:<22}" + "".join(f"{_fmt(row.get(c), digits):>10}" for c in cols)
+
+
+def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-untyped-def]
+                  chosen: dict[str, dict[str, Any]] | None = None) -> None:
+    """`chosen`: {metric: {"p95": ms, ..., "max", "mean"}} for `--percentiles` (from the HDR histograms)."""
     out = file or sys.stdout
     w = s.window
     p = lambda *a: print(*a, file=out)  # noqa: E731
@@ -102,14 +110,19 @@ def print_summary(s: RunSummary, run_dir: Path, file=None) -> None:  # type: ign
     p(f"window {w.get('duration_s', 0):.1f} s after {w.get('warmup_s', 0):.1f} s warmup; "
       f"fingerprint {s.scenario.get('fingerprint', {}).get('value')}; clock: {s.timing.get('clock')} receive stamps")
     p("")
-    p(f"  {'latency (ms)':<22}{'p50':>10}{'p90':>10}{'p99':>10}{'p99.9':>10}{'max':>10}{'mean':>10}")
+    cols = [c for c in next(iter(chosen.values()), {}) if c not in ("count", "mean", "max")] + ["max", "mean"] if chosen else []
+    if chosen:
+        p(f"  {'latency (ms)':<22}" + "".join(f"{c:>10}" for c in cols))
+    else:
+        p(f"  {'latency (ms)':<22}{'p50':>10}{'p90':>10}{'p99':>10}{'p99.9':>10}{'max':>10}{'mean':>10}")
     labels = {"ttft": "TTFT", "itl_token": "ITL (per token)", "itl_chunk": "ITL (per chunk)",
               "tpot": "TPOT", "e2e": "E2E", "send_lag": "send lag (open loop)"}
     for key, label in labels.items():
         d = s.latency_ms.get(key)
         if key == "send_lag" and (d is None or d.count == 0):
             continue
-        p(_row(label, d, 2 if key.startswith(("itl", "tpot", "send")) else 1))
+        digits = 2 if key.startswith(("itl", "tpot", "send")) else 1
+        p(_chosen_row(label, chosen.get(key), cols, digits) if chosen else _row(label, d, digits))
     r, t = s.requests, s.tokens
     p("")
     p(f"  requests/s {r.rps:,.2f}   completed {r.completed}   failed {r.failed}"

@@ -1,7 +1,7 @@
 """Pydantic models of the scenario file: what to send, how fast, and what counts as good.
 
 Every model forbids unknown keys so a typo is an error, not a silently ignored setting.
-Durations are seconds (`*_s`), latencies milliseconds (`*_ms`), lengths tokens.
+Durations are seconds (`*_s`; `30s`, `5m`, `1h30m` are read too), latencies milliseconds (`*_ms`), lengths tokens.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from harness.scenario.durations import Seconds, rename_duration_key
 
 
 class Strict(BaseModel):
@@ -173,9 +175,11 @@ class Load(Strict):
     trace: Trace | None = None
     burstiness: Annotated[float, Field(gt=0)] = 1.0
     max_in_flight: Annotated[int, Field(gt=0)] = 1024
-    ramp_s: Annotated[float, Field(ge=0)] = 0.0
-    duration_s: Annotated[float, Field(gt=0)] | None = None
+    ramp_s: Annotated[Seconds, Field(ge=0)] = 0.0
+    duration_s: Annotated[Seconds, Field(gt=0)] | None = None
     requests: Annotated[int, Field(gt=0)] | None = None
+
+    _duration_key = model_validator(mode="before")(rename_duration_key)
 
     @model_validator(mode="after")
     def _mode(self) -> Load:
@@ -197,8 +201,10 @@ class Load(Strict):
 class Warmup(Strict):
     """Traffic sent before measuring; excluded from every result."""
 
-    duration_s: Annotated[float, Field(ge=0)] = 0.0
+    duration_s: Annotated[Seconds, Field(ge=0)] = 0.0
     requests: Annotated[int, Field(ge=0)] = 0
+
+    _duration_key = model_validator(mode="before")(rename_duration_key)
 
 
 class Sampling(Strict):
@@ -217,7 +223,7 @@ class Target(Strict):
         default=None, description="Name of the environment variable holding the API key (never the key)"
     )
     headers: dict[str, str] = Field(default_factory=dict)
-    timeout_s: Annotated[float, Field(gt=0)] | None = Field(
+    timeout_s: Annotated[Seconds, Field(gt=0)] | None = Field(
         default=None, description="per-request timeout; none = scaled to the run (harness.load.deadlines)")
     continuous_usage: Literal["auto", "on", "off"] = "auto"
 
@@ -225,8 +231,8 @@ class Target(Strict):
 class Telemetry(Strict):
     enabled: bool = True
     metrics_url: str | None = Field(default=None, description="default: <target>/metrics")
-    interval_s: Annotated[float, Field(gt=0)] = 1.0
-    timeout_s: Annotated[float, Field(gt=0, le=60)] = Field(
+    interval_s: Annotated[Seconds, Field(gt=0)] = 1.0
+    timeout_s: Annotated[Seconds, Field(gt=0, le=60)] = Field(
         default=10.0, description="per-scrape timeout (Prometheus' default); a busy engine's /metrics can take seconds"
     )
     profile: str | None = Field(default=None, description="engine profile; none = detect")

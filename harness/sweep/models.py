@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.scenario.durations import Seconds, rename_duration_key
+
 FlagValue = str | int | float | bool | dict[str, Any] | list[Any] | None
 Flags = dict[str, FlagValue]
 
@@ -44,11 +46,11 @@ class EngineSpec(Strict):
     cwd: str | None = Field(default=None, description="working directory, relative to the sweep file")
     host: str = "127.0.0.1"
     port: int | Literal["auto"] = Field(default="auto", description="fixed port or a free one per start")
-    ready_timeout_s: Annotated[float, Field(gt=0)] = 600.0
-    stop_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    ready_timeout_s: Annotated[Seconds, Field(gt=0)] = 600.0
+    stop_timeout_s: Annotated[Seconds, Field(gt=0)] = 30.0
     ready_path: str | None = Field(default=None, description="custom kind: GET path that answers 200 when ready")
     reset_path: str | None = Field(default=None, description="custom kind: POST path that resets the prefix cache")
-    gpu_release_timeout_s: Annotated[float, Field(ge=0)] = 60.0
+    gpu_release_timeout_s: Annotated[Seconds, Field(ge=0)] = 60.0
     url: str | None = Field(
         default=None, description="kind external: base URL of a server already running (nothing is started or stopped)"
     )
@@ -135,8 +137,10 @@ class SweepWarmup(Strict):
     """Traffic after each engine start, before measuring; replaces the scenarios' own warmup."""
 
     requests: Annotated[int, Field(ge=0)] = 0
-    duration_s: Annotated[float, Field(ge=0)] = 0.0
+    duration_s: Annotated[Seconds, Field(ge=0)] = 0.0
     every_cell: bool = Field(default=False, description="warm up before every cell, not only after a start")
+
+    _duration_key = model_validator(mode="before")(rename_duration_key)
 
 
 class SweepFile(Strict):
