@@ -49,6 +49,22 @@ class Item:
         self.request_id = request_id
 
 
+class Pause:
+    """Not work: the user should sleep until `until_ns` and ask again.
+
+    Open loop only: the warmup schedule has been handed out but its last arrivals have not been
+    sent yet, so the measured window must not open (warmup strictly before the window)."""
+
+    __slots__ = ("until_ns",)
+
+    def __init__(self, until_ns: int) -> None:
+        self.until_ns = until_ns
+
+
+#: how long a user waits between checks while warmup requests handed out are still unsent
+PAUSE_POLL_NS = 2_000_000
+
+
 class LoadController:
     def __init__(self, plan: LoadPlan, emit: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.plan = plan
@@ -103,6 +119,10 @@ class LoadController:
         self._schedule: Iterator[tuple[int, float]] | None = None
         self._prefetched: deque[tuple[int, float | None, Item]] = deque()
         self._warm_schedule: Iterator[tuple[int, float]] | None = None
+        self._warm_peek: tuple[int, float] | None = None
+        self._warm_unsent = 0  # open-loop warmup items handed out whose send has not started
+        self._warm_window_ns: int | None = None  # open loop: the window opens at the warmup schedule's end
+        self.scheduled = 0  # open loop: measured requests handed out ahead of their send time, not yet sent
         self._closed_index = plan.worker
         self._warm_index = plan.worker
         self.cpu_samples: list[float] = []
@@ -162,13 +182,23 @@ class LoadController:
             self._end_window()
 
     # ------------------------------------------------------------------ hand-out
-    def next_item(self) -> Item | None:
-        """The next request for a user, or None when the user should stop."""
+    def next_item(self) -> Item | Pause | None:
+        """The next request for a user, a Pause (open loop: wait, then ask again), or None when
+        the user should stop."""
         now = perf_ns()
         if self.phase == WARMUP:
             item = self._next_warmup(now)
             if item is not None:
                 return item
+            if self.open_loop:
+                # warmup arrivals are handed out ahead of their intended times: the window opens
+                # only when the warmup schedule has ended and every warmup request has been sent,
+                # so the engine never sees the warmup and the measured schedules at once
+                due = self._warm_window_due_ns()
+                if now < due:
+                    return Pause(due)
+                if self._warm_unsent > 0:
+                    return Pause(now + PAUSE_POLL_NS)
             self._begin_measure()
             now = perf_ns()
         if self.phase != MEASURE:
@@ -196,6 +226,7 @@ class LoadController:
             item = self._item(self.generator.request(index), None)
         if offset is not None:
             item.intended_ns = self.window_start_ns + round(offset * 1e9)
+            self.scheduled += 1
         self.sent += 1
         self.in_flight += 1
         return item
@@ -242,10 +273,13 @@ class LoadController:
         if self.open_loop:
             if self._warm_schedule is None:
                 self._warm_schedule = worker_share(arrival_offsets(self.scenario.load, self.scenario.seed + 7919, Path(self.plan.scenario_dir)), self.plan.worker, self.plan.workers)
-            index, offset = next(self._warm_schedule)
+            index, offset = self._warm_peek or next(self._warm_schedule)
+            self._warm_peek = None
             if w.duration_s > 0 and offset >= w.duration_s:
+                self._warm_peek = (index, offset)  # not sent: asked again, still past the end
                 return None
             intended: int | None = self.started_ns + round(offset * 1e9)
+            self._warm_unsent += 1
         else:
             index = self._warm_index
             self._warm_index += self.plan.workers
@@ -254,6 +288,26 @@ class LoadController:
         self.in_flight += 1
         return self._item(self.generator.request(index, warmup=True), intended)
 
+    def _warm_window_due_ns(self) -> int:
+        """Open loop: when the warmup schedule ends, the same instant for every worker.
+
+        By duration: `started + duration_s`. By request count: the intended time of the first
+        arrival after the last warmup one in the global (all-worker) warmup schedule, so the
+        measured schedule follows the warmup one as one continuous arrival process."""
+        if self._warm_window_ns is None:
+            w = self.scenario.warmup
+            end_s = float("inf")
+            if w.duration_s > 0:
+                end_s = w.duration_s
+            if w.requests > 0:
+                offsets = arrival_offsets(self.scenario.load, self.scenario.seed + 7919, Path(self.plan.scenario_dir))
+                for i, offset in enumerate(offsets):
+                    if i == w.requests or offset >= end_s:
+                        end_s = min(end_s, offset)
+                        break
+            self._warm_window_ns = self.started_ns + round(end_s * 1e9)
+        return self._warm_window_ns
+
     def _item(self, planned: PlannedRequest, intended: int | None) -> Item:
         prompt = Prompt(planned.prefix, planned.text, planned.output_tokens, planned.messages)
         rid = f"{'w' if planned.warmup else 'm'}{planned.index}-{os.getpid()}"
@@ -261,7 +315,13 @@ class LoadController:
 
     # ------------------------------------------------------------------ results
     def new_record(self, item: Item) -> RequestRecord:
+        """Called by the user right before the request is sent."""
         p = item.planned
+        if item.intended_ns is not None:
+            if p.warmup:
+                self._warm_unsent -= 1
+            else:
+                self.scheduled -= 1
         return RequestRecord(
             index=p.index,
             class_name=p.class_name,
@@ -297,6 +357,19 @@ class LoadController:
         return good
 
     # ------------------------------------------------------------------ progress
+    @property
+    def in_flight_sent(self) -> int:
+        """Requests on the wire: open loop hands arrivals out ahead of their intended times, and
+        those still waiting to be sent are not in flight (audit D9: "in-flight 142" at 5 s)."""
+        return max(0, self.in_flight - self.scheduled - max(0, self._warm_unsent))
+
+    def shown_phase(self) -> str:
+        """The phase as a person should read it: open loop enters DRAIN as soon as the last
+        arrival inside the window has been handed out, but the window lasts until its end."""
+        if self.phase == DRAIN and self.window_end_ns is not None and perf_ns() < self.window_end_ns:
+            return MEASURE
+        return self.phase
+
     def progress(self) -> dict[str, Any]:
         now_cpu = (time.process_time(), time.perf_counter())
         wall = now_cpu[1] - self._last_cpu[1]
@@ -311,15 +384,16 @@ class LoadController:
         load = self.scenario.load
         line = {
             "t": time.time(),
-            "phase": self.phase,
+            "phase": self.shown_phase(),
             "worker": self.plan.worker,
             "elapsed_s": round(elapsed, 3),
             "duration_s": load.duration_s,
             "requests_target": load.requests,
-            "sent": self.sent,
+            "sent": self.sent - self.scheduled,
             "done": self.done,
             "failed": self.failed,
-            "in_flight": self.in_flight,
+            "in_flight": self.in_flight_sent,
+            "scheduled": self.scheduled,
             "output_tokens": self.output_tokens,
             "warmup_done": self.warm_done,
             "cpu_pct": round(cpu_pct, 1),
@@ -345,6 +419,9 @@ class LoadController:
                 "duration_s": duration,
                 "warmup_s": (start - self.started_ns) / 1e9 if start else 0.0,
                 "warmup_requests": self.warm_done,
+                # from the stop condition (duration or count) to the last completion: the window
+                # includes it because every request handed out inside it is measured to the end
+                "drain_s": max(0.0, (end - self.window_end_ns) / 1e9) if end is not None and self.window_end_ns else 0.0,
             },
             "sent": self.sent,
             "cut_at_end": self.cut_at_end,

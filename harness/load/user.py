@@ -18,7 +18,7 @@ from locust.exception import StopUser
 from harness.client.http_stream import Connection, Endpoint, StreamError, StreamResult, perf_ns
 from harness.client.reactor import ReactorConnection
 from harness.client.request import finalize, transfer
-from harness.load.controller import LoadController
+from harness.load.controller import LoadController, Pause
 from harness.metrics import exporter
 from harness.metrics.record import RequestRecord
 
@@ -158,6 +158,9 @@ class LLMUser(User):
         item = ctrl.next_item()
         if item is None:
             raise StopUser()
+        if isinstance(item, Pause):  # open-loop warmup still sending: the window is not open yet
+            _sleep_until(item.until_ns)
+            return
         if item.intended_ns is not None:
             # open the connection shortly before the send time (not all at spawn), so connect
             # time never shows up as send lag

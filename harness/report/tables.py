@@ -165,7 +165,9 @@ def measurement_table(run: RunData) -> Table:
     s = run.summary
     rows: list[list[str]] = []
     w = s.window
-    rows.append(["Measurement window", f"{fmt_num(_num(w.get('duration_s')))} s after {fmt_num(_num(w.get('warmup_s')))} s of warmup"])
+    drain = _num(w.get("drain_s")) or 0.0
+    drain_text = f" (incl. {fmt_num(drain)} s drain)" if drain >= 0.05 else ""
+    rows.append(["Measurement window", f"{fmt_num(_num(w.get('duration_s')))} s{drain_text} after {fmt_num(_num(w.get('warmup_s')))} s of warmup"])
     load = s.load or {}
     if load:
         rows.append(["Load", ", ".join(f"{k} {v}" for k, v in load.items() if v is not None)])

@@ -20,7 +20,7 @@ SEND_LAG_P99_MS = 10.0
 def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[str, Any]]:
     """Merge per-process results losslessly: histograms add, counters sum, windows span."""
     metrics = MetricSet()
-    starts, ends, warm = [], [], []
+    starts, ends, warm, drains = [], [], [], []
     merged: dict[str, Any] = {
         "sent": 0,
         "cut_at_end": 0,
@@ -38,6 +38,7 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
             starts.append(w["start"])
             ends.append(w.get("end") or w["start"])
         warm.append(w.get("warmup_s", 0.0))
+        drains.append(w.get("drain_s", 0.0))
         merged["warmup_requests"] += w.get("warmup_requests", 0)
         merged["sent"] += res.get("sent", 0)
         merged["cut_at_end"] += res.get("cut_at_end", 0)
@@ -66,6 +67,7 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
         "end": max(ends) if ends else None,
         "duration_s": (max(ends) - min(starts)) if starts else 0.0,
         "warmup_s": max(warm) if warm else 0.0,
+        "drain_s": max(drains) if drains else 0.0,
     }
     return metrics, merged
 

@@ -107,7 +107,9 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
     p("")
     p(f"{s.scenario.get('name')}  ->  {s.target.get('url')}  model {s.target.get('model')}"
       f"{'  (simulated engine)' if s.target.get('simulated') else ''}")
-    p(f"window {w.get('duration_s', 0):.1f} s after {w.get('warmup_s', 0):.1f} s warmup; "
+    drain = w.get("drain_s") or 0.0
+    drain_text = f" (incl. {drain:.1f} s drain)" if drain >= 0.05 else ""
+    p(f"window {w.get('duration_s', 0):.1f} s{drain_text} after {w.get('warmup_s', 0):.1f} s warmup; "
       f"fingerprint {s.scenario.get('fingerprint', {}).get('value')}; clock: {s.timing.get('clock')} receive stamps")
     p("")
     cols = [c for c in next(iter(chosen.values()), {}) if c not in ("count", "mean", "max")] + ["max", "mean"] if chosen else []

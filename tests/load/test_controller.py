@@ -302,3 +302,67 @@ def test_prefetch_changes_nothing_handed_out(tmp_path: Path, clock: Clock, load:
         got.append((item.planned, item.intended_ns - pre.window_start_ns if item.intended_ns else None, item.payload))
     assert got == want and pre.sent == len(want)
     assert pre.prefetch(limit=3) == 0  # nothing after the window
+
+
+@pytest.mark.parametrize("warmup", [{"duration_s": 3}, {"requests": 6}, {"requests": 50, "duration_s": 3}])
+def test_open_loop_warmup_is_sent_before_the_window_opens(tmp_path: Path, clock: Clock, warmup: dict[str, Any]) -> None:
+    """Open loop hands warmup arrivals out ahead of their intended times; the window must open only
+    after the warmup schedule ended and every warmup request was sent (audit D1: the window opened at
+    t~0 while the 3 s of warmup arrivals were still going out, so both schedules hit the engine)."""
+    c = make(tmp_path, scenario({"rate": 2, "arrival": "constant", "duration_s": 4}, warmup))
+    c.start()
+    t0 = clock.now
+    warm = []
+    while True:
+        item = c.next_item()
+        if isinstance(item, ctl.Pause):
+            break
+        assert item is not None and item.planned.warmup
+        warm.append(item)
+    assert c.phase == WARMUP and len(warm) == 6  # 2/s for 3 s (or the 6 requests asked for)
+    want_due = t0 + 3 * S  # the 7th arrival (request count) or the 3 s end (duration)
+    assert item.until_ns == want_due
+    clock.now = want_due
+    # still not open while a warmup request is unsent (a busy user sends it late)
+    for w in warm[:-1]:
+        c.new_record(w)
+    assert isinstance(c.next_item(), ctl.Pause) and c.phase == WARMUP
+    c.new_record(warm[-1])
+    clock.advance(0.01)
+    first = c.next_item()
+    assert c.phase == MEASURE and not first.planned.warmup
+    assert c.window_start_ns >= max(w.intended_ns for w in warm)
+    assert first.intended_ns >= c.window_start_ns
+    assert c.result()["window"]["warmup_s"] == pytest.approx(3.01)
+
+
+def test_open_loop_progress_counts_only_sent_requests_in_flight(tmp_path: Path, clock: Clock) -> None:
+    """Arrivals handed out ahead of their send time are not in flight, and the window is not
+    draining before its end (audit D9: "5.0s req 8/150 in-flight 142 ... draining")."""
+    c = make(tmp_path, scenario({"rate": 10, "arrival": "constant", "duration_s": 2}))
+    c.start()
+    items = drain_items(c)
+    assert len(items) == 20 and c.phase == DRAIN  # all handed out at t=0: internally the hand-out is over
+    line = c.progress()
+    assert line["phase"] == MEASURE and line["in_flight"] == 0 and line["scheduled"] == 20 and line["sent"] == 0
+    for it in items[:5]:
+        c.new_record(it)
+    clock.advance(0.45)
+    line = c.progress()
+    assert line["in_flight"] == 5 and line["sent"] == 5 and line["phase"] == MEASURE
+    clock.advance(2)
+    assert c.progress()["phase"] == DRAIN
+
+
+def test_window_reports_its_drain(tmp_path: Path, clock: Clock) -> None:
+    """The window includes the drain after the stop condition; summary.json says how much (audit D18)."""
+    c = make(tmp_path, scenario({"concurrency": 2, "duration_s": 10}))
+    c.start()
+    items = [c.next_item(), c.next_item()]
+    clock.advance(10)
+    assert c.next_item() is None and c.phase == DRAIN
+    clock.advance(3)
+    for it in items:
+        finish(c, it, clock=clock)
+    w = c.result()["window"]
+    assert w["duration_s"] == pytest.approx(13) and w["drain_s"] == pytest.approx(3)
