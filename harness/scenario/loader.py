@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from harness.errors import UserError
 from harness.scenario.models import Scenario
+from harness.scenario.yaml_io import load_yaml_file
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -71,18 +72,8 @@ def format_validation_error(source: str, exc: ValidationError) -> list[str]:
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file; give the path of a scenario YAML file") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise UserError(f"{path}:{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    """A user's YAML file as a mapping: duplicate keys, bad bytes and alias bombs are errors (yaml_io)."""
+    data = load_yaml_file(path, "scenario YAML file")
     if not isinstance(data, dict):
         raise UserError(f"{path}: must be a YAML mapping (key: value) at the top level")
     return data

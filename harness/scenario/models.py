@@ -8,26 +8,45 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness import limits
+from harness.scenario.checks import check_header, check_url
 from harness.scenario.durations import Seconds, rename_duration_key
+
+
+def _within(limit: limits.Limit) -> AfterValidator:
+    """A bound from harness.limits, raisable by its environment variable."""
+
+    def check(value: Any) -> Any:
+        problem = None if value is None else limit.check(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    return AfterValidator(check)
+
+
+Tokens = Annotated[int, Field(gt=0), _within(limits.TOKENS)]
 
 
 class Strict(BaseModel):
     # strict: no silent coercion of YAML values (`concurrency: true` is not 1, `"4"` is not 4)
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
+    # allow_inf_nan: `.inf`/`.nan` pass `gt=0` checks and break the load later (a weight of inf
+    # divides to NaN, a rate of inf schedules everything at once)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True, allow_inf_nan=False)
 
 
 # ---------------------------------------------------------------- length distributions
 class Fixed(Strict):
     dist: Literal["fixed"] = "fixed"
-    value: Annotated[int, Field(gt=0)]
+    value: Tokens
 
 
 class Uniform(Strict):
     dist: Literal["uniform"]
     min: Annotated[int, Field(gt=0)]
-    max: Annotated[int, Field(gt=0)]
+    max: Tokens
 
     @model_validator(mode="after")
     def _order(self) -> Uniform:
@@ -36,22 +55,33 @@ class Uniform(Strict):
         return self
 
 
+def _min_max(dist: Any) -> Any:
+    """min > max would clamp every sample to max: an error, as for uniform."""
+    if dist.max is not None and dist.max < dist.min:
+        raise ValueError(f"max must be >= min (min {dist.min}, max {dist.max})")
+    return dist
+
+
 class Normal(Strict):
     dist: Literal["normal"]
-    mean: Annotated[float, Field(gt=0)]
+    mean: Annotated[float, Field(gt=0), _within(limits.TOKENS)]
     std: Annotated[float, Field(ge=0)]
     min: Annotated[int, Field(gt=0)] = 1
-    max: Annotated[int, Field(gt=0)] | None = None
+    max: Tokens | None = None
+
+    _order = model_validator(mode="after")(_min_max)
 
 
 class LogNormal(Strict):
     """Log-normal with the given mean (tokens) and sigma of the underlying normal."""
 
     dist: Literal["lognormal"]
-    mean: Annotated[float, Field(gt=0)]
+    mean: Annotated[float, Field(gt=0), _within(limits.TOKENS)]
     sigma: Annotated[float, Field(ge=0)] = 0.5
     min: Annotated[int, Field(gt=0)] = 1
-    max: Annotated[int, Field(gt=0)] | None = None
+    max: Tokens | None = None
+
+    _order = model_validator(mode="after")(_min_max)
 
 
 LengthDist = Annotated[Fixed | Uniform | Normal | LogNormal, Field(discriminator="dist")]
@@ -83,7 +113,7 @@ class SLO(Strict):
 class SharedPrefix(Strict):
     """A prefix many requests share: a system prompt, few-shot block or document."""
 
-    tokens: Annotated[int, Field(gt=0)]
+    tokens: Tokens
     count: Annotated[int, Field(gt=0)] = 1
     fraction: Annotated[float, Field(ge=0, le=1)] = 1.0
 
@@ -169,12 +199,12 @@ class Trace(Strict):
 class Load(Strict):
     """Closed loop (`concurrency`) or open loop (`rate` with an arrival process)."""
 
-    concurrency: Annotated[int, Field(gt=0)] | None = None
+    concurrency: Annotated[int, Field(gt=0), _within(limits.CONCURRENCY)] | None = None
     rate: Annotated[float, Field(gt=0)] | None = None
     arrival: Literal["poisson", "gamma", "constant", "trace"] = "poisson"
     trace: Trace | None = None
     burstiness: Annotated[float, Field(gt=0)] = 1.0
-    max_in_flight: Annotated[int, Field(gt=0)] = 1024
+    max_in_flight: Annotated[int, Field(gt=0), _within(limits.IN_FLIGHT)] = 1024
     ramp_s: Annotated[Seconds, Field(ge=0)] = 0.0
     duration_s: Annotated[Seconds, Field(gt=0)] | None = None
     requests: Annotated[int, Field(gt=0)] | None = None
@@ -242,9 +272,10 @@ class Telemetry(Strict):
 
 
 class Scenario(Strict):
-    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    # max_length: the name is part of the default run directory's name (a file name: <= 255 bytes)
+    name: Annotated[str, Field(min_length=1, max_length=120, pattern=r"^[A-Za-z0-9_.-]+$")]
     description: str = ""
-    seed: int = 0
+    seed: Annotated[int, Field(ge=0)] = 0  # numpy's generators take no negative seed
     target: Target = Field(default_factory=Target)
     load: Load
     workload: Workload
