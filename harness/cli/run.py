@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import signal
 import sys
 from pathlib import Path
@@ -74,7 +73,9 @@ def _sigterm_as_interrupt(_signum: int, _frame: object) -> None:
 def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     from harness.errors import UserError
+    from harness.cli.input_checks import check_run_flags
     from harness.runner import RunOptions, run_scenario
+    sim_argv = check_run_flags(args)
     scenario = load_run_scenario(args, {**overrides_from_args(args), **extra_overrides(args)})
     if args.processes < 1:
         raise UserError("--processes must be at least 1")
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         out_dir=out,
         target_url=scenario.target.url,
         model=scenario.target.model,
-        sim_args=shlex.split(args.sim_args),
+        sim_args=sim_argv,
         engine_kind=args.engine_kind,
         show_progress=not args.quiet,
         write_report=not args.no_report,

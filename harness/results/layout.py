@@ -37,7 +37,17 @@ class RunDir:
         self.root = Path(root)
 
     def create(self) -> RunDir:
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Make the directory; a place that cannot hold it (a file, no permission, a name too long)
+        is the user's to fix, so it is a one-line error, not an internal one."""
+        from harness.errors import UserError
+
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise UserError(f"{self.root}: is a file, not a directory; give a directory for the run's files") from None
+        except OSError as exc:
+            raise UserError(f"{self.root}: cannot create the run directory ({exc.strerror}); "
+                            "give another --out") from None
         return self
 
     scenario = property(lambda self: self.root / "scenario.yaml")

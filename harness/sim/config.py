@@ -204,6 +204,10 @@ class SimConfig:
     def from_args(cls, a) -> "SimConfig":  # type: ignore[no-untyped-def]
         if a.block_size not in ALLOWED_BLOCK_SIZES:
             raise ConfigError(f"argument --block-size: invalid choice: {a.block_size} (choose from {', '.join(map(str, ALLOWED_BLOCK_SIZES))})")
+        for name in ("max_num_seqs", "max_num_batched_tokens", "num_gpu_blocks_override"):
+            value = getattr(a, name)
+            if value is not None and value < 1:  # -4 seqs would queue every request forever
+                raise ConfigError(f"argument --{name.replace('_', '-')}: must be >= 1 (got {value})")
         if a.tensor_parallel_size < 1:
             raise ConfigError("argument --tensor-parallel-size: must be >= 1")
         if a.sim_speed <= 0:

@@ -23,6 +23,7 @@ from harness.scenario.loader import (
     validate,
 )
 from harness.scenario.models import Scenario
+from harness.sweep.checks import check_sweep
 from harness.sweep.flags import apply_flags, describe, flag_key, substitute
 from harness.sweep.models import SweepFile
 from harness.sweep.results import scenario_label
@@ -216,6 +217,9 @@ def _scenario_refs(sweep: SweepFile, base_dir: Path, source: str) -> list[Scenar
         path = Path(rel)
         if not path.is_absolute():
             path = (base_dir / path).resolve()
+        if path.is_dir():
+            missing.append(f"{source}: scenarios[{i}]: {rel}: is a directory; list scenario YAML files")
+            continue
         if not path.is_file():
             missing.append(f"{source}: scenarios[{i}]: {rel}: no such file (paths are relative to the sweep file)")
             continue
@@ -234,6 +238,7 @@ def _scenario_refs(sweep: SweepFile, base_dir: Path, source: str) -> list[Scenar
 def build_plan(path: str | Path, sweep: SweepFile | None = None) -> Plan:
     source = Path(path).resolve()
     sweep = sweep or load_sweep(source)
+    check_sweep(sweep, source.parent, str(path))
     _check_command(sweep, str(path))
     configs = expand_configs(sweep)
     _check_external(sweep, configs, str(path))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import limits
 from harness.errors import UserError
 from harness.workload.files import content_id, resolve
 
@@ -62,6 +63,8 @@ def parse_record(obj: Any, count: Any, where: str) -> DatasetRecord:
     out_tokens = obj.get("output_tokens")
     if out_tokens is not None and (not isinstance(out_tokens, int) or isinstance(out_tokens, bool) or out_tokens < 1):
         raise ValueError(f"{where}: output_tokens must be a whole number >= 1")
+    if out_tokens is not None and limits.TOKENS.check(out_tokens):
+        raise ValueError(f"{where}: output_tokens: {limits.TOKENS.check(out_tokens)}")
     messages = None
     if isinstance(obj.get("prompt"), str):
         text = obj["prompt"]

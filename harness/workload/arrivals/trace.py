@@ -9,6 +9,7 @@ logged in the same tick) are kept: they are the bursts. No randomness: the seed 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,12 @@ def load_gaps(trace: Trace, base_dir: Path | None) -> np.ndarray:
                 value = value.get(trace.field)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError
+            if not math.isfinite(value):  # json.loads takes NaN and Infinity; one would skew every gap
+                problems.append(f"{p}:{n}: {value} is not a finite timestamp in field {trace.field!r}")
+                if len(problems) >= MAX_PROBLEMS:
+                    problems.append(f"{p}: stopped after {MAX_PROBLEMS} bad lines")
+                    break
+                continue
         except ValueError:
             problems.append(f"{p}:{n}: no number in field {trace.field!r} (a JSON object with it, or a bare number)")
             if len(problems) >= MAX_PROBLEMS:
