@@ -57,6 +57,9 @@ class RunOptions:
     metrics_port: int | None = None  # serve live harness_ metrics (Prometheus) on this port while running
     metrics_host: str = "127.0.0.1"
     metrics_server: Any = None  # a started exporter.MetricsServer shared across runs (sweeps); wins over the port
+    #: reset the target's prefix cache before the run (or salt the prompts where it cannot be
+    #: reset); `harness run` turns it on, sweeps reset between cells themselves (harness.prefix_cache)
+    reset_prefix_cache: bool = False
 
 
 def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
@@ -82,6 +85,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
             target_url = sim.url
             engine_kind = engine_kind or "sim"
         info = preflight(target_url, opts.model or scenario.target.model, scenario)
+        scenario, info["prefix_cache_isolation"] = _isolate_prefix_cache(scenario, target_url, opts, run_dir)
         metrics = open_metrics(opts, run_dir.root.name, scenario, info["model"])
         env = metrics.env if metrics is not None else None
         return _measure(scenario, opts, run_dir, scenario_dir, target_url, info, engine_kind, tokenizer.id, env)
@@ -90,6 +94,22 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
             metrics.close()
         if sim is not None:
             sim.stop()
+
+
+def _isolate_prefix_cache(scenario: Scenario, target_url: str, opts: RunOptions, run_dir: RunDir):  # type: ignore[no-untyped-def]
+    """`opts.reset_prefix_cache`: reset, else salt the prompts (recorded in scenario.yaml)."""
+    from harness.prefix_cache import CacheIsolation, isolate
+    from harness.target import _auth_headers
+
+    if not opts.reset_prefix_cache:
+        return scenario, CacheIsolation("off", salt=scenario.workload.prompt_salt).to_dict()
+    scenario, iso = isolate(scenario, target_url, _auth_headers(scenario), reset=True)
+    if iso.mode == "salt":
+        write_text_atomic(run_dir.scenario, dump_scenario(scenario))
+        if opts.show_progress:
+            print(f"prefix cache: cannot be reset ({iso.reason}); prompts salted with workload.prompt_salt "
+                  f"{iso.salt} (same lengths, other words)", file=sys.stderr)
+    return scenario, iso.to_dict()
 
 
 def _measure(
@@ -182,8 +202,14 @@ def _measure(
             f"only {len(results)} of {processes} workers' final results arrived; the others' requests are missing "
             f"(see {run_dir.load_log})")
         summary.validity["ok"] = False
+    summary.prefix_cache_isolation = info.get("prefix_cache_isolation")
     if telemetry is not None:
         reconcile = engine_reconcile(summary, engine)
+        from harness.prefix_cache import hit_rate_warning, workload_max_hit_rate
+
+        too_warm = hit_rate_warning(engine, workload_max_hit_rate(scenario, expected_prefix_hit_rate(scenario)))
+        if too_warm:
+            reconcile.append(too_warm)
         if reconcile:
             summary.validity["warnings"].extend(reconcile)
             summary.validity["ok"] = False

@@ -46,6 +46,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST", help="address for --metrics-port (default 127.0.0.1)")
     p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
                    help="label for the live metrics' harness_run_info (config=... also labels every series); repeatable")
+    p.add_argument("--reset-prefix-cache", action=argparse.BooleanOptionalAction, default=True,
+                   help="before the run, reset the target's prefix cache (vLLM POST /reset_prefix_cache, SGLang "
+                        "/flush_cache); where it cannot be reset, salt the prompts' words (same lengths, recorded "
+                        "as workload.prompt_salt) so an earlier run's cache cannot serve them (default: on)")
     add_run_flags(p)
     p.set_defaults(func=run)
 
@@ -98,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port or None,
         metrics_host=args.metrics_host,
         percentiles=chosen_percentiles(args),
+        reset_prefix_cache=args.reset_prefix_cache,
     )
     if args.metrics_port and not 0 < args.metrics_port < 65536:
         raise UserError(f"--metrics-port {args.metrics_port}: not a port number")

@@ -173,6 +173,12 @@ class Workload(Strict):
         description="Path to a local tokenizer (a tokenizer.json file or a directory holding one). "
         "Without it the built-in word tokenizer (the simulated engine's) sizes prompts.",
     )
+    prompt_salt: Annotated[int, Field(ge=1)] | None = Field(
+        default=None,
+        description="Varies the prompts' words (not their lengths, classes or shared-prefix structure), so a "
+        "server's prefix cache from an earlier run with the same seed cannot serve them. `harness run` sets it "
+        "when the target's prefix cache cannot be reset. Not part of the fingerprint.",
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> Workload:

@@ -50,6 +50,8 @@ class WorkloadGenerator:
                  base_dir: Path | None = None) -> None:
         self.scenario = scenario
         self.seed = scenario.seed
+        #: workload.prompt_salt: other words, same lengths (None: the seed's words, as always)
+        self.salt = scenario.workload.prompt_salt
         self.tokenizer = tokenizer or BuiltinTokenizer()
         self.classes = scenario.workload.classes
         weights = np.array([c.weight for c in self.classes], dtype=float)
@@ -59,7 +61,7 @@ class WorkloadGenerator:
             sp = cls.shared_prefix
             if sp is not None:
                 self._prefixes[cls.name] = [
-                    self._fit(_words(np.random.default_rng([self.seed, 4, ci, j]), sp.tokens), sp.tokens)
+                    self._fit(_words(np.random.default_rng([self.seed, 4, ci, j, *self._salt()]), sp.tokens), sp.tokens)
                     for j in range(sp.count)
                 ]
         #: class name -> its dataset (files read once, shared between classes naming the same one)
@@ -77,6 +79,9 @@ class WorkloadGenerator:
                     f"workload.classes[{cls.name}].output_tokens: {ds.path} has records without output_tokens "
                     "(or a ShareGPT reply); give the class an output_tokens length or distribution"
                 )
+
+    def _salt(self) -> tuple[int, ...]:
+        return () if self.salt is None else (self.salt,)
 
     def _fit(self, text: str, tokens: int) -> str:
         if isinstance(self.tokenizer, HFTokenizer):
@@ -101,6 +106,8 @@ class WorkloadGenerator:
             n_in = sp.tokens + own
         else:
             own = n_in
+        if self.salt is not None:  # lengths and prefix choice above came from rng: only the words change
+            rng = np.random.default_rng([self.seed, WARMUP if warmup else MEASURED, index, 6, self.salt])
         text = self._fit(_words(rng, own), own)
         return PlannedRequest(index, cls.name, prefix, text, n_in, n_out, prefix_id, warmup)
 
