@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,8 @@ class RunOptions:
     scenario_path: str | None = None
     #: `--percentiles`: the console table's columns, read from the HDR histograms (None: the summary's)
     percentiles: tuple[float, ...] | None = None
+    #: receives each progress line instead of the terminal (a sweep shows it inside its own)
+    progress_sink: Callable[[str], None] | None = None
     labels: dict[str, str] = field(default_factory=dict)  # e.g. sweep config id, for exporters
     kernel_stamps: bool = True
     stop_grace_s: float = 30.0
@@ -130,7 +133,8 @@ def _measure(
     procs: list[subprocess.Popen[str]] = []
     helpers: list[subprocess.Popen[str]] = []  # distributed workers: their master speaks for them
     log = open(run_dir.load_log, "a")
-    progress = Progress(scenario, enabled=opts.show_progress, live=telemetry.live if telemetry else None)
+    progress = Progress(scenario, enabled=opts.show_progress, live=telemetry.live if telemetry else None,
+                        sink=opts.progress_sink)
     follower: _Follower | None = None
     status = "complete"
     try:

@@ -64,6 +64,8 @@ def _run(args: argparse.Namespace) -> int:
             metrics.close()
     if outcome.table:
         print(outcome.table)
+    if not args.quiet:
+        _print_validity(out)
     print(f"results: {out}/index.json, {out}/summary.csv")
     if outcome.interrupted:
         print(f"interrupted: finished cells are kept; continue with: harness sweep {args.file} --resume {out}", file=sys.stderr)
@@ -73,6 +75,22 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_validity(out: Path) -> None:
+    """The report's validity box on the console too: read these before the numbers."""
+    try:
+        from harness.report.build import sweep_validity_items
+        from harness.report.data import load_sweep
+
+        items = sweep_validity_items(load_sweep(out))
+    except Exception as exc:  # noqa: BLE001 - a display must never turn a finished sweep into a failure
+        print(f"validity warnings not computed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return
+    if items:
+        print("validity warnings (read these before the numbers; details in the report):")
+        for item in items:
+            print(f"  WARNING: {item.replace('`', '')}")
+
+
 def _signals_to_interrupt() -> None:
     """Ctrl-C, SIGTERM and SIGHUP (a closed ssh session, a job scheduler) stop the sweep: the
     engine's process group is stopped and the finished cells are kept. The request is also
@@ -80,7 +98,7 @@ def _signals_to_interrupt() -> None:
     from harness.sweep.execute import STOP
 
     def handler(signum: int, frame: object) -> None:
-        STOP.request()
+        STOP.request("Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name)
         raise KeyboardInterrupt
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

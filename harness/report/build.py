@@ -10,7 +10,7 @@ from harness.report import sweep_view as V
 from harness.report import tables as T
 from harness.report.data import RunData, SweepData
 from harness.report.document import Callout, Document, Figure, Heading, Paragraph, Table
-from harness.report.metrics import fmt_num, fmt_pct
+from harness.report.metrics import MetricDef, fmt_num, fmt_pct
 from harness.sweep.results import capacity
 
 
@@ -195,17 +195,14 @@ def _scenarios_text(sweep: SweepData) -> str:
     return text + (f" × {len(levels)} load levels" if levels else "")
 
 
-def build_sweep_report(sweep: SweepData) -> Document:
-    ranked, key = V.ranking(sweep)
-    best = V.best_configs(ranked, key)
-    failed = V.failed_configs(sweep)
-    n_cells = len(sweep.cells)
-    n_ok = sum(1 for c in sweep.cells if c.usable)
-    doc = Document(
-        title=f"Sweep report: {sweep.name}",
-        subtitle=f"{len(sweep.configs)} configs × {_scenarios_text(sweep)}, {n_cells} cells ({n_ok} with results) · `{sweep.path}`",
-        kind="sweep",
-    )
+
+def sweep_validity_items(sweep: SweepData, failed: dict[str, str] | None = None, key: MetricDef | None = None) -> list[str]:
+    """The sweep's validity warnings (report box and `harness sweep`'s console): configs without
+    results, each cell's warnings (one line for a warning many cells share), the sweep's notes."""
+    if failed is None:
+        failed = V.failed_configs(sweep)
+    if key is None:
+        key = V.ranking(sweep)[1]
     items: list[str] = []
     for cfg, reason in failed.items():
         items.append(f"config `{cfg}` ({V.flags_text(sweep.flags_of(cfg))}) produced no results: {reason}")
@@ -226,7 +223,20 @@ def build_sweep_report(sweep: SweepData) -> Document:
     items += sweep.notes
     if key.key == "rps":
         items.append("no goodput in the results (no SLO set?): configs are ranked on requests/s instead")
-    doc.add(_warnings_block(items))
+    return items
+
+def build_sweep_report(sweep: SweepData) -> Document:
+    ranked, key = V.ranking(sweep)
+    best = V.best_configs(ranked, key)
+    failed = V.failed_configs(sweep)
+    n_cells = len(sweep.cells)
+    n_ok = sum(1 for c in sweep.cells if c.usable)
+    doc = Document(
+        title=f"Sweep report: {sweep.name}",
+        subtitle=f"{len(sweep.configs)} configs × {_scenarios_text(sweep)}, {n_cells} cells ({n_ok} with results) · `{sweep.path}`",
+        kind="sweep",
+    )
+    doc.add(_warnings_block(sweep_validity_items(sweep, failed, key)))
 
     common = sweep.common_flags()
     if common:

@@ -15,8 +15,10 @@ from harness.scenario.models import Scenario
 class Progress:
     """One line, rewritten in place on a TTY (a plain line every 5 s otherwise)."""
 
-    def __init__(self, scenario: Scenario, enabled: bool = True, live: Callable[[], dict] | None = None) -> None:
-        self.enabled = enabled
+    def __init__(self, scenario: Scenario, enabled: bool = True, live: Callable[[], dict] | None = None,
+                 sink: Callable[[str], None] | None = None) -> None:
+        self.sink = sink  # a sweep shows the line inside its own; the table stays off then
+        self.enabled = enabled or sink is not None
         self.scenario = scenario
         self.live = live
         self.tty = sys.stderr.isatty()
@@ -60,7 +62,9 @@ class Progress:
                 text += f"  KV {100 * live['kv_usage']:.0f}%"
             if live.get("waiting") is not None:
                 text += f"  waiting {live['waiting']:.0f}"
-        if self.tty:
+        if self.sink is not None:
+            self.sink(text)
+        elif self.tty:
             sys.stderr.write("\r\033[K" + text)
             sys.stderr.flush()
             self._wrote = True
@@ -76,7 +80,7 @@ class Progress:
             print(text, file=sys.stderr, flush=True)
 
     def close(self) -> None:
-        if self.enabled and self.tty and self._wrote:
+        if self.enabled and self.sink is None and self.tty and self._wrote:
             sys.stderr.write("\n")
             sys.stderr.flush()
 

@@ -52,9 +52,11 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.requested = False
+        self.signal_name = "Ctrl-C"  # what stopped it, for the cell's reason
 
-    def request(self) -> None:
+    def request(self, signal_name: str = "Ctrl-C") -> None:
         self.requested = True
+        self.signal_name = signal_name
 
 
 STOP = StopRequest()
@@ -127,6 +129,7 @@ class SweepExecutor:
         todo = [(config, cells) for config, cells in todo if cells]
         self.progress.total_starts = len(todo)
         self.progress.estimate_cell_s = self._estimate_cell_s()
+        self.progress.planned = {c.id: self._planned_s(c) for _, cells in todo for c in cells}
         self.progress.skipped(skipped)
         self.index.write()
         interrupted = False
@@ -156,6 +159,11 @@ class SweepExecutor:
             if self.opts.write_report:
                 self._write_report()
         return SweepOutcome(self.out, counts, table, interrupted)
+
+    def _planned_s(self, cell: Cell) -> float | None:
+        """Seconds of load a cell is planned to take (warmup + window); None for a request count."""
+        load = cell.resolved.load
+        return load.duration_s + cell.resolved.warmup.duration_s if load.duration_s else None
 
     def _estimate_cell_s(self) -> float | None:
         durations = []
@@ -339,6 +347,7 @@ class SweepExecutor:
                 **({"load_level": cell.level.label} if cell.level else {}),
             },
             metrics_server=self.opts.metrics_server,
+            progress_sink=self.progress.cell_progress,
         )
         self.progress.cell_starting(cell.id, cell.what, cell.repeat)
         t0 = time.monotonic()
@@ -348,7 +357,7 @@ class SweepExecutor:
             result = self.run_fn(self._scenario_for(cell, i == 0), opts)
             status = getattr(result, "status", None) or "complete"
         except KeyboardInterrupt:
-            self._record(cell, "partial", reason="interrupted (Ctrl-C)", extra={**extra, "started": started}, **startup)
+            self._record(cell, "partial", reason=f"interrupted ({STOP.signal_name if STOP.requested else 'Ctrl-C'})", extra={**extra, "started": started}, **startup)
             raise
         except UserError as exc:
             status, reason = "failed", "; ".join(exc.lines)

@@ -1,7 +1,12 @@
 """Progress lines for a long sweep: what is running, cells done/total, ETA, the last result.
 
-Plain lines (they survive `nohup ... > sweep.out`); on a terminal the readiness wait also
-updates one status line in place.
+Plain lines (they survive `nohup ... > sweep.out`); on a terminal the readiness wait and the
+running cell (its own progress line: elapsed, requests, tokens/s, KV) update one status line in
+place; off a terminal the running cell prints a plain line every `live_interval_s`.
+
+The ETA is extrapolated from the wall time the sweep has taken so far per planned second of
+load (engine starts, drains and stops included), so it counts down instead of being revised
+upward cell after cell; before the first cell finished only a lower bound is known ("ETA ≥").
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ def result_line(entry: dict[str, Any]) -> str:
 
     parts = [
         f"goodput {f('goodput_req_per_s', '.2f')} req/s",
-        f"{f('req_per_s', '.2f')} req/s",
+        f"throughput {f('req_per_s', '.2f')} req/s",
         f"{f('output_tok_per_s', '.0f')} tok/s",
         f"TTFT p99 {f('ttft_p99_ms', '.0f', ' ms')}",
         f"ITL p99 {f('itl_p99_ms', '.1f', ' ms')}",
@@ -61,7 +66,16 @@ class Progress:
         self.cell_times: list[float] = []
         self.startup_times: list[float] = []
         self.estimate_cell_s: float | None = None  # before any cell finished: from the scenarios
+        #: cell id -> planned seconds of load (warmup + window) of the cells this session runs
+        self.planned: dict[str, float] = {}
+        self.live_interval_s = 15.0  # off a terminal: one in-cell line this often
         self._status_open = False
+        self._done_ids: set[str] = set()
+        self._t0: float | None = None  # first engine start of this session
+        self._work_done_s = 0.0  # planned seconds of the cells finished in this session
+        self._s_per_planned_s: float | None = None  # wall seconds per planned second, measured
+        self._cell: tuple[str, float] | None = None  # running cell: id, start (monotonic)
+        self._last_live = 0.0
 
     def _print(self, text: str) -> None:
         if not self.enabled:
@@ -72,16 +86,42 @@ class Progress:
         self.stream.write(text + "\n")
         self.stream.flush()
 
-    def eta(self) -> float | None:
+    def _planned_s(self, cell_id: str) -> float:
+        value = self.planned.get(cell_id)
+        if value is None:
+            known = [v for v in self.planned.values() if v is not None]
+            value = sum(known) / len(known) if known else (self.estimate_cell_s or 0.0)
+        return value
+
+    def eta(self, now: float | None = None) -> float | None:
+        """Seconds left; see `eta_text` for whether it is an estimate or a lower bound."""
         left = self.total - self.done
         if left <= 0:
             return 0.0
-        per_cell = sum(self.cell_times) / len(self.cell_times) if self.cell_times else self.estimate_cell_s
-        if per_cell is None:
-            return None
-        per_start = sum(self.startup_times) / len(self.startup_times) if self.startup_times else 0.0
-        starts_left = max(0, self.total_starts - self.starts)
-        return left * per_cell + starts_left * per_start
+        now = time.monotonic() if now is None else now
+        pending = [cid for cid in self.planned if cid not in self._done_ids]
+        if not self.planned:  # no plan given (a caller that is not the executor): per finished cell
+            per_cell = sum(self.cell_times) / len(self.cell_times) if self.cell_times else self.estimate_cell_s
+            if per_cell is None:
+                return None
+            per_start = sum(self.startup_times) / len(self.startup_times) if self.startup_times else 0.0
+            return left * per_cell + max(0, self.total_starts - self.starts) * per_start
+        running = self._cell[0] if self._cell else None
+        rest = sum(self._planned_s(cid) for cid in pending if cid != running)
+        current = 0.0
+        if running is not None:
+            current = self._planned_s(running)
+        if self._s_per_planned_s is None:  # lower bound: the load alone, plus the engine starts left
+            into = now - self._cell[1] if self._cell else 0.0
+            per_start = sum(self.startup_times) / len(self.startup_times) if self.startup_times else 0.0
+            return rest + max(0.0, current - into) + max(0, self.total_starts - self.starts) * per_start
+        into = now - self._cell[1] if self._cell else 0.0
+        return max(0.0, (rest + current) * self._s_per_planned_s - into)
+
+    def eta_text(self, now: float | None = None) -> str:
+        eta = self.eta(now)
+        bound = "≥" if self.planned and self._s_per_planned_s is None and self.done < self.total else ""
+        return f"ETA {bound}{fmt_duration(eta)}"
 
     # ------------------------------------------------------------ events
     def skipped(self, n: int) -> None:
@@ -91,6 +131,8 @@ class Progress:
 
     def engine_starting(self, config_id: str, varied: dict[str, Any], argv: list[str], n_cells: int) -> None:
         self.starts += 1
+        if self._t0 is None:
+            self._t0 = time.monotonic()
         import shlex
 
         what = describe(varied) or "base flags"
@@ -119,11 +161,36 @@ class Progress:
             self._print(f"    | {line[:200]}")
 
     def cell_starting(self, entry_id: str, scenario: str, repeat: int) -> None:
-        eta = self.eta()
-        self._print(f"  [{self.done + 1}/{self.total}] {scenario} r{repeat} … (ETA {fmt_duration(eta)})")
+        if self._t0 is None:
+            self._t0 = time.monotonic()
+        self._cell = (entry_id, time.monotonic())
+        self._last_live = time.monotonic()
+        self._print(f"  [{self.done + 1}/{self.total}] {scenario} r{repeat} … ({self.eta_text()})")
+
+    def cell_progress(self, text: str) -> None:
+        """The running cell's own progress line (the runner's: elapsed, requests, tokens/s, KV)."""
+        if not self.enabled or self._cell is None:
+            return
+        line = f"    {text.strip()}  · sweep {self.eta_text()}"
+        if self.tty:
+            self.stream.write("\r\x1b[K" + line[:200])
+            self.stream.flush()
+            self._status_open = True
+        elif time.monotonic() - self._last_live >= self.live_interval_s:
+            self._last_live = time.monotonic()
+            self._print(line)
 
     def cell_done(self, entry: dict[str, Any], wall_s: float | None) -> None:
         self.done += 1
+        cid = entry.get("id")
+        if cid is not None and cid not in self._done_ids:
+            self._done_ids.add(cid)
+            if cid in self.planned:
+                self._work_done_s += self._planned_s(cid)
+        if self._cell is not None and self._cell[0] == cid:
+            self._cell = None
+        if self._t0 is not None and self._work_done_s > 0:
+            self._s_per_planned_s = (time.monotonic() - self._t0) / self._work_done_s
         if wall_s is not None and entry["status"] != "failed":
             self.cell_times.append(wall_s)
         mark = {"complete": "✓", "partial": "~", "failed": "✗"}.get(entry["status"], "?")
