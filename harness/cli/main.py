@@ -21,6 +21,7 @@ COMMANDS = {
     "run": "harness.cli.run",
     "sim": "harness.cli.sim",
     "sweep": "harness.cli.sweep",
+    "tune": "harness.cli.tune",
     "report": "harness.cli.report",
     "compare": "harness.cli.compare",
     "baseline": "harness.cli.baseline",

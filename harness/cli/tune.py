@@ -1,0 +1,61 @@
+"""`harness tune FILE [--plan | --out DIR | --resume DIR]`: the tuning guides' procedure."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from harness.errors import UserError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="walk the tuning guide's procedure one flag at a time and recommend flags, with reasons",
+        description="Run a tune file: context length, memory, baseline, scheduler, caches, speculation, final "
+        "comparison; every measurement is a sweep. See docs/tune.md and scenarios/tune/.",
+    )
+    p.add_argument("file", help="tune YAML file")
+    p.add_argument("--plan", action="store_true", help="print the steps it will take; start nothing")
+    p.add_argument("--out", metavar="DIR", help="tune directory (default results/tune/<name>-<time>)")
+    p.add_argument("--resume", metavar="DIR", help="continue the tune in DIR: finished cells are kept, the rest run")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from harness.cli.sweep import _signals_to_interrupt
+    from harness.tune.driver import Tuner
+    from harness.tune.load import load_tune
+    from harness.tune.render import render_plan
+
+    spec = load_tune(args.file)
+    if args.plan:
+        print(render_plan(spec))
+        return 0
+    if args.resume and args.out:
+        raise UserError("--out and --resume: give one; --resume DIR continues the tune in DIR")
+    if args.resume:
+        out = Path(args.resume)
+        if not (out / "tune.json").is_file():
+            raise UserError(f"--resume {out}: no tune.json there; give the directory of an earlier tune")
+    else:
+        out = Path(args.out) if args.out else Path("results") / "tune" / f"{spec.file.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if out.exists() and any(out.iterdir()):
+            raise UserError(f"--out {out}: not empty; choose a new directory, or continue it with --resume {out}")
+    _signals_to_interrupt()
+    outcome = Tuner(spec, out, resume=bool(args.resume), show_progress=not args.quiet).run()
+    doc = outcome.doc
+    for s in doc["steps"]:
+        print(f"{s['step']:<24} {s['verdict']:<8} {s['reason']}")
+    fin = doc["final"]
+    print(f"recommended: {json.dumps(fin['flags'])}  (vs baseline: {(fin.get('vs_baseline') or {}).get('verdict', 'not compared')})")
+    c = doc["cost"]
+    print(f"cost: {c['engine_starts']} engine starts, {c['measured_s'] / 60:.1f} measured min, {c['wall_s'] / 60:.1f} wall min")
+    print(f"results: {out}/tune.json, {out}/report.html, {out}/recommended.yaml")
+    if outcome.interrupted:
+        print(f"interrupted: finished cells are kept; continue with: harness tune {args.file} --resume {out}", file=sys.stderr)
+    return outcome.exit_code

@@ -1,0 +1,62 @@
+"""What steps read and change: the current best flags, the baseline, the measurements, the budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.tune.ledger import Ledger
+from harness.tune.load import TuneSpec
+from harness.tune.measure import Measurement, Measurer, flags_key
+from harness.tune.models import STEP_NAMES
+
+
+@dataclass
+class TuneContext:
+    spec: TuneSpec
+    measurer: Measurer
+    ledger: Ledger
+    current: dict[str, Any]
+    baseline: Measurement | None = None
+    results: list[Any] = field(default_factory=list)
+    #: steps still to come, so a step can keep starts for the final run
+    remaining: list[str] = field(default_factory=list)
+
+    @property
+    def tune(self):  # type: ignore[no-untyped-def]
+        return self.spec.file
+
+    @property
+    def threshold_pct(self) -> float:
+        return self.spec.file.measure.threshold_pct
+
+    def candidates(self, flag: str) -> list[Any] | None:
+        from harness.sweep.flags import flag_key
+
+        for k, v in self.spec.file.candidates.items():
+            if flag_key(k) == flag_key(flag):
+                return list(v)
+        return None
+
+    def step_dir(self, step: str, suffix: str = "") -> str:
+        return f"{STEP_NAMES.index(step) + 1:02d}-{step}{suffix}"
+
+    def measure(self, step: str, sets: list[dict[str, Any]], suffix: str = "", fresh: bool = False) -> list[Measurement] | None:
+        """Measure flag sets (reusing earlier measurements unless `fresh`); None when the budget
+        does not allow the new starts (keeping one for the final run)."""
+        new = len({flags_key(s) for s in sets}) if fresh else self.measurer.new_starts(sets)
+        reserve = 1 if step != "final" and "final" in self.remaining else 0
+        if new and self.ledger.exhausted(new, reserve):
+            self._budget_reason = self.ledger.exhausted(new, reserve)
+            return None
+        if fresh:
+            return self.measurer.measure_fresh(self.step_dir(step, suffix), sets, step)
+        return self.measurer.measure(self.step_dir(step, suffix), sets, step)
+
+    def budget_skip(self, step: str):  # type: ignore[no-untyped-def]
+        from harness.tune.steps.base import StepResult
+
+        return StepResult(step, "skipped", getattr(self, "_budget_reason", "budget spent"), dict(self.current))
+
+    def incumbent(self) -> Measurement | None:
+        return self.measurer.cache.get(flags_key(self.current))

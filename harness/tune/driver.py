@@ -1,0 +1,150 @@
+"""Walk the steps in the guide's order and write the tune directory as each step lands.
+
+DIR/tune.json is rewritten after every step (schema below), so an interrupted tune shows what
+it decided; `--resume DIR` walks the same steps again: every measurement is a sweep whose
+finished cells are kept, the decisions are recomputed from the same data, and only what is
+missing runs. DIR/recommended.yaml and DIR/report.html are written at the end.
+
+tune.json = {schema_version, name, tune_file, status, steps: [{step, verdict, reason, tried,
+chosen}], final: {flags, command, vs_baseline}, cost: {engine_starts, measured_s, engine_s,
+wall_s}}
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.sweep.engines import get_kind
+from harness.sweep.flags import apply_flags, substitute
+from harness.sweep.results import atomic_write
+from harness.tune.context import TuneContext
+from harness.tune.ledger import Ledger
+from harness.tune.load import TuneSpec
+from harness.tune.measure import Measurer
+from harness.tune.steps import STEPS, StepResult
+
+SCHEMA_VERSION = 1
+#: steps after which nothing can be measured when they fail
+BLOCKING = ("context-length", "gpu-memory", "baseline")
+
+
+@dataclass
+class TuneOutcome:
+    out_dir: Path
+    doc: dict[str, Any]
+    interrupted: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return 130
+        return 1 if any(s["verdict"] == "failed" for s in self.doc["steps"]) else 0
+
+
+def engine_command(spec: TuneSpec, flags: dict[str, Any]) -> list[str]:
+    e = spec.file.engine
+    argv = list(e.command) if e.command else get_kind(e.kind).default_command(e)
+    values: dict[str, Any] = {"model": e.model, "host": e.host, "python": "python"}
+    if e.port != "auto":
+        values["port"] = e.port
+    return apply_flags(substitute(argv, values), flags)
+
+
+class Tuner:
+    def __init__(self, spec: TuneSpec, out_dir: Path, resume: bool = False, show_progress: bool = True) -> None:
+        self.spec = spec
+        self.out = out_dir
+        self.resume = resume
+        self.show = show_progress
+        self.ledger = Ledger(out_dir / "cost.json", spec.file.budget.max_starts, spec.file.budget.max_hours)
+        self.measurer = Measurer(spec, out_dir, self.ledger, show_progress, resume)
+        self.ctx = TuneContext(spec, self.measurer, self.ledger, dict(spec.file.base))
+
+    def say(self, text: str) -> None:
+        if self.show:
+            sys.stderr.write(text + "\n")
+            sys.stderr.flush()
+
+    def run(self) -> TuneOutcome:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._copy_tune_file()
+        order = self.spec.file.step_order()
+        steps: list[StepResult] = []
+        interrupted = False
+        blocked: str | None = None
+        try:
+            for i, name in enumerate(order):
+                self.ctx.remaining = order[i + 1:]
+                self.say(f"[tune] step {i + 1}/{len(order)} {name} · {self.ledger.line()}")
+                if blocked is not None:
+                    result = StepResult(name, "skipped", f"nothing to measure: {blocked}", dict(self.ctx.current))
+                else:
+                    result = STEPS.get(name).run(self.ctx)
+                steps.append(result)
+                if result.verdict == "failed" and name in BLOCKING:
+                    blocked = f"step {name} failed ({result.reason[:200]})"
+                self.say(f"[tune] ✔ {name}: {result.verdict.upper()} · {result.reason}")
+                self._write(steps, "running")
+        except KeyboardInterrupt:
+            interrupted = True
+        doc = self._write(steps, "interrupted" if interrupted else "complete")
+        self.ledger.write()
+        if not interrupted:
+            self._write_recommended(doc)
+            self._write_report()
+        return TuneOutcome(self.out, doc, interrupted)
+
+    # ------------------------------------------------------------ outputs
+    def _copy_tune_file(self) -> None:
+        target = self.out / "tune.yaml"
+        text = self.spec.source.read_text()
+        if target.exists() and target.read_text() != text:
+            self.say(f"  note: {self.spec.source} changed since {target} was written; finished cells are matched by id")
+        target.write_text(text)
+
+    def _final(self) -> dict[str, Any]:
+        flags = dict(self.ctx.current)
+        return {
+            "flags": flags,
+            "command": engine_command(self.spec, flags),
+            "vs_baseline": getattr(self.ctx, "vs_baseline", None),
+        }
+
+    def _write(self, steps: list[StepResult], status: str) -> dict[str, Any]:
+        doc = {
+            "schema_version": SCHEMA_VERSION,
+            "name": self.spec.file.name,
+            "tune_file": str(self.spec.source),
+            "status": status,
+            "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "expected_load": {self.spec.file.load.path: self.spec.file.load.value},
+            "baseline_flags": dict(self.spec.file.base),
+            "steps": [s.to_json() for s in steps],
+            "final": self._final(),
+            "cost": self.ledger.to_json(),
+        }
+        atomic_write(self.out / "tune.json", json.dumps(doc, indent=2, default=str) + "\n")
+        return doc
+
+    def _write_recommended(self, doc: dict[str, Any]) -> None:
+        vs = (doc["final"].get("vs_baseline") or {}).get("verdict", "not compared")
+        head = (f"# harness tune {self.spec.file.name}: the recommended flags (paste as a sweep/tune `base` block).\n"
+                f"# final vs baseline: {vs}; decisions: {self.out / 'tune.json'}\n")
+        body = yaml.safe_dump({"base": doc["final"]["flags"]}, sort_keys=False)
+        atomic_write(self.out / "recommended.yaml", head + body)
+
+    def _write_report(self) -> None:
+        from harness.tune.report import write_tune_report
+
+        try:
+            path = write_tune_report(self.out)
+            self.say(f"[tune] report: {path}")
+        except Exception as exc:  # the decisions stand without the report
+            self.say(f"  note: report not written: {type(exc).__name__}: {exc}")

@@ -1,0 +1,93 @@
+"""Load and check a tune file: one line per problem with its field path (the CLI exits 2).
+
+Pydantic checks the shape; this module adds what needs the files around it: the workload's
+scenario files must exist and validate, and a context length must be known (given, or the
+workload's longest input + output when every length has a maximum).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import UserError
+from harness.scenario.loader import read_yaml, validate
+from harness.scenario.models import Scenario
+from harness.tune.models import TuneFile
+
+
+@dataclass
+class TuneSpec:
+    file: TuneFile
+    source: Path  # the tune file, resolved
+    scenarios: list[Path]  # workload files, resolved
+    parsed: list[Scenario]
+    max_model_len: int  # required context length
+    max_model_len_from: str  # "context.max_model_len" | "the workload's longest input + output"
+
+
+def _max_len(dist: object) -> int | None:
+    for attr in ("value", "max"):
+        v = getattr(dist, attr, None)
+        if isinstance(v, int):
+            return v
+    return None
+
+
+def longest_request(scenarios: list[Scenario]) -> int | None:
+    """Longest input + output any class can draw (None when a length has no maximum)."""
+    longest = 0
+    for sc in scenarios:
+        for cls in sc.workload.classes:
+            if cls.input_tokens is None or cls.output_tokens is None:
+                return None
+            a, b = _max_len(cls.input_tokens), _max_len(cls.output_tokens)
+            if a is None or b is None:
+                return None
+            longest = max(longest, a + b)
+    return longest or None
+
+
+def load_tune(path: str | Path) -> TuneSpec:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file; give the path of a tune YAML file (shipped ones: scenarios/tune/sim_*.yaml)")
+    data = read_yaml(path)
+    tune = validate(TuneFile, data, str(path))
+    base_dir = path.resolve().parent
+    problems: list[str] = []
+    scenarios: list[Path] = []
+    parsed: list[Scenario] = []
+    for i, rel in enumerate(tune.workload):
+        p = Path(rel) if Path(rel).is_absolute() else (base_dir / rel).resolve()
+        if not p.is_file():
+            problems.append(f"{path}: workload[{i}]: {rel}: no such file (paths are relative to the tune file)")
+            continue
+        try:
+            parsed.append(validate(Scenario, read_yaml(p), f"{path}: workload[{i}] {rel}"))
+            scenarios.append(p)
+        except UserError as exc:
+            problems.extend(exc.lines)
+    if len({p.stem for p in scenarios}) != len(scenarios):
+        problems.append(f"{path}: workload: two scenario files share a name; give each its own file name")
+    for name in tune.candidates:
+        if tune.candidates[name] and len(set(map(repr, tune.candidates[name]))) != len(tune.candidates[name]):
+            problems.append(f"{path}: candidates.{name}: a value is listed twice")
+    if tune.budget.max_starts is not None and tune.budget.max_starts < 2:
+        problems.append(f"{path}: budget.max_starts: at least 2 (the baseline and the final run)")
+    longest = longest_request(parsed) if parsed else None
+    if tune.context.max_model_len is not None:
+        mml, source = tune.context.max_model_len, "context.max_model_len"
+        if longest is not None and longest > mml:
+            problems.append(f"{path}: context.max_model_len: {mml} is shorter than the workload's longest request "
+                            f"({longest} tokens); raise it or shorten the workload")
+    elif longest is not None:
+        mml, source = longest, "the workload's longest input + output"
+    else:
+        mml, source = 0, ""
+        if parsed:
+            problems.append(f"{path}: context.max_model_len: required (a workload length has no maximum); "
+                            "set it to the longest prompt + output the service accepts")
+    if problems:
+        raise UserError(*problems)
+    return TuneSpec(tune, path.resolve(), scenarios, parsed, mml, source)

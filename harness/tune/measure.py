@@ -1,0 +1,279 @@
+"""Measure candidate flag sets by running a normal sweep: one sweep directory per step.
+
+Each step hands `Measurer.measure` the full flag sets it wants numbers for (the current best
+among them). Flag sets measured before, by this step or an earlier one, at the same load levels
+and workload, are reused rather than started again: the incumbent is measured once and carried
+from step to step, which is most of what tune saves over a grid. What is new becomes a sweep
+file (mode list, one config per flag set, the workload, the expected load and the capacity
+levels as `loads`) written into DIR/steps/NN-step/ and walked by the sweep executor, so resume,
+run directories, index.json and the sweep report are the sweep's own.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.sweep.execute import SweepOptions, run_sweep
+from harness.sweep.flags import describe, flag_key
+from harness.sweep.plan import _safe_id, build_plan
+from harness.sweep.results import DEFAULT_ATTAINMENT, capacity, read_run_summary
+from harness.tune.ledger import Ledger, TuneProgress
+from harness.tune.load import TuneSpec
+
+
+def flags_key(flags: dict[str, Any]) -> str:
+    """Flag sets compare by canonical name and JSON value (max_num_seqs == max-num-seqs)."""
+    norm = {flag_key(k): v for k, v in flags.items() if v is not None}
+    return json.dumps(dict(sorted(norm.items())), sort_keys=True, default=str)
+
+
+def merged(flags: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+    out = {flag_key(k): v for k, v in flags.items()}
+    for k, v in change.items():
+        out[flag_key(k)] = v
+    return {k: v for k, v in out.items()}
+
+
+def flag_of(flags: dict[str, Any], name: str) -> Any:
+    return {flag_key(k): v for k, v in flags.items()}.get(flag_key(name))
+
+
+@dataclass
+class Measurement:
+    """One flag set's cells: per scenario and load level, the complete repeats' entries."""
+
+    flags: dict[str, Any]
+    config_id: str
+    sweep_dir: Path
+    entries: list[dict[str, Any]]
+    expected_level: str  # e.g. "concurrency=64"
+    attainment: float = DEFAULT_ATTAINMENT
+    _summaries: dict[str, dict[str, Any] | None] = field(default_factory=dict, repr=False)
+
+    # ------------------------------------------------------------ state
+    @property
+    def complete(self) -> list[dict[str, Any]]:
+        return [e for e in self.entries if e.get("status") == "complete"]
+
+    @property
+    def started(self) -> bool:
+        return any(e.get("status") != "failed" or e.get("startup_s") is not None for e in self.entries)
+
+    @property
+    def ok(self) -> bool:
+        """Every scenario has a complete cell at the expected load."""
+        scen = {e["scenario"] for e in self.entries}
+        return bool(scen) and all(self.at_expected(s) for s in scen)
+
+    @property
+    def failure(self) -> str | None:
+        bad = [e for e in self.entries if e.get("status") != "complete"]
+        return bad[0].get("reason") if bad else None
+
+    @property
+    def log_tail(self) -> list[str]:
+        for e in self.entries:
+            if e.get("log_tail"):
+                return list(e["log_tail"])
+        return []
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        for e in self.entries:
+            if e.get("startup_facts"):
+                return dict(e["startup_facts"])
+        return {}
+
+    @property
+    def scenarios(self) -> list[str]:
+        return list(dict.fromkeys(e["scenario"] for e in self.entries))
+
+    @property
+    def cell_ids(self) -> list[str]:
+        return [f"{self.sweep_dir.name}/{e['id']}" for e in self.entries]
+
+    def at_expected(self, scenario: str) -> list[dict[str, Any]]:
+        return [e for e in self.complete if e["scenario"] == scenario and e.get("load_level") == self.expected_level]
+
+    def run_dirs(self, scenario: str) -> list[Path]:
+        return [self.sweep_dir / e["run_dir"] for e in self.at_expected(scenario)]
+
+    # ------------------------------------------------------------ numbers
+    def metric(self, key: str, scenario: str | None = None) -> float | None:
+        """Mean over repeats at the expected load; without `scenario`, the mean over scenarios."""
+        scens = [scenario] if scenario else self.scenarios
+        per = []
+        for s in scens:
+            vals = [(e.get("metrics") or {}).get(key) for e in self.at_expected(s)]
+            vals = [float(v) for v in vals if isinstance(v, (int, float))]
+            if vals:
+                per.append(sum(vals) / len(vals))
+        return sum(per) / len(per) if per else None
+
+    def summary_value(self, path: str, scenario: str | None = None) -> float | None:
+        """A number from the runs' summary.json (dotted path), mean over repeats and scenarios."""
+        scens = [scenario] if scenario else self.scenarios
+        vals = []
+        for s in scens:
+            for d in self.run_dirs(s):
+                key = str(d)
+                if key not in self._summaries:
+                    self._summaries[key] = read_run_summary(d)
+                node: Any = self._summaries[key]
+                for part in path.split("."):
+                    node = node.get(part) if isinstance(node, dict) else None
+                if isinstance(node, (int, float)) and not isinstance(node, bool):
+                    vals.append(float(node))
+        return sum(vals) / len(vals) if vals else None
+
+    def goodput(self, scenario: str | None = None) -> float | None:
+        g = self.metric("goodput_req_per_s", scenario)
+        return g if g is not None else self.metric("req_per_s", scenario)
+
+    def capacity(self) -> dict[str, str | None]:
+        """Per scenario: the highest load level held within the SLOs (None: not even the first)."""
+        out: dict[str, str | None] = {}
+        for scenario, rows in capacity(self.complete, self.attainment).items():
+            for r in rows:
+                out[scenario] = r["held"]["level"] if r["held"] else None
+        return out
+
+    def capacity_value(self, scenario: str) -> float:
+        level = self.capacity().get(scenario)
+        if not level:
+            return 0.0
+        try:
+            return float(level.split("=", 1)[1])
+        except (IndexError, ValueError):
+            return 0.0
+
+    def row(self) -> dict[str, Any]:
+        """The `tried` entry of tune.json."""
+        m = self.metric
+        return {
+            "flags": self.flags,
+            "config_id": self.config_id,
+            "sweep": self.sweep_dir.name,
+            "cells": self.cell_ids,
+            "status": "complete" if self.ok else "failed",
+            "reason": None if self.ok else self.failure,
+            "goodput_req_per_s": self.goodput(),
+            "goodput_fraction": m("goodput_fraction"),
+            "req_per_s": m("req_per_s"),
+            "capacity": self.capacity() or None,
+            "ttft_p50_ms": m("ttft_p50_ms"), "ttft_p99_ms": m("ttft_p99_ms"),
+            "itl_p50_ms": m("itl_p50_ms"), "itl_p99_ms": m("itl_p99_ms"),
+            "e2e_p50_ms": m("e2e_p50_ms"), "e2e_p99_ms": m("e2e_p99_ms"),
+            "output_tok_per_s": m("output_tok_per_s"), "input_tok_per_s": m("input_tok_per_s"),
+            "kv_usage_max": m("kv_usage_max"), "kv_usage_mean": self.summary_value("engine.kv_usage.mean"),
+            "preemptions": m("preemptions"),
+            "prefix_hit_rate": m("prefix_hit_rate"),
+            "spec_acceptance_rate": self.summary_value("engine.spec_decode.acceptance_rate"),
+            "spec_mean_acceptance_length": self.summary_value("engine.spec_decode.mean_acceptance_length"),
+            "gpu_memory_used_max_bytes": self.summary_value("engine.gpu_memory.used_max_bytes"),
+            "kv_cache_tokens": self.facts.get("kv_cache_tokens"),
+            "quality": None,
+        }
+
+
+class Measurer:
+    def __init__(self, spec: TuneSpec, out_dir: Path, ledger: Ledger, show_progress: bool = True, resume: bool = False) -> None:
+        self.spec = spec
+        self.out = out_dir
+        self.ledger = ledger
+        self.show_progress = show_progress
+        self.resume = resume
+        self.cache: dict[str, Measurement] = {}
+        load = spec.file.load
+        self.levels = load.levels()
+        self.expected_level = f"{load.path.rsplit('.', 1)[-1]}={load.value:g}"
+        self.sweeps = 0
+
+    def config_id(self, flags: dict[str, Any]) -> str:
+        varied = {k: v for k, v in flags.items() if flags_key({k: v}) != flags_key({k: flag_of(self.spec.file.base, k)})}
+        return _safe_id(describe(varied)) if varied else "base"
+
+    def new_starts(self, sets: list[dict[str, Any]]) -> int:
+        return len({flags_key(f) for f in sets if flags_key(f) not in self.cache})
+
+    def measure(self, step_dir_name: str, sets: list[dict[str, Any]], label: str) -> list[Measurement]:
+        todo: dict[str, dict[str, Any]] = {}
+        for f in sets:
+            k = flags_key(f)
+            if k not in self.cache and k not in todo:
+                todo[k] = f
+        if todo:
+            self._run(step_dir_name, list(todo.values()), label)
+        return [self.cache[flags_key(f)] for f in sets]
+
+    def measure_fresh(self, step_dir_name: str, sets: list[dict[str, Any]], label: str) -> list[Measurement]:
+        """A new measurement even of flag sets measured before (the final benchmark); the cache
+        keeps the earlier one."""
+        saved = {flags_key(f): self.cache.pop(flags_key(f)) for f in sets if flags_key(f) in self.cache}
+        try:
+            self._run(step_dir_name, sets, label)
+            return [self.cache[flags_key(f)] for f in sets]
+        finally:
+            self.fresh = {flags_key(f): self.cache[flags_key(f)] for f in sets if flags_key(f) in self.cache}
+            self.cache.update(saved)
+
+    def _sweep_doc(self, sets: list[dict[str, Any]], name: str) -> dict[str, Any]:
+        t = self.spec.file
+        engine = t.engine.model_dump(exclude_none=True, exclude_defaults=True)
+        engine["kind"] = t.engine.kind
+        if t.engine.cwd and not Path(t.engine.cwd).is_absolute():
+            engine["cwd"] = str((self.spec.source.parent / t.engine.cwd).resolve())
+        ids: list[str] = []
+        configs = []
+        for f in sets:
+            cid = self.config_id(f)
+            n = 2
+            while cid in ids:
+                cid = f"{self.config_id(f)}-{n}"
+                n += 1
+            ids.append(cid)
+            configs.append({"id": cid, "flags": f})
+        overrides: dict[str, Any] = {"load.duration_s": t.measure.duration_s}
+        if t.slo is not None:
+            overrides["slo"] = t.slo.model_dump(exclude_none=True)
+        cast = int if t.load.concurrency is not None else float
+        return {
+            "name": _safe_id(f"{t.name}-{name}")[:60],
+            "description": f"harness tune {t.name}: step {name}",
+            "engine": engine,
+            "vary": {"mode": "list", "configs": configs},
+            "scenarios": [str(p) for p in self.spec.scenarios],
+            "overrides": overrides,
+            "loads": {t.load.path: [cast(v) for v in self.levels]},
+            "slo_attainment": t.slo_attainment,
+            "repeats": t.measure.repeats,
+            "warmup": {"duration_s": t.measure.warmup_s},
+        }
+
+    def _run(self, step_dir_name: str, sets: list[dict[str, Any]], label: str) -> None:
+        sweep_dir = self.out / "steps" / step_dir_name
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        src = sweep_dir / "tune-step.yaml"
+        doc = self._sweep_doc(sets, step_dir_name)
+        src.write_text(yaml.safe_dump(doc, sort_keys=False))
+        plan = build_plan(src)
+        resume = (sweep_dir / "index.json").is_file()
+        progress = TuneProgress(self.ledger, label, len(plan.cells), len(plan.engine_starts()), enabled=self.show_progress)
+        outcome = run_sweep(plan, SweepOptions(out_dir=sweep_dir, resume=resume, show_progress=self.show_progress,
+                                               write_report=True), progress)
+        if outcome.interrupted:
+            raise KeyboardInterrupt
+        index = json.loads((sweep_dir / "index.json").read_text())
+        by_config: dict[str, list[dict[str, Any]]] = {}
+        for e in index.get("cells", []):
+            by_config.setdefault(e["config_id"], []).append(e)
+        for cfg, f in zip(doc["vary"]["configs"], sets):
+            self.cache[flags_key(f)] = Measurement(
+                flags=f, config_id=cfg["id"], sweep_dir=sweep_dir, entries=by_config.get(cfg["id"], []),
+                expected_level=self.expected_level, attainment=self.spec.file.slo_attainment,
+            )

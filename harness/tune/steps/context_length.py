@@ -1,0 +1,54 @@
+"""Step 1, context-length: set --max-model-len to the length the service needs.
+
+An explicit limit keeps one request from reserving context the service never uses (guide 000).
+The first start with it is also the baseline's start; its log says whether the length fits
+(`Maximum concurrency for N tokens per request`), and a start that fails because it does not
+fit is reported with the log's root-cause line.
+"""
+
+from __future__ import annotations
+
+from harness.tune.measure import flag_of, merged
+from harness.tune.steps.base import STEPS, StepResult, tried_row
+
+FLAG = "max-model-len"
+_NO_FIT = ("max_model_len", "max seq len", "KV cache is needed", "maximum model length")
+
+
+class ContextLength:
+    name = "context-length"
+    summary = "set max-model-len to the required context length; report when the startup log reduces it or the start fails"
+
+    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+        required = ctx.spec.max_model_len
+        before = flag_of(ctx.current, FLAG)
+        flags = merged(ctx.current, {FLAG: required})
+        ms = ctx.measure(self.name, [flags])
+        if ms is None:
+            return ctx.budget_skip(self.name)
+        (m,) = ms
+        where = f"{required} tokens ({ctx.spec.max_model_len_from})"
+        if not m.started or not m.ok:
+            why = m.failure or "the engine did not start"
+            if any(s in why for s in _NO_FIT):
+                return StepResult(self.name, "failed", f"max-model-len {where}: startup fails because it does not fit: {why}",
+                                  flags, [tried_row(m)])
+            # another cause (memory budget, a bad flag): the gpu-memory step looks at it
+            ctx.current = flags
+            return StepResult(self.name, "changed" if before != required else "kept",
+                              f"max-model-len set to {where}; the engine did not start ({why}): see gpu-memory", flags, [tried_row(m)])
+        facts = m.facts
+        bits = [f"max-model-len {where}" + (f" (was {before})" if before is not None and before != required else "")]
+        if facts.get("max_concurrency") is not None:
+            bits.append(f"the startup log fits {facts['max_concurrency']}x requests of {facts.get('max_concurrency_for_tokens', required)} tokens "
+                        f"in a KV cache of {facts.get('kv_cache_tokens', '?'):,} tokens" if isinstance(facts.get("kv_cache_tokens"), int)
+                        else f"the startup log fits {facts['max_concurrency']}x requests of that length")
+        reported = facts.get("max_concurrency_for_tokens")
+        if isinstance(reported, int) and reported < required:
+            bits.append(f"automatic fitting reduced the length to {reported}: requests longer than that will be refused")
+        ctx.current = flags
+        verdict = "changed" if before != required else "kept"
+        return StepResult(self.name, verdict, "; ".join(bits) + ".", flags, [tried_row(m)])
+
+
+STEPS.add(ContextLength.name, ContextLength())

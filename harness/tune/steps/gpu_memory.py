@@ -1,0 +1,63 @@
+"""Step 2, gpu-memory: a gpu-memory-utilization at which the engine starts, with headroom.
+
+The fraction applies to the GPU's whole memory, not to what is free (guide 000): another process
+holding memory makes the default fail. A start that fails is a result (the log's root-cause
+line); lower fractions are tried, highest first, until one starts.
+"""
+
+from __future__ import annotations
+
+from harness.tune.measure import flag_of, merged
+from harness.tune.steps.base import STEPS, StepResult, tried_row
+
+FLAG = "gpu-memory-utilization"
+DEFAULT = 0.92
+_MEMORY = ("memory utilization", "Free memory on device", "out of memory", "No available memory for the cache blocks")
+
+
+class GpuMemory:
+    name = "gpu-memory"
+    summary = "keep gpu-memory-utilization if the engine starts; on a memory failure try lower fractions (0.85, 0.75, 0.6) until one starts"
+
+    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+        m = ctx.incumbent()
+        current = flag_of(ctx.current, FLAG)
+        shown = current if current is not None else f"{DEFAULT} (default)"
+        if m is None:
+            ms = ctx.measure(self.name, [ctx.current])
+            if ms is None:
+                return ctx.budget_skip(self.name)
+            m = ms[0]
+        if m.ok:
+            facts = m.facts
+            kv = facts.get("kv_cache_gib")
+            used = m.summary_value("engine.gpu_memory.used_max_bytes")
+            total = m.summary_value("engine.gpu_memory.total_bytes")
+            head = ""
+            if used and total:
+                head = f"; GPU memory used max {used / 2**30:.1f} of {total / 2**30:.1f} GiB ({100 * (1 - used / total):.0f}% headroom)"
+            kvtxt = f", KV cache {kv} GiB / {facts.get('kv_cache_tokens', '?')} tokens" if kv is not None else (
+                f", KV cache {facts['kv_cache_tokens']:,} tokens" if isinstance(facts.get("kv_cache_tokens"), int) else "")
+            return StepResult(self.name, "kept", f"the engine starts at gpu-memory-utilization {shown}{kvtxt}{head}.", dict(ctx.current), [tried_row(m)])
+        why = m.failure or "did not start"
+        if not any(s.lower() in why.lower() for s in _MEMORY):
+            return StepResult(self.name, "failed", f"the engine does not start, not for memory: {why}", dict(ctx.current), [tried_row(m)])
+        start = float(current) if isinstance(current, (int, float)) else DEFAULT
+        values = ctx.candidates(FLAG) or [v for v in (0.85, 0.75, 0.6, 0.5) if v < start]
+        tried = [tried_row(m)]
+        for v in sorted(values, reverse=True):
+            flags = merged(ctx.current, {FLAG: v})
+            ms = ctx.measure(self.name, [flags], suffix=f"-{v:g}")
+            if ms is None:
+                return StepResult(self.name, "failed", f"{shown} does not start ({why}); {ctx._budget_reason}", dict(ctx.current), tried)
+            tried.append(tried_row(ms[0]))
+            if ms[0].ok:
+                ctx.current = flags
+                return StepResult(self.name, "changed",
+                                  f"{shown} does not start ({why}); {v:g} starts, KV cache {ms[0].facts.get('kv_cache_tokens', '?')} tokens.",
+                                  flags, tried)
+        return StepResult(self.name, "failed", f"no fraction starts the engine ({', '.join(map(str, values))}); at {shown}: {why}",
+                          dict(ctx.current), tried)
+
+
+STEPS.add(GpuMemory.name, GpuMemory())

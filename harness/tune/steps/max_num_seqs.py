@@ -1,0 +1,103 @@
+"""Step 4, max-num-seqs: size the scheduler for the expected concurrency without a preemption storm.
+
+Candidates come from the baseline's startup log and workload (guide 001 2.1): max sequences =
+KV cache tokens / average context (mean input + output tokens per request), around the expected
+peak concurrency. The baseline's KV signals steer the direction: above 95% usage or frequent
+preemptions, lower; below 50%, there is headroom to raise. A candidate that storms cannot win;
+one that ends the incumbent's storm wins a goodput tie (the guide's first remedy).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.tune.measure import Measurement, flag_of
+from harness.tune.steps.base import STEPS, StepResult, fmt, label, one_flag, storm, tried_row
+
+FLAG = "max-num-seqs"
+
+
+def mean_context(m: Measurement) -> float | None:
+    done = m.summary_value("requests.completed")
+    tin, tout = m.summary_value("tokens.input_total"), m.summary_value("tokens.output_total")
+    if not done or tin is None or tout is None:
+        return None
+    return (tin + tout) / done
+
+
+class MaxNumSeqs:
+    name = "max-num-seqs"
+    summary = "candidates from KV cache tokens / mean context (guide 001 2.1) around the expected concurrency; lower on a storm, raise below 50% KV"
+
+    def derive(self, ctx, m: Measurement) -> tuple[list[Any], str, str]:  # type: ignore[no-untyped-def]
+        kv_tokens = m.facts.get("kv_cache_tokens")
+        ctx_len = mean_context(m)
+        expected = ctx.tune.load.concurrency or int(round(m.summary_value("engine.running.max") or 0)) or None
+        current = flag_of(ctx.current, FLAG)
+        kv_max = m.metric("kv_usage_max")
+        fit = int(kv_tokens // ctx_len) if isinstance(kv_tokens, (int, float)) and ctx_len else None
+        why = (f"KV cache {kv_tokens:,} tokens / mean context {ctx_len:.0f} tokens = {fit} sequences"
+               if fit is not None else "no KV capacity in the startup log")
+        values: set[int] = set()
+        nothing = "no value other than the current one to try"
+        waiting = m.summary_value("engine.waiting.mean")
+        running = m.summary_value("engine.running.max")
+        if storm(m):  # guide: reduce it when active requests are frequently preempted
+            if fit:
+                values |= {max(1, fit), max(1, fit * 3 // 4)}
+            elif isinstance(current, int):
+                values |= {current // 2, current // 4}
+            if expected and fit and expected < fit:
+                values.add(expected)
+        elif (waiting or 0) >= 1 and (kv_max is None or kv_max < 0.85):
+            # requests wait while the KV cache has room: headroom to raise
+            if expected:
+                values.add(expected)
+            if fit and (not isinstance(current, int) or fit > current):
+                values.add(fit)
+            if isinstance(current, int):
+                values = {v for v in values if v > current}
+        else:
+            nothing = (f"{fmt(running, '.0f')} sequences ran at most, {fmt(waiting, '.1f')} waited on average, KV usage max {fmt(kv_max)} "
+                            f"and {fmt(m.metric('preemptions'), '.0f')} preemptions: no storm to end and no waiting request to admit")
+        values = {v for v in values if v >= 1 and v != current}
+        return sorted(values), why, nothing
+
+    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+        inc = ctx.incumbent()
+        if inc is None or not inc.ok:
+            return StepResult(self.name, "skipped", "no baseline measurement to derive candidates from", dict(ctx.current))
+        given = ctx.candidates(FLAG)
+        values, why, nothing = (given, "the tune file's candidates", "") if given else self.derive(ctx, inc)
+        if not values:
+            return StepResult(self.name, "kept", f"{why}; {nothing}.", dict(ctx.current), [tried_row(inc)])
+        current = flag_of(ctx.current, FLAG)
+        cur_name = current if current is not None else "default"
+        done, best, results = one_flag(
+            ctx, self.name, FLAG, values,
+            disqualify=storm,
+            accept_tie_when=lambda inc_m, cand: "ends the storm" if storm(inc_m) and not storm(cand) else None,
+        )
+        if done is not None:
+            return done
+        tried = [tried_row(m, j, storm=storm(m)) for _, m, j in results]
+        inc_m = results[0][1]
+
+        def desc(v: Any, m: Measurement) -> str:
+            return (f"at {v if v is not None else cur_name}: goodput {fmt(m.goodput())} req/s, KV max {fmt(m.metric('kv_usage_max'))}, "
+                    f"{fmt(m.metric('preemptions'), '.0f')} preemptions")
+
+        others = "; ".join(desc(v, m) for v, m, _ in results[1:])
+        inc_storm = storm(inc_m)
+        head = f"{why}; " + (f"storm at {cur_name}: {inc_storm}; " if inc_storm else "")
+        if best is None:
+            reason = head + f"{desc(current, inc_m)}; {others}: none beats {cur_name} beyond noise"
+            return StepResult(self.name, "kept", reason + ".", dict(ctx.current), tried, {"derived": why})
+        j = next(j for _, m, j in results if m is best)
+        how = "ends the storm at equal goodput (within noise)" if j.verdict == "tie" else f"beats {cur_name} beyond noise ({j.text()})"
+        ctx.current = best.flags
+        reason = head + f"{desc(current, inc_m)}; {others}: {label({FLAG: flag_of(best.flags, FLAG)})} {how}"
+        return StepResult(self.name, "changed", reason + ".", dict(best.flags), tried, {"derived": why})
+
+
+STEPS.add(MaxNumSeqs.name, MaxNumSeqs())

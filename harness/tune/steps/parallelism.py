@@ -1,0 +1,43 @@
+"""Step 8, parallelism: only when the model does not fit or one replica is too slow, and only
+with the GPUs to try it. TP widths come from `candidates` (tensor-parallel-size); otherwise the
+step is skipped with why: adding GPUs only to raise the reported batch capacity is what the
+guide warns against."""
+
+from __future__ import annotations
+
+from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, tried_row
+
+FLAG = "tensor-parallel-size"
+
+
+class Parallelism:
+    name = "parallelism"
+    summary = "only when the model does not fit or one replica misses the SLOs at the expected load, with gpus > 1 and tensor-parallel-size candidates"
+
+    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+        inc = ctx.incumbent()
+        if inc is None or not inc.ok:
+            return StepResult(self.name, "skipped", "no measurement of the current flags", dict(ctx.current))
+        frac = inc.metric("goodput_fraction")
+        need = ctx.tune.slo_attainment
+        fits = f"the model fits (KV cache {inc.facts.get('kv_cache_tokens', '?')} tokens)"
+        if frac is None or frac >= need:
+            return StepResult(self.name, "skipped", f"{fits} and one replica keeps {fmt((frac or 0) * 100, '.0f')}% of requests within the SLOs "
+                              f"at {inc.expected_level} (needs {need * 100:g}%): not too slow.", dict(ctx.current), [tried_row(inc)])
+        values = [v for v in (ctx.candidates(FLAG) or []) if isinstance(v, int) and v <= ctx.tune.gpus]
+        if ctx.tune.gpus < 2 or not values:
+            return StepResult(self.name, "skipped", f"one replica keeps only {fmt(frac * 100, '.0f')}% within the SLOs (needs {need * 100:g}%), "
+                              f"but there {'is 1 GPU' if ctx.tune.gpus < 2 else 'are no tensor-parallel-size candidates'} to try.",
+                              dict(ctx.current), [tried_row(inc)])
+        done, best, results = one_flag(ctx, self.name, FLAG, values)
+        if done is not None:
+            return done
+        tried = [tried_row(m, j) for _, m, j in results]
+        if best is None:
+            return StepResult(self.name, "kept", f"one replica keeps {fmt(frac * 100, '.0f')}% within the SLOs; no width beats it beyond noise.", dict(ctx.current), tried)
+        ctx.current = best.flags
+        return StepResult(self.name, "changed", f"one replica keeps {fmt(frac * 100, '.0f')}% within the SLOs; TP {best.flags.get(FLAG)} beats it beyond noise.",
+                          dict(best.flags), tried)
+
+
+STEPS.add(Parallelism.name, Parallelism())

@@ -1,0 +1,79 @@
+"""Step 9, speculative: only when inter-token latency is still the limit.
+
+ITL is the limit when decoding is most of a request's time (median E2E minus median TTFT above
+half the median E2E). Methods come from `candidates` (speculative-config): a draft model or MTP
+heads are the user's to name. Compared: acceptance rate, mean acceptance length, per-position
+acceptance, ITL, requests/s and GPU memory. Rejected below 50% acceptance (guide 001 3.2) or when
+goodput at the expected load falls (guide 000: high concurrency already uses the GPU well).
+"""
+
+from __future__ import annotations
+
+from harness.tune.measure import Measurement, flag_of
+from harness.tune.steps.base import STEPS, StepResult, fmt, label, one_flag, tried_row
+
+FLAG = "speculative-config"
+MIN_ACCEPTANCE = 0.5
+
+
+def low_acceptance(m: Measurement) -> str | None:
+    a = m.summary_value("engine.spec_decode.acceptance_rate")
+    if a is not None and a < MIN_ACCEPTANCE:
+        return f"acceptance {100 * a:.0f}% below 50%"
+    return None
+
+
+class Speculative:
+    name = "speculative"
+    summary = "only when decode time is most of E2E and speculative-config candidates are given; reject below 50% acceptance or lower goodput"
+
+    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+        inc = ctx.incumbent()
+        if inc is None or not inc.ok:
+            return StepResult(self.name, "skipped", "no measurement of the current flags", dict(ctx.current))
+        e2e, ttft = inc.metric("e2e_p50_ms"), inc.metric("ttft_p50_ms")
+        decode_share = (e2e - ttft) / e2e if e2e and ttft is not None else None
+        limit = f"decode is {fmt((decode_share or 0) * 100, '.0f')}% of median E2E ({fmt(e2e, '.0f')} ms, TTFT p50 {fmt(ttft, '.0f')} ms)"
+        if decode_share is None or decode_share <= 0.5:
+            return StepResult(self.name, "skipped", f"ITL is not the limit: {limit}.", dict(ctx.current), [tried_row(inc)])
+        current = flag_of(ctx.current, FLAG)
+        values = [v for v in (ctx.candidates(FLAG) or []) if v != current]
+        if current is not None:
+            values = [None] + values  # speculation already on: off is the guide's starting point
+        if not values:
+            return StepResult(self.name, "skipped", f"ITL is the limit ({limit}), but no speculative-config candidates: "
+                              "list the draft model / MTP / ngram methods to try under candidates.", dict(ctx.current), [tried_row(inc)])
+        done, best, results = one_flag(ctx, self.name, FLAG, values, disqualify=low_acceptance)
+        if done is not None:
+            return done
+        tried = [tried_row(m, j, low_acceptance=low_acceptance(m)) for _, m, j in results]
+
+        def desc(m: Measurement) -> str:
+            a = m.summary_value("engine.spec_decode.acceptance_rate")
+            ln = m.summary_value("engine.spec_decode.mean_acceptance_length")
+            acc = f", acceptance {100 * a:.0f}%, mean length {fmt(ln)}" if a is not None else ""
+            return f"goodput {fmt(m.goodput())} req/s, {fmt(m.metric('req_per_s'))} req/s, ITL p50 {fmt(m.metric('itl_p50_ms'), '.1f')} ms{acc}"
+
+        def name(v: object) -> str:
+            return "without speculation" if v is None else label({FLAG: v})
+
+        listing = "; ".join(f"{name(v)}{' (current)' if i == 0 else ''}: {desc(m)}" for i, (v, m, _) in enumerate(results))
+        if best is None:
+            reasons = []
+            for _v, m, j in results[1:]:
+                if low_acceptance(m):
+                    reasons.append(low_acceptance(m))
+                elif j is not None and j.verdict == "worse":
+                    reasons.append(f"goodput at {inc.expected_level} falls ({j.text()}): the guide's high-concurrency warning")
+                elif j is not None:
+                    reasons.append(f"no gain beyond noise ({j.text()})")
+            return StepResult(self.name, "kept", f"ITL is the limit ({limit}); {listing}: rejected: {'; '.join(reasons)}.", dict(ctx.current), tried)
+        j = next(j for _, m, j in results if m is best)
+        ctx.current = {k: v for k, v in best.flags.items() if v is not None}
+        won = "turning speculation off" if flag_of(best.flags, FLAG) is None else "speculation"
+        why = f" (the guide's high-concurrency warning: at {inc.expected_level} drafts cost more than they save)" if flag_of(best.flags, FLAG) is None else ""
+        return StepResult(self.name, "changed", f"ITL is the limit ({limit}); {listing}: {won} wins beyond noise ({j.text()}){why}.",
+                          dict(ctx.current), tried)
+
+
+STEPS.add(Speculative.name, Speculative())
