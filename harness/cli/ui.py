@@ -48,6 +48,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="seconds in-flight requests may finish after Stop or the window's end (default 30)")
     p.add_argument("--no-telemetry", action="store_true", help="do not scrape the engine's /metrics")
     p.add_argument("--no-report", action="store_true", help="do not write report.md/html at the end of a test")
+    p.add_argument("--no-reset-prefix-cache", action="store_true",
+                   help="keep the engine's prefix cache between tests (default: reset it at the start of every test, "
+                        "or salt the prompts where it cannot be reset)")
     p.set_defaults(func=run, passthrough=True)
 
     w = sub.add_parser(
@@ -98,6 +101,8 @@ def locust_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--master", "--master-bind-host", args.master_bind_host, "--master-bind-port", str(args.master_bind_port)]
     if args.no_telemetry:
         argv.append("--no-telemetry")
+    if args.no_reset_prefix_cache:
+        argv.append("--no-reset-prefix-cache")
     if args.no_report:
         argv.append("--no-report")
     return argv + list(getattr(args, "rest", []) or [])

@@ -116,6 +116,9 @@ def add_arguments(parser: Any) -> None:
                    help="do not scrape the engine's /metrics")
     g.add_argument("--no-report", action="store_true", default=False, include_in_web_ui=False,
                    help="do not write report.md/html at the end of a test")
+    g.add_argument("--no-reset-prefix-cache", action="store_true", default=False, include_in_web_ui=False,
+                   help="keep the engine's prefix cache between tests (default: reset it before each test, or salt "
+                        "the prompts where it cannot be reset)")
     # the plugin drives real engines: keep the UI on loopback unless told otherwise
     parser.set_defaults(web_host="127.0.0.1")
 
@@ -411,6 +414,16 @@ class RunSession:
         run.target_url = target
         model = self.model or scenario.target.model
         run.info = preflight(target, model or None, scenario)
+        # every test starts cold: the previous test's prompts (same seed) must not be served from cache
+        from harness.prefix_cache import isolate
+        from harness.target import _auth_headers
+
+        scenario, iso = isolate(scenario, target, _auth_headers(scenario),
+                                reset=not getattr(self.opts, "no_reset_prefix_cache", False))
+        run.scenario = scenario
+        run.info["prefix_cache_isolation"] = iso.to_dict()
+        if iso.mode == "salt":
+            write_text_atomic(run_dir.scenario, dump_scenario(scenario))
         WorkloadGenerator(scenario, tokenizer, scenario_dir)  # a bad dataset file fails here, in one line
         if scenario.load.trace is not None:
             from harness.workload.arrivals.trace import load_gaps
@@ -608,8 +621,15 @@ class RunSession:
             status=status,
             processes=collector.n,
         )
+        summary.prefix_cache_isolation = run.info.get("prefix_cache_isolation")
         if run.telemetry is not None:
+            from harness.prefix_cache import hit_rate_warning, workload_max_hit_rate
+            from harness.workload.generator import expected_prefix_hit_rate
+
             extra = engine_reconcile(summary, engine)
+            too_warm = hit_rate_warning(engine, workload_max_hit_rate(run.scenario, expected_prefix_hit_rate(run.scenario)))
+            if too_warm:
+                extra.append(too_warm)
             if extra:
                 summary.validity["warnings"].extend(extra)
                 summary.validity["ok"] = False

@@ -204,3 +204,22 @@ def test_a_target_that_is_down_is_reported_in_the_ui_not_as_user_errors(ui_facto
     _rows, run_rows = _llm_rows(ui)
     assert dict((r["item"], r["value"]) for r in run_rows)["State"] == "error"
     assert "Traceback" not in Path(ui.log.name).read_text()
+
+
+def test_every_ui_test_starts_with_a_cold_prefix_cache(ui_factory) -> None:  # type: ignore[no-untyped-def]
+    """Start a test, let it finish, start another: the second must not be served from the first's
+    cached prompts (audit D2: the dashboard showed `Prefix hits 99.2 %`)."""
+    ui = ui_factory()
+    live = ui.get("/llm/api/live")
+    summaries = []
+    for _ in range(2):
+        res = ui.post("/swarm", {"user_count": "4", "spawn_rate": "4", "host": live["host"], "measured_window": "3",
+                                 "scenario": live["scenario_path"]})
+        assert res.get("success"), res
+        ui.wait_for(lambda: ui.get("/llm/api/live")["state"] in ("warmup", "measuring"), 30, "the test to start")
+        ui.wait_for(lambda: ui.get("/llm/api/live")["state"] == "finished", 60, "the test to finish")
+        summaries.append(json.loads((Path(ui.get("/llm/api/live")["run_dir"]) / "summary.json").read_text()))
+    second = summaries[1]
+    assert second["prefix_cache_isolation"]["mode"] == "reset"
+    assert second["engine"]["prefix_cache"]["hit_rate"] < 0.1, second["engine"]["prefix_cache"]
+    assert summaries[0]["scenario"]["fingerprint"] == second["scenario"]["fingerprint"]
