@@ -78,6 +78,10 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
     WorkloadGenerator(scenario, tokenizer, scenario_dir)  # and on a bad dataset file
     if scenario.load.trace is not None:  # and on a bad arrival trace
         load_gaps(scenario.load.trace, scenario_dir)
+    if scenario.quality is not None:  # and on a bad quality prompts file
+        from harness.quality.dataset import load_quality_set
+
+        load_quality_set(scenario.quality.prompts, scenario_dir)
     sim: EmbeddedSim | None = None
     target_url = opts.target_url or scenario.target.url
     engine_kind = opts.engine_kind
@@ -91,7 +95,10 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
         scenario, info["prefix_cache_isolation"] = _isolate_prefix_cache(scenario, target_url, opts, run_dir)
         metrics = open_metrics(opts, run_dir.root.name, scenario, info["model"])
         env = metrics.env if metrics is not None else None
-        return _measure(scenario, opts, run_dir, scenario_dir, target_url, info, engine_kind, tokenizer.id, env)
+        summary = _measure(scenario, opts, run_dir, scenario_dir, target_url, info, engine_kind, tokenizer.id, env)
+        if scenario.quality is not None:  # after the measured window: greedy outputs for `harness compare`
+            _quality_pass(scenario, scenario_dir, target_url, info["model"], run_dir.root, opts)
+        return summary
     finally:
         if metrics is not None:
             metrics.close()
@@ -113,6 +120,21 @@ def _isolate_prefix_cache(scenario: Scenario, target_url: str, opts: RunOptions,
             print(f"prefix cache: cannot be reset ({iso.reason}); prompts salted with workload.prompt_salt "
                   f"{iso.salt} (same lengths, other words)", file=sys.stderr)
     return scenario, iso.to_dict()
+
+
+def _quality_pass(scenario: Scenario, scenario_dir: Path, target_url: str, model: str, root: Path, opts: RunOptions) -> None:
+    from harness.quality.passes import quality_pass
+    from harness.target import _auth_headers
+
+    assert scenario.quality is not None
+    try:
+        run = quality_pass(scenario.quality, scenario_dir, target_url, root, model=model, headers=_auth_headers(scenario))
+    except Exception as exc:  # the measured results stand without the quality outputs
+        print(f"quality pass failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return
+    if opts.show_progress:
+        errs = f", {run.errors} failed" if run.errors else ""
+        print(f"quality: {len(run.outputs)} greedy outputs in {run.seconds:.1f} s{errs} -> {root / 'quality.jsonl'}")
 
 
 def _measure(

@@ -24,6 +24,7 @@ COMMANDS = {
     "tune": "harness.cli.tune",
     "report": "harness.cli.report",
     "compare": "harness.cli.compare",
+    "quality": "harness.cli.quality",
     "baseline": "harness.cli.baseline",
     "ui": "harness.cli.ui",
     "gh-summary": "harness.cli.gh_summary",

@@ -29,6 +29,8 @@ def _within(limit: limits.Limit) -> AfterValidator:
 
 Tokens = Annotated[int, Field(gt=0), _within(limits.TOKENS)]
 
+from harness.scenario.quality import QualitySpec
+
 
 class Strict(BaseModel):
     # strict: no silent coercion of YAML values (`concurrency: true` is not 1, `"4"` is not 4)
@@ -289,6 +291,7 @@ class Scenario(Strict):
     slo: SLO = Field(default_factory=SLO)
     warmup: Warmup = Field(default_factory=Warmup)
     telemetry: Telemetry = Field(default_factory=Telemetry)
+    quality: QualitySpec | None = Field(default=None, description="output-quality check (harness quality; sweeps)")
 
     def slo_for(self, class_name: str) -> SLO:
         for cls in self.workload.classes:

@@ -75,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sim-speed", type=float, default=1.0, help="speed factor: 2.0 = steps take half as long")
     s.add_argument("--sim-eos-prob", type=float, default=0.002,
                    help="per-token chance of EOS when ignore_eos is false (after min_tokens)")
+    s.add_argument("--sim-fp8-kv-error", type=float, default=0.02,
+                   help="with --kv-cache-dtype fp8*: share of greedy outputs that diverge from the 16-bit ones")
+    s.add_argument("--sim-quant-error", type=float, default=0.05,
+                   help="with --quantization: share of greedy outputs that diverge from the unquantized ones")
     s.add_argument("--sim-log-stats-interval", type=float,
                    default=float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10")))
     s.add_argument("--startup-delay", type=float, default=0.5, help="seconds before /health answers")

@@ -176,6 +176,22 @@ class SimConfig:
     scripted: ScriptedConfig | None
     faults: FaultConfig = field(default_factory=FaultConfig)
     max_num_batched_tokens_set: bool = False
+    # greedy-output divergence of lossy settings (harness/sim/greedy.py)
+    quantization: str | None = None
+    fp8_kv_error: float = 0.0
+    quant_error: float = 0.0
+
+    @property
+    def greedy_errors(self) -> tuple[tuple[int, float], ...]:
+        """(salt, rate) per active lossy setting: fp8 KV cache, quantized weights."""
+        from harness.sim.greedy import FP8_KV_SALT, QUANT_SALT
+
+        out = []
+        if self.kv_cache_dtype.startswith("fp8") and self.fp8_kv_error:
+            out.append((FP8_KV_SALT, self.fp8_kv_error))
+        if self.quantization and self.quant_error:
+            out.append((QUANT_SALT, self.quant_error))
+        return tuple(out)
 
     @property
     def served_model_name(self) -> str:
@@ -214,6 +230,9 @@ class SimConfig:
             raise ConfigError("argument --sim-speed: must be > 0")
         if not 0.0 <= a.sim_eos_prob <= 1.0:
             raise ConfigError("argument --sim-eos-prob: must be in [0, 1]")
+        for name in ("sim_fp8_kv_error", "sim_quant_error"):
+            if not 0.0 <= getattr(a, name) <= 1.0:
+                raise ConfigError(f"argument --{name.replace('_', '-')}: must be in [0, 1] (the share of greedy outputs that diverge)")
         for name in ("fault_error_rate", "fault_disconnect_rate"):
             if not 0.0 <= getattr(a, name) <= 1.0:
                 raise ConfigError(f"argument --{name.replace('_', '-')}: must be in [0, 1]")
@@ -286,5 +305,8 @@ class SimConfig:
                 metrics=a.fault_metrics,
                 metrics_delay_s=a.fault_metrics_delay_s,
             ),
+            quantization=a.quantization,
+            fp8_kv_error=a.sim_fp8_kv_error,
+            quant_error=a.sim_quant_error,
         )
         return cfg

@@ -296,8 +296,9 @@ class Engine(EngineBase):
             # sample 1 + accepted tokens
             new_ids: list[int] = []
             reason: str | None = None
+            greedy = req.greedy  # temperature 0: tokens from the prompt's hash, whatever the step size
             for _ in range(1 + accepted):
-                wid = int(rng.random() * VOCAB_SIZE)
+                wid = greedy.token(len(req.out_ids)) if greedy is not None else int(rng.random() * VOCAB_SIZE)
                 new_ids.append(wid)
                 req.out_ids.append(wid)
                 req.tokens.append(VOCAB[wid])
@@ -305,7 +306,9 @@ class Engine(EngineBase):
                 if n_out >= req.max_tokens or len(req.tokens) >= self.max_model_len:
                     reason = "length"
                     break
-                if not req.ignore_eos and n_out >= req.min_tokens and rng.random() < eos_prob:
+                if not req.ignore_eos and n_out >= req.min_tokens and (
+                    greedy.stops_after(n_out - 1, eos_prob) if greedy is not None else rng.random() < eos_prob
+                ):
                     reason = "stop"
                     break
             if req.first_token is None:

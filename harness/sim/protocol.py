@@ -38,6 +38,8 @@ class GenParams:
     stream: bool
     include_usage: bool
     continuous_usage: bool
+    greedy: bool = False  # temperature 0 (or top_k 1): deterministic text (harness/sim/greedy.py)
+    logprobs: int | None = None  # None: none asked; n: the chosen token's log-prob plus n alternatives
 
 
 def _content_words(content: Any) -> list[str]:
@@ -88,6 +90,23 @@ def _int_field(body: dict, name: str) -> int | None:
     return v
 
 
+def _logprobs(body: dict, chat: bool) -> int | None:
+    """chat: `logprobs: true` with `top_logprobs: n`; completions: `logprobs: n` (vLLM allows up to 20)."""
+    if chat:
+        if not body.get("logprobs"):
+            return None
+        n = _int_field(body, "top_logprobs") or 0
+        name = "top_logprobs"
+    else:
+        n = _int_field(body, "logprobs")
+        if n is None:
+            return None
+        name = "logprobs"
+    if not 0 <= n <= 20:
+        raise ApiError(400, f"{name} must be in [0, 20], got {n}.", name)
+    return n
+
+
 def parse_generate(body: Any, *, chat: bool, served: list[str], max_model_len: int, force_usage: bool) -> GenParams:
     if not isinstance(body, dict):
         raise ApiError(400, "request body must be a JSON object")
@@ -123,8 +142,14 @@ def parse_generate(body: Any, *, chat: bool, served: list[str], max_model_len: i
     opts = opts if isinstance(opts, dict) else {}
     include_usage = bool(opts.get("include_usage", False)) or force_usage
     continuous = include_usage and (bool(opts.get("continuous_usage_stats", False)) or force_usage)
+    temperature = body.get("temperature", 1.0)
+    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0):
+        raise ApiError(400, "temperature must be a non-negative number", "temperature")
+    greedy = temperature == 0 or body.get("top_k") == 1
     return GenParams(
         prompt_words=words,
+        greedy=greedy,
+        logprobs=_logprobs(body, chat),
         max_tokens=max_tokens,
         min_tokens=min_tokens,
         ignore_eos=bool(body.get("ignore_eos", False)),

@@ -15,7 +15,7 @@ class SimRequest:
         "rid", "response_id", "chat", "created", "prompt_len", "tokens", "out_ids", "max_tokens", "min_tokens",
         "ignore_eos", "arrival", "arrival_ns", "arrival_wall_ns", "stream", "transport", "done", "status",
         "num_computed", "blocks", "block_hashes", "num_cached_blocks", "cached_tokens", "first_sched",
-        "first_token", "last_token", "preemptions", "finish_reason", "disconnect_after", "trace",
+        "first_token", "last_token", "preemptions", "finish_reason", "disconnect_after", "trace", "greedy",
     )
 
     def __init__(self, *, rid: str, response_id: str, chat: bool, created: int, prompt_words: list[str],
@@ -51,6 +51,7 @@ class SimRequest:
         self.finish_reason: str | None = None
         self.disconnect_after: int | None = None  # fault: close the connection after this many tokens
         self.trace = trace
+        self.greedy: Any = None  # a harness.sim.greedy.GreedyText for temperature-0 requests
 
     def is_disconnected(self) -> bool:
         if self.stream is not None:

@@ -119,15 +119,16 @@ class ScriptedEngine(EngineBase):
         stats = self.stats
         now = perf_counter()
         if req.stream is None:
-            ids = [int(self.rng.random() * VOCAB_SIZE) for _ in range(req.max_tokens)]
+            g = req.greedy
+            ids = [g.token(i) if g is not None else int(self.rng.random() * VOCAB_SIZE) for i in range(req.max_tokens)]
             req.out_ids.extend(ids)
             req.first_token = now
             stats.ttft.observe(now - req.arrival)
             self._done(req, now)
             return None
         stream = req.stream
-        wid = int(self.rng.random() * VOCAB_SIZE)
         out = req.out_ids
+        wid = req.greedy.token(len(out)) if req.greedy is not None else int(self.rng.random() * VOCAB_SIZE)
         out.append(wid)
         n_out = len(out)
         if n_out == 1:

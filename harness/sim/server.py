@@ -26,6 +26,7 @@ from harness.sim import logs
 from harness.sim.config import GIB, SimConfig
 from harness.sim.engine import Engine
 from harness.sim.engine_base import EngineBase
+from harness.sim.greedy import GreedyText, logprobs_body
 from harness.sim.memory import MemoryPlan, StartupError, plan_memory
 from harness.sim.metrics import SimCollector, Stats, make_registry, render
 from harness.sim.protocol import ApiError, parse_generate
@@ -156,6 +157,8 @@ class SimServer:
                          prompt_words=params.prompt_words, max_tokens=params.max_tokens,
                          min_tokens=params.min_tokens, ignore_eos=params.ignore_eos, arrival=arrival,
                          arrival_ns=arrival_ns, arrival_wall_ns=wall_ns, transport=request.transport, trace=trace)
+        if params.greedy:
+            req.greedy = GreedyText(params.prompt_words, cfg.greedy_errors)
         resp: web.StreamResponse | None = None
         if params.stream:
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8", **headers})
@@ -189,7 +192,8 @@ class SimServer:
         cached = max(0, req.cached_tokens) if cfg.prompt_tokens_details else None
         out = completion_body(chat=chat, response_id=response_id, model=cfg.served_model_name, created=created,
                               text=text, finish=req.finish_reason or "length", prompt_tokens=req.prompt_len,
-                              completion_tokens=len(req.out_ids), cached=cached)
+                              completion_tokens=len(req.out_ids), cached=cached,
+                              logprobs=logprobs_body(req, chat, params.logprobs) if params.logprobs is not None else None)
         full = web.json_response(out, headers=headers)
         await full.prepare(request)
         await full.write_eof()

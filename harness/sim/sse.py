@@ -130,7 +130,7 @@ class SSEStream:
 
 
 def completion_body(*, chat: bool, response_id: str, model: str, created: int, text: str, finish: str,
-                    prompt_tokens: int, completion_tokens: int, cached: int | None) -> dict:
+                    prompt_tokens: int, completion_tokens: int, cached: int | None, logprobs: dict | None = None) -> dict:
     """A non-streaming response, shaped like vLLM's."""
     usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
                              "completion_tokens": completion_tokens}
@@ -138,9 +138,9 @@ def completion_body(*, chat: bool, response_id: str, model: str, created: int, t
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
     if chat:
         choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text, "tool_calls": []},
-                                  "logprobs": None, "finish_reason": finish, "stop_reason": None}
+                                  "logprobs": logprobs, "finish_reason": finish, "stop_reason": None}
         obj = "chat.completion"
     else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+        choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish, "stop_reason": None}
         obj = "text_completion"
     return {"id": response_id, "object": obj, "created": created, "model": model, "choices": [choice], "usage": usage}

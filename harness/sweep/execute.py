@@ -35,6 +35,7 @@ from harness.sweep.launcher import (
 )
 from harness.sweep.plan import Cell, Config, Plan
 from harness.sweep.progress import Clock, Progress
+from harness.sweep.quality_step import SweepQuality
 from harness.sweep.results import (
     SweepIndex,
     atomic_write,
@@ -115,6 +116,7 @@ class SweepExecutor:
         self.gpu_baseline = self.gpu.used()
         self._reset_warned = False
         self._current: EngineProcess | AttachedEngine | None = None
+        self.quality = SweepQuality.of(plan)  # a bad prompts file fails here, before any start
 
     # ------------------------------------------------------------ top level
     def run(self) -> SweepOutcome:
@@ -153,6 +155,9 @@ class SweepExecutor:
         planned = [self.index.entries[c.id] for c in self.plan.cells if c.id in self.index.entries]
         counts = {s: sum(1 for e in planned if e["status"] == s) for s in ("complete", "partial", "failed")}
         counts["not run"] = len(self.plan.cells) - len(planned)
+        if self.quality is not None:
+            self._score_quality()
+            entries = self.index.ordered()
         table = ranking_table(entries, self.sweep.slo_attainment) if entries else ""
         if not interrupted:
             self.progress.finished(clock.elapsed(), counts)
@@ -274,7 +279,32 @@ class SweepExecutor:
                         self._reset_warned = True
             if self._run_cell(cell, i, base_url, proc, startup, {**common, "notes": notes}) == "engine-died":
                 died_in = cell.id
+            elif self.quality is not None and not self.quality.has_outputs(self.out, config) and proc.poll() is None:
+                self._quality_pass(cell, base_url)
         self._stop(proc)
+
+    # ------------------------------------------------------------ quality (outside every window)
+    def _quality_pass(self, cell: Cell, base_url: str) -> None:
+        assert self.quality is not None
+        try:
+            run = self.quality.run_pass(self.out, cell, base_url, self.sweep.engine.served_model_name)
+        except Exception as exc:  # the speed results stand without the quality outputs
+            self.progress.note(f"quality pass of {cell.config.id} failed: {type(exc).__name__}: {exc}")
+            return
+        errs = f", {run.errors} failed" if run.errors else ""
+        self.progress.note(f"quality {cell.config.id}: {len(run.outputs)} prompts in {run.seconds:.1f} s{errs} -> {cell.run_dir}/quality.jsonl")
+
+    def _score_quality(self) -> None:
+        assert self.quality is not None
+        try:
+            verdicts = self.quality.score(self.out, self.index.entries)
+        except Exception as exc:
+            self.progress.note(f"quality not scored: {type(exc).__name__}: {exc}")
+            return
+        for cid, v in verdicts.items():
+            if v["status"] in ("fail", "engine-problem"):
+                self.progress.note(f"quality gate: {cid} {v['status']}: " + "; ".join(v["reasons"]))
+        self.index.write()
 
     def _start_crashed(self, cells: list[Cell], exc: Exception) -> None:
         if self._current is not None:
@@ -319,6 +349,8 @@ class SweepExecutor:
     # ------------------------------------------------------------ one cell
     def _scenario_for(self, cell: Cell, first_after_start: bool) -> Scenario:
         scenario = cell.resolved
+        if scenario.quality is not None:  # the sweep runs the quality pass once per config itself
+            scenario = scenario.model_copy(update={"quality": None})
         warm = self.sweep.warmup
         if warm is not None:
             if first_after_start or warm.every_cell:

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.scenario.durations import Seconds, rename_duration_key
+from harness.scenario.quality import QualitySpec
 
 FlagValue = str | int | float | bool | dict[str, Any] | list[Any] | None
 Flags = dict[str, FlagValue]
@@ -162,6 +163,9 @@ class SweepFile(Strict):
     warmup: SweepWarmup | None = None
     reset_prefix_cache_between: bool = True
     cold_start: bool = Field(default=False, description="a fresh engine for every cell, not one per config")
+    quality: QualitySpec | None = Field(
+        default=None, description="output quality per config, once after the first cell (outside its measured window)"
+    )
 
     @field_validator("base")
     @classmethod

@@ -216,6 +216,12 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def quality_failed(row: dict[str, Any]) -> bool:
+    """The config's quality verdict (harness/sweep/quality_step.py) says it must not be ranked."""
+    q = row.get("quality")
+    return bool(q) and q.get("passed") is False
+
+
 def ranking(entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Per scenario: configs ranked by mean goodput (req/s under the SLOs) over complete repeats;
     configs with no complete cell follow, with their reason."""
@@ -243,9 +249,12 @@ def ranking(entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
                 "kv_max": _mean([m.get("kv_usage_max") for m in ms]),
                 "status": "complete" if len(done) == len(cells) else (cells[-1]["status"] if not done else "some failed"),
                 "reason": next((c.get("reason") for c in cells if c.get("reason")), None),
+                "quality": next((c["quality"] for c in cells if c.get("quality")), None),
             })
-        ranked = sorted((r for r in rows if r["complete"]), key=lambda r: -(r["goodput"] if r["goodput"] is not None else (r["rps"] or 0.0)))
-        out[scenario] = ranked + [r for r in rows if not r["complete"]]
+        # a config that failed the quality gate is shown with its numbers but never ranked
+        rankable = [r for r in rows if r["complete"] and not quality_failed(r)]
+        ranked = sorted(rankable, key=lambda r: -(r["goodput"] if r["goodput"] is not None else (r["rps"] or 0.0)))
+        out[scenario] = ranked + [r for r in rows if r["complete"] and quality_failed(r)] + [r for r in rows if not r["complete"]]
     return out
 
 
@@ -308,19 +317,27 @@ def ranking_table(entries: list[dict[str, Any]], attainment: float = DEFAULT_ATT
     lines = []
     for scenario, rows in ranking(entries).items():
         lines.append(f"scenario {scenario}: configs ranked by goodput (req/s meeting the SLOs)")
+        with_quality = any(r.get("quality") for r in rows)
         head = f"  {'#':>2}  {'config':<36} {'goodput':>8} {'good%':>6} {'req/s':>7} {'tok/s':>8} {'TTFT p99':>9} {'ITL p99':>8} {'preempt':>8} {'KV max':>6}"
-        lines.append(head)
+        lines.append(head + ("  quality (vs baseline)" if with_quality else ""))
         rank = 0
         for r in rows:
             if r["complete"]:
-                rank += 1
+                failed = quality_failed(r)
+                if not failed:
+                    rank += 1
+                q = f"  {(r.get('quality') or {}).get('short') or '-'}" if with_quality else ""
                 lines.append(
-                    f"  {rank:>2}  {_cut(r['config_id'], 36):<36} {_n(r['goodput'], '.2f'):>8} {_pct(r['good_pct']):>6} "
+                    f"  {'x' if failed else rank:>2}  {_cut(r['config_id'], 36):<36} {_n(r['goodput'], '.2f'):>8} {_pct(r['good_pct']):>6} "
                     f"{_n(r['rps'], '.2f'):>7} {_n(r['tok_s'], '.0f'):>8} {_n(r['ttft_p99'], '.0f', ' ms'):>9} "
-                    f"{_n(r['itl_p99'], '.1f', ' ms'):>8} {_n(r['preemptions'], '.0f'):>8} {_pct(r['kv_max']):>6}"
+                    f"{_n(r['itl_p99'], '.1f', ' ms'):>8} {_n(r['preemptions'], '.0f'):>8} {_pct(r['kv_max']):>6}{q}"
                 )
             else:
                 lines.append(f"   -  {_cut(r['config_id'], 36):<36} {r['status']}: {_cut(r['reason'] or '', 90)}")
+        failed_q = [r for r in rows if r["complete"] and quality_failed(r)]
+        for r in failed_q:
+            lines.append(f"   x  {r['config_id']}: not ranked, quality {r['quality']['status']}: "
+                         + _cut("; ".join(r["quality"].get("reasons") or []), 160))
         lines.append("")
     lines += capacity_lines(entries, attainment)
     return "\n".join(lines).rstrip() + "\n"
