@@ -174,6 +174,10 @@ class LoadController:
 
     def stop(self) -> None:
         """Stop handing out work (Ctrl-C, SIGTERM, or a runner stop)."""
+        if self.phase == DRAIN and self.window_end_ns is not None and self.window_end_ns > perf_ns():
+            # open loop handed out requests ahead of their send times: the window ends now, and
+            # users still waiting for a send time give theirs back (unsend)
+            self.window_end_ns = perf_ns()
         if self.phase in (WARMUP, MEASURE):
             if self.phase == WARMUP:
                 self.phase = MEASURE  # nothing measured yet; the window is empty
@@ -312,6 +316,15 @@ class LoadController:
         prompt = Prompt(planned.prefix, planned.text, planned.output_tokens, planned.messages)
         rid = f"{'w' if planned.warmup else 'm'}{planned.index}-{os.getpid()}"
         return Item(planned, build_payload(self.spec, prompt), intended, rid)
+
+    def unsend(self, item: Item) -> None:
+        """A handed-out request that will not be sent (the run stopped before its send time)."""
+        self.in_flight -= 1
+        if item.planned.warmup:
+            self.warm_sent -= 1
+        else:
+            self.sent -= 1
+        self._maybe_done()
 
     # ------------------------------------------------------------------ results
     def new_record(self, item: Item) -> RequestRecord:

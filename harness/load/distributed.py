@@ -76,7 +76,7 @@ def users_for(plan: LoadPlan) -> tuple[int, float]:
     """(Locust users, spawn rate) for a plan's whole load: closed-loop concurrency, or the
     open-loop pool of max_in_flight users (their requests go out at the scheduled times)."""
     load = plan.scenario["load"]
-    users = load.get("concurrency") or load.get("max_in_flight") or 1024
+    users = (load.get("requests") if load.get("offline") else None) or load.get("concurrency") or load.get("max_in_flight") or 1024
     ramp = float(load.get("ramp_s") or 0.0)
     closed = load.get("concurrency") is not None
     return int(users), (users / ramp if (ramp > 0 and closed) else float(users))

@@ -20,13 +20,15 @@ import locust
 from locust.env import Environment
 from locust.log import setup_logging
 
-from harness.client.http_stream import warm_kernel_timestamps
+from harness.client.http_stream import perf_ns, warm_kernel_timestamps
 from harness.errors import UserError
 from harness.load import user as user_module
 from harness.load.controller import DONE, DRAIN, LoadController
 from harness.load.deadlines import drain_s
 from harness.load.gc_policy import GCPolicy
+from harness.load.limits import raise_fd_limit
 from harness.load.plan import LoadPlan
+from harness.scenario.models import Scenario
 
 
 def _emit(line: dict) -> None:
@@ -36,6 +38,7 @@ def _emit(line: dict) -> None:
 
 def run(plan: LoadPlan) -> dict:
     setup_logging("WARNING")
+    fd_note = raise_fd_limit(Scenario.model_validate(plan.scenario).load.users // plan.workers + 64)
     if plan.kernel_stamps:
         warm_kernel_timestamps()  # before any request: see http_stream.warm_kernel_timestamps
     ctrl = LoadController(plan, emit=_emit)
@@ -45,12 +48,13 @@ def run(plan: LoadPlan) -> dict:
     ctrl.on_done = finished.set
     runner = env.create_local_runner()
     load = ctrl.scenario.load
-    users = load.concurrency if load.concurrency is not None else load.max_in_flight
+    users = load.users
     users = max(1, users // plan.workers + (1 if plan.worker < users % plan.workers else 0))
     spawn_rate = users / load.ramp_s if (load.ramp_s > 0 and not ctrl.open_loop) else float(users)
 
     def _stop(*_args: object) -> None:
         ctrl.stop()
+        user_module.STOPPING.set()
 
     gevent.signal_handler(signal.SIGTERM, _stop)
     gevent.signal_handler(signal.SIGINT, _stop)
@@ -70,6 +74,9 @@ def run(plan: LoadPlan) -> dict:
     while ctrl.phase not in (DRAIN, DONE):
         finished.wait(0.2)
         ctrl.tick()
+    # open loop hands requests out ahead of their send times: the drain counts from the window's end
+    while ctrl.window_end_ns is not None and perf_ns() < ctrl.window_end_ns and not finished.is_set():
+        finished.wait(0.2)
     drain = drain_s(ctrl.scenario, plan.stop_grace_s)
     finished.wait(drain)
     if not finished.is_set() and user_module.cut_in_flight(f"still in flight {drain:g} s after the window ended (drain deadline)"):
@@ -82,6 +89,8 @@ def run(plan: LoadPlan) -> dict:
     progress.kill(block=False)
     _emit({"event": "progress", **ctrl.progress()})
     result = ctrl.result()
+    if fd_note:
+        result.setdefault("warnings", []).append(fd_note)
     if gc_policy is not None:
         gc_policy.stop()
         result["timing"]["gc"] = gc_policy.summary()

@@ -23,6 +23,9 @@ from harness.metrics import exporter
 from harness.metrics.record import RequestRecord
 
 CONTROLLER: LoadController | None = None
+#: set when the run stops before its window ends (SIGTERM, an early stop): open-loop users still
+#: waiting for a send time give the request back instead of sending it
+STOPPING = gevent.event.Event()
 FINISHER: Finisher | None = None
 PREFETCHER: gevent.Greenlet | None = None
 #: user greenlets inside a request (connect, send, read): what a drain deadline cuts
@@ -109,6 +112,7 @@ def install(controller: LoadController, report=None) -> Finisher:  # type: ignor
     if PREFETCHER is not None:
         PREFETCHER.kill(block=False)
     CONTROLLER = controller
+    STOPPING.clear()
     # live Prometheus metrics (only when the runner set HARNESS_METRICS_DIR): observed in the Finisher
     FINISHER = Finisher(controller, exporter.wrap_report(report or (lambda rec: None), controller))
     load = controller.scenario.load
@@ -165,8 +169,9 @@ class LLMUser(User):
             # open the connection shortly before the send time (not all at spawn), so connect
             # time never shows up as send lag
             early = item.intended_ns - perf_ns() - CONNECT_AHEAD_NS
-            if early > 0:
-                gevent.sleep(early / 1e9)
+            if early > 0 and STOPPING.wait(early / 1e9):
+                ctrl.unsend(item)
+                raise StopUser()
             try:
                 self.conn.connect()
             except Exception:  # noqa: BLE001 - execute() records connect errors

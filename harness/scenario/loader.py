@@ -103,9 +103,10 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
     out = yaml.safe_load(yaml.safe_dump(data))  # deep copy of plain data
     given = {k for k, v in overrides.items() if v is not None}
     load = out.get("load") if isinstance(out.get("load"), dict) else {}
-    if given & {"load.concurrency", "load.rate"}:
+    if given & {"load.concurrency", "load.rate", "load.offline"}:
         load.pop("concurrency", None)  # one load mode replaces the other
         load.pop("rate", None)
+        load.pop("offline", None)
     if given & {"load.duration_s", "load.requests"}:
         load.pop("duration_s", None)  # an explicit CLI stop condition replaces the file's
         load.pop("requests", None)

@@ -205,8 +205,10 @@ class Trace(Strict):
 
 
 class Load(Strict):
-    """Closed loop (`concurrency`) or open loop (`rate` with an arrival process)."""
+    """Closed loop (`concurrency`), open loop (`rate` with an arrival process), or offline
+    (`offline: true`: all `requests` submitted at once, the engine drains them at its own pace)."""
 
+    offline: bool = False
     concurrency: Annotated[int, Field(gt=0), _within(limits.CONCURRENCY)] | None = None
     rate: Annotated[float, Field(gt=0)] | None = None
     arrival: Literal["poisson", "gamma", "constant", "trace"] = "poisson"
@@ -221,6 +223,12 @@ class Load(Strict):
 
     @model_validator(mode="after")
     def _mode(self) -> Load:
+        if self.offline:
+            if self.concurrency is not None or self.rate is not None:
+                raise ValueError("offline submits every request at once; remove concurrency and rate")
+            if self.requests is None:
+                raise ValueError("offline needs requests: N (how many to submit at once)")
+            return self
         if (self.concurrency is None) == (self.rate is None):
             raise ValueError("set exactly one of concurrency (closed loop) or rate (open loop)")
         if self.duration_s is None and self.requests is None:
@@ -234,6 +242,14 @@ class Load(Strict):
     @property
     def open_loop(self) -> bool:
         return self.rate is not None
+
+    @property
+    def users(self) -> int:
+        """Streams the load holds open at most: closed-loop users, open-loop in-flight cap, or
+        every request at once (offline)."""
+        if self.offline:
+            return self.requests or 1
+        return self.concurrency if self.concurrency is not None else self.max_in_flight
 
 
 class Warmup(Strict):
