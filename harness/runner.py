@@ -63,6 +63,9 @@ class RunOptions:
     #: reset the target's prefix cache before the run (or salt the prompts where it cannot be
     #: reset); `harness run` turns it on, sweeps reset between cells themselves (harness.prefix_cache)
     reset_prefix_cache: bool = False
+    #: called with the latest progress line of every load process; a returned reason stops the run
+    #: early (harness.capacity.saturation: an over-saturated trial), recorded in summary.load.stopped_early
+    watch: Callable[[list[dict[str, Any]]], str | None] | None = None
 
 
 def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
@@ -176,7 +179,7 @@ def _measure(
                 for worker in range(processes):
                     procs.append(_start_load_process(scenario, scenario_dir, target_url, info, run_dir, opts,
                                                      worker, processes, log, env))
-            follower = _Follower(procs, progress, telemetry)
+            follower = _Follower(procs, progress, telemetry, opts.watch)
             follower.wait()
         except KeyboardInterrupt:
             status = "partial"
@@ -223,6 +226,11 @@ def _measure(
         status=status,
         processes=processes,
     )
+    if follower is not None and follower.stopped_early:
+        summary.load["stopped_early"] = follower.stopped_early
+        summary.validity["warnings"].append(f"stopped early: {follower.stopped_early}")
+        summary.validity["ok"] = False
+        summary.status = "partial"
     if opts.distributed and len(results) < processes:
         summary.validity["warnings"].append(
             f"only {len(results)} of {processes} workers' final results arrived; the others' requests are missing "
@@ -409,8 +417,11 @@ def _tail(path: Path, n: int = 8) -> list[str]:
 class _Follower:
     """Reads the load processes' JSON lines; tells telemetry when the window starts and ends."""
 
-    def __init__(self, procs: list[subprocess.Popen[str]], progress: Progress, telemetry: Any) -> None:
+    def __init__(self, procs: list[subprocess.Popen[str]], progress: Progress, telemetry: Any,
+                 watch: Callable[[list[dict[str, Any]]], str | None] | None = None) -> None:
         self.procs = procs
+        self.watch = watch
+        self.stopped_early: str | None = None
         self.progress = progress
         self.telemetry = telemetry
         self.started = 0
@@ -443,8 +454,23 @@ class _Follower:
                 elif event == "progress":
                     self.latest[worker] = line
                     self.progress.update(list(self.latest.values()))
+                    if self.watch is not None and self.stopped_early is None:
+                        self._check(list(self.latest.values()))
             if event == "drained" and self._all_drained() and self.telemetry is not None:
                 self.telemetry.mark_window_end()
+
+    def _check(self, lines: list[dict[str, Any]]) -> None:
+        """Ask the watcher; on a reason, stop the load like SIGTERM does (in-flight requests drain)."""
+        try:
+            reason = self.watch(lines) if self.watch is not None else None
+        except Exception as exc:  # noqa: BLE001 - a watcher bug must not lose the run
+            reason, self.watch = None, None
+            self.progress.note(f"warning: early-stop watcher failed ({exc}); the run continues")
+        if reason:
+            self.stopped_early = reason
+            self.progress.note(f"stopping early: {reason}")
+            for p in self.procs:
+                _signal(p, signal.SIGTERM)
 
     def _all_drained(self) -> bool:
         with self._lock:

@@ -29,6 +29,7 @@ COMMANDS = {
     "ui": "harness.cli.ui",
     "gh-summary": "harness.cli.gh_summary",
     "completion": "harness.cli.completion",
+    "capacity": "harness.cli.capacity",
 }
 
 
