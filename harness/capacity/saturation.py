@@ -103,10 +103,11 @@ class SaturationDetector:
         elapsed = max(float(ln.get("elapsed_s") or 0.0) for ln in lines)
         if self.arrivals_end_s is not None and elapsed > self.arrivals_end_s:
             return None  # no more arrivals: the backlog only shrinks from here
-        sent = sum(int(ln.get("sent") or 0) for ln in lines)
+        # handed out so far: sent, plus (open loop) scheduled ahead of their send times
+        sent = sum(int(ln.get("sent") or 0) + int(ln.get("scheduled") or 0) for ln in lines)
         done = sum(int(ln.get("done") or 0) + int(ln.get("failed") or 0) for ln in lines)
-        # open loop hands requests out ahead of their send times, so the load process's in_flight
-        # counts requests not yet due: the requests in the system are those due so far, less done
+        # requests in the system: those due so far by the arrival schedule, less those done (sent
+        # late or not, a due request is load the target has not carried yet)
         due = min(sent, int(self.offered_rps * elapsed))
         self.samples.append((elapsed, max(0, due - done), done))
         while self.samples and elapsed - self.samples[0][0] > self.max_window_s:

@@ -322,8 +322,10 @@ class LoadController:
         self.in_flight -= 1
         if item.planned.warmup:
             self.warm_sent -= 1
+            self._warm_unsent -= item.intended_ns is not None
         else:
             self.sent -= 1
+            self.scheduled -= item.intended_ns is not None
         self._maybe_done()
 
     # ------------------------------------------------------------------ results
