@@ -281,6 +281,18 @@ class Target(Strict):
         default=None, description="per-request timeout; none = scaled to the run (harness.load.deadlines)")
     continuous_usage: Literal["auto", "on", "off"] = "auto"
 
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        return None if v is None else check_url(v)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            check_header(name, value)
+        return v
+
 
 class Telemetry(Strict):
     enabled: bool = True
