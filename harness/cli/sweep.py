@@ -24,7 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", metavar="DIR", help="continue the sweep in DIR: finished cells are kept, the rest run")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
-    p.add_argument("--strict", action="store_true", help="exit 1 when any cell is not complete")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 when any cell failed or is partial (without it: exit 1 only when every cell failed)")
     p.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
                    help="serve live harness_ metrics for Prometheus on PORT across all cells (0: off); see docs/grafana.md")
     p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST", help="address for --metrics-port (default 127.0.0.1)")
@@ -71,7 +72,13 @@ def _run(args: argparse.Namespace) -> int:
         print(f"interrupted: finished cells are kept; continue with: harness sweep {args.file} --resume {out}", file=sys.stderr)
         return 130
     if args.strict and (outcome.counts.get("failed") or outcome.counts.get("partial")):
+        print(f"--strict: {outcome.counts.get('failed', 0)} failed and {outcome.counts.get('partial', 0)} partial "
+              "cell(s): exit 1", file=sys.stderr)
         return 1
+    if outcome.counts.get("failed") and not outcome.counts.get("complete") and not outcome.counts.get("partial"):
+        print(f"error: every cell failed ({outcome.counts['failed']}); nothing was measured; see {out}/index.json "
+              f"and {out}/logs/", file=sys.stderr)
+        return 1  # a sweep that measured nothing is never a success, --strict or not
     return 0
 
 

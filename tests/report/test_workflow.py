@@ -145,3 +145,59 @@ def test_summary_step_without_results(runner_env, tmp_path):
     proc = _step("Write the job summary", env, tmp_path)
     assert proc.returncode == 0
     assert "no results" in Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+
+
+def test_first_run_bootstraps_the_baseline(fx, runner_env, tmp_path):
+    """No baseline of that name yet: the run becomes it, the comparison is skipped, the summary says so."""
+    out_dir = tmp_path / "out"
+    shutil.copytree(fx["sweep_same"], out_dir)
+    store = tmp_path / "empty-store"
+    env = {**runner_env, "OUT_DIR": str(out_dir), "HARNESS_BASELINES": str(store), "SWEEP_EXIT": "0"}
+    boot = _step("Bootstrap the baseline (first run)", env, tmp_path)
+    assert boot.returncode == 0, boot.stdout + boot.stderr
+    assert _outputs(env)["created"] == "true"
+    assert (store / "nightly" / "baseline.json").is_file()
+    assert (out_dir / "new-baseline" / "nightly" / "baseline.json").is_file()
+    assert "::notice::first run" in boot.stdout
+    steps = _steps()
+    assert "steps.bootstrap.outputs.created == 'false'" in steps["Compare with the baseline"]["if"]
+    summ = _step("Write the job summary", {**env, "BASELINE_CREATED": "true"}, tmp_path)
+    assert summ.returncode == 0, summ.stderr
+    md = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+    assert "First run: these results were saved as baseline `nightly`" in md
+    assert "Comparison with the baseline" not in md
+    # the second run finds it and compares
+    Path(env["GITHUB_OUTPUT"]).write_text("")
+    again = _step("Bootstrap the baseline (first run)", env, tmp_path)
+    assert again.returncode == 0 and _outputs(env)["created"] == "false"
+
+
+def test_bootstrap_refuses_a_sweep_with_failed_cells(fx, runner_env, tmp_path):
+    env = {**runner_env, "OUT_DIR": str(fx["sweep_same"]), "HARNESS_BASELINES": str(tmp_path / "store"), "SWEEP_EXIT": "1"}
+    boot = _step("Bootstrap the baseline (first run)", env, tmp_path)
+    assert boot.returncode == 1 and "not saving it as the baseline" in boot.stdout
+    assert not (tmp_path / "store" / "nightly").exists()
+
+
+@pytest.mark.parametrize("code, step_rc", [(0, 0), (1, 0), (2, 2), (130, 130)])
+def test_sweep_step_is_strict_and_records_its_exit(runner_env, tmp_path, code, step_rc):
+    """--strict is passed; exit 1 (failed cells) is recorded for the last step, 2/130 end the job."""
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    fake = bin_dir / "harness"
+    fake.write_text(f'#!/bin/sh\necho "$@" > "{tmp_path}/argv"\nexit {code}\n')
+    fake.chmod(0o755)
+    env = {**runner_env, "PATH": f"{bin_dir}{os.pathsep}{runner_env['PATH']}", "SWEEP_FILE": "s.yaml",
+           "OUT_DIR": str(tmp_path / "o")}
+    proc = _step("Run the sweep", env, tmp_path)
+    assert proc.returncode == step_rc
+    assert "--strict" in (tmp_path / "argv").read_text().split()
+    assert _outputs(env)["exit_code"] == str(code)
+    assert _steps()["Fail on failed cells"]["if"] == "steps.sweep.outputs.exit_code == '1'"
+
+
+def test_docs_name_the_runner_prerequisites():
+    text = (REPO / "docs" / "reports.md").read_text()
+    for needle in ("python3-venv", "HF_TOKEN", "Hugging Face cache", "`vllm serve`", "### The first baseline",
+                   "HARNESS_BASELINES", "--strict"):
+        assert needle in text, needle

@@ -131,3 +131,17 @@ def test_sigterm_is_named_in_the_cell_reason(write_sweep, tmp_path) -> None:  # 
     assert outcome.interrupted
     (entry,) = json.loads((tmp_path / "o" / "index.json").read_text())["cells"]
     assert entry["reason"] == "interrupted (SIGTERM)"
+
+
+def test_every_cell_failed_exits_1_and_strict_any_failed(write_sweep, tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    import harness.runner
+    from harness.errors import UserError
+
+    def broken(scenario, opts):  # type: ignore[no-untyped-def]
+        raise UserError("target refused every request")
+
+    monkeypatch.setattr(harness.runner, "run_scenario", broken)
+    assert main(["sweep", str(_sweep(write_sweep)), "--out", str(tmp_path / "a"), "--no-report"]) == 1
+    assert "error: every cell failed (1)" in capsys.readouterr().err
+    monkeypatch.setattr(harness.runner, "run_scenario", WarningRun())
+    assert main(["sweep", str(_sweep(write_sweep)), "--out", str(tmp_path / "b"), "--no-report", "--strict"]) == 0
