@@ -81,3 +81,12 @@ def test_plan_starts_nothing_and_lists_the_steps(tmp_path):
         assert f". {step}:" in proc.stdout
     assert "max-num-seqs: 8, 16" in proc.stdout
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "scenarios" / "tune").glob("*_*.yaml")), ids=lambda p: p.name)
+def test_shipped_tune_files_load(path):
+    data = yaml.safe_load(path.read_text())
+    if "engine" not in data:
+        pytest.skip("a workload scenario, not a tune file")
+    spec = load_tune(path)
+    assert spec.scenarios and spec.max_model_len > 0

@@ -5,7 +5,8 @@ p99 on the mix, since a large budget lets one long prefill stall every decoding 
 ITL spikes) while a small one makes long prompts slower to start. The step runs when the
 baseline shows decode stalls (ITL p99 at least twice p50) or the tune file lists budgets. A
 candidate wins on goodput beyond noise, or, at equal goodput (the TTFT SLO still holding), on
-ITL p99 lower beyond noise: the budget that protects decode latency.
+ITL p99 lower beyond noise: the budget that protects decode latency. Among budgets that do, the
+largest wins: a smaller one only makes long prompts slower to start.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ class MaxNumBatchedTokens:
             itl, itl_text = itl_p99_change(inc, m, ctx.threshold_pct) if m.ok else ("worse", "did not run")
             rows.append(tried_row(m, j, itl_p99_vs_current=itl_text))
             if m.ok and (j.verdict == "better" or (j.verdict == "tie" and itl == "better")):
-                winners.append((j.verdict == "better", -(m.metric("itl_p99_ms") or 0.0), v, m, j, itl_text))
+                winners.append((j.verdict == "better", v if isinstance(v, (int, float)) else 0, v, m, j, itl_text))
         cur_name = current if current is not None else "the default"
 
         def desc(v: Any, m: Measurement) -> str:
@@ -113,6 +114,8 @@ class MaxNumBatchedTokens:
         if not winners:
             return StepResult(self.name, "kept", f"{stall}; {listing}: no budget beats {cur_name} beyond noise on goodput "
                               f"or, at equal goodput, on ITL p99{note}.", dict(ctx.current), rows)
+        # goodput winners first; among the rest the largest budget that still protects decode
+        # latency, since a smaller one only makes long prefills slower (guide 000)
         winners.sort(key=lambda w: (not w[0], -w[1]))
         by_goodput, _, v, m, j, itl_text = winners[0]
         why = f"goodput beyond noise ({j.text()})" if by_goodput else f"equal goodput within noise and {itl_text}"
