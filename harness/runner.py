@@ -29,9 +29,11 @@ from harness.results.build import build_summary
 from harness.results.console import Progress, print_summary
 from harness.results.layout import RunDir, write_json_atomic, write_text_atomic
 from harness.results.schema import RunSummary
+from harness.results.verdict import most_failed
 from harness.scenario.fingerprint import fingerprint
 from harness.scenario.loader import dump_scenario
 from harness.scenario.models import Scenario
+from harness.signals import die_with_parent, stop_reason
 from harness.target import EmbeddedSim, preflight
 from harness.workload.arrivals.trace import load_gaps
 from harness.workload.generator import WorkloadGenerator, expected_prefix_hit_rate
@@ -98,7 +100,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
         scenario, info["prefix_cache_isolation"] = _isolate_prefix_cache(scenario, target_url, opts, run_dir)
         metrics = open_metrics(opts, run_dir.root.name, scenario, info["model"])
         env = metrics.env if metrics is not None else None
-        summary = _measure(scenario, opts, run_dir, scenario_dir, target_url, info, engine_kind, tokenizer.id, env)
+        summary = _measure(scenario, opts, run_dir, scenario_dir, target_url, info, engine_kind, tokenizer.id, env, sim)
         if scenario.quality is not None:  # after the measured window: greedy outputs for `harness compare`
             _quality_pass(scenario, scenario_dir, target_url, info["model"], run_dir.root, opts)
         return summary
@@ -150,6 +152,7 @@ def _measure(
     engine_kind: str | None,
     tokenizer_id: str,
     env: dict[str, str] | None = None,
+    sim: EmbeddedSim | None = None,
 ) -> RunSummary:
     fp = fingerprint(scenario, tokenizer_id, scenario_dir)
     telemetry = _start_telemetry(scenario, target_url, run_dir, engine_kind)
@@ -162,6 +165,7 @@ def _measure(
                         sink=opts.progress_sink)
     follower: _Follower | None = None
     status = "complete"
+    stopped_by: BaseException | None = None
     try:
         try:
             # started inside the try: a Ctrl-C (or SIGTERM, which the CLI turns into one) while
@@ -179,15 +183,16 @@ def _measure(
                 for worker in range(processes):
                     procs.append(_start_load_process(scenario, scenario_dir, target_url, info, run_dir, opts,
                                                      worker, processes, log, env))
-            follower = _Follower(procs, progress, telemetry, opts.watch)
+            follower = _Follower(procs, progress, telemetry, opts.watch, sim)
             follower.wait()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             status = "partial"
-            progress.note("interrupted: stopping the load, keeping what was measured ...")
+            stopped_by = exc
+            progress.note(f"{stop_reason(exc)}: stopping the load, keeping what was measured ...")
             for p in procs:
                 _signal(p, signal.SIGTERM)
             if follower is None:
-                follower = _Follower(procs, progress, telemetry)
+                follower = _Follower(procs, progress, telemetry, opts.watch, sim)
             follower.interrupted = True
             try:
                 follower.wait(grace_s=opts.stop_grace_s + 10)
@@ -231,6 +236,16 @@ def _measure(
         summary.validity["warnings"].append(f"stopped early: {follower.stopped_early}")
         summary.validity["ok"] = False
         summary.status = "partial"
+    if stopped_by is not None:
+        summary.status_reason = stop_reason(stopped_by)
+    if follower is not None and follower.engine_exit is not None:
+        code, when = follower.engine_exit
+        start = summary.window.get("start")
+        at = f"at t={when - start:.1f} s of the window" if start else "before the window opened"
+        summary.status = "failed"
+        summary.status_reason = f"the simulated engine exited (code {code}) {at}; see {run_dir.sim_log}"
+        summary.validity["warnings"].insert(0, summary.status_reason)
+        summary.validity["ok"] = False
     if opts.distributed and len(results) < processes:
         summary.validity["warnings"].append(
             f"only {len(results)} of {processes} workers' final results arrived; the others' requests are missing "
@@ -247,6 +262,9 @@ def _measure(
         if reconcile:
             summary.validity["warnings"].extend(reconcile)
             summary.validity["ok"] = False
+    failed_most = most_failed(summary)
+    if failed_most and summary.status == "complete":
+        summary.status, summary.status_reason = "failed", failed_most
     write_json_atomic(run_dir.histograms, metrics.to_dict())
     write_json_atomic(run_dir.summary, summary.model_dump(mode="json"))
     if opts.show_progress:
@@ -259,7 +277,7 @@ def _measure(
     if opts.write_report:
         _write_report(run_dir.root, opts.show_progress)
     if status == "partial" and follower.interrupted:
-        raise KeyboardInterrupt
+        raise stopped_by if stopped_by is not None else KeyboardInterrupt()
     return summary
 
 
@@ -308,6 +326,7 @@ def _start_load_process(scenario: Scenario, scenario_dir: Path, target_url: str,
         text=True,
         bufsize=1,
         start_new_session=True,  # Ctrl-C reaches us only; we stop the load gracefully
+        preexec_fn=die_with_parent,  # ... and a killed harness (SIGKILL) stops it too
         env=env,  # with live metrics: PROMETHEUS_MULTIPROC_DIR for this run
     )
 
@@ -372,7 +391,7 @@ def _start_distributed(plan: LoadPlan, run_dir: RunDir, log: Any, env: dict[str,
     port = free_port()
     plan_path = run_dir.plan
     plan_path.write_text(plan.model_dump_json(indent=2))
-    common = {"stderr": log, "text": True, "start_new_session": True, "env": env}
+    common = {"stderr": log, "text": True, "start_new_session": True, "env": env, "preexec_fn": die_with_parent}
     master = subprocess.Popen(
         [sys.executable, "-m", "harness.load.distributed", "master", str(plan_path), "--expect-workers",
          str(plan.workers), "--port", str(port)],
@@ -418,10 +437,13 @@ class _Follower:
     """Reads the load processes' JSON lines; tells telemetry when the window starts and ends."""
 
     def __init__(self, procs: list[subprocess.Popen[str]], progress: Progress, telemetry: Any,
-                 watch: Callable[[list[dict[str, Any]]], str | None] | None = None) -> None:
+                 watch: Callable[[list[dict[str, Any]]], str | None] | None = None,
+                 engine: EmbeddedSim | None = None) -> None:
         self.procs = procs
         self.watch = watch
         self.stopped_early: str | None = None
+        self.engine = engine  # the embedded simulator: its death mid-run stops the load and fails the run
+        self.engine_exit: tuple[int, float] | None = None  # (exit code, unix time first seen)
         self.progress = progress
         self.telemetry = telemetry
         self.started = 0
@@ -451,6 +473,8 @@ class _Follower:
                     self.ended += 1
                 elif event == "drained":
                     pass
+                elif event == "abort":
+                    self.progress.note(str(line.get("reason", "stopped early")))
                 elif event == "progress":
                     self.latest[worker] = line
                     self.progress.update(list(self.latest.values()))
@@ -472,6 +496,16 @@ class _Follower:
             for p in self.procs:
                 _signal(p, signal.SIGTERM)
 
+    def _watch_engine(self) -> None:
+        proc = self.engine.proc if self.engine is not None else None
+        if proc is None or self.engine_exit is not None or proc.poll() is None:
+            return
+        self.engine_exit = (proc.returncode, time.time())
+        self.progress.note(f"the simulated engine exited (code {proc.returncode}): stopping the load, "
+                           f"keeping what was measured; see {self.engine.log_path}")  # type: ignore[union-attr]
+        for p in self.procs:
+            _signal(p, signal.SIGTERM)
+
     def _all_drained(self) -> bool:
         with self._lock:
             self.drained += 1
@@ -484,6 +518,7 @@ class _Follower:
                 while p.poll() is None:
                     if deadline is not None and time.monotonic() > deadline:
                         _signal(p, signal.SIGKILL)
+                    self._watch_engine()
                     time.sleep(0.1)
             for t in self._threads:
                 t.join(timeout=2)

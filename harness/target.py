@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.errors import TargetError
 from harness.scenario.models import Scenario
+from harness.signals import die_with_parent
 
 
 def free_port() -> int:
@@ -56,7 +57,20 @@ class EmbeddedSim:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_parent,  # a killed harness takes its simulator with it
         )
+        try:
+            ready = self._wait_ready()
+        except BaseException:  # Ctrl-C / SIGTERM while it starts: the caller holds no handle yet
+            self.stop()
+            raise
+        if ready:
+            return self
+        self.stop()
+        raise TargetError(f"the simulated engine was not ready within {self.ready_timeout_s:.0f} s; see {self.log_path}")
+
+    def _wait_ready(self) -> bool:
+        assert self.proc is not None
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -64,12 +78,11 @@ class EmbeddedSim:
                 raise TargetError(f"the simulated engine exited at startup (code {self.proc.returncode})", *tail)
             try:
                 if _http("GET", self.url + "/health", timeout=1.0)[0] == 200:
-                    return self
+                    return True
             except OSError:
                 pass
             time.sleep(0.05)
-        self.stop()
-        raise TargetError(f"the simulated engine was not ready within {self.ready_timeout_s:.0f} s; see {self.log_path}")
+        return False
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:

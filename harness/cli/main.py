@@ -69,8 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.lines:
             print(f"error: {line}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        from harness.signals import Terminated
+
+        print(f"terminated ({exc.name})" if isinstance(exc, Terminated) else "interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a bug: one line for the user, the traceback on request
         if os.environ.get("HARNESS_DEBUG"):

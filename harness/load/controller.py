@@ -27,6 +27,7 @@ from harness.client.request import (
     sampling_fields,
 )
 from harness.load.deadlines import request_timeout_s
+from harness.load.failures import FailureWatch
 from harness.load.plan import LoadPlan
 from harness.metrics.record import RequestRecord
 from harness.metrics.recorder import ALL, MetricSet
@@ -116,6 +117,9 @@ class LoadController:
         self.usage_diffs: list[int] = []
         self.output_disagreements = 0
         self.cut_at_end = 0
+        self.failures = FailureWatch()
+        self.backoffs = 0
+        self.backoff_s = 0.0
         self._schedule: Iterator[tuple[int, float]] | None = None
         self._prefetched: deque[tuple[int, float | None, Item]] = deque()
         self._warm_schedule: Iterator[tuple[int, float]] | None = None
@@ -366,10 +370,20 @@ class LoadController:
             else:
                 self.failed += 1
             self.coalesced_reads += rec.coalesced_reads
-            line = rec.to_json()
-            self.requests_file.write(json.dumps(line, separators=(",", ":")) + "\n")
+            if self.failures.keep_line(rec):
+                line = rec.to_json()
+                self.requests_file.write(json.dumps(line, separators=(",", ":")) + "\n")
+        reason = self.failures.observe(rec)
+        if reason is not None:
+            self.emit({"event": "abort", "reason": reason, "t": time.time()})
+            self.stop()
         self._maybe_done()
         return good
+
+    def note_backoff(self, delay_s: float) -> None:
+        """A closed-loop user waits `delay_s` after a refused or failed request (load.backoff)."""
+        self.backoffs += 1
+        self.backoff_s += delay_s
 
     # ------------------------------------------------------------------ progress
     @property
@@ -440,6 +454,10 @@ class LoadController:
             },
             "sent": self.sent,
             "cut_at_end": self.cut_at_end,
+            "abort_reason": self.failures.abort_reason,
+            "backoffs": self.backoffs,
+            "backoff_s": round(self.backoff_s, 3),
+            "error_lines_suppressed": dict(self.failures.suppressed),
             "timing": {
                 "clock_by_request": self.reads_clock,
                 "coalesced_reads": self.coalesced_reads,

@@ -18,6 +18,7 @@ from locust.exception import StopUser
 from harness.client.http_stream import Connection, Endpoint, StreamError, StreamResult, perf_ns
 from harness.client.reactor import ReactorConnection
 from harness.client.request import finalize, transfer
+from harness.load import backoff
 from harness.load.controller import LoadController, Pause
 from harness.metrics import exporter
 from harness.metrics.record import RequestRecord
@@ -185,13 +186,16 @@ class LLMUser(User):
         finally:
             IN_FLIGHT.discard(me)
         FINISHER.put(rec, res)  # type: ignore[union-attr]
-        if rec.error_kind in ("connect", "connect_timeout") and item.intended_ns is None:
-            # closed loop against a target that refuses connections: back off (50 ms doubling
-            # to 1 s) instead of a retry storm of thousands of failed requests a second
-            self._connect_failures = getattr(self, "_connect_failures", 0) + 1
-            gevent.sleep(min(1.0, 0.05 * 2 ** (self._connect_failures - 1)))
+        status = res.status if res is not None else None
+        if item.intended_ns is None and backoff.should_back_off(status, rec.error_kind):
+            # closed loop against a refusing or failing target: back off (harness.load.backoff)
+            # instead of a retry storm of thousands of failed requests a second
+            self._failures = getattr(self, "_failures", 0) + 1
+            delay = backoff.delay_s(self._failures, res.headers.get("retry-after") if res is not None else None)
+            ctrl.note_backoff(delay)
+            gevent.sleep(delay)
         else:
-            self._connect_failures = 0
+            self._failures = 0
 
 
 def locust_reporter(environment):  # type: ignore[no-untyped-def]

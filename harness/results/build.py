@@ -14,6 +14,8 @@ from harness.metrics.recorder import ALL, MetricSet
 from harness.results.schema import RunSummary
 
 CPU_SATURATED_PCT = 90.0
+#: a share of failed requests that makes the latencies unrepresentative (they describe survivors)
+FAILED_WARN_FRACTION = 0.10
 SEND_LAG_P99_MS = 10.0
 
 
@@ -30,6 +32,10 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
         "cpu_max": [],
         "cpu_mean": [],
         "warmup_requests": 0,
+        "backoffs": 0,
+        "backoff_s": 0.0,
+        "error_lines_suppressed": {},
+        "abort_reasons": [],
     }
     for res in results:
         metrics.merge_dict(res["metrics"])
@@ -42,6 +48,12 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
         merged["warmup_requests"] += w.get("warmup_requests", 0)
         merged["sent"] += res.get("sent", 0)
         merged["cut_at_end"] += res.get("cut_at_end", 0)
+        merged["backoffs"] += res.get("backoffs", 0)
+        merged["backoff_s"] += res.get("backoff_s", 0.0)
+        for kind, n in (res.get("error_lines_suppressed") or {}).items():
+            merged["error_lines_suppressed"][kind] = merged["error_lines_suppressed"].get(kind, 0) + n
+        if res.get("abort_reason"):
+            merged["abort_reasons"].append(res["abort_reason"])
         t = res.get("timing", {})
         merged["coalesced_reads"] += t.get("coalesced_reads", 0)
         if t.get("gc"):
@@ -114,6 +126,9 @@ def build_summary(
         "sent": merged["sent"],
         "cut_at_end": merged["cut_at_end"],
         "warmup_requests": merged["warmup_requests"],
+        "backoffs": merged["backoffs"],
+        "backoff_s": round(merged["backoff_s"], 3),
+        "error_lines_suppressed": merged["error_lines_suppressed"],
     }
     usage_check = {
         "requests_with_usage": usage["n"],
@@ -140,6 +155,8 @@ def build_summary(
         engine=engine or {},
         status=status,
     )
+    if merged["abort_reasons"]:
+        summary.status, summary.status_reason = "failed", merged["abort_reasons"][0]
     warnings = _validity(summary, load, completed, reconcile_warnings or [])
     summary.validity = {"ok": not warnings, "warnings": warnings}
     return summary, metrics
@@ -188,6 +205,11 @@ def _validity(s: RunSummary, load: dict[str, Any], completed: int, extra: list[s
     src = s.tokens.output_count_source
     if src.get("tokenizer"):
         out.append(f"{src['tokenizer']} request(s) had no usage from the server: output tokens counted with the tokenizer")
+    failed = s.requests.failed
+    if completed and failed and failed / (completed + failed) >= FAILED_WARN_FRACTION:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(s.requests.errors_by_kind.items(), key=lambda kv: -kv[1]))
+        out.append(f"{100 * failed / (completed + failed):.0f}% of measured requests failed ({kinds}): "
+                   "the latencies describe only the requests that completed")
     if s.client.get("cut_at_end"):
         out.append(f"{s.client['cut_at_end']} in-flight request(s) were cut when the run stopped")
     # missing engine telemetry is reported by harness.telemetry.reconcile (passed in as `extra`)

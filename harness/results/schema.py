@@ -88,3 +88,4 @@ class RunSummary(Open):
     engine: dict[str, Any] = Field(default_factory=dict)  # telemetry block (harness.telemetry)
     validity: dict[str, Any] = Field(default_factory=dict)  # ok, warnings[]
     status: str = "complete"  # complete | partial | failed
+    status_reason: str | None = None  # why not complete: "engine exited ...", "stopped early: ...", "terminated"

@@ -320,6 +320,16 @@ class Scenario(Strict):
     warmup: Warmup = Field(default_factory=Warmup)
     telemetry: Telemetry = Field(default_factory=Telemetry)
     quality: QualitySpec | None = Field(default=None, description="output-quality check (harness quality; sweeps)")
+    thresholds: list[str] = Field(default_factory=list, description='conditions that fail the run, e.g. "error_rate>1%"')
+
+    @field_validator("thresholds")
+    @classmethod
+    def _thresholds(cls, value: list[str]) -> list[str]:
+        from harness.scenario.thresholds import parse
+
+        for text in value:
+            parse(text)
+        return value
 
     def slo_for(self, class_name: str) -> SLO:
         for cls in self.workload.classes:

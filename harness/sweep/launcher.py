@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.signals import die_with_parent
 from harness.sweep.engines.base import Probe
 
 
@@ -255,25 +256,8 @@ class AttachedEngine(EngineProcess):
         return None
 
 
-def _prctl():  # noqa: ANN202
-    """libc's prctl, resolved in the parent (the child between fork and exec must not import)."""
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except Exception:
-        return None
-
-
-_PRCTL = _prctl() if os.name == "posix" else None
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM the engine if the harness dies (even by SIGKILL), so a
-    killed sweep does not leave an engine holding the GPU. Linux only; elsewhere a no-op."""
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+# the parent-death signal lives in harness.signals (the run's simulator and load processes use it too)
+_die_with_parent = die_with_parent
 
 
 def start_ticks(pid: int) -> int | None:

@@ -141,3 +141,22 @@ def test_stalls_in_window_warn() -> None:
     assert summary.validity["warnings"] == [
         "host stalled 2 time(s) in the window (max 300 ms): tail latencies may include time the machine was not running"
     ]
+
+
+def test_a_fifth_of_requests_failed_is_a_validity_warning() -> None:
+    """Audit High 4: 16-27 % failed requests still gave validity.ok true and no warning."""
+    recs = [_rec(i) for i in range(8)] + [_rec(8, error="http_5xx"), _rec(9, error="disconnect")]
+    s = _build([_result(0, recs, 1.0, 2.0)])
+    assert s.validity["ok"] is False
+    assert any(w.startswith("20% of measured requests failed (disconnect 1, http_5xx 1)") for w in s.validity["warnings"])
+
+
+def test_backoffs_suppressed_lines_and_abort_reason_merge() -> None:
+    r0 = _result(0, [_rec(0, error="http_429")], 1.0, 2.0)
+    r0.update(backoffs=3, backoff_s=0.5, error_lines_suppressed={"http_429": 7},
+              abort_reason="stopped early: the last 50 requests ...")
+    r1 = _result(1, [_rec(1)], 1.0, 2.0)
+    r1.update(backoffs=2, backoff_s=0.25, error_lines_suppressed={"http_429": 1})
+    s = _build([r0, r1], processes=2)
+    assert (s.client["backoffs"], s.client["backoff_s"], s.client["error_lines_suppressed"]) == (5, 0.75, {"http_429": 8})
+    assert s.status == "failed" and s.status_reason.startswith("stopped early")
