@@ -19,3 +19,9 @@ class UserError(Exception):
 
 class TargetError(UserError):
     """The target endpoint cannot be used (unreachable, unknown model, rejects the request)."""
+
+
+class RunFailed(UserError):
+    """The run started but could not measure (its engine died, no load process reported): exit 1."""
+
+    exit_code = 1

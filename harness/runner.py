@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
+from harness.errors import RunFailed, UserError
 from harness.load.plan import LoadPlan
 from harness.metrics.exporter import open_run as open_metrics
 from harness.metrics.stall_meter import StallMeter
@@ -213,6 +213,9 @@ def _measure(
     if any(p.returncode not in (0, None) for p in procs):
         status = "partial" if status == "complete" else status
     results = [json.loads(p.read_text()) for p in run_dir.load_results()]
+    if not results and follower is not None and follower.engine_exit is not None:
+        raise RunFailed(f"the simulated engine exited (code {follower.engine_exit[0]}) before anything was measured; "
+                        f"see {run_dir.sim_log}", *_tail(run_dir.sim_log, 3))
     if not results:
         tail = _tail(run_dir.load_log)
         raise UserError(f"the load process failed before measuring anything; see {run_dir.load_log}", *tail)
@@ -241,7 +244,7 @@ def _measure(
     if follower is not None and follower.engine_exit is not None:
         code, when = follower.engine_exit
         start = summary.window.get("start")
-        at = f"at t={when - start:.1f} s of the window" if start else "before the window opened"
+        at = f"at t={when - start:.1f} s of the window" if start and when >= start else "before the window opened"
         summary.status = "failed"
         summary.status_reason = f"the simulated engine exited (code {code}) {at}; see {run_dir.sim_log}"
         summary.validity["warnings"].insert(0, summary.status_reason)
@@ -444,6 +447,8 @@ class _Follower:
         self.stopped_early: str | None = None
         self.engine = engine  # the embedded simulator: its death mid-run stops the load and fails the run
         self.engine_exit: tuple[int, float] | None = None  # (exit code, unix time first seen)
+        self.talked: set[int] = set()  # load processes that printed a line (signal handlers installed)
+        self.stopped: set[int] = set()
         self.progress = progress
         self.telemetry = telemetry
         self.started = 0
@@ -464,6 +469,7 @@ class _Follower:
             except ValueError:
                 continue
             event = line.get("event")
+            self.talked.add(worker)
             with self._lock:
                 if event == "window_start":
                     self.started += 1
@@ -498,13 +504,20 @@ class _Follower:
 
     def _watch_engine(self) -> None:
         proc = self.engine.proc if self.engine is not None else None
-        if proc is None or self.engine_exit is not None or proc.poll() is None:
+        if proc is None:
             return
-        self.engine_exit = (proc.returncode, time.time())
-        self.progress.note(f"the simulated engine exited (code {proc.returncode}): stopping the load, "
-                           f"keeping what was measured; see {self.engine.log_path}")  # type: ignore[union-attr]
-        for p in self.procs:
-            _signal(p, signal.SIGTERM)
+        if self.engine_exit is None:
+            if proc.poll() is None:
+                return
+            self.engine_exit = (proc.returncode, time.time())
+            self.progress.note(f"the simulated engine exited (code {proc.returncode}): stopping the load, "
+                               f"keeping what was measured; see {self.engine.log_path}")  # type: ignore[union-attr]
+        # stop each load process once it has said something (its SIGTERM handler is installed by
+        # then; a SIGTERM during its start-up would kill it before it could write anything)
+        for i, p in enumerate(self.procs):
+            if i in self.talked and i not in self.stopped:
+                self.stopped.add(i)
+                _signal(p, signal.SIGTERM)
 
     def _all_drained(self) -> bool:
         with self._lock:

@@ -162,6 +162,7 @@ def _probe(base: str, model: str, scenario: Scenario) -> bool:
     from harness.client.adapters.base import Prompt, get_adapter
     from harness.client.http_stream import StreamError
     from harness.client import probe
+    from harness.client.redact import redact
     from harness.client.request import sampling_fields
 
     adapter = get_adapter(scenario.target.api)
@@ -187,7 +188,7 @@ def _probe(base: str, model: str, scenario: Scenario) -> bool:
             if problem:
                 raise TargetError(f"target {base}{adapter.path} answered a test request with 200 but {problem}")
             return continuous
-        text = raw.decode("utf-8", "replace")[:300]
+        text = redact(raw.decode("utf-8", "replace")[:300], tuple(headers.values()))
         if status == 404:
             raise TargetError(f"target {base}{adapter.path} answered 404 ({text}); check target.api "
                               f"({scenario.target.api}), target.model and the URL")

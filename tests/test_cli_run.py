@@ -123,7 +123,8 @@ def test_every_request_failing_exits_1_with_a_line(tmp_path: Path) -> None:
                        "--quiet")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == (
-        f"error: no request completed in the measured window (disconnect 3); see {out}/requests.jsonl and {out}/load.log")
+        f"error: no request completed in the measured window (disconnect 3); results kept in {out} "
+        "(see requests.jsonl and load.log)")
     s = json.loads((out / "summary.json").read_text())
     assert s["requests"]["errors_by_kind"] == {"disconnect": 3} and s["requests"]["completed"] == 0
     assert s["validity"]["ok"] is False

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import sys
 from pathlib import Path
 
 from harness.cli.run_flags import (add_run_flags, chosen_percentiles, duration_arg, extra_overrides, load_run_scenario,
                                    warmup_arg, write_exports)
+from harness.cli.run_outcome import add_outcome_flags, outcome, parse_thresholds, prepare_out
 from harness.results.layout import default_run_dir
+from harness.signals import stop_on_term_and_hup
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -51,6 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "/flush_cache); where it cannot be reset, salt the prompts' words (same lengths, recorded "
                         "as workload.prompt_salt) so an earlier run's cache cannot serve them (default: on)")
     add_run_flags(p)
+    add_outcome_flags(p)
     p.set_defaults(func=run)
 
 
@@ -70,12 +71,8 @@ def overrides_from_args(args: argparse.Namespace) -> dict:
     }
 
 
-def _sigterm_as_interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt  # stop like Ctrl-C: the load stops, what was measured is written
-
-
 def run(args: argparse.Namespace) -> int:
-    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    stop_on_term_and_hup()  # stop like Ctrl-C: the load stops, what was measured is written
     from harness.errors import UserError
     from harness.cli.input_checks import check_run_flags
     from harness.runner import RunOptions, run_scenario
@@ -85,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--processes must be at least 1")
     if args.distributed < 0 or (args.distributed and args.processes > 1):
         raise UserError("--distributed N: N >= 1 worker processes, and not together with --processes")
+    wanted = parse_thresholds(args, scenario)
     out = args.out or default_run_dir(scenario.name)
+    prepare_out(out, args.force)
     opts = RunOptions(
         out_dir=out,
         target_url=scenario.target.url,
@@ -108,12 +107,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--metrics-port {args.metrics_port}: not a port number")
     summary = run_scenario(scenario, opts)
     write_exports(args, out)
-    if summary.requests.completed == 0:
-        errors = ", ".join(f"{k} {v}" for k, v in summary.requests.errors_by_kind.items()) or "none sent"
-        print(f"error: no request completed in the measured window ({errors}); see {out}/requests.jsonl and "
-              f"{out}/load.log", file=sys.stderr)
-        return 1
-    return 0
+    return outcome(summary, out, wanted)
 
 
 def _labels(items: list[str]) -> dict[str, str]:

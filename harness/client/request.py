@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.client.adapters.base import ApiAdapter, Prompt
 from harness.client.http_stream import Connection, StreamError, StreamResult, perf_ns
+from harness.client.redact import redact
 from harness.client.sse import SSEError, interpret
 from harness.metrics.record import RequestRecord
 from harness.scenario.models import Sampling
@@ -101,22 +102,34 @@ def transfer(conn: Connection, spec: RequestSpec, payload: bytes, rec: RequestRe
 
 def finalize(rec: RequestRecord, res: StreamResult, spec: RequestSpec, count_tokens: Callable[[str], int]) -> RequestRecord:
     """Classify the HTTP outcome and interpret the SSE stream into the record."""
+    _classify(rec, res, spec, count_tokens)
+    if rec.error_detail:  # what the server said is stored: never with a credential it echoed
+        rec.error_detail = redact(rec.error_detail, _secrets(spec))
+    return rec
+
+
+def _classify(rec: RequestRecord, res: StreamResult, spec: RequestSpec, count_tokens: Callable[[str], int]) -> None:
     if res.status != 200:
         rec.error_kind = _status_kind(res.status)
         rec.error_detail = _error_message(res.body)
-        return rec
+        return
     try:
         interpret(rec, res.lines, spec.adapter, count_tokens)
     except SSEError as exc:
         rec.error_kind, rec.error_detail = exc.kind, exc.detail
-        return rec
+        return
     if not res.complete and rec.error_kind in (None, "incomplete"):
         rec.error_kind = "disconnect"
         rec.error_detail = "connection closed mid-stream"
     elif rec.error_kind is None and not rec.chunk_ns:
         rec.error_kind = "empty_output"
         rec.error_detail = "stream finished without any content"
-    return rec
+
+
+def _secrets(spec: RequestSpec) -> tuple[str, ...]:
+    """The credentials this request carried (the API key, whole header values), to mask in echoes."""
+    auth = spec.headers.get("Authorization", "")
+    return (auth, auth.partition(" ")[2]) if auth else ()
 
 
 def _status_kind(status: int) -> str:

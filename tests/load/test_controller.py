@@ -366,3 +366,54 @@ def test_window_reports_its_drain(tmp_path: Path, clock: Clock) -> None:
         finish(c, it, clock=clock)
     w = c.result()["window"]
     assert w["duration_s"] == pytest.approx(13) and w["drain_s"] == pytest.approx(3)
+
+
+def test_tick_closes_the_window_when_every_user_is_busy(tmp_path: Path, clock: Clock) -> None:
+    """Closed loop: with both users inside stalled requests nobody calls next_item(); the window
+    still closes on time (audit High 2: a 3-s window was still measuring at 99 s)."""
+    c = make(tmp_path, scenario({"concurrency": 2, "duration_s": 3}))
+    c.start()
+    a, b = c.next_item(), c.next_item()
+    clock.advance(2.9)
+    c.tick()
+    assert c.phase == MEASURE
+    clock.advance(0.2)
+    c.tick()
+    assert c.phase == DRAIN and c.next_item() is None
+    finish(c, a, clock=clock)
+    finish(c, b, clock=clock, error="cut")
+    assert c.phase == DONE
+
+
+def test_one_failure_repeated_stops_the_run_early(tmp_path: Path, clock: Clock) -> None:
+    """Every request refused the same way (numbers in the message vary): stop with one reason."""
+    lines: list[dict[str, Any]] = []
+    c = LoadController(LoadPlan(scenario=scenario({"concurrency": 2, "duration_s": 600}), target_url="http://127.0.0.1:9",
+                                model="m", out_dir=str(tmp_path)), emit=lines.append)
+    c.start()
+    for i in range(60):
+        item = c.next_item()
+        if item is None:
+            break
+        rec = c.new_record(item)
+        rec.error_kind, rec.error_detail = "http_4xx", f"maximum context length is 4096 tokens, you requested {4100 + i}"
+        c.finish(rec)
+    aborts = [line for line in lines if line.get("event") == "abort"]
+    assert len(aborts) == 1 and "the last 50 requests all failed the same way (http_4xx: maximum context" in aborts[0]["reason"]
+    assert c.phase == DONE and c.result()["abort_reason"] == aborts[0]["reason"]
+    assert c.result()["metrics"][ALL]["counts"]["failed"] == 50
+
+
+def test_identical_error_lines_are_capped_counts_exact(tmp_path: Path, clock: Clock) -> None:
+    from harness.load import failures
+
+    c = make(tmp_path, scenario({"concurrency": 2, "requests": 30}))
+    c.failures = failures.FailureWatch(streak=10_000, lines_per_reason=5)
+    c.start()
+    for i, item in enumerate(drain_items(c)):
+        finish(c, item, clock=clock, error="http_5xx" if i % 3 else None)
+    c.close()
+    lines = [json.loads(l) for l in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert sum(1 for l in lines if l["error"] == "http_5xx") == 5 and sum(1 for l in lines if l["error"] is None) == 10
+    r = c.result()
+    assert r["metrics"][ALL]["counts"]["failed"] == 20 and r["error_lines_suppressed"] == {"http_5xx": 15}

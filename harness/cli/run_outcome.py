@@ -1,0 +1,80 @@
+"""`harness run`'s guard on --out and its verdict: exit status, thresholds (`--fail-on`).
+
+Why: reusing --out appended a second run to the first's jsonl files (refused now, as `sweep`
+does, unless --force clears the run files); and a run whose engine died or where most requests
+failed exited 0. Exit 1: the run failed (results kept, status in summary.json); exit 99
+(k6's code): a threshold from --fail-on or the scenario's `thresholds:` failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from harness.errors import UserError
+from harness.results.schema import RunSummary
+from harness.results.verdict import RUN_FAILED_EXIT, failure_reason
+from harness.scenario import thresholds as th
+from harness.scenario.models import Scenario
+
+#: what a run writes into its directory (--force removes these, nothing else)
+RUN_FILES = ("scenario.yaml", "summary.json", "histograms.json", "requests*.jsonl", "progress*.jsonl",
+             "engine_metrics.jsonl", "load_plan*.json", "load_result*.json", "load.log", "sim.log",
+             "report.md", "report.html", "*.tmp")
+RUN_DIRS = ("report_files",)
+
+
+def add_outcome_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fail-on", action="append", default=[], metavar="COND",
+                   help='fail the run (exit 99) when COND holds, e.g. "error_rate>1%%", "slo_attainment<95%%", '
+                        '"ttft_p99>500ms"; repeatable; adds to the scenario\'s thresholds:')
+    p.add_argument("--force", action="store_true",
+                   help="reuse a non-empty --out: delete the earlier run's files first (default: refuse)")
+
+
+def parse_thresholds(args: argparse.Namespace, scenario: Scenario) -> list[th.Threshold]:
+    out = []
+    for text in [*scenario.thresholds, *args.fail_on]:
+        try:
+            out.append(th.parse(text))
+        except ValueError as exc:
+            raise UserError(f"--fail-on {exc}") from None
+    if any(t.metric == "slo_attainment" for t in out):
+        has_slo = any(v is not None for v in scenario.slo.model_dump().values()) or any(
+            c.slo is not None for c in scenario.workload.classes)
+        if not has_slo:
+            raise UserError("threshold slo_attainment: the scenario sets no slo; add slo: {ttft_ms: ..., tpot_ms: ...}")
+    return out
+
+
+def prepare_out(out: Path, force: bool) -> None:
+    """Refuse a --out that holds files (a second run would be appended to the first's)."""
+    if not out.is_dir():
+        return
+    entries = list(out.iterdir())
+    if not entries:
+        return
+    if not force:
+        raise UserError(f"--out {out}: not empty (an earlier run?); choose a new directory, "
+                        "or add --force to delete its run files first")
+    for pattern in RUN_FILES:
+        for path in out.glob(pattern):
+            if path.is_file():
+                path.unlink()
+    for name in RUN_DIRS:
+        if (out / name).is_dir():
+            shutil.rmtree(out / name)
+
+
+def outcome(summary: RunSummary, out: Path, wanted: list[th.Threshold]) -> int:
+    """Print why a run failed (or which thresholds it missed) and return the exit status."""
+    reason = failure_reason(summary)
+    if reason is not None:
+        print(f"error: {reason}; results kept in {out} (see requests.jsonl and load.log)", file=sys.stderr)
+        return RUN_FAILED_EXIT
+    missed = th.evaluate(wanted, summary.model_dump(mode="json"))
+    for line in missed:
+        print(f"error: {line}", file=sys.stderr)
+    return th.THRESHOLD_EXIT if missed else 0
