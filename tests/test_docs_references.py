@@ -120,3 +120,10 @@ def test_every_harness_command_and_flag_exists(doc: Path) -> None:
                 if flag not in parser._option_string_actions and not passthrough:
                     problems.append(f"harness {' '.join(words[:2])} ...: {flag} is not a flag of `harness {name}`")
     assert not problems, f"{doc.name}: " + "; ".join(sorted(set(problems)))
+
+
+def test_grafana_docs_say_why_engine_panels_are_empty_during_a_sweep() -> None:
+    """Sweeps start engines on `port: auto`; the example scrape config has a fixed engine port."""
+    text = (REPO / "docs" / "grafana.md").read_text()
+    assert "engine.port: auto" in text and "engine panels" in text and "port: 8000" in text
+    assert '"127.0.0.1:8000"' in (REPO / "grafana" / "prometheus.yml").read_text()

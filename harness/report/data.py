@@ -162,6 +162,12 @@ def _fmt_missing(name: str, why: str) -> str:
     return f"{name} {why}"
 
 
+def _in_baseline(run_dir: Path) -> bool:
+    """A run saved by `harness baseline save` (alone, or a cell of a saved sweep)."""
+    here = run_dir.resolve()
+    return any((d / "baseline.json").is_file() for d in [here, *list(here.parents)[:3]])
+
+
 def load_run(path: Path | str) -> RunData:
     """Load a run directory; raises UserError only when nothing usable is there."""
     run_dir = Path(path)
@@ -177,8 +183,10 @@ def load_run(path: Path | str) -> RunData:
 
     # requests first: a missing summary is rebuilt from them
     requests = _load_jsonl(run_dir, "requests.jsonl", notes, what="per-request records; noise estimates and the fallback summary use them")
-    engine_metrics = _load_jsonl(run_dir, "engine_metrics.jsonl", notes, what="engine telemetry over time; the KV, queue and preemption plots need it")
-    progress = _load_jsonl(run_dir, "progress.jsonl", notes, what="client progress over time")
+    # a saved baseline keeps no time series by design (harness.report.baselines.KEEP): not worth a note
+    series_notes = [] if _in_baseline(run_dir) else notes
+    engine_metrics = _load_jsonl(run_dir, "engine_metrics.jsonl", series_notes, what="engine telemetry over time; the KV, queue and preemption plots need it")
+    progress = _load_jsonl(run_dir, "progress.jsonl", series_notes, what="client progress over time")
 
     summary: RunSummary | None = None
     derived = False

@@ -63,3 +63,27 @@ def test_save_refuses_bad_input(fx, tmp_path, capsys):
     assert main(["baseline", *root[:0]]) == 2
     assert main(["baseline", "list", *root]) == 0
     assert "no baselines under" in capsys.readouterr().out
+
+
+def test_a_saved_baseline_is_not_reported_as_missing_its_time_series(fx, tmp_path, capsys):
+    """baseline save keeps no engine_metrics.jsonl/progress.jsonl by design: gh-summary and compare
+    against it must not warn that they are missing (a real copy without them still does)."""
+    root = ["--root", str(tmp_path / "store")]
+    for src, name in ((fx["run_a"], "one"), (fx["sweep"], "many")):
+        assert main(["baseline", "save", str(src), "--name", name, *root]) == 0
+    capsys.readouterr()
+    env_root = ["--baselines", str(tmp_path / "store")]
+    main(["compare", "baseline:one", str(fx["run_b"]), *env_root])
+    main(["compare", "baseline:many", str(fx["sweep_same"]), *env_root])
+    out = capsys.readouterr()
+    for name in ("engine_metrics.jsonl", "progress.jsonl"):
+        assert f"{name} is missing" not in out.out + out.err
+    import shutil
+
+    bare = tmp_path / "bare"
+    shutil.copytree(fx["run_b"], bare)
+    (bare / "engine_metrics.jsonl").unlink()
+    from harness.report.data import load_run
+
+    assert any("engine_metrics.jsonl is missing" in n for n in load_run(bare).notes)
+    assert not any("is missing" in n for n in load_run(tmp_path / "store" / "one").notes)
