@@ -346,7 +346,7 @@ class TelemetrySession:
         if self._profile is None:
             self._profile = self._choose_profile(self._prom.detect_names())
         p = self._profile
-        snap = self._prom.instant(p, p.gauge_names() | set().union(*p.counters.values()))
+        snap = self._prom.instant(p, p.gauge_names() | set().union(*p.counters.values(), *p.summed_counters.values()))
         self._scrape_ms.append((time.perf_counter() - t) * 1000)
         return snap
 

@@ -136,6 +136,10 @@ class WindowAccumulator:
         return next((c for c in candidates if c in names), None)
 
     def counter(self, canonical: str) -> float | None:
+        names = {n for n, _ in self._inc}
+        parts = [n for n in self.profile.summed_counters.get(canonical, ()) if n in names]
+        if parts:
+            return sum(self.profile.collapse(self.profile.select(canonical, self._items(n))) or 0.0 for n in parts)
         name = self._present(self.profile.counters.get(canonical, ()))
         if name is None:
             return None

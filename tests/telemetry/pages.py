@@ -200,18 +200,54 @@ TGI_B = TGI.format(queue=4, batch=16, cur=150000, ok=30, n=30, inp=2500, outp=50
 TGI_DELTAS = {"prompt_tokens": 2000, "generation_tokens": 4000, "kv_capacity_tokens": 200000}
 
 # ---------------------------------------------------------------- llama.cpp
+# the page a real llama-server (llama-cpp-python 0.3.36's llama.cpp) prints: counters first, then
+# gauges, every family with HELP and TYPE, values printed with C++ stream defaults (6 digits)
 LLAMACPP = """\
-# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
+# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed, excluding cached tokens
 # TYPE llamacpp:prompt_tokens_total counter
 llamacpp:prompt_tokens_total {prompt}
+# HELP llamacpp:prompt_tokens_cached_total Number of prompt tokens reused from the cache
+# TYPE llamacpp:prompt_tokens_cached_total counter
+llamacpp:prompt_tokens_cached_total {cached}
+# HELP llamacpp:prompt_seconds_total Total time spent processing prompts
+# TYPE llamacpp:prompt_seconds_total counter
+llamacpp:prompt_seconds_total 0.143
+# HELP llamacpp:tokens_predicted_total Number of generation tokens processed
 # TYPE llamacpp:tokens_predicted_total counter
 llamacpp:tokens_predicted_total {gen}
-# TYPE llamacpp:requests_processing gauge
-llamacpp:requests_processing {busy}
-# TYPE llamacpp:requests_deferred gauge
-llamacpp:requests_deferred {deferred}
+# HELP llamacpp:tokens_predicted_seconds_total Total time spent generating tokens
+# TYPE llamacpp:tokens_predicted_seconds_total counter
+llamacpp:tokens_predicted_seconds_total 1.902
+# HELP llamacpp:n_decode_total Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding
 # TYPE llamacpp:n_decode_total counter
 llamacpp:n_decode_total 10
+# HELP llamacpp:n_tokens_max Largest observed sequence length (prompt + generation)
+# TYPE llamacpp:n_tokens_max counter
+llamacpp:n_tokens_max 96
+# HELP llamacpp:spec_decode_num_draft_tokens_total Speculative: Total draft tokens generated
+# TYPE llamacpp:spec_decode_num_draft_tokens_total counter
+llamacpp:spec_decode_num_draft_tokens_total 0
+# HELP llamacpp:spec_decode_num_accepted_tokens_total Speculative: Total draft tokens accepted by the target model
+# TYPE llamacpp:spec_decode_num_accepted_tokens_total counter
+llamacpp:spec_decode_num_accepted_tokens_total 0
+# HELP llamacpp:spec_decode_num_drafts_total Speculative: Total speculative decoding verification steps
+# TYPE llamacpp:spec_decode_num_drafts_total counter
+llamacpp:spec_decode_num_drafts_total 0
+# HELP llamacpp:prompt_tokens_seconds Average prompt throughput in tokens/s
+# TYPE llamacpp:prompt_tokens_seconds gauge
+llamacpp:prompt_tokens_seconds 2931.62
+# HELP llamacpp:predicted_tokens_seconds Average generation throughput in tokens/s
+# TYPE llamacpp:predicted_tokens_seconds gauge
+llamacpp:predicted_tokens_seconds 350.2
+# HELP llamacpp:requests_processing Number of requests processing
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing {busy}
+# HELP llamacpp:requests_deferred Number of requests deferred
+# TYPE llamacpp:requests_deferred gauge
+llamacpp:requests_deferred {deferred}
+# HELP llamacpp:n_busy_slots_per_decode Average number of busy slots per llama_decode() call
+# TYPE llamacpp:n_busy_slots_per_decode gauge
+llamacpp:n_busy_slots_per_decode 1.5
 """
-LLAMACPP_A = LLAMACPP.format(prompt=100, gen=10, busy=0, deferred=0)
-LLAMACPP_B = LLAMACPP.format(prompt=1100, gen=510, busy=4, deferred=2)
+LLAMACPP_A = LLAMACPP.format(prompt=100, cached=0, gen=10, busy=0, deferred=0)
+LLAMACPP_B = LLAMACPP.format(prompt=1100, cached=600, gen=510, busy=4, deferred=2)

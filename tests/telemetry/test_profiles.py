@@ -120,7 +120,10 @@ def test_tgi_budget_ratio_and_token_sums() -> None:
 
 def test_llamacpp_slots_and_tokens() -> None:
     b = block("llamacpp", pages.LLAMACPP_A, pages.LLAMACPP_B)
-    assert b["prompt_tokens"] == 1000 and b["generation_tokens"] == 500
+    # 1000 prompt tokens computed + 600 reused from slot caches: all prompt tokens are both
+    assert b["prompt_tokens"] == 1600 and b["generation_tokens"] == 500
+    assert b["prefix_cache"]["queries"] == 1600 and b["prefix_cache"]["hits"] == 600
+    assert b["prefix_cache"]["hit_rate"] == pytest.approx(600 / 1600)
     assert b["running"] == {"mean": 2.0, "max": 4.0} and b["waiting"]["max"] == 2.0
     assert b["kv_usage"] == {"mean": None, "p50": None, "p99": None, "max": None}
     assert b["kv_capacity_tokens"] is None

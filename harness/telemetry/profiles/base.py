@@ -45,6 +45,9 @@ class Profile:
     prom_prefix: str
     gauges: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     counters: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: canonical counters that are the sum of several engine counters (llama.cpp counts prompt
+    #: tokens it computed and tokens it reused from its cache apart); takes precedence over `counters`
+    summed_counters: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: canonical -> histogram base names (without _bucket/_sum/_count)
     histograms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: histogram unit -> milliseconds
@@ -63,6 +66,8 @@ class Profile:
         names: set[str] = set()
         for cands in self.counters.values():
             names.update(cands)
+        for parts in self.summed_counters.values():
+            names.update(parts)
         for cands, _label in self.labelled_counters.values():
             names.update(cands)
         for cands in self.histograms.values():
@@ -126,6 +131,9 @@ class Profile:
 
     def counter_total(self, snap: Snapshot, canonical: str) -> float | None:
         """Raw cumulative value in one scrape (for the time series, not for window deltas)."""
+        parts = [n for n in self.summed_counters.get(canonical, ()) if n in snap.samples]
+        if parts:
+            return sum(self.collapse(self.select(canonical, snap.get(n))) or 0.0 for n in parts)
         name = self.first_present(snap, self.counters.get(canonical, ()))
         if name is None:
             return None
