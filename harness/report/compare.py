@@ -539,10 +539,25 @@ def compare(baseline: str, candidate: str, metrics: list[MetricDef], opts: Optio
             desc += " (compared anyway: --force)"
         for r in bs.runs + cs.runs:
             result.warnings += [f"{r.path}: {n}" for n in r.notes if "missing" in n or "unreadable" in n]
+        result.warnings += _not_complete("", bs.runs, cs.runs)
         result.pairs.append(Pair("", "compared", desc, compare_runs(bs.runs, cs.runs, metrics, opts)))
         result.pairs += _class_pairs("", bs.runs, cs.runs, metrics, opts)
         return result
     return _compare_sweeps(bs.sweep, cs.sweep, metrics, opts, result)  # type: ignore[arg-type]
+
+
+def _not_complete(label: str, base: list[RunData], cand: list[RunData]) -> list[str]:
+    """A partial or failed run measured less (an interrupted window, a dead engine): its numbers
+    are not like the other side's, so every comparison that uses one says so up front."""
+    out = []
+    for role, runs in (("baseline", base), ("candidate", cand)):
+        for r in runs:
+            st = r.summary.status
+            if st != "complete":
+                why = f" ({r.summary.status_reason})" if getattr(r.summary, "status_reason", None) else ""
+                out.append(f"{label + ': ' if label else ''}{role} {r.path} is a {st.upper()} run{why}: "
+                           "its values cover only what was measured before it stopped; re-run it before trusting this comparison")
+    return out
 
 
 def _class_pairs(label: str, base: list[RunData], cand: list[RunData], metrics: list[MetricDef], opts: Options) -> list[Pair]:
@@ -602,6 +617,7 @@ def _compare_sweeps(bsw: SweepData, csw: SweepData, metrics: list[MetricDef], op
                 refusals += [f"{label}: {p}" for p in problems]
                 continue
             result.warnings += [f"--force: {label}: {p}" for p in problems]
+        result.warnings += _not_complete(label, b.runs, c.runs)
         pairs.append(Pair(label, "compared", desc, compare_runs(b.runs, c.runs, metrics, opts)))
         pairs += _class_pairs(label, b.runs, c.runs, metrics, opts)
     if refusals:

@@ -189,3 +189,21 @@ def test_itl_bootstrap_with_a_handful_of_requests_does_not_crash(tmp_path, capsy
     cand = make_run(tmp_path / "c", seed=2, n=3)
     assert main(["compare", str(base), str(cand), "--metrics", "itl.p50,itl.p99", "--seed", "3"]) in (0, 1)
     assert "ITL p50" in capsys.readouterr().out
+
+
+def test_a_partial_candidate_is_named_in_the_comparison(fx, tmp_path, capsys):
+    """Audit D4: an interrupted (partial) candidate was compared as if complete; only a lower
+    output tokens/s gave it away. The comparison must say which side is partial and why."""
+    from .fabricate import make_run
+
+    part = make_run(tmp_path / "part", seed=2, status="partial")
+    summary = json.loads((part / "summary.json").read_text())
+    summary["status_reason"] = "interrupted (Ctrl-C)"
+    (part / "summary.json").write_text(json.dumps(summary))
+    code, out, _ = _run(capsys, str(fx["run_a"]), str(part))
+    assert f"candidate {part} is a PARTIAL run (interrupted (Ctrl-C))" in out
+    _, js, _ = _run(capsys, str(fx["run_a"]), str(part), "--json")
+    assert any("PARTIAL" in w for w in json.loads(js)["warnings"])
+    # a complete pair carries no such line
+    _, clean, _ = _run(capsys, str(fx["run_a"]), str(fx["run_b"]))
+    assert "PARTIAL" not in clean
