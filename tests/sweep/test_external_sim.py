@@ -63,7 +63,7 @@ def test_load_levels_against_a_running_server(tmp_path, capsys):
     # the server is gone: the cells fail with the probe's reason, quickly
     sweep["engine"]["ready_timeout_s"] = 1
     path.write_text(yaml.safe_dump(sweep))
-    assert main(["sweep", str(path), "--out", str(tmp_path / "gone"), "--no-report"]) == 0
+    assert main(["sweep", str(path), "--out", str(tmp_path / "gone"), "--no-report"]) == 1  # every cell failed: the sweep says so and exits 1
     cells = json.loads((tmp_path / "gone" / "index.json").read_text())["cells"]
     assert {c["status"] for c in cells} == {"failed"}
     assert f"{url} not ready after 1 s" in cells[0]["reason"]
