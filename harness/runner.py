@@ -224,7 +224,8 @@ def _measure(
     if telemetry is not None:
         engine = telemetry.stop()
     summary, metrics = build_summary(
-        scenario={"name": scenario.name, "fingerprint": fp, "path": opts.scenario_path, "seed": scenario.seed},
+        scenario={"name": scenario.name, "fingerprint": fp, "path": opts.scenario_path, "seed": scenario.seed,
+                  "slo_set": scenario.has_slo()},
         target={"url": target_url, "api": scenario.target.api, "model": info["model"], "engine_kind": engine_kind,
                 "simulated": engine_kind == "sim", "continuous_usage": info["continuous_usage"], "labels": opts.labels},
         load=load_block(scenario),

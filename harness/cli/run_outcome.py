@@ -42,9 +42,7 @@ def parse_thresholds(args: argparse.Namespace, scenario: Scenario) -> list[th.Th
         except ValueError as exc:
             raise UserError(f"--fail-on {exc}") from None
     if any(t.metric == "slo_attainment" for t in out):
-        has_slo = any(v is not None for v in scenario.slo.model_dump().values()) or any(
-            c.slo is not None for c in scenario.workload.classes)
-        if not has_slo:
+        if not scenario.has_slo():
             raise UserError("threshold slo_attainment: the scenario sets no slo; add slo: {ttft_ms: ..., tpot_ms: ...}")
     return out
 

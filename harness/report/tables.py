@@ -143,13 +143,25 @@ def engine_table(run: RunData) -> Table:
         for key, label in (("ttft", "Engine-reported TTFT p50 / p99"), ("itl", "Engine-reported ITL p50 / p99"), ("queue", "Engine queue time p50 / p99")):
             d = el.get(key)
             if isinstance(d, dict) and _num(d.get("p50")) is not None:
-                rows.append([label, f"{fmt_num(_num(d.get('p50')))} / {fmt_num(_num(d.get('p99')))} ms (from bucketed histograms)"])
+                mean = _num(d.get("mean"))
+                rows.append([label, f"{_bucket_quantile(d, 'p50')} / {_bucket_quantile(d, 'p99')} ms"
+                             + (f"; mean {fmt_num(mean)} ms" if mean is not None else "") + " (from bucketed histograms)"])
     source = (tel or {}).get("source")
     rows.append(["Telemetry", f"{source or 'none'}, {tel.get('scrapes', 0) if tel else 0} scrapes" + (f"; missing: {missing}" if missing else "")])
     profile = e.get("profile")
     caption = "Engine, whole server" + (f" (profile {profile})" if profile else "")
     return Table(["Metric", "Value"], rows, caption=caption, align=["l", "l"],
                  notes=["From the engine's metrics endpoint over the measurement window; shared by all request classes."])
+
+
+def _bucket_quantile(d: dict, key: str) -> str:
+    """A quantile read off a bucketed histogram. Inside the first bucket (0 to its upper bound)
+    linear interpolation only says "half the bucket": vLLM's queue-time buckets start at 300 ms,
+    so a 13 ms mean queue printed as a 150 ms p50 (audit D8). Say what is known instead."""
+    bucket = d.get(f"{key}_bucket_ms")
+    if isinstance(bucket, list) and len(bucket) == 2 and _num(bucket[0]) == 0 and _num(bucket[1]) is not None:
+        return f"< {fmt_num(_num(bucket[1]))} (first bucket)"
+    return fmt_num(_num(d.get(key)))
 
 
 def errors_table(run: RunData) -> Table | None:

@@ -136,7 +136,8 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
     p(f"  tokens/s   input {t.input_per_s:,.0f}   output {t.output_per_s:,.0f}"
       f"   (tokens per chunk mean {_fmt(s.tokens_per_chunk.mean, 2)})")
     g = s.goodput.get("overall", {})
-    if g.get("fraction") is not None:
+    slo_set = s.scenario.get("slo_set", True)  # summaries written before it was recorded: as before
+    if g.get("fraction") is not None and slo_set:
         p(f"  goodput    {g.get('rps', 0):,.2f} req/s  ({100 * g['fraction']:.1f}% of requests met the SLOs)")
     e = s.engine or {}
     kv = e.get("kv_usage") or {}
@@ -158,7 +159,7 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
         p(f"  {'class':<16}{'done':>7}{'TTFT p50':>10}{'TTFT p99':>10}{'ITL p50':>9}{'ITL p99':>9}{'E2E p99':>10}{'good':>8}")
         for name, c in s.per_class.items():
             lt = c.latency_ms
-            gp = c.goodput.get("fraction")
+            gp = c.goodput.get("fraction") if slo_set else None
             p(f"  {name:<16}{c.requests.completed:>7}{_fmt(_g(lt, 'ttft', 'p50')):>10}{_fmt(_g(lt, 'ttft', 'p99')):>10}"
               f"{_fmt(_g(lt, 'itl_token', 'p50'), 2):>9}{_fmt(_g(lt, 'itl_token', 'p99'), 2):>9}"
               f"{_fmt(_g(lt, 'e2e', 'p99')):>10}{('-' if gp is None else f'{100 * gp:.0f}%'):>8}")

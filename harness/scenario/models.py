@@ -331,6 +331,12 @@ class Scenario(Strict):
             parse(text)
         return value
 
+    def has_slo(self) -> bool:
+        """Whether any SLO limit is set (scenario-wide or per class); without one, 'goodput' is
+        just the completed requests and is not worth printing as a separate figure."""
+        return any(v is not None for v in self.slo.model_dump().values()) or any(
+            c.slo is not None and any(v is not None for v in c.slo.model_dump().values()) for c in self.workload.classes)
+
     def slo_for(self, class_name: str) -> SLO:
         for cls in self.workload.classes:
             if cls.name == class_name:
