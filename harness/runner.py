@@ -30,7 +30,7 @@ from harness.results.console import Progress, print_summary
 from harness.results.layout import RunDir, write_json_atomic, write_text_atomic
 from harness.results.schema import RunSummary
 from harness.results.verdict import most_failed
-from harness.scenario.fingerprint import fingerprint
+from harness.workload.fingerprint import fingerprint
 from harness.scenario.loader import dump_scenario
 from harness.scenario.models import Scenario
 from harness.signals import die_with_parent, stop_reason

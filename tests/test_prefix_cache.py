@@ -14,7 +14,7 @@ import pytest
 
 from harness.prefix_cache import hit_rate_warning, workload_max_hit_rate
 from harness.scenario import Scenario
-from harness.scenario.fingerprint import fingerprint
+from harness.workload.fingerprint import fingerprint
 from harness.target import EmbeddedSim
 from harness.workload.generator import WorkloadGenerator
 

@@ -191,7 +191,7 @@ class ResponseParser:
     starts clean), content-length and close-delimited bodies. For `text/event-stream` it keeps
     `(stamp, line)` for every `data:` line, stamped with the read that completed the line;
     other bodies are kept whole. The same parser serves the blocking reader above and the
-    gevent reactor (harness/client/reactor.py), so framing behaves identically in both.
+    gevent reactor (harness/load/reactor.py), so framing behaves identically in both.
     """
 
     __slots__ = ("res", "done", "_buf", "_head_done", "_chunked", "_length", "_received", "_sse",

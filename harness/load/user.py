@@ -16,11 +16,11 @@ from locust import User, constant, task
 from locust.exception import StopUser
 
 from harness.client.http_stream import Connection, Endpoint, StreamError, StreamResult, perf_ns
-from harness.client.reactor import ReactorConnection
+from harness.load.reactor import ReactorConnection
 from harness.client.request import finalize, transfer
 from harness.load import backoff
 from harness.load.controller import LoadController, Pause
-from harness.metrics import exporter
+from harness.load import live_metrics
 from harness.metrics.record import RequestRecord
 
 CONTROLLER: LoadController | None = None
@@ -115,7 +115,7 @@ def install(controller: LoadController, report=None) -> Finisher:  # type: ignor
     CONTROLLER = controller
     STOPPING.clear()
     # live Prometheus metrics (only when the runner set HARNESS_METRICS_DIR): observed in the Finisher
-    FINISHER = Finisher(controller, exporter.wrap_report(report or (lambda rec: None), controller))
+    FINISHER = Finisher(controller, live_metrics.wrap_report(report or (lambda rec: None), controller))
     load = controller.scenario.load
     limit = min(max(load.concurrency or 0, 16), 512) if not controller.open_loop else 64
     PREFETCHER = gevent.spawn(_prefetcher, controller, limit)

@@ -57,7 +57,7 @@ from harness.results.layout import (
     write_text_atomic,
 )
 from harness.scenario import load_scenario
-from harness.scenario.fingerprint import fingerprint
+from harness.workload.fingerprint import fingerprint
 from harness.scenario.loader import dump_scenario
 from harness.scenario.models import Scenario
 

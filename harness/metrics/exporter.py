@@ -26,7 +26,6 @@ processes are dropped at collect time.
 
 from __future__ import annotations
 
-import atexit
 import os
 import re
 import shutil
@@ -253,56 +252,6 @@ class LoadMetrics:
 
         counted_new_record._harness_counted = True  # type: ignore[attr-defined]
         ctrl.new_record = counted_new_record  # one add per request; no clock, no I/O
-
-    def start(self, interval_s: float = 1.0) -> LoadMetrics:
-        """Flush every `interval_s` when the gevent loop is idle, and once more at exit."""
-        import gevent
-
-        def loop() -> None:
-            while True:
-                gevent.sleep(interval_s)
-                gevent.idle()
-                self.flush()
-
-        self.attach(self.ctrl)
-        self.flush()  # the families exist from the first scrape on
-        gevent.spawn(loop)
-        atexit.register(self.flush)
-        try:  # running users: Locust fires test_start with the environment before spawning
-            import locust
-
-            def on_test_start(environment: Any, **_kw: Any) -> None:
-                runner = environment.runner
-                self.users = lambda: runner.user_count
-
-            locust.events.test_start.add_listener(on_test_start)
-        except Exception:  # noqa: BLE001
-            pass
-        return self
-
-
-_SINK: LoadMetrics | None = None
-
-
-def wrap_report(report: Callable[[Any], None], ctrl: Any) -> Callable[[Any], None]:
-    """The Finisher's report callback, plus `LoadMetrics.observe` when this run exports metrics.
-
-    Returns `report` itself when the runner did not ask for metrics (no HARNESS_METRICS_DIR).
-    """
-    global _SINK
-    if not os.environ.get(ENV_DIR) or not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        return report
-    if _SINK is None:  # one per process: its metric objects own this process's mmap entries
-        _SINK = LoadMetrics(ctrl).start()
-    else:
-        _SINK.attach(ctrl)
-    observe = _SINK.observe
-
-    def both(rec: Any) -> None:
-        report(rec)
-        observe(rec)
-
-    return both
 
 
 # ============================================================================ runner side

@@ -11,7 +11,7 @@ from harness.report import tables as T
 from harness.report.data import RunData, SweepData
 from harness.report.document import Callout, Document, Figure, Heading, Paragraph, Table
 from harness.report.metrics import MetricDef, fmt_num, fmt_pct
-from harness.sweep.results import capacity
+from harness.results.sweep_index import capacity
 
 
 def _when(ts: Any) -> str:

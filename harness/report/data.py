@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from harness.errors import UserError
 from harness.report import hdr
 from harness.results.schema import RunSummary
-from harness.sweep.results import DEFAULT_ATTAINMENT, scenario_label
+from harness.results.sweep_index import DEFAULT_ATTAINMENT, scenario_label
 
 RUN_FILES = ("summary.json", "histograms.json", "requests.jsonl", "engine_metrics.jsonl", "progress.jsonl")
 SWEEP_FILES = ("index.json", "sweep.yaml")

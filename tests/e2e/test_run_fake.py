@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from harness.metrics.recorder import ALL, MetricSet
-from harness.scenario import fingerprint, load_scenario
+from harness.scenario import load_scenario
+from harness.workload.fingerprint import fingerprint
 
 SECRET = "sk-do-not-leak-7f3a9c"
 

@@ -23,7 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness.errors import UserError
 from harness.metrics import exporter
-from harness.metrics.exporter import HISTOGRAMS, LoadMetrics, MetricsServer, RunMetrics, wrap_report
+from harness.load.live_metrics import wrap_report
+from harness.metrics.exporter import HISTOGRAMS, LoadMetrics, MetricsServer, RunMetrics
 from harness.metrics.record import RequestRecord
 from harness.scenario.models import Scenario
 
@@ -311,17 +312,17 @@ def test_run_scenario_final_values_equal_the_summary(tmp_path: Path) -> None:
 
 CHILD_TWICE = r"""
 import json, sys
-from harness.metrics import exporter
+from harness.load import live_metrics
 from harness.metrics.record import RequestRecord
 class Ctrl:
     def new_record(self, item):
         return RequestRecord(index=item, class_name="k", sent_ns=10**9, chunk_ns=[2 * 10**9], chunk_tokens=[1], output_tokens=1)
 for run in range(2):            # a long-lived process (distributed worker) installs once per run
     ctrl = Ctrl()
-    report = exporter.wrap_report(lambda rec: None, ctrl)
+    report = live_metrics.wrap_report(lambda rec: None, ctrl)
     for i in range(3):
         report(ctrl.new_record(i))
-assert exporter._SINK is not None
+assert live_metrics._SINK is not None
 """                              # the final flush happens at exit (atexit)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import yaml
 
 from harness.report.hdr import encode_values_b64
-from harness.scenario.fingerprint import fingerprint
+from harness.workload.fingerprint import fingerprint
 from harness.scenario.models import Scenario
 
 CLASSES = (("short", 0.6, 200, 60), ("long", 0.4, 1500, 120))  # name, weight, input, output tokens

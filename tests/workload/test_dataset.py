@@ -12,7 +12,7 @@ import pytest
 from harness.client.adapters.base import Prompt, get_adapter
 from harness.errors import UserError
 from harness.scenario import Scenario
-from harness.scenario.fingerprint import fingerprint
+from harness.workload.fingerprint import fingerprint
 from harness.scenario.loader import validate
 from harness.workload.builtin_tokenizer import BuiltinTokenizer
 from harness.workload.generator import WorkloadGenerator, expected_prefix_hit_rate

@@ -12,7 +12,7 @@ import pytest
 
 from harness.errors import UserError
 from harness.scenario import Scenario
-from harness.scenario.fingerprint import fingerprint
+from harness.workload.fingerprint import fingerprint
 from harness.scenario.loader import validate
 from harness.workload.arrivals.trace import load_gaps
 from harness.workload.schedule import arrival_offsets, worker_share

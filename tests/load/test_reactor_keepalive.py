@@ -9,7 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from rawhttp import RawServer, chunked, sse_head
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))  # the raw HTTP test server
+from rawhttp import RawServer, chunked, sse_head  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = [b'data: {"choices":[{"delta":{"content":"a"}}]}', b'data: {"choices":[{"delta":{"content":"b"}}]}',
@@ -20,7 +21,7 @@ CLIENT = textwrap.dedent(r"""
     from gevent import monkey; monkey.patch_all()
     import sys, time, json
     from harness.client.http_stream import Endpoint, perf_ns, StreamError
-    from harness.client.reactor import ReactorConnection
+    from harness.load.reactor import ReactorConnection
     conn = ReactorConnection(Endpoint.parse(sys.argv[1]), timeout_s=5)
     out = []
     for i in range(int(sys.argv[2])):

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from harness.scenario import Scenario, fingerprint
-from harness.scenario.fingerprint import fingerprint_parts
+from harness.scenario import Scenario
+from harness.workload.fingerprint import fingerprint, fingerprint_parts
 
 BASE: dict[str, Any] = {
     "name": "fp",
@@ -49,7 +49,7 @@ def test_stable_within_a_process() -> None:
 
 def test_stable_across_processes() -> None:
     code = (
-        "import json,sys; from harness.scenario import Scenario, fingerprint; "
+        "import json,sys; from harness.scenario import Scenario; from harness.workload.fingerprint import fingerprint; "
         "print(fingerprint(Scenario.model_validate(json.loads(sys.argv[1])))['value'])"
     )
     import json

@@ -16,7 +16,7 @@ SCRIPT = textwrap.dedent(
     from gevent import monkey; monkey.patch_all()
     import json, sys, gevent
     from harness.client.http_stream import Endpoint, warm_kernel_timestamps
-    from harness.client.reactor import ReactorConnection, reactor
+    from harness.load.reactor import ReactorConnection, reactor
     from harness.client.request import RequestSpec, base_headers, execute
     from harness.client.adapters.base import get_adapter, Prompt
     from harness.metrics.record import RequestRecord
