@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.tune.flagmap import Knob, flag_map
 from harness.tune.ledger import Ledger
 from harness.tune.load import TuneSpec
 from harness.tune.measure import Measurement, Measurer, flags_key
@@ -37,6 +38,20 @@ class TuneContext:
             if flag_key(k) == flag_key(flag):
                 return list(v)
         return None
+
+    def knob(self, vllm_flag: str) -> Knob:
+        """This engine kind's flag for the guide's (vLLM's) flag name; `flag` None when it has none."""
+        return flag_map(self.spec.file.engine.kind).knob(vllm_flag)
+
+    def lacks(self, step: str, vllm_flag: str):  # type: ignore[no-untyped-def]
+        """A skipped StepResult when this engine kind has no equivalent of `vllm_flag`, else None."""
+        from harness.tune.steps.base import StepResult
+
+        k = self.knob(vllm_flag)
+        if k.flag is not None:
+            return None
+        kind = self.spec.file.engine.kind
+        return StepResult(step, "skipped", f"engine kind {kind} has no equivalent of --{vllm_flag}: {k.why_missing}.", dict(self.current))
 
     def step_dir(self, step: str, suffix: str = "") -> str:
         return f"{STEP_NAMES.index(step) + 1:02d}-{step}{suffix}"

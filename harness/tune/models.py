@@ -85,7 +85,7 @@ class Quality(Strict):
 
 
 STEP_NAMES = (
-    "context-length", "gpu-memory", "baseline", "max-num-seqs", "max-num-batched-tokens",
+    "context-length", "gpu-memory", "baseline", "max-num-seqs", "cuda-graphs", "max-num-batched-tokens",
     "cache-check", "kv-dtype", "parallelism", "speculative", "final",
 )
 

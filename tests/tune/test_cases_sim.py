@@ -44,8 +44,8 @@ def run_case(name: str, out: Path) -> dict:
     assert proc.returncode == 0, text[-3000:]
     doc = json.loads((out / "tune.json").read_text())
     assert doc["schema_version"] == 1 and doc["status"] == "complete"
-    assert [s["step"] for s in doc["steps"]] == ["context-length", "gpu-memory", "baseline", "max-num-seqs", "max-num-batched-tokens",
-                                                 "cache-check", "kv-dtype", "parallelism", "speculative", "final"]
+    assert [s["step"] for s in doc["steps"]] == ["context-length", "gpu-memory", "baseline", "max-num-seqs", "cuda-graphs",
+                                                 "max-num-batched-tokens", "cache-check", "kv-dtype", "parallelism", "speculative", "final"]
     assert (out / "report.html").is_file() and (out / "recommended.yaml").is_file()
     return doc
 
@@ -74,7 +74,7 @@ def test_prefix_caching_off_is_turned_on_and_resume_after_kill_redoes_no_cell(tm
     out = tmp_path / "tune"
     first = tune(str(TUNE / "sim_prefix_off.yaml"), "--out", str(out))
     deadline = time.monotonic() + 600
-    cache_index = out / "steps" / "06-cache-check" / "index.json"
+    cache_index = out / "steps" / "07-cache-check" / "index.json"
     try:
         while first.poll() is None and time.monotonic() < deadline:
             if cache_index.is_file() and any(c["status"] == "complete" for c in json.loads(cache_index.read_text())["cells"]):

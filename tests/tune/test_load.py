@@ -76,7 +76,7 @@ def test_plan_starts_nothing_and_lists_the_steps(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "tune", str(path), "--plan"],
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    for step in ("context-length", "gpu-memory", "baseline", "max-num-seqs", "max-num-batched-tokens",
+    for step in ("context-length", "gpu-memory", "baseline", "max-num-seqs", "cuda-graphs", "max-num-batched-tokens",
                  "cache-check", "kv-dtype", "parallelism", "speculative", "final"):
         assert f". {step}:" in proc.stdout
     assert "max-num-seqs: 8, 16" in proc.stdout

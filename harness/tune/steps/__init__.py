@@ -4,6 +4,7 @@ from harness.tune.steps import (  # noqa: F401  (each module registers itself)
     baseline,
     cache_check,
     context_length,
+    cuda_graphs,
     final,
     gpu_memory,
     kv_dtype,

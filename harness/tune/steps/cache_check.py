@@ -1,4 +1,4 @@
-"""Step 6, cache-check: preemptions and prefix-cache hits on the repeated production prompts.
+"""Step 7, cache-check: preemptions and prefix-cache hits on the repeated production prompts.
 
 Prefix caching is on by default and the guide keeps it on unless a platform needs it off; when
 the current flags turn it off, on is measured against off. When it is on, the hit rate is read
@@ -24,12 +24,16 @@ class CacheCheck:
     summary = "preemptions and prefix-cache hit rate; when prefix caching is off, on vs off (no start when it is on)"
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+        lacks = ctx.lacks(self.name, FLAG)
+        if lacks is not None:
+            return lacks
+        flag = ctx.knob(FLAG).flag or FLAG
         inc = ctx.incumbent()
         if inc is None or not inc.ok:
             return StepResult(self.name, "skipped", "no measurement of the current flags", dict(ctx.current))
         pre = inc.metric("preemptions")
         pre_text = f"{fmt(pre, '.0f')} preemptions, KV usage max {fmt(inc.metric('kv_usage_max'))}"
-        if flag_of(ctx.current, FLAG) is not False:
+        if flag_of(ctx.current, flag) is not False:
             hit = inc.metric("prefix_hit_rate")
             if hit is None:
                 small = "the engine reports no prefix-cache hit rate"
@@ -38,7 +42,7 @@ class CacheCheck:
             else:
                 small = f"prefix-cache hit rate {_hits(hit)}"
             return StepResult(self.name, "kept", f"prefix caching on; {small}; {pre_text}.", dict(ctx.current), [tried_row(inc)])
-        done, best, results = one_flag(ctx, self.name, FLAG, [True])
+        done, best, results = one_flag(ctx, self.name, flag, [True])
         if done is not None:
             return done
         (_, off, _), (_, on, j) = results

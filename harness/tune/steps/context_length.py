@@ -21,8 +21,13 @@ class ContextLength:
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
         required = ctx.spec.max_model_len
-        before = flag_of(ctx.current, FLAG)
-        flags = merged(ctx.current, {FLAG: required})
+        flag = ctx.knob(FLAG).flag
+        if flag is None:  # the kind has no such limit: nothing to set; the next step's start is the first
+            lacks = ctx.lacks(self.name, FLAG)
+            lacks.reason = lacks.reason[:-1] + f"; the workload needs {required} tokens per request ({ctx.spec.max_model_len_from})."
+            return lacks
+        before = flag_of(ctx.current, flag)
+        flags = merged(ctx.current, {flag: required})
         ms = ctx.measure(self.name, [flags])
         if ms is None:
             return ctx.budget_skip(self.name)

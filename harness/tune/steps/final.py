@@ -1,4 +1,4 @@
-"""Step 10, final: the complete production-like benchmark on the chosen flags, measured afresh
+"""Step 11, final: the complete production-like benchmark on the chosen flags, measured afresh
 (not reused from a step), compared with the baseline by the noise-aware `harness compare`."""
 
 from __future__ import annotations

@@ -21,8 +21,11 @@ class GpuMemory:
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
         m = ctx.incumbent()
-        current = flag_of(ctx.current, FLAG)
-        shown = current if current is not None else f"{DEFAULT} (default)"
+        knob = ctx.knob(FLAG)
+        flag = knob.flag or FLAG
+        default = knob.default if knob.default is not None else DEFAULT
+        current = flag_of(ctx.current, flag)
+        shown = current if current is not None else f"{default} (default)"
         if m is None:
             ms = ctx.measure(self.name, [ctx.current])
             if ms is None:
@@ -38,15 +41,18 @@ class GpuMemory:
                 head = f"; GPU memory used max {used / 2**30:.1f} of {total / 2**30:.1f} GiB ({100 * (1 - used / total):.0f}% headroom)"
             kvtxt = f", KV cache {kv} GiB / {facts.get('kv_cache_tokens', '?')} tokens" if kv is not None else (
                 f", KV cache {facts['kv_cache_tokens']:,} tokens" if isinstance(facts.get("kv_cache_tokens"), int) else "")
-            return StepResult(self.name, "kept", f"the engine starts at gpu-memory-utilization {shown}{kvtxt}{head}.", dict(ctx.current), [tried_row(m)])
+            return StepResult(self.name, "kept", f"the engine starts at {flag} {shown}{kvtxt}{head}.", dict(ctx.current), [tried_row(m)])
         why = m.failure or "did not start"
+        if knob.flag is None:
+            return StepResult(self.name, "failed", f"the engine does not start ({why}) and engine kind {ctx.tune.engine.kind} "
+                              f"has no memory-fraction flag to lower: {knob.why_missing}", dict(ctx.current), [tried_row(m)])
         if not any(s.lower() in why.lower() for s in _MEMORY):
             return StepResult(self.name, "failed", f"the engine does not start, not for memory: {why}", dict(ctx.current), [tried_row(m)])
-        start = float(current) if isinstance(current, (int, float)) else DEFAULT
-        values = ctx.candidates(FLAG) or [v for v in (0.85, 0.75, 0.6, 0.5) if v < start]
+        start = float(current) if isinstance(current, (int, float)) else default
+        values = ctx.candidates(flag) or [v for v in (0.85, 0.75, 0.6, 0.5) if v < start]
         tried = [tried_row(m)]
         for v in sorted(values, reverse=True):
-            flags = merged(ctx.current, {FLAG: v})
+            flags = merged(ctx.current, {flag: v})
             ms = ctx.measure(self.name, [flags], suffix=f"-{v:g}")
             if ms is None:
                 return StepResult(self.name, "failed", f"{shown} does not start ({why}); {ctx._budget_reason}", dict(ctx.current), tried)

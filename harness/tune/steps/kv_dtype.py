@@ -1,4 +1,4 @@
-"""Step 7, kv-dtype / quantization: only when memory is the limit.
+"""Step 8, kv-dtype / quantization: only when memory is the limit.
 
 Memory is the limit when the current best still preempts or fills the KV cache (>95%) at the
 expected load. FP8 KV cache (and quantized checkpoints listed under candidates) change the
@@ -20,6 +20,9 @@ class KvDtype:
     summary = "only when memory is the limit (preemptions or KV > 95%): FP8 KV cache / quantized checkpoints, accepted only with the quality gate passed"
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+        lacks = ctx.lacks(self.name, FLAG)
+        if lacks is not None:
+            return lacks
         inc = ctx.incumbent()
         if inc is None or not inc.ok:
             return StepResult(self.name, "skipped", "no measurement of the current flags", dict(ctx.current))

@@ -1,4 +1,4 @@
-"""Step 5, max-num-batched-tokens / chunked prefill: the token budget for the prompt mix.
+"""Step 6, max-num-batched-tokens / chunked prefill: the token budget for the prompt mix.
 
 Guide 001 1.1: chunked prefill with a budget of 512 tokens first; compare TTFT and ITL p50 and
 p99 on the mix, since a large budget lets one long prefill stall every decoding request (p99
@@ -64,11 +64,16 @@ class MaxNumBatchedTokens:
         inc = ctx.incumbent()
         if inc is None or not inc.ok:
             return StepResult(self.name, "skipped", "no measurement of the current flags", dict(ctx.current))
+        lacks = ctx.lacks(self.name, FLAG)
+        if lacks is not None:
+            return lacks
+        flag = ctx.knob(FLAG).flag or FLAG
+        chunked = ctx.knob(CHUNKED).flag  # None: the kind always chunks (nothing to switch on)
         p50, p99 = inc.metric("itl_p50_ms"), inc.metric("itl_p99_ms")
-        given = ctx.candidates(FLAG)
+        given = ctx.candidates(flag)
         ratio = (p99 / p50) if p50 and p99 else None
         stall = f"ITL p99 {fmt(p99, '.1f')} ms is {fmt(ratio, '.1f')}x p50 {fmt(p50, '.1f')} ms"
-        current = flag_of(ctx.current, FLAG)
+        current = flag_of(ctx.current, flag)
         if not given and (ratio is None or ratio < STALL_RATIO):
             return StepResult(self.name, "skipped", f"{stall}: no decode stalls from long prefills to protect "
                               f"(below {STALL_RATIO:g}x); the budget stays as it is.", dict(ctx.current))
@@ -76,18 +81,19 @@ class MaxNumBatchedTokens:
         if not given and longest is not None and longest <= GUIDE_START:
             return StepResult(self.name, "skipped", f"{stall}, but no prompt is longer than {GUIDE_START} tokens (longest {longest}): "
                               "no long prefill to chunk; the budget stays as it is.", dict(ctx.current))
-        if not given and isinstance(current, int) and current <= GUIDE_START and flag_of(ctx.current, CHUNKED) is not False:
+        if not given and isinstance(current, int) and current <= GUIDE_START and (chunked is None or flag_of(ctx.current, chunked) is not False):
             return StepResult(self.name, "skipped", f"{stall}, but the budget is already {current} tokens with chunked prefill, "
                               f"at or below the guide's starting point ({GUIDE_START}); list candidates to try others.", dict(ctx.current))
-        seqs = flag_of(ctx.current, "max-num-seqs")
+        seqs_flag = ctx.knob("max-num-seqs").flag
+        seqs = flag_of(ctx.current, seqs_flag) if seqs_flag else None
         values = [v for v in (given or [GUIDE_START, 2048]) if v != current]
         dropped = [v for v in values if isinstance(seqs, int) and isinstance(v, int) and v < seqs]
         values = [v for v in values if v not in dropped]
         change: dict[Any, dict[str, Any]] = {}
         for v in values:
-            c: dict[str, Any] = {FLAG: v}
-            if flag_of(ctx.current, CHUNKED) is False:
-                c[CHUNKED] = True  # a budget below the prompt length needs chunked prefill
+            c: dict[str, Any] = {flag: v}
+            if chunked is not None and flag_of(ctx.current, chunked) is False:
+                c[chunked] = True  # a budget below the prompt length needs chunked prefill
             change[v] = c
         sets = [ctx.current] + [merged(ctx.current, change[v]) for v in values]
         ms = ctx.measure(self.name, sets)
@@ -120,7 +126,7 @@ class MaxNumBatchedTokens:
         by_goodput, _, v, m, j, itl_text = winners[0]
         why = f"goodput beyond noise ({j.text()})" if by_goodput else f"equal goodput within noise and {itl_text}"
         ctx.current = m.flags
-        return StepResult(self.name, "changed", f"{stall}; {listing}: {FLAG} {v} wins on {why}{note}.", dict(m.flags), rows)
+        return StepResult(self.name, "changed", f"{stall}; {listing}: {flag} {v} wins on {why}{note}.", dict(m.flags), rows)
 
 
 STEPS.add(MaxNumBatchedTokens.name, MaxNumBatchedTokens())

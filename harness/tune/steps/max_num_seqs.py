@@ -30,10 +30,11 @@ class MaxNumSeqs:
     summary = "candidates from KV cache tokens / mean context (guide 001 2.1) around the expected concurrency; lower on a storm, raise below 50% KV"
 
     def derive(self, ctx, m: Measurement) -> tuple[list[Any], str, str]:  # type: ignore[no-untyped-def]
+        flag = ctx.knob(FLAG).flag or FLAG
         kv_tokens = m.facts.get("kv_cache_tokens")
         ctx_len = mean_context(m)
         expected = ctx.tune.load.concurrency or int(round(m.summary_value("engine.running.max") or 0)) or None
-        current = flag_of(ctx.current, FLAG)
+        current = flag_of(ctx.current, flag)
         kv_max = m.metric("kv_usage_max")
         fit = int(kv_tokens // ctx_len) if isinstance(kv_tokens, (int, float)) and ctx_len else None
         why = (f"KV cache {kv_tokens:,} tokens / mean context {ctx_len:.0f} tokens = {fit} sequences"
@@ -67,14 +68,18 @@ class MaxNumSeqs:
         inc = ctx.incumbent()
         if inc is None or not inc.ok:
             return StepResult(self.name, "skipped", "no baseline measurement to derive candidates from", dict(ctx.current))
-        given = ctx.candidates(FLAG)
+        lacks = ctx.lacks(self.name, FLAG)
+        if lacks is not None:
+            return lacks
+        flag = ctx.knob(FLAG).flag
+        given = ctx.candidates(flag)
         values, why, nothing = (given, "the tune file's candidates", "") if given else self.derive(ctx, inc)
         if not values:
             return StepResult(self.name, "kept", f"{why}; {nothing}.", dict(ctx.current), [tried_row(inc)])
-        current = flag_of(ctx.current, FLAG)
+        current = flag_of(ctx.current, flag)
         cur_name = current if current is not None else "default"
         done, best, results = one_flag(
-            ctx, self.name, FLAG, values,
+            ctx, self.name, flag, values,
             disqualify=storm,
             accept_tie_when=lambda inc_m, cand: "ends the storm" if storm(inc_m) and not storm(cand) else None,
         )
@@ -96,7 +101,7 @@ class MaxNumSeqs:
         j = next(j for _, m, j in results if m is best)
         how = "ends the storm at equal goodput (within noise)" if j.verdict == "tie" else f"beats {cur_name} beyond noise ({j.text()})"
         ctx.current = best.flags
-        reason = head + f"{desc(current, inc_m)}; {others}: {label({FLAG: flag_of(best.flags, FLAG)})} {how}"
+        reason = head + f"{desc(current, inc_m)}; {others}: {label({flag: flag_of(best.flags, flag)})} {how}"
         return StepResult(self.name, "changed", reason + ".", dict(best.flags), tried, {"derived": why})
 
 

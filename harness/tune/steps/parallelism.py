@@ -1,4 +1,4 @@
-"""Step 8, parallelism: only when the model does not fit or one replica is too slow, and only
+"""Step 9, parallelism: only when the model does not fit or one replica is too slow, and only
 with the GPUs to try it. TP widths come from `candidates` (tensor-parallel-size); otherwise the
 step is skipped with why: adding GPUs only to raise the reported batch capacity is what the
 guide warns against."""
@@ -15,6 +15,9 @@ class Parallelism:
     summary = "only when the model does not fit or one replica misses the SLOs at the expected load, with gpus > 1 and tensor-parallel-size candidates"
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+        lacks = ctx.lacks(self.name, FLAG)
+        if lacks is not None:
+            return lacks
         inc = ctx.incumbent()
         if inc is None or not inc.ok:
             return StepResult(self.name, "skipped", "no measurement of the current flags", dict(ctx.current))

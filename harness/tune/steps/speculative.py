@@ -1,4 +1,4 @@
-"""Step 9, speculative: only when inter-token latency is still the limit.
+"""Step 10, speculative: only when inter-token latency is still the limit.
 
 ITL is the limit when decoding is most of a request's time (median E2E minus median TTFT above
 half the median E2E). Methods come from `candidates` (speculative-config): a draft model or MTP
@@ -28,6 +28,9 @@ class Speculative:
     summary = "only when decode time is most of E2E and speculative-config candidates are given; reject below 50% acceptance or lower goodput"
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+        lacks = ctx.lacks(self.name, FLAG)
+        if lacks is not None:
+            return lacks
         inc = ctx.incumbent()
         if inc is None or not inc.ok:
             return StepResult(self.name, "skipped", "no measurement of the current flags", dict(ctx.current))

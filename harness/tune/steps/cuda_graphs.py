@@ -1,0 +1,87 @@
+"""Step 5, cuda-graphs: when the current flags run eager, CUDA graphs on vs off.
+
+Guide 001 2.2: graph capture removes the per-step launch overhead (decode steps faster); guide
+000: eager mode saves startup work and usually costs steady-state speed, so it is no production
+default without a benchmark. When the current flags turn graphs off (vLLM `enforce-eager: true`,
+transformers `cb-use-cuda-graph: false`) or leave an engine's automatic choice in place, graphs
+on is measured against the current flags, and the reason gives both sides of the trade: the
+startup time each took and the steady-state goodput, ITL and GPU memory. When graphs are already
+on, nothing is started.
+
+It comes before the token-budget step (guide 001 puts chunked prefill first): eager execution
+pays the launch overhead on every step, which lifts ITL p50 towards p99 and hides the decode
+stalls that step looks for, so the execution mode is settled first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.tune.measure import Measurement, flag_of
+from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, tried_row
+
+KNOB = "cuda-graphs"
+
+
+def startup_s(m: Measurement) -> float | None:
+    vals = [float(e["startup_s"]) for e in m.entries if isinstance(e.get("startup_s"), (int, float))]
+    return min(vals) if vals else None
+
+
+def _gib(m: Measurement) -> str:
+    b = m.summary_value("engine.gpu_memory.used_max_bytes")
+    return f", GPU memory {b / 2**30:.1f} GiB" if b else ""
+
+
+def show(flag: str, value: Any) -> str:
+    return f"{flag} {str(value).lower() if isinstance(value, bool) else value}"
+
+
+def describe(name: str, m: Measurement) -> str:
+    return (f"{name}: startup {fmt(startup_s(m), '.1f')} s, goodput {fmt(m.goodput())} req/s, "
+            f"{fmt(m.metric('output_tok_per_s'), '.0f')} output tok/s, ITL p50/p99 {fmt(m.metric('itl_p50_ms'), '.1f')}/"
+            f"{fmt(m.metric('itl_p99_ms'), '.1f')} ms{_gib(m)}")
+
+
+class CudaGraphs:
+    name = "cuda-graphs"
+    summary = ("when the current flags run eager or leave graphs to the engine: CUDA graphs on vs the current flags "
+               "(startup saved vs steady-state lost); no start when graphs are on")
+
+    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+        lacks = ctx.lacks(self.name, KNOB)
+        if lacks is not None:
+            return lacks
+        knob = ctx.knob(KNOB)
+        flag: str = knob.flag  # type: ignore[assignment]
+        inc = ctx.incumbent()
+        if inc is None or not inc.ok:
+            return StepResult(self.name, "skipped", "no measurement of the current flags", dict(ctx.current))
+        current = flag_of(ctx.current, flag)
+        if current is None and knob.default_on:
+            return StepResult(self.name, "kept", f"CUDA graphs are on (the engine's default; {flag} not set); nothing to try.",
+                              dict(ctx.current), [tried_row(inc)])
+        if current is not None and current != knob.off:
+            return StepResult(self.name, "kept", f"CUDA graphs are on ({show(flag, current)}); nothing to try.", dict(ctx.current), [tried_row(inc)])
+        done, best, results = one_flag(ctx, self.name, flag, [knob.on])
+        if done is not None:
+            return done
+        (_, off, _), (_, on, j) = results
+        tried = [tried_row(m, jj, startup_s=startup_s(m)) for _, m, jj in results]
+        cur_name = show(flag, current) if current is not None else f"{flag} unset (the engine's choice)"
+        on_name = show(flag, knob.on) if knob.on is not None else f"without {flag}"
+        head = f"{describe(cur_name, off)}; {describe(on_name, on)}"
+        saved: Any = None
+        if startup_s(on) is not None and startup_s(off) is not None:
+            saved = startup_s(on) - startup_s(off)  # type: ignore[operator]
+        # guide 000's trade: what eager saves at startup against what it loses in steady state
+        trade = f"; startup with graphs {saved:+.1f} s vs eager" if saved is not None else ""
+        if best is None:
+            return StepResult(self.name, "kept", f"{head}: graphs on does not beat the current flags beyond noise "
+                              f"({j.text() if j else 'did not run'}){trade}.", dict(ctx.current), tried)
+        ctx.current = best.flags
+        return StepResult(self.name, "changed", f"{head}: graphs on beats the current flags beyond noise ({j.text()}){trade}.",
+                          dict(best.flags), tried)
+
+
+STEPS.add(CudaGraphs.name, CudaGraphs())
