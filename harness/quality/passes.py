@@ -18,6 +18,8 @@ def quality_pass(spec: QualitySpec, base_dir: Path | None, target_url: str, out_
     (`quality.jsonl`, `quality.json`). Raises UserError for a bad prompts file."""
     qset = load_quality_set(spec.prompts, base_dir)
     run = run_quality(qset, spec, target_url, model=model, headers=headers, out_dir=out_dir)
-    run.meta.update({"prompts": str(qset.path), **({"config": label} if label else {})})
-    write_summary(out_dir, {**run.summary(), "spec": spec.model_dump(mode="json"), "prompts_file": str(qset.path)})
+    prompts = str(qset.path.resolve())  # absolute: `harness compare` finds the expected answers from any folder
+    run.meta.update({"prompts": prompts, "spec": spec.model_dump(mode="json"), "prompts_file": prompts,
+                     **({"config": label} if label else {})})
+    write_summary(out_dir, run.summary())
     return run

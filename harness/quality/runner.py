@@ -203,4 +203,4 @@ def read_quality_run(run_dir: Path) -> QualityRun | None:
     return QualityRun(outputs=outputs, prompts_sha256=str(meta.get("prompts_sha256") or ""), model=meta.get("model"),
                       target=str(meta.get("target") or ""), max_tokens=int(meta.get("max_tokens") or 0),
                       logprobs=bool(meta.get("logprobs")), seconds=float(meta.get("seconds") or 0.0),
-                      meta={k: v for k, v in meta.items() if k in ("verdict", "config")})
+                      meta={k: v for k, v in meta.items() if k in ("verdict", "config", "spec", "prompts_file")})

@@ -144,6 +144,12 @@ class Result:
     pairs: list[Pair]
     how: list[str]
     warnings: list[str] = field(default_factory=list)
+    #: quality verdicts where both sides hold greedy outputs (harness/report/compare_quality.py)
+    quality: list[Any] = field(default_factory=list)
+
+    @property
+    def quality_failures(self) -> list[Any]:
+        return [q for q in self.quality if q.failed]
 
     @property
     def regressions(self) -> list[tuple[Pair, Row]]:
@@ -151,13 +157,16 @@ class Result:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.regressions or any(p.failed for p in self.pairs) else 0
+        return 1 if self.regressions or any(p.failed for p in self.pairs) or self.quality_failures else 0
 
     def verdict_line(self) -> str:
+        """The latency verdict, then the quality verdict beside it (when both sides have outputs)."""
         regs = self.regressions
         failed = [p for p in self.pairs if p.failed]
         if not regs and not failed:
-            return "PASS: no regression beyond the threshold and the noise"
+            head = "FAIL: latency and throughput: no regression" if self.quality_failures else \
+                "PASS: no regression beyond the threshold and the noise"
+            return head + self.quality_line()
         parts = []
         if regs:
             names = ", ".join(f"{p.label + ': ' if p.label else ''}{r.label}" for p, r in regs[:8])
@@ -165,7 +174,15 @@ class Result:
             parts.append(f"{len(regs)} regression{'s' if len(regs) != 1 else ''} ({names}{more})")
         if failed:
             parts.append(f"{len(failed)} cell{'s' if len(failed) != 1 else ''} failed in the candidate but not in the baseline ({', '.join(p.label for p in failed)})")
-        return "FAIL: " + "; ".join(parts)
+        return "FAIL: " + "; ".join(parts) + self.quality_line()
+
+    def quality_line(self) -> str:
+        """`; quality PASS|FAIL (...)`, empty when neither side has greedy outputs."""
+        if not self.quality:
+            return ""
+        bad = self.quality_failures
+        cells = ", ".join(f"{q.label + ': ' if q.label else ''}{q.verdict.short()}" for q in self.quality)
+        return f"; quality {'FAIL' if bad else 'PASS'} ({cells})"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -176,6 +193,7 @@ class Result:
             "exit_code": self.exit_code,
             "how": self.how,
             "warnings": self.warnings,
+            "quality": [q.to_json() for q in self.quality],
             "pairs": [
                 {"label": p.label, "status": p.status, "fingerprint": p.fingerprint, "note": p.note,
                  "rows": [asdict(r) for r in p.rows]}
@@ -542,6 +560,7 @@ def compare(baseline: str, candidate: str, metrics: list[MetricDef], opts: Optio
         result.warnings += _not_complete("", bs.runs, cs.runs)
         result.pairs.append(Pair("", "compared", desc, compare_runs(bs.runs, cs.runs, metrics, opts)))
         result.pairs += _class_pairs("", bs.runs, cs.runs, metrics, opts)
+        _add_quality(result, "", bs.runs[0].path, cs.runs[0].path)
         return result
     return _compare_sweeps(bs.sweep, cs.sweep, metrics, opts, result)  # type: ignore[arg-type]
 
@@ -620,12 +639,23 @@ def _compare_sweeps(bsw: SweepData, csw: SweepData, metrics: list[MetricDef], op
         result.warnings += _not_complete(label, b.runs, c.runs)
         pairs.append(Pair(label, "compared", desc, compare_runs(b.runs, c.runs, metrics, opts)))
         pairs += _class_pairs(label, b.runs, c.runs, metrics, opts)
+        _add_quality(result, label, b.runs[0].path, c.runs[0].path)
     if refusals:
         raise UserError(*[f"refusing to compare: {r}" for r in refusals[:10]],
                         *([f"... and {len(refusals) - 10} more"] if len(refusals) > 10 else []),
                         "these cells did not do the same work; pass --force to compare anyway")
     result.pairs = pairs
     return result
+
+
+def _add_quality(result: Result, label: str, base_dir: Path, cand_dir: Path) -> None:
+    from harness.report.compare_quality import compare_quality, one_sided
+
+    q = compare_quality(label, base_dir, cand_dir)
+    if q is not None:
+        result.quality.append(q)
+    elif (note := one_sided(base_dir, cand_dir)) is not None:
+        result.warnings.append(f"{label + ': ' if label else ''}{note}")
 
 
 # ---------------------------------------------------------------- rendering
@@ -682,9 +712,14 @@ def render_text(res: Result, verbose: bool = False) -> str:
             for r in p.rows:
                 if verbose or r.verdict not in ("ok", "n/a"):
                     out.append(f"  {r.label}: {r.verdict}; " + "; ".join(r.tests))
+    for q in res.quality:
+        out.append("")
+        out += q.lines()
     out.append("")
     out.append("How this was decided:")
     out += [f"  - {h}" for h in res.how]
+    if res.quality:
+        out.append("  - quality: the candidate's greedy outputs scored against the baseline's by the quality block's gate (exit 1 when it fails)")
     out.append("")
     out.append(f"{res.verdict_line()} (exit {res.exit_code})")
     return "\n".join(out) + "\n"
@@ -725,6 +760,8 @@ def render_markdown(res: Result, heading_level: int = 3) -> str:
         out.append("")
     if cells:
         out += ["</details>", ""]
+    for q in res.quality:
+        out += ["```"] + q.lines() + ["```", ""]
     out += ["<details><summary>How this was decided</summary>", ""] + [f"- {x}" for x in res.how]
     details = [f"- {p.label + ': ' if p.label else ''}{r.label}: {'; '.join(r.tests)}" for p in res.pairs for r in p.rows if r.verdict != "ok"]
     if details:
