@@ -87,6 +87,9 @@ def _run(args: argparse.Namespace) -> int:
     opts = options_from(args)
     defs = metrics.resolve(args.metrics)
     result = compare(args.baseline, args.candidate, defs, opts, args.baselines)
+    from harness.quality.compare import judge_comparison
+
+    judge_comparison(result)  # the quality verdict beside the latency one (exit 1 on a failed gate)
     if args.json_out is not None:
         try:
             args.json_out.write_text(json.dumps(result.to_json(), indent=2) + "\n")

@@ -144,7 +144,10 @@ class Result:
     pairs: list[Pair]
     how: list[str]
     warnings: list[str] = field(default_factory=list)
-    #: quality verdicts where both sides hold greedy outputs (harness/report/compare_quality.py)
+    #: (label, baseline run dir, candidate run dir) of every compared pair: where quality outputs may be
+    quality_dirs: list[tuple[str, Path, Path]] = field(default_factory=list)
+    #: quality verdicts where both sides hold greedy outputs, filled by harness.quality.compare
+    #: (above this layer): objects with .label, .failed, .short(), .lines(), .to_json()
     quality: list[Any] = field(default_factory=list)
 
     @property
@@ -181,7 +184,7 @@ class Result:
         if not self.quality:
             return ""
         bad = self.quality_failures
-        cells = ", ".join(f"{q.label + ': ' if q.label else ''}{q.verdict.short()}" for q in self.quality)
+        cells = ", ".join(f"{q.label + ': ' if q.label else ''}{q.short()}" for q in self.quality)
         return f"; quality {'FAIL' if bad else 'PASS'} ({cells})"
 
     def to_json(self) -> dict[str, Any]:
@@ -649,13 +652,8 @@ def _compare_sweeps(bsw: SweepData, csw: SweepData, metrics: list[MetricDef], op
 
 
 def _add_quality(result: Result, label: str, base_dir: Path, cand_dir: Path) -> None:
-    from harness.report.compare_quality import compare_quality, one_sided
-
-    q = compare_quality(label, base_dir, cand_dir)
-    if q is not None:
-        result.quality.append(q)
-    elif (note := one_sided(base_dir, cand_dir)) is not None:
-        result.warnings.append(f"{label + ': ' if label else ''}{note}")
+    """Remember where the pair's runs are; harness.quality.compare judges their outputs."""
+    result.quality_dirs.append((label, base_dir, cand_dir))
 
 
 # ---------------------------------------------------------------- rendering

@@ -1,4 +1,5 @@
-"""`harness compare`'s quality verdict, printed beside the latency verdict.
+"""`harness compare`'s quality verdict (harness.report.compare finds the pairs; this layer,
+above report, judges them), printed beside the latency verdict.
 
 A faster config that answers differently is not a win (the guides: "measure quality and
 throughput together, never separately"). When both sides of a comparison hold greedy outputs
@@ -19,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
-from harness.quality import QualityVerdict, judge, read_quality_run
 from harness.quality.dataset import QualitySet, load_quality_set
+from harness.quality.gate import QualityVerdict, judge
 from harness.quality.render import verdict_lines
-from harness.quality.runner import SUMMARY_FILE
+from harness.quality.runner import SUMMARY_FILE, read_quality_run
 from harness.scenario.quality import QualityGate, QualitySpec
 
 
@@ -36,6 +37,9 @@ class QualityPair:
     @property
     def failed(self) -> bool:
         return self.verdict.failed
+
+    def short(self) -> str:
+        return self.verdict.short()
 
     def lines(self) -> list[str]:
         head = verdict_lines(self.verdict, against=str(self.baseline_dir))
@@ -103,3 +107,15 @@ def one_sided(baseline_dir: Path, candidate_dir: Path) -> str | None:
     if b.is_file() != c.is_file():
         return f"quality not compared: only the {'baseline' if b.is_file() else 'candidate'} has greedy outputs (quality.jsonl)"
     return None
+
+
+def judge_comparison(result: Any) -> Any:
+    """Fill a `harness.report.compare.Result`'s quality verdicts (and notes for one-sided outputs)
+    from the run directories of its compared pairs; returns it."""
+    for label, base_dir, cand_dir in result.quality_dirs:
+        q = compare_quality(label, base_dir, cand_dir)
+        if q is not None:
+            result.quality.append(q)
+        elif (note := one_sided(base_dir, cand_dir)) is not None:
+            result.warnings.append(f"{label + ': ' if label else ''}{note}")
+    return result
