@@ -13,14 +13,15 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import gevent
-import locust
-
 from harness.metrics.exporter import ENV_DIR, LoadMetrics
 
 
 def start(sink: LoadMetrics, interval_s: float = 1.0) -> LoadMetrics:
-    """Flush `sink` every `interval_s` when the gevent loop is idle, and once more at exit."""
+    """Flush `sink` every `interval_s` when the gevent loop is idle, and once more at exit.
+
+    gevent and Locust are imported here, not at module level: `wrap_report` without metrics must
+    not monkey-patch whoever imports this module (tests, the runner's process)."""
+    import gevent
 
     def loop() -> None:
         while True:
@@ -33,6 +34,7 @@ def start(sink: LoadMetrics, interval_s: float = 1.0) -> LoadMetrics:
     gevent.spawn(loop)
     atexit.register(sink.flush)
     try:  # running users: Locust fires test_start with the environment before spawning
+        import locust
 
         def on_test_start(environment: Any, **_kw: Any) -> None:
             runner = environment.runner
