@@ -22,7 +22,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 else
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
-harness() { python3 -m harness.cli.main "$@"; }
+# `timeout` runs programs, not shell functions: the CLI is spelt out below
 # run "$@" with what is left of the limit (less a reserve), interrupted like Ctrl-C at the end
 within() {
   local reserve=$1; shift
@@ -43,12 +43,12 @@ python3 bench/gpu/build_model.py /tmp/harness-gpu-model --size "${HARNESS_GPU_MO
 resume=(--out "$out/tune")
 [ -f "$out/tune/tune.json" ] && resume=(--resume "$out/tune")
 echo "== tune $(date -u +%T)"
-within 30 harness tune bench/gpu/tune_transformers.yaml "${resume[@]}"
+within 30 python3 -m harness.cli.main tune bench/gpu/tune_transformers.yaml "${resume[@]}"
 rc_tune=$?
 echo "== quality $(date -u +%T) (tune exit $rc_tune)"
 qdir=(--out "$out/quality")
 [ -f "$out/quality/index.json" ] && qdir=(--resume "$out/quality")
-within 10 harness sweep bench/gpu/transformers_quality.yaml "${qdir[@]}"
+within 10 python3 -m harness.cli.main sweep bench/gpu/transformers_quality.yaml "${qdir[@]}"
 rc_q=$?
 echo "== done $(date -u +%T): tune exit $rc_tune, quality exit $rc_q, ${SECONDS}s"
 exit $(( rc_tune != 0 ? rc_tune : rc_q ))
