@@ -89,6 +89,8 @@ def interpret(
         details = usage.get("prompt_tokens_details") or {}
         rec.cached_tokens = details.get("cached_tokens")
     full_text = "".join(texts)
+    if rec.session is not None:  # a multi-turn session sends this reply back as history
+        rec.reply_text = full_text
     rec.tokenizer_output_tokens = count_tokens(full_text) if texts else 0
     n_server = usage.get("completion_tokens") if usage else None
     rec.chunk_tokens = _tokens_per_chunk(texts, cumulative, n_server, count_tokens)

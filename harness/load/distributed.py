@@ -233,7 +233,7 @@ class WorkerAgent:
                          "failed": run.ctrl.failed, "in_flight": run.ctrl.in_flight_sent,
                          "output_tokens": run.ctrl.output_tokens},
             "events": events,
-            "metrics": {name: cm.to_dict() for name, cm in interval.by_class.items()},
+            "metrics": interval.to_dict(with_all=False),  # classes, groupings (per turn, ...), sessions
             "requests": run.outbox.take(),
         }
         self._send(MSG_DELTA, data)

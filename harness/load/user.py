@@ -58,16 +58,24 @@ class Finisher:
     def __init__(self, ctrl: LoadController, report) -> None:  # type: ignore[no-untyped-def]
         self.ctrl = ctrl
         self.report = report
-        self.queue: deque[tuple[RequestRecord, StreamResult | None]] = deque()
+        self.queue: deque[tuple[RequestRecord, StreamResult | None, gevent.event.Event | None]] = deque()
         self.wake = gevent.event.Event()
         self.greenlet = gevent.spawn(self._run)
 
-    def put(self, rec: RequestRecord, res: StreamResult | None) -> None:
-        self.queue.append((rec, res))
+    def put(self, rec: RequestRecord, res: StreamResult | None, done: gevent.event.Event | None = None) -> None:
+        """`done` is set once the record is interpreted (a session's next turn needs the reply)."""
+        self.queue.append((rec, res, done))
         self.wake.set()
 
     def _one(self) -> None:
-        rec, res = self.queue.popleft()
+        rec, res, done = self.queue.popleft()
+        try:
+            self._interpret(rec, res)
+        finally:
+            if done is not None:
+                done.set()
+
+    def _interpret(self, rec: RequestRecord, res: StreamResult | None) -> None:
         ctrl = self.ctrl
         if res is not None:
             try:
@@ -166,6 +174,24 @@ class LLMUser(User):
         if isinstance(item, Pause):  # open-loop warmup still sending: the window is not open yet
             _sleep_until(item.until_ns)
             return
+        while item is not None:
+            if item.planned.session is None:
+                self._send(ctrl, item, None)
+                return
+            # a multi-turn session: this user holds the conversation to its end. The next turn is
+            # built once the Finisher has interpreted the reply (idle time, off the read path).
+            done = gevent.event.Event()
+            self._send(ctrl, item, done)
+            done.wait()
+            think = ctrl.think_s(item)
+            if think is None:
+                return
+            if item.intended_ns is None and think > 0 and STOPPING.wait(think):
+                ctrl.next_turn(item)  # past the window now: counted as a cut session
+                return
+            item = ctrl.next_turn(item)
+
+    def _send(self, ctrl: LoadController, item, done: gevent.event.Event | None) -> None:  # type: ignore[no-untyped-def]
         if item.intended_ns is not None:
             # open the connection shortly before the send time (not all at spawn), so connect
             # time never shows up as send lag
@@ -185,7 +211,7 @@ class LLMUser(User):
             res = transfer(self.conn, ctrl.spec, item.payload, rec)
         finally:
             IN_FLIGHT.discard(me)
-        FINISHER.put(rec, res)  # type: ignore[union-attr]
+        FINISHER.put(rec, res, done)  # type: ignore[union-attr]
         status = res.status if res is not None else None
         if item.intended_ns is None and backoff.should_back_off(status, rec.error_kind):
             # closed loop against a refusing or failing target: back off (harness.load.backoff)

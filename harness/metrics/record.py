@@ -44,6 +44,12 @@ class RequestRecord:
     coalesced_reads: int = 0  # reads that held several SSE events (they share one stamp)
     clock: str = "kernel"  # kernel | user
     warmup: bool = False
+    #: (dimension, value) groupings this request is also recorded under, e.g. ("turn", "3")
+    labels: tuple[tuple[str, str], ...] = ()
+    session: int | None = None  # multi-turn: the session's index
+    turn: int = 0  # multi-turn: 1-based turn number
+    ideal_cached_tokens: int | None = None  # multi-turn: what a large prefix cache could serve
+    reply_text: str | None = None  # the streamed reply, kept only when a session needs it (never written)
 
     # ---- derived values (ns)
     @property
@@ -103,6 +109,9 @@ class RequestRecord:
             "status": self.http_status,
             "error": self.error_kind,
             "error_detail": self.error_detail[:300] if self.error_detail else None,
+            **({"session": self.session, "turn": self.turn, "ideal_cached_tokens": self.ideal_cached_tokens}
+               if self.session is not None else {}),
+            **({"labels": dict(self.labels)} if self.labels else {}),
         }
 
 

@@ -17,6 +17,9 @@ from harness.metrics.hdr import COUNT, LATENCY, Histogram
 from harness.metrics.record import RequestRecord, meets_slo
 
 ALL = "_all"
+#: histograms.json keys beside the classes: groupings ({"turn=3": class-shaped block}) and sessions
+GROUPS, SESSIONS = "_groups", "_sessions"
+RESERVED = (ALL, GROUPS, SESSIONS)
 LATENCY_NAMES = ("ttft", "itl_chunk", "itl_token", "tpot", "e2e", "send_lag")
 HIST_NAMES = (*LATENCY_NAMES, "tokens_per_chunk")
 NS_PER_MS = 1e6
@@ -151,16 +154,83 @@ def _rate(n: float, duration_s: float) -> float:
     return 0.0 if value != value else value  # NaN (no duration) -> 0
 
 
+class SessionStats:
+    """Multi-turn sessions of the window: how many, how long, and the prefix cache they allow.
+
+    `ideal_cached_tokens` / `prompt_tokens` is the hit rate a large-enough prefix cache would give
+    these conversations (harness.workload.sessions); `cached_tokens` what the server's usage said."""
+
+    def __init__(self) -> None:
+        self.duration = Histogram(LATENCY)
+        self.counts: Counter[str] = Counter()
+
+    def session_end(self, duration_ns: int | None, turns: int, completed: bool) -> None:
+        self.counts["completed" if completed else "cut"] += 1
+        self.counts["turns_in_ended"] += turns
+        if completed and duration_ns is not None:
+            self.duration.record(max(1, duration_ns))
+
+    def turn(self, rec: RequestRecord) -> None:
+        c = self.counts
+        c["turns"] += 1
+        c["started"] += rec.turn == 1
+        if rec.ok and rec.ideal_cached_tokens is not None:
+            c["prompt_tokens"] += rec.input_tokens if rec.input_tokens is not None else rec.intended_input_tokens
+            c["ideal_cached_tokens"] += rec.ideal_cached_tokens
+            if rec.cached_tokens is not None:
+                c["usage_cached_tokens"] += rec.cached_tokens
+                c["turns_with_cached_usage"] += 1
+
+    def merge(self, other: SessionStats) -> None:
+        self.duration.merge(other.duration)
+        self.counts.update(other.counts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"duration": self.duration.to_dict(), "counts": dict(self.counts)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SessionStats:
+        out = cls()
+        if data.get("duration"):
+            out.duration = Histogram.from_dict(data["duration"])
+        out.counts.update(data.get("counts", {}))
+        return out
+
+    def summarize(self) -> dict[str, Any] | None:
+        c = self.counts
+        if not c["turns"]:
+            return None
+        ended = c["completed"] + c["cut"]
+        prompt = c["prompt_tokens"]
+        return {
+            "started": c["started"],
+            "completed": c["completed"],
+            "cut": c["cut"],  # ended by the window's end or a failed turn
+            "turns": c["turns"],
+            "turns_per_ended_session": (c["turns_in_ended"] / ended) if ended else None,
+            "duration_s": self.duration.stats(1e9),
+            "prompt_tokens": prompt,
+            "ideal_cached_tokens": c["ideal_cached_tokens"],
+            "ideal_prefix_hit_rate": (c["ideal_cached_tokens"] / prompt) if prompt else None,
+            "usage_cached_hit_rate": (c["usage_cached_tokens"] / prompt)
+            if prompt and c["turns_with_cached_usage"] else None,
+        }
+
+
 class MetricSet:
     """Per-class metrics; the overall `_all` block is the lossless merge of the classes.
 
     Only classes are recorded per request (recording `_all` too would double the work); `_all`
-    is built on demand, which gives exactly the histograms direct recording would have.
+    is built on demand, which gives exactly the histograms direct recording would have. A request
+    with `labels` is also recorded under each grouping (`"turn=3"`, `"adapter=a"`, ...): the same
+    metrics, sliced another way, merged losslessly like the classes.
     """
 
     def __init__(self, slos: dict[str, dict[str, float | None]] | None = None) -> None:
         self.slos = slos or {}
         self.by_class: dict[str, ClassMetrics] = {}
+        self.by_group: dict[str, ClassMetrics] = {}
+        self.sessions = SessionStats()
 
     def record(self, rec: RequestRecord) -> bool:
         """Add one finished (non-warmup) request; returns whether it met its SLO."""
@@ -169,7 +239,24 @@ class MetricSet:
         if cls is None:
             cls = self.by_class[rec.class_name] = ClassMetrics()
         cls.record(rec, good)
+        for dim, value in rec.labels:
+            key = f"{dim}={value}"
+            grp = self.by_group.get(key)
+            if grp is None:
+                grp = self.by_group[key] = ClassMetrics()
+            grp.record(rec, good)
+        if rec.session is not None:
+            self.sessions.turn(rec)
         return good
+
+    def groups(self, dim: str) -> dict[str, ClassMetrics]:
+        """{value: metrics} of one grouping dimension (e.g. "turn")."""
+        prefix = f"{dim}="
+        return {k[len(prefix):]: cm for k, cm in self.by_group.items() if k.startswith(prefix)}
+
+    @property
+    def dimensions(self) -> list[str]:
+        return sorted({k.split("=", 1)[0] for k in self.by_group})
 
     @property
     def classes(self) -> dict[str, ClassMetrics]:
@@ -182,14 +269,30 @@ class MetricSet:
     def merge(self, other: MetricSet) -> None:
         for name, cm in other.by_class.items():
             self.by_class.setdefault(name, ClassMetrics()).merge(cm)
+        for key, cm in other.by_group.items():
+            self.by_group.setdefault(key, ClassMetrics()).merge(cm)
+        self.sessions.merge(other.sessions)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {name: cm.to_dict() for name, cm in self.classes.items()}
+    def to_dict(self, with_all: bool = True) -> dict[str, Any]:
+        """histograms.json: classes (and `_all` unless a delta), `_groups` and `_sessions` when recorded."""
+        out = {name: cm.to_dict() for name, cm in (self.classes if with_all else self.by_class).items()}
+        if self.by_group:
+            out[GROUPS] = {key: cm.to_dict() for key, cm in sorted(self.by_group.items())}
+        if self.sessions.counts:
+            out[SESSIONS] = self.sessions.to_dict()
+        return out
 
     def merge_dict(self, data: dict[str, Any]) -> None:
         for name, cd in data.items():
             if name == ALL:
                 continue  # derived from the classes
+            if name == GROUPS:
+                for key, gd in cd.items():
+                    self.by_group.setdefault(key, ClassMetrics()).merge(ClassMetrics.from_dict(gd))
+                continue
+            if name == SESSIONS:
+                self.sessions.merge(SessionStats.from_dict(cd))
+                continue
             self.by_class.setdefault(name, ClassMetrics()).merge(ClassMetrics.from_dict(cd))
 
     @classmethod
@@ -201,3 +304,8 @@ class MetricSet:
     def encoded_histograms(self) -> dict[str, dict[str, str]]:
         """{class: {metric: HDR V2 base64}} for histograms.json consumers that only want HDR."""
         return {name: {m: h.to_dict()["hdr"] for m, h in cm.hist.items()} for name, cm in self.classes.items()}
+
+
+def class_keys(histograms: dict[str, Any]) -> list[str]:
+    """The class names of a histograms.json object (not `_all`, `_groups`, `_sessions`)."""
+    return [k for k in histograms if k not in RESERVED]

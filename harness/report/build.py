@@ -10,6 +10,7 @@ from harness.report import sweep_view as V
 from harness.report import tables as T
 from harness.report.data import RunData, SweepData
 from harness.report.document import Callout, Document, Figure, Heading, Paragraph, Table
+from harness.report.groups import group_tables, sessions_table
 from harness.report.metrics import MetricDef, fmt_num, fmt_pct
 from harness.results.sweep_index import capacity
 
@@ -112,6 +113,10 @@ def build_run_report(run: RunData) -> Document:
     et = T.errors_table(run)
     if et is not None:
         doc.add(et)
+    st = sessions_table(run)
+    if st is not None:
+        doc.add(st)
+    doc.add(*group_tables(run))
     figs = run_figures(run)
     if figs:
         doc.add(Heading("Distributions"))

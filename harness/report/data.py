@@ -100,7 +100,7 @@ class RunData:
     def classes(self) -> list[str]:
         names = list(self.summary.per_class)
         for key in self.histograms:
-            if key != "_all" and key not in names:
+            if not key.startswith("_") and key not in names:  # _all, _groups, _sessions are not classes
                 names.append(key)
         return names
 

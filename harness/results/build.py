@@ -84,6 +84,13 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
     return metrics, merged
 
 
+def _group_order(item: tuple[str, Any]) -> tuple[int, float, str]:
+    """Numeric values (turn numbers, "16+") in number order, names after them alphabetically."""
+    value = item[0]
+    head = value.rstrip("+")
+    return (0, float(head), value) if head.isdigit() else (1, 0.0, value)
+
+
 class WindowSummary(Protocol):
     """A host-side meter (the stall meter) that can summarise itself over the measured window."""
 
@@ -109,6 +116,9 @@ def build_summary(
     classes = metrics.classes
     overall = classes[ALL].summarize(duration)
     per_class = {name: cm.summarize(duration) for name, cm in sorted(classes.items()) if name != ALL}
+    # groupings of the same requests (per turn, ...): one block per value, shaped like a class's
+    groups = {dim: {value: cm.summarize(duration) for value, cm in sorted(metrics.groups(dim).items(), key=_group_order)}
+              for dim in metrics.dimensions}
     usage = merged["usage"]
     completed = overall["requests"]["completed"]
     clock = merged["clock_by_request"]
@@ -155,6 +165,14 @@ def build_summary(
         engine=engine or {},
         status=status,
     )
+    if groups:
+        summary.groups = groups
+    sessions = metrics.sessions.summarize()
+    if sessions is not None:
+        pc = (engine or {}).get("prefix_cache") or {}
+        # the engine's hit rate over the window next to the ideal one the sessions allow
+        sessions["engine_prefix_hit_rate"] = pc.get("hit_rate")
+        summary.sessions = sessions
     if merged["abort_reasons"]:
         summary.status, summary.status_reason = "failed", merged["abort_reasons"][0]
     warnings = _validity(summary, load, completed, reconcile_warnings or [])

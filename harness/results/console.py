@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.results.schema import Dist, RunSummary
+from harness.results.schema import ClassBlock, Dist, RunSummary
 from harness.scenario.models import Scenario
 
 
@@ -163,6 +163,23 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
             p(f"  {name:<16}{c.requests.completed:>7}{_fmt(_g(lt, 'ttft', 'p50')):>10}{_fmt(_g(lt, 'ttft', 'p99')):>10}"
               f"{_fmt(_g(lt, 'itl_token', 'p50'), 2):>9}{_fmt(_g(lt, 'itl_token', 'p99'), 2):>9}"
               f"{_fmt(_g(lt, 'e2e', 'p99')):>10}{('-' if gp is None else f'{100 * gp:.0f}%'):>8}")
+    sess = getattr(s, "sessions", None)
+    if sess:
+        dur = (sess.get("duration_s") or {}).get("p50")
+        p(f"  sessions   {sess['started']} started, {sess['completed']} completed, {sess['cut']} cut   "
+          f"duration p50 {_fmt(dur)} s   prefix hit ideal {_pct(sess.get('ideal_prefix_hit_rate'))}, "
+          f"engine {_pct(sess.get('engine_prefix_hit_rate'))}")
+    for dim, blocks in (getattr(s, "groups", None) or {}).items():
+        # the same table for every grouping (turn, adapter, endpoint): one row per value
+        p("")
+        p(f"  {dim:<16}{'done':>7}{'in tok':>8}{'TTFT p50':>10}{'TTFT p99':>10}{'ITL p50':>9}{'E2E p99':>10}{'good':>8}")
+        for value, raw in blocks.items():
+            c = ClassBlock.model_validate(raw)
+            lt, done = c.latency_ms, c.requests.completed
+            gp = c.goodput.get("fraction")
+            mean_in = c.tokens.input_total / done if done else None
+            p(f"  {value:<16}{done:>7}{_fmt(mean_in, 0):>8}{_fmt(_g(lt, 'ttft', 'p50')):>10}{_fmt(_g(lt, 'ttft', 'p99')):>10}"
+              f"{_fmt(_g(lt, 'itl_token', 'p50'), 2):>9}{_fmt(_g(lt, 'e2e', 'p99')):>10}{('-' if gp is None else f'{100 * gp:.0f}%'):>8}")
     warnings = s.validity.get("warnings", [])
     if warnings:
         p("")

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.errors import UserError
 from harness.metrics.hdr import Histogram
+from harness.metrics.recorder import RESERVED, class_keys
 from harness.results.schema import LATENCY_METRICS
 
 DEFAULT_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
@@ -72,7 +73,7 @@ def write_json(path: Path, run_dir: Path, percentiles: tuple[float, ...]) -> Pat
     """summary.json plus `percentiles_ms`: {class: {metric: stats}} at the chosen percentiles."""
     summary = json.loads((run_dir / "summary.json").read_text())
     hist = read_histograms(run_dir)
-    summary["percentiles_ms"] = {group: chosen(hist, percentiles, group) for group in hist}
+    summary["percentiles_ms"] = {group: chosen(hist, percentiles, group) for group in hist if group not in RESERVED[1:]}
     summary["percentiles"] = list(percentiles)
     _parent(path)
     path.write_text(json.dumps(summary, indent=2) + "\n")
@@ -86,7 +87,7 @@ def write_csv(path: Path, run_dir: Path, percentiles: tuple[float, ...]) -> Path
     hist = read_histograms(run_dir)
     pcols = [label(p) for p in percentiles]
     cols = ["class", "metric", "unit", "count", "mean", *pcols, "max", "requests_per_s", "output_tokens_per_s"]
-    groups = ["_all"] + sorted(g for g in hist if g != "_all")
+    groups = ["_all"] + sorted(class_keys(hist))
     _parent(path)
     with path.open("w", newline="") as f:
         w = csv.writer(f)

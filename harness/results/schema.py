@@ -81,6 +81,9 @@ class RunSummary(Open):
     latency_ms: dict[str, Dist] = Field(default_factory=dict)
     tokens_per_chunk: Dist = Field(default_factory=Dist)
     per_class: dict[str, ClassBlock] = Field(default_factory=dict)
+    # extra keys written only when there is something in them (older readers see no change):
+    #   groups    the same requests grouped another way: {"turn": {"1": <ClassBlock>, ...}}
+    #   sessions  multi-turn sessions: started/completed/cut, duration_s, ideal vs engine prefix hit rate
     goodput: dict[str, Any] = Field(default_factory=dict)  # overall{good, rps, fraction}, per_class
     usage_check: dict[str, Any] = Field(default_factory=dict)
     timing: dict[str, Any] = Field(default_factory=dict)  # clock, coalesced_reads, stalls

@@ -135,6 +135,9 @@ class Dataset(Strict):
     )
 
 
+from harness.scenario.session import SessionSpec  # noqa: E402 - needs the length models above
+
+
 class RequestClass(Strict):
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
     weight: Annotated[float, Field(gt=0)] = 1.0
@@ -142,10 +145,17 @@ class RequestClass(Strict):
     output_tokens: LengthDist | None = None
     dataset: Dataset | None = None
     shared_prefix: SharedPrefix | None = None
+    session: SessionSpec | None = Field(default=None, description="multi-turn conversations (harness.scenario.session)")
     slo: SLO | None = None
 
     @model_validator(mode="after")
     def _lengths(self) -> RequestClass:
+        if self.session is not None:
+            extra = [k for k in ("input_tokens", "output_tokens", "dataset", "shared_prefix") if getattr(self, k) is not None]
+            if extra:
+                raise ValueError(f"{', '.join(extra)}: a session class takes its lengths from session "
+                                 "(user_tokens, output_tokens, system_prompt, dataset); remove them")
+            return self
         if self.dataset is None:
             missing = [k for k in ("input_tokens", "output_tokens") if getattr(self, k) is None]
             if missing:

@@ -39,6 +39,12 @@ def fingerprint_parts(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_
             from harness.workload.files import file_id
 
             cls["dataset"] = {**cls["dataset"], "path": file_id(cls["dataset"]["path"], base_dir, "workload dataset")}
+        sess = cls.get("session")
+        if sess and sess.get("dataset"):  # recorded conversations: their content, not their path
+            from harness.workload.files import file_id
+
+            ds = sess["dataset"]
+            cls["session"] = {**sess, "dataset": {**ds, "path": file_id(ds["path"], base_dir, "session dataset")}}
     load = dict(data["load"])
     if load.get("trace"):  # a trace's content defines the arrivals, not where the file lives
         from harness.workload.files import file_id

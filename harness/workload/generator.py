@@ -22,6 +22,7 @@ from harness.workload.builtin_tokenizer import VOCAB, BuiltinTokenizer
 from harness.workload.dataset import LoadedDataset, load_dataset
 from harness.workload.files import resolve
 from harness.workload.lengths import mean_length, sample_length
+from harness.workload.sessions import SYSTEM_DOMAIN, Conversation, RecordedConversation, load_conversations, plan_session
 from harness.workload.tokenizers import HFTokenizer
 
 MEASURED, WARMUP = 2, 3
@@ -39,6 +40,8 @@ class PlannedRequest:
     prefix_id: int | None
     warmup: bool = False
     messages: tuple[dict[str, str], ...] | None = None  # a dataset's chat messages, sent as they are
+    session: Conversation | None = None  # a multi-turn session's history (harness.workload.sessions)
+    turn: int = 0  # 1-based turn number within the session (0: not a session)
 
 
 def _words(rng: np.random.Generator, n: int) -> str:
@@ -64,6 +67,21 @@ class WorkloadGenerator:
                     self._fit(_words(np.random.default_rng([self.seed, 4, ci, j, *self._salt()]), sp.tokens), sp.tokens)
                     for j in range(sp.count)
                 ]
+        #: session classes: their system prompts and recorded conversations
+        self._systems: dict[str, list[str]] = {}
+        self._recorded: dict[str, list[RecordedConversation]] = {}
+        for ci, cls in enumerate(self.classes):
+            ss = cls.session
+            if ss is None:
+                continue
+            if ss.system_prompt is not None:
+                sp = ss.system_prompt
+                self._systems[cls.name] = [
+                    self._fit(_words(np.random.default_rng([self.seed, SYSTEM_DOMAIN, ci, j, *self._salt()]), sp.tokens), sp.tokens)
+                    for j in range(sp.count)
+                ]
+            if ss.dataset is not None:
+                _sha, self._recorded[cls.name] = load_conversations(ss.dataset.path, base_dir, self.tokenizer.count)
         #: class name -> its dataset (files read once, shared between classes naming the same one)
         self.datasets: dict[str, LoadedDataset] = {}
         loaded: dict[Path, LoadedDataset] = {}
@@ -92,6 +110,10 @@ class WorkloadGenerator:
         rng = np.random.default_rng([self.seed, WARMUP if warmup else MEASURED, index])
         ci = int(np.searchsorted(self._cum, rng.random(), side="right"))
         cls: RequestClass = self.classes[min(ci, len(self.classes) - 1)]
+        if cls.session is not None:
+            return self.session_turn(Conversation(plan_session(
+                cls.session, cls.name, self.seed, index, warmup, self._session_words, self._systems.get(cls.name, []),
+                self._recorded.get(cls.name), self.tokenizer.count, self._salt())))
         if cls.dataset is not None:
             return self._replayed(cls, index, warmup, rng)
         assert cls.input_tokens is not None and cls.output_tokens is not None  # validated
@@ -110,6 +132,16 @@ class WorkloadGenerator:
             rng = np.random.default_rng([self.seed, WARMUP if warmup else MEASURED, index, 6, self.salt])
         text = self._fit(_words(rng, own), own)
         return PlannedRequest(index, cls.name, prefix, text, n_in, n_out, prefix_id, warmup)
+
+    def _session_words(self, rng: np.random.Generator, n: int) -> str:
+        return self._fit(_words(rng, n), n)
+
+    def session_turn(self, conv: Conversation) -> PlannedRequest:
+        """The request of the conversation's next turn: its whole history plus the new user message."""
+        messages, text, n_in, n_out = conv.next_messages()
+        p = conv.plan
+        return PlannedRequest(p.index, p.class_name, "", text, n_in, n_out, p.system_id, p.warmup, messages,
+                              conv, conv.turn + 1)
 
     def _replayed(self, cls: RequestClass, index: int, warmup: bool, rng: np.random.Generator) -> PlannedRequest:
         records = self.datasets[cls.name].records
@@ -142,8 +174,8 @@ def expected_prefix_hit_rate(scenario: Scenario, block_size: int = 16) -> float 
     dataset class's prompts (whose sharing is unknown) are part of the mix.
     """
     classes = scenario.workload.classes
-    if not any(c.shared_prefix for c in classes) or any(c.dataset is not None for c in classes):
-        return None
+    if not any(c.shared_prefix for c in classes) or any(c.dataset is not None or c.session is not None for c in classes):
+        return None  # sessions: the ideal follows from the replies, computed during the run (summary.sessions)
     total_w = sum(c.weight for c in classes)
     cached = prompt = 0.0
     for cls in classes:

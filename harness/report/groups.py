@@ -1,0 +1,60 @@
+"""Report tables of the groupings summary.json carries beside the classes (per turn, ...).
+
+The same metric blocks as a class's, one row per value of a grouping (summary.json `groups`),
+and the multi-turn sessions' block: the engine's prefix hit rate next to the ideal one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.report.data import RunData
+from harness.report.document import Table
+from harness.results.schema import ClassBlock
+
+LABELS = {"turn": "Turn", "adapter": "Adapter", "endpoint": "Endpoint"}
+
+
+def _ms(block: ClassBlock, metric: str, stat: str) -> str:
+    d = block.latency_ms.get(metric)
+    v = getattr(d, stat, None) if d is not None else None
+    return "—" if v is None else f"{v:,.1f}"
+
+
+def group_tables(run: RunData) -> list[Table]:
+    groups: dict[str, dict[str, Any]] = getattr(run.summary, "groups", None) or {}
+    out: list[Table] = []
+    for dim, blocks in groups.items():
+        rows = []
+        for value, raw in blocks.items():
+            b = ClassBlock.model_validate(raw)
+            done = b.requests.completed
+            mean_in = f"{b.tokens.input_total / done:,.0f}" if done else "—"
+            good = b.goodput.get("fraction")
+            rows.append([value, f"{done:,}", f"{b.requests.failed:,}", mean_in, _ms(b, "ttft", "p50"), _ms(b, "ttft", "p99"),
+                         _ms(b, "itl_token", "p50"), _ms(b, "e2e", "p99"), "—" if good is None else f"{100 * good:.0f} %"])
+        label = LABELS.get(dim, dim)
+        out.append(Table([label, "Completed", "Failed", "Input tokens (mean)", "TTFT p50", "TTFT p99", "ITL p50", "E2E p99",
+                          "Good"], rows, caption=f"Per {label.lower()} (latencies in ms)"))
+    return out
+
+
+def sessions_table(run: RunData) -> Table | None:
+    s: dict[str, Any] | None = getattr(run.summary, "sessions", None)
+    if not s:
+        return None
+
+    def pct(v: Any) -> str:
+        return "—" if v is None else f"{100 * v:.1f} %"
+
+    dur = s.get("duration_s") or {}
+    rows = [
+        ["Sessions started / completed / cut", f"{s.get('started', 0):,} / {s.get('completed', 0):,} / {s.get('cut', 0):,}"],
+        ["Turns", f"{s.get('turns', 0):,}"],
+        ["Session duration p50 / p90 (s)", " / ".join("—" if dur.get(k) is None else f"{dur[k]:,.1f}" for k in ("p50", "p90"))],
+        ["Prefix cache hit rate: engine", pct(s.get("engine_prefix_hit_rate"))],
+        ["Prefix cache hit rate: ideal for these conversations", pct(s.get("ideal_prefix_hit_rate"))],
+    ]
+    return Table(["Sessions", "Value"], rows, caption="Multi-turn sessions", notes=[
+        "Ideal: each turn's prompt could reuse the previous turn's prompt and reply (whole 16-token blocks), "
+        "turn 1 a system prompt an earlier session sent; an engine below it evicted or did not cache."])
