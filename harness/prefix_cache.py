@@ -42,8 +42,17 @@ class CacheIsolation:
         return {"mode": self.mode, "reset_path": self.reset_path, "prompt_salt": self.salt, "reason": self.reason}
 
 
-def post_reset(base_url: str, headers: dict[str, str] | None = None, timeout_s: float = 30.0) -> tuple[str | None, str]:
-    """POST each known reset path; (the path that worked, "") or (None, what each answered)."""
+#: per reset request; an idle engine answers a reset in milliseconds
+RESET_TIMEOUT_S = 5.0
+
+
+def post_reset(base_url: str, headers: dict[str, str] | None = None, timeout_s: float | None = None) -> tuple[str | None, str]:
+    """POST each known reset path; (the path that worked, "") or (None, what each answered).
+
+    A path that gets no answer in time ends the attempt: a server that holds a request open
+    (a stalled proxy) would hold the next path just as long, and the run has not started yet
+    (the audit's stall_head server held every run 60 s here before its 3-s window)."""
+    timeout_s = RESET_TIMEOUT_S if timeout_s is None else timeout_s
     tried = []
     for path in RESET_PATHS:
         req = urllib.request.Request(base_url.rstrip("/") + path, data=b"", method="POST", headers=headers or {})
@@ -56,6 +65,8 @@ def post_reset(base_url: str, headers: dict[str, str] | None = None, timeout_s: 
             tried.append(f"{path} -> {exc.code}")
         except (OSError, ValueError) as exc:
             tried.append(f"{path} -> {type(exc).__name__}")
+            if isinstance(exc, TimeoutError) or "timed out" in str(exc):
+                break
     return None, ", ".join(tried)
 
 

@@ -115,3 +115,22 @@ def test_target_without_a_reset_gets_salted_prompts(tmp_path: Path) -> None:
         assert f"prompt_salt: {iso['prompt_salt']}" in resolved
     assert s1["prefix_cache_isolation"]["prompt_salt"] != s2["prefix_cache_isolation"]["prompt_salt"]
     assert s1["scenario"]["fingerprint"] == s2["scenario"]["fingerprint"]
+
+
+def test_a_server_that_never_answers_the_reset_holds_the_run_once_briefly(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The audit's stall_head server: reset POSTs were accepted and never answered, and each of
+    the two reset paths waited 30 s, so a 3-s run took 80 s. One timed-out path ends the attempt."""
+    import socket
+
+    import harness.prefix_cache as pc
+
+    monkeypatch.setattr(pc, "RESET_TIMEOUT_S", 1.0)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)  # accepted by the kernel, never read or answered
+    try:
+        path, problem = pc.post_reset(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    finally:
+        listener.close()
+    assert path is None
+    assert problem.startswith("/reset_prefix_cache -> ") and "/flush_cache" not in problem, problem
