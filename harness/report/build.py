@@ -9,7 +9,7 @@ from harness.report import figures as F
 from harness.report import sweep_view as V
 from harness.report import tables as T
 from harness.report.data import RunData, SweepData
-from harness.report.document import Callout, Document, Figure, Heading, Paragraph, Table
+from harness.report.document import Bullets, Callout, Document, Figure, Heading, Paragraph, Table
 from harness.report.groups import group_tables, sessions_table
 from harness.report.metrics import MetricDef, fmt_num, fmt_pct
 from harness.results.sweep_index import capacity
@@ -135,8 +135,12 @@ def build_run_report(run: RunData) -> Document:
 # ---------------------------------------------------------------- sweep report
 def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str | None) -> Table:
     repeats = max((len(r.cells) for r in rows), default=1)
-    cols = ["#", "Config", "Flags", f"{key.label} ({key.unit})", "Good %", "req/s", "out tok/s",
+    mixed = V.mixed_loads(rows)
+    with_gpu = any(r.gpu_memory_gib is not None for r in rows)
+    cols = ["#", "Config", "Flags", "Load", f"{key.label} ({key.unit})", "Good %", "req/s", "out tok/s",
             "TTFT p50", "TTFT p99", "ITL p99", "E2E p99", "KV max", "Preempt."]
+    if with_gpu:
+        cols.append("GPU mem (GiB)")
     if repeats > 1:
         cols.append("Repeats")
     out: list[list[str]] = []
@@ -156,12 +160,14 @@ def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str
         spread = r.spread(key)
         main = fmt_num(r.value(key)) + (f" ±{fmt_num(spread / 2)}" if spread is not None else "")
         cells = [
-            str(rank), name, V.flags_text(r.flags), main, fmt_pct(r.value("goodput_pct"), 0),
+            "—" if mixed else str(rank), name, V.flags_text(r.flags), r.load or "—", main, fmt_pct(r.value("goodput_pct"), 0),
             fmt_num(r.value("rps")), fmt_num(r.value("output_tps")),
             fmt_num(r.value("ttft.p50")), fmt_num(r.value("ttft.p99")), fmt_num(r.value("itl.p99")), fmt_num(r.value("e2e.p99")),
             fmt_pct(100 * max(kv_vals) if kv_vals and max(kv_vals) <= 1.5 else (max(kv_vals) if kv_vals else None), 0),
             f"{int(sum(pre_vals) / len(pre_vals)):,}" if pre_vals else "—",
         ]
+        if with_gpu:
+            cells.append(fmt_num(r.gpu_memory_gib))
         if repeats > 1:
             cells.append(str(len(r.runs)))
         if r.status == "partial":
@@ -173,12 +179,16 @@ def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str
             slo = T.run_slo(r.runs[0])
             break
     notes = ["Latencies in ms (client-measured). ★ = best under the SLOs: highest goodput, ties broken by lower E2E p99."]
+    if mixed:
+        notes.insert(0, f"Not ranked: the configs ran at different client loads ({', '.join(mixed)}; vary.link), so their "
+                        "goodput is not one comparison. Compare configs at equal load (sweep `loads`).")
     if slo:
         notes.append(f"SLO: {slo}.")
     if repeats > 1:
         notes.append("With repeats, values are the mean of the repeats; ± is half the range between them.")
     align = ["r", "l", "l"] + ["r"] * (len(cols) - 3)
-    return Table(cols, out, caption=f"Scenario {scenario}: configs ranked by {key.label}", align=align, notes=notes)  # type: ignore[arg-type]
+    caption = f"Scenario {scenario}: configs at different loads (not ranked)" if mixed else f"Scenario {scenario}: configs ranked by {key.label}"
+    return Table(cols, out, caption=caption, align=align, notes=notes)  # type: ignore[arg-type]
 
 
 def _kv_max(run: Any) -> float | None:
@@ -250,13 +260,19 @@ def build_sweep_report(sweep: SweepData) -> Document:
     lines = []
     for scenario in sweep.scenarios:
         b = best.get(scenario)
+        mixed = V.mixed_loads(ranked[scenario])
+        if mixed:
+            lines.append(f"scenario `{scenario}`: none chosen: the configs ran at different client loads ({', '.join(mixed)}), "
+                         "so their goodput is not one comparison")
+            continue
         if b is None:
-            lines.append(f"- scenario `{scenario}`: no config produced results")
+            lines.append(f"scenario `{scenario}`: no config produced results")
             continue
         top = ranked[scenario][0]
-        lines.append(f"- scenario `{scenario}`: **{b}** ({V.flags_text(top.flags)}): {fmt_num(top.value(key))} {key.unit} {key.label}, "
+        lines.append(f"scenario `{scenario}`: **{b}** ({V.flags_text(top.flags)}, {top.load or 'load unknown'}): "
+                     f"{fmt_num(top.value(key))} {key.unit} {key.label}, "
                      f"{fmt_pct(top.value('goodput_pct'), 0)} of requests within the SLO")
-    doc.add(Paragraph("\n".join(lines)))
+    doc.add(Bullets(lines))
 
     cap = capacity([c.raw for c in sweep.cells], sweep.slo_attainment)
     if cap:

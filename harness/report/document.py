@@ -24,6 +24,13 @@ class Paragraph:
 
 
 @dataclass
+class Bullets:
+    """A plain list (no box): one item per line in every format."""
+
+    items: list[str]
+
+
+@dataclass
 class Callout:
     """A box of lines: warnings at the top of a report, or a note."""
 
@@ -68,7 +75,7 @@ class Figure:
         return self._png
 
 
-Block = Union[Heading, Paragraph, Callout, Table, Figure]
+Block = Union[Heading, Paragraph, Bullets, Callout, Table, Figure]
 
 
 @dataclass

@@ -72,7 +72,9 @@ def _sweep_md(sweep: SweepData) -> list[str]:
     out: list[str] = []
     for scenario, rows in ranked.items():
         b = best.get(scenario)
-        out.append(f"**Scenario `{scenario}`**: best under the SLOs: " + (f"**{b}**" if b else "none"))
+        mixed = V.mixed_loads(rows)
+        out.append(f"**Scenario `{scenario}`**: best under the SLOs: " + (f"**{b}**" if b else
+                   f"none chosen (the configs ran at different client loads: {', '.join(mixed)})" if mixed else "none"))
         out.append("")
         trows = []
         for i, r in enumerate(rows, 1):

@@ -52,6 +52,26 @@ class ConfigResult:
                 return str(c.reason)
         return None
 
+    @property
+    def load(self) -> str | None:
+        """The client load its runs carried ('32 users', '4 req/s'); with vary.link it differs
+        between configs, and configs at different loads are not one comparison."""
+        for r in self.runs:
+            load = r.summary.load or {}
+            if load.get("concurrency") is not None:
+                return f"{load['concurrency']:g} users"
+            if load.get("rate") is not None:
+                return f"{load['rate']:g} req/s"
+        return None
+
+    @property
+    def gpu_memory_gib(self) -> float | None:
+        """NVML's peak GPU memory used, mean over the repeats."""
+        vals = [float(g["used_max_bytes"]) / 2**30 for r in self.runs
+                if isinstance(g := (r.summary.engine or {}).get("gpu_memory"), dict) and isinstance(g.get("used_max_bytes"), (int, float))
+                and g["used_max_bytes"] > 0]
+        return float(np.mean(vals)) if vals else None
+
     def value(self, metric: MetricDef | str) -> float | None:
         m = METRICS[metric] if isinstance(metric, str) else metric
         vals = [v for v in (m.get(r.summary) for r in self.runs) if v is not None]
@@ -91,10 +111,17 @@ def ranking(sweep: SweepData) -> tuple[dict[str, list[ConfigResult]], MetricDef]
     return out, key_metric
 
 
+def mixed_loads(rows: list[ConfigResult]) -> list[str]:
+    """The distinct client loads of a scenario's configs, when there is more than one."""
+    loads = list(dict.fromkeys(r.load for r in rows if r.runs and r.load))
+    return loads if len(loads) > 1 else []
+
+
 def best_configs(ranked: dict[str, list[ConfigResult]], key_metric: MetricDef) -> dict[str, str | None]:
+    """The top config per scenario; none where the configs ran at different client loads."""
     out: dict[str, str | None] = {}
     for scenario, rows in ranked.items():
-        top = rows[0] if rows and rows[0].runs and (rows[0].value(key_metric) or 0) > 0 else None
+        top = rows[0] if rows and rows[0].runs and (rows[0].value(key_metric) or 0) > 0 and not mixed_loads(rows) else None
         out[scenario] = top.config if top else None
     return out
 
@@ -138,5 +165,6 @@ def flags_text(flags: dict[str, Any]) -> str:
     parts = []
     for k, v in flags.items():
         name = k if str(k).startswith("-") else f"--{k}"
-        parts.append(name if v is True else f"{name} {v}")
+        # as the engine's argv spells it (harness.sweep.flags): False is --no-x, not "--x False"
+        parts.append(name if v is True else f"--no-{name.lstrip('-')}" if v is False else f"{name} {v}")
     return " ".join(parts)

@@ -16,6 +16,10 @@ from harness.results.schema import RunSummary
 CPU_SATURATED_PCT = 90.0
 #: a share of failed requests that makes the latencies unrepresentative (they describe survivors)
 FAILED_WARN_FRACTION = 0.10
+#: KV cache use at or above this share of the cache is at the edge of preemption
+KV_FULL_FRACTION = 0.95
+#: preemptions at or above this many (and 1% of the requests) are a storm, not an accident
+PREEMPTION_STORM = 5
 SEND_LAG_P99_MS = 10.0
 
 
@@ -228,8 +232,29 @@ def _validity(s: RunSummary, load: dict[str, Any], completed: int, extra: list[s
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(s.requests.errors_by_kind.items(), key=lambda kv: -kv[1]))
         out.append(f"{100 * failed / (completed + failed):.0f}% of measured requests failed ({kinds}): "
                    "the latencies describe only the requests that completed")
+    out.extend(_engine_pressure(s.engine or {}, completed + failed))
     if s.client.get("cut_at_end"):
         out.append(f"{s.client['cut_at_end']} in-flight request(s) were cut when the run stopped")
     # missing engine telemetry is reported by harness.telemetry.reconcile (passed in as `extra`)
     out.extend(extra)
     return out
+
+
+def _engine_pressure(engine: dict[str, Any], requests: int) -> list[str]:
+    """A run whose engine ran out of KV room measured preemption and recomputation, not serving:
+    the audit's sweep crowned a config at KV 100 % with 61 preemptions, silently."""
+    kv = engine.get("kv_usage") if isinstance(engine.get("kv_usage"), dict) else {}
+    pre = engine.get("preemptions") if isinstance(engine.get("preemptions"), dict) else {}
+    kv_max = kv.get("max") if isinstance(kv.get("max"), (int, float)) else None
+    count = pre.get("count") if isinstance(pre.get("count"), (int, float)) else None
+    storm = count is not None and count >= max(PREEMPTION_STORM, 0.01 * requests)
+    full = kv_max is not None and kv_max >= KV_FULL_FRACTION
+    if not storm and not full:
+        return []
+    parts = []
+    if full:
+        parts.append(f"the engine's KV cache reached {100 * kv_max:.0f}%")
+    if storm:
+        parts.append(f"{count:,.0f} request(s) were preempted ({pre.get('per_s') or 0:.2f}/s)")
+    return [" and ".join(parts) + ": the engine ran out of KV-cache room, so latencies include waiting for and "
+            "recomputing evicted requests; lower the load or max-num-seqs, or give the KV cache more memory"]

@@ -28,6 +28,7 @@ METRIC_COLUMNS = (
     "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
     "req_per_s", "output_tok_per_s", "input_tok_per_s", "goodput_req_per_s", "goodput_fraction",
     "kv_usage_max", "preemptions", "prefix_hit_rate", "completed", "failed",
+    "client_concurrency", "client_rate", "gpu_memory_used_max_gib",
 )
 FACT_COLUMNS = ("kv_cache_tokens", "max_concurrency", "model_load_s", "graph_capture_s", "init_engine_s")
 
@@ -99,8 +100,33 @@ def run_metrics(summary: dict[str, Any]) -> dict[str, Any]:
         "prefix_hit_rate": _engine_value(engine, "prefix_hit_rate"),
         "completed": req.get("completed"),
         "failed": req.get("failed"),
+        # the client load the cell ran at: with vary.link it differs between configs (audit D3)
+        "client_concurrency": (summary.get("load") or {}).get("concurrency"),
+        "client_rate": (summary.get("load") or {}).get("rate"),
+        # NVML's peak, the figure a GPU sweep is run for (audit D7: only in each cell's summary.json)
+        "gpu_memory_used_max_gib": _gib((engine.get("gpu_memory") or {}).get("used_max_bytes")),
     }
     return m
+
+
+def _gib(n: Any) -> float | None:
+    return float(n) / 2**30 if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 else None
+
+
+def load_text(metrics: dict[str, Any]) -> str | None:
+    """A cell's client load in words: '32 users' (closed loop) or '4 req/s' (open loop)."""
+    if metrics.get("client_concurrency") is not None:
+        return f"{metrics['client_concurrency']:g} users"
+    if metrics.get("client_rate") is not None:
+        return f"{metrics['client_rate']:g} req/s"
+    return None
+
+
+def mixed_loads(rows: list[dict[str, Any]]) -> list[str]:
+    """The distinct client loads of a scenario's configs when there is more than one (vary.link):
+    their goodput is then not one comparison and they are not ranked."""
+    loads = list(dict.fromkeys(r["load"] for r in rows if r.get("complete") and r.get("load")))
+    return loads if len(loads) > 1 else []
 
 
 def read_run_summary(run_dir: Path) -> dict[str, Any] | None:
@@ -238,6 +264,8 @@ def ranking(entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
                 "itl_p99": _mean([m.get("itl_p99_ms") for m in ms]),
                 "preemptions": _mean([m.get("preemptions") for m in ms]),
                 "kv_max": _mean([m.get("kv_usage_max") for m in ms]),
+                "gpu_gib": _mean([m.get("gpu_memory_used_max_gib") for m in ms]),
+                "load": next((load_text(m) for m in ms if load_text(m)), None),
                 "status": "complete" if len(done) == len(cells) else (cells[-1]["status"] if not done else "some failed"),
                 "reason": next((c.get("reason") for c in cells if c.get("reason")), None),
                 "quality": next((c["quality"] for c in cells if c.get("quality")), None),
@@ -268,9 +296,16 @@ def capacity_lines(entries: list[dict[str, Any]], attainment: float = DEFAULT_AT
 def ranking_table(entries: list[dict[str, Any]], attainment: float = DEFAULT_ATTAINMENT) -> str:
     lines = []
     for scenario, rows in ranking(entries).items():
-        lines.append(f"scenario {scenario}: configs ranked by goodput (req/s meeting the SLOs)")
+        mixed = mixed_loads(rows)
+        if mixed:
+            lines.append(f"scenario {scenario}: configs NOT ranked: they ran at different client loads ({', '.join(mixed)}; "
+                         "vary.link), so their goodput is not one comparison; compare configs at equal load (sweep `loads`)")
+        else:
+            lines.append(f"scenario {scenario}: configs ranked by goodput (req/s meeting the SLOs)")
         with_quality = any(r.get("quality") for r in rows)
-        head = f"  {'#':>2}  {'config':<36} {'goodput':>8} {'good%':>6} {'req/s':>7} {'tok/s':>8} {'TTFT p99':>9} {'ITL p99':>8} {'preempt':>8} {'KV max':>6}"
+        with_gpu = any(r.get("gpu_gib") is not None for r in rows)
+        head = (f"  {'#':>2}  {'config':<36} {'load':>10} {'goodput':>8} {'good%':>6} {'req/s':>7} {'tok/s':>8} {'TTFT p99':>9} "
+                f"{'ITL p99':>8} {'preempt':>8} {'KV max':>6}" + (f" {'GPU GiB':>8}" if with_gpu else ""))
         lines.append(head + ("  quality (vs baseline)" if with_quality else ""))
         rank = 0
         for r in rows:
@@ -279,10 +314,12 @@ def ranking_table(entries: list[dict[str, Any]], attainment: float = DEFAULT_ATT
                 if not failed:
                     rank += 1
                 q = f"  {(r.get('quality') or {}).get('short') or '-'}" if with_quality else ""
+                gpu = f" {_n(r.get('gpu_gib'), '.1f'):>8}" if with_gpu else ""
+                mark = "x" if failed else "-" if mixed else rank
                 lines.append(
-                    f"  {'x' if failed else rank:>2}  {_cut(r['config_id'], 36):<36} {_n(r['goodput'], '.2f'):>8} {_pct(r['good_pct']):>6} "
-                    f"{_n(r['rps'], '.2f'):>7} {_n(r['tok_s'], '.0f'):>8} {_n(r['ttft_p99'], '.0f', ' ms'):>9} "
-                    f"{_n(r['itl_p99'], '.1f', ' ms'):>8} {_n(r['preemptions'], '.0f'):>8} {_pct(r['kv_max']):>6}{q}"
+                    f"  {mark:>2}  {_cut(r['config_id'], 36):<36} {_cut(r.get('load') or '-', 10):>10} {_n(r['goodput'], '.2f'):>8} "
+                    f"{_pct(r['good_pct']):>6} {_n(r['rps'], '.2f'):>7} {_n(r['tok_s'], '.0f'):>8} {_n(r['ttft_p99'], '.0f', ' ms'):>9} "
+                    f"{_n(r['itl_p99'], '.1f', ' ms'):>8} {_n(r['preemptions'], '.0f'):>8} {_pct(r['kv_max']):>6}{gpu}{q}"
                 )
             else:
                 lines.append(f"   -  {_cut(r['config_id'], 36):<36} {r['status']}: {_cut(r['reason'] or '', 90)}")

@@ -134,3 +134,53 @@ def test_sweep_warning_shared_by_many_cells_is_one_line(tmp_path):
     assert "c0-base × chat-short (repeat 0): client CPU at 97%: numbers not trustworthy" in items
     assert "2 cells (c0-base × chat-long (repeat 0), c1-seqs128 × chat-long (repeat 0)): 2 requests still in flight at the end" in items
     assert sum(everywhere in i for i in items) == 1
+
+
+def _set_cells(sweep_dir, fn) -> None:
+    import json
+
+    for summary_path in (sweep_dir / "runs").glob("*/summary.json"):
+        data = json.loads(summary_path.read_text())
+        fn(summary_path.parent.name, data)
+        summary_path.write_text(json.dumps(data))
+
+
+def test_sweep_report_does_not_crown_a_config_that_carried_another_load(tmp_path):
+    """Audit D3: vary.link gave each config its own client concurrency; the report crowned the one
+    with 16x the users, with no load column. Now every row shows its load and none is crowned."""
+    from .fabricate import make_sweep
+
+    sweep = make_sweep(tmp_path / "sw", scenarios=("chat",), failed_config=None)
+    users = {"c0-base": 8, "c1-seqs128": 32, "c2-seqs256": 128}
+    _set_cells(sweep, lambda cell, d: d["load"].update(concurrency=users[cell.split("__")[0]]))
+    out = tmp_path / "out"
+    write_report(sweep, out)
+    md = (out / "report.md").read_text()
+    assert "- scenario `chat`: none chosen: the configs ran at different client loads" in md
+    assert "★ **" not in md
+    assert "Not ranked: the configs ran at different client loads" in md
+    assert "| 128 users |" in md and "| 8 users |" in md
+    html = (out / "report.html").read_text()
+    assert "<li>scenario <code>chat</code>: none chosen" in html  # a list, not literal "- " markers (D12)
+
+
+def test_sweep_report_shows_gpu_memory_and_false_flags_as_argv_spells_them(tmp_path):
+    """Audit D7 (GPU memory only in each cell's summary.json) and D12 (`--cb-use-cuda-graph False`
+    where argv was `--no-cb-use-cuda-graph`)."""
+    import json
+
+    from .fabricate import make_sweep
+
+    sweep = make_sweep(tmp_path / "sw", scenarios=("chat",), failed_config=None)
+    _set_cells(sweep, lambda cell, d: d["engine"].update(
+        gpu_memory={"available": True, "used_max_bytes": 30 * 2**30, "total_bytes": 80 * 2**30}))
+    index = json.loads((sweep / "index.json").read_text())
+    for c in index["cells"]:
+        c["flags"] = {**c["flags"], "cb-use-cuda-graph": False}
+    (sweep / "index.json").write_text(json.dumps(index))
+    out = tmp_path / "out"
+    write_report(sweep, out)
+    md = (out / "report.md").read_text()
+    assert "GPU mem (GiB)" in md and "| 30.0 |" in md
+    assert "cb-use-cuda-graph False" not in md and "--no-cb-use-cuda-graph" in md
+    assert "- scenario `chat`: **c1-seqs128** (--max-num-seqs 128, 8 users)" in md

@@ -160,3 +160,26 @@ def test_backoffs_suppressed_lines_and_abort_reason_merge() -> None:
     s = _build([r0, r1], processes=2)
     assert (s.client["backoffs"], s.client["backoff_s"], s.client["error_lines_suppressed"]) == (5, 0.75, {"http_429": 8})
     assert s.status == "failed" and s.status_reason.startswith("stopped early")
+
+
+@pytest.mark.parametrize("engine, expected", [
+    ({"kv_usage": {"max": 1.0}, "preemptions": {"count": 61, "per_s": 2.1}},
+     "KV cache reached 100% and 61 request(s) were preempted"),
+    ({"kv_usage": {"max": 0.96}, "preemptions": {"count": 0, "per_s": 0.0}}, "KV cache reached 96%:"),
+    ({"kv_usage": {"max": 0.4}, "preemptions": {"count": 12, "per_s": 0.5}}, "12 request(s) were preempted"),
+])
+def test_kv_full_or_a_preemption_storm_is_a_validity_warning(engine: dict[str, Any], expected: str) -> None:
+    """Audit D3: a sweep crowned a config at KV 100 % with 61 preemptions and no word about it."""
+    summary, _ = build_summary(scenario={"name": "s", "fingerprint": {"value": "f"}},
+                               target={"url": "http://x", "api": "openai-chat", "model": "m"},
+                               load={"mode": "closed"}, results=[_result(0, [_rec(i) for i in range(20)], 100.0, 10.0)],
+                               engine=engine, stall_meter=None)
+    assert any(expected in w and "ran out of KV-cache room" in w for w in summary.validity["warnings"]), summary.validity
+
+
+def test_a_roomy_kv_cache_is_not_flagged() -> None:
+    summary, _ = build_summary(scenario={"name": "s", "fingerprint": {"value": "f"}},
+                               target={"url": "http://x", "api": "openai-chat", "model": "m"},
+                               load={"mode": "closed"}, results=[_result(0, [_rec(i) for i in range(20)], 100.0, 10.0)],
+                               engine={"kv_usage": {"max": 0.3}, "preemptions": {"count": 1, "per_s": 0.1}}, stall_meter=None)
+    assert not any("KV-cache room" in w for w in summary.validity["warnings"])

@@ -108,3 +108,44 @@ def test_no_capacity_without_levels_or_slos():
     no_levels = [{**_level_entry("a", 1, 1.0), "load": None, "load_level": None}]
     no_slo = [_level_entry("a", 1, None), _level_entry("a", 8, None)]
     assert capacity(no_levels) == {} and capacity(no_slo) == {}
+
+
+def test_configs_at_different_client_loads_are_shown_with_their_load_and_not_ranked():
+    """Audit D3: sim_max_num_seqs links the client's concurrency to the flag (8/32/128 users);
+    the table crowned the 128-user config without showing that it carried 16x the load."""
+    entries = []
+    for seqs, good in ((8, 0.86), (32, 3.01), (128, 7.29)):
+        e = entry(f"max-num-seqs={seqs}", "s", 1, goodput=good)
+        e["metrics"].update(client_concurrency=seqs, client_rate=None)
+        entries.append(e)
+    table = ranking_table(entries)
+    first = table.splitlines()[0]
+    assert "NOT ranked" in first and all(f"{n} users" in first for n in (8, 32, 128))
+    rows = [ln for ln in table.splitlines() if "max-num-seqs=" in ln]
+    assert all(ln.split()[0] == "-" for ln in rows), rows  # no rank numbers
+    assert "128 users" in next(ln for ln in rows if "max-num-seqs=128" in ln)
+
+
+def test_equal_loads_are_ranked_and_the_load_is_shown():
+    entries = []
+    for seqs, good in ((8, 0.86), (32, 3.01)):
+        e = entry(f"max-num-seqs={seqs}", "s", 1, goodput=good)
+        e["metrics"].update(client_concurrency=16)
+        entries.append(e)
+    table = ranking_table(entries)
+    assert table.splitlines()[0] == "scenario s: configs ranked by goodput (req/s meeting the SLOs)"
+    assert "16 users" in table and table.splitlines()[2].split()[0] == "1"
+
+
+def test_gpu_memory_and_client_load_reach_summary_csv_and_the_table():
+    """Audit D7: NVML's GPU memory was only in each cell's summary.json."""
+    summary = {"load": {"mode": "closed", "concurrency": 32},
+               "engine": {"gpu_memory": {"available": True, "used_max_bytes": 30 * 2**30, "total_bytes": 80 * 2**30}}}
+    m = run_metrics(summary)
+    assert m["gpu_memory_used_max_gib"] == 30.0 and m["client_concurrency"] == 32
+    e = entry("base", "s", 1)
+    e["metrics"] = {**e["metrics"], **m}
+    row = next(csv.DictReader(io.StringIO(summary_csv([e]))))
+    assert row["gpu_memory_used_max_gib"] == "30" and row["client_concurrency"] == "32"
+    table = ranking_table([e])
+    assert "GPU GiB" in table and " 30.0" in table

@@ -7,7 +7,7 @@ import base64
 import html
 from pathlib import Path
 
-from harness.report.document import Callout, Document, Figure, Heading, Paragraph, Table
+from harness.report.document import Bullets, Callout, Document, Figure, Heading, Paragraph, Table
 from harness.report.writers.base import WRITERS, inline_spans
 
 CSS = """
@@ -54,6 +54,8 @@ def render(doc: Document) -> str:
             out.append(f"<h{level}>{inline(block.text)}</h{level}>")
         elif isinstance(block, Paragraph):
             out.append(f"<p>{inline(block.text)}</p>")
+        elif isinstance(block, Bullets):
+            out.append("<ul>" + "".join(f"<li>{inline(i)}</li>" for i in block.items) + "</ul>")
         elif isinstance(block, Callout):
             items = "".join(f"<li>{inline(i)}</li>" for i in block.items)
             out.append(f'<div class="callout {block.kind}"><strong>{inline(block.title)}</strong>' + (f"<ul>{items}</ul>" if items else "") + "</div>")

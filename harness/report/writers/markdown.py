@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.report.document import Callout, Document, Figure, Heading, Paragraph, Table
+from harness.report.document import Bullets, Callout, Document, Figure, Heading, Paragraph, Table
 from harness.report.writers.base import WRITERS
 
 FIGURE_DIR = "report_files"
@@ -38,6 +38,8 @@ def render(doc: Document, figure_dir: str | None = FIGURE_DIR) -> str:
             out += ["#" * max(2, min(6, block.level)) + " " + block.text, ""]
         elif isinstance(block, Paragraph):
             out += [block.text, ""]
+        elif isinstance(block, Bullets):
+            out += [f"- {i}" for i in block.items] + [""]
         elif isinstance(block, Callout):
             icon = {"warning": "⚠️", "note": "ℹ️", "ok": "✅"}[block.kind]
             out.append(f"> {icon} **{block.title}**")
