@@ -68,6 +68,11 @@ class RunOptions:
     #: called with the latest progress line of every load process; a returned reason stops the run
     #: early (harness.capacity.saturation: an over-saturated trial), recorded in summary.load.stopped_early
     watch: Callable[[list[dict[str, Any]]], str | None] | None = None
+    #: the engine's log (a sweep's engine log, `--engine-log FILE`); the embedded simulator's own
+    #: sim.log when None. Read over the measured window by harness.diagnose.enginelog
+    engine_log: Path | None = None
+    #: width of the per-interval figures (timeslices.json, the steady-state check), `--slice-s`
+    slice_s: float = 10.0
 
 
 def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
@@ -156,6 +161,7 @@ def _measure(
 ) -> RunSummary:
     fp = fingerprint(scenario, tokenizer_id, scenario_dir)
     telemetry = _start_telemetry(scenario, target_url, run_dir, engine_kind)
+    log_window = _LogMarks(opts.engine_log or (sim.log_path if sim is not None else None), telemetry)
     stall = StallMeter().start()
     processes = max(1, opts.processes)
     procs: list[subprocess.Popen[str]] = []
@@ -183,7 +189,7 @@ def _measure(
                 for worker in range(processes):
                     procs.append(_start_load_process(scenario, scenario_dir, target_url, info, run_dir, opts,
                                                      worker, processes, log, env))
-            follower = _Follower(procs, progress, telemetry, opts.watch, sim)
+            follower = _Follower(procs, progress, log_window, opts.watch, sim)
             follower.wait()
         except KeyboardInterrupt as exc:
             status = "partial"
@@ -192,7 +198,7 @@ def _measure(
             for p in procs:
                 _signal(p, signal.SIGTERM)
             if follower is None:
-                follower = _Follower(procs, progress, telemetry, opts.watch, sim)
+                follower = _Follower(procs, progress, log_window, opts.watch, sim)
             follower.interrupted = True
             try:
                 follower.wait(grace_s=opts.stop_grace_s + 10)
@@ -266,6 +272,7 @@ def _measure(
         if reconcile:
             summary.validity["warnings"].extend(reconcile)
             summary.validity["ok"] = False
+    _diagnose(summary, run_dir.root, opts, log_window, engine_kind)
     failed_most = most_failed(summary)
     if failed_most and summary.status == "complete":
         summary.status, summary.status_reason = "failed", failed_most
@@ -283,6 +290,35 @@ def _measure(
     if status == "partial" and follower.interrupted:
         raise stopped_by if stopped_by is not None else KeyboardInterrupt()
     return summary
+
+
+class _LogMarks:
+    """Window marks for telemetry and the engine log's byte range, from the one place that sees them."""
+
+    def __init__(self, engine_log: Path | None, telemetry: Any) -> None:
+        from harness.diagnose import LogWindow
+
+        self.telemetry = telemetry
+        self.log = LogWindow(engine_log)
+        self.live = telemetry.live if telemetry is not None else None
+
+    def mark_window_start(self) -> None:
+        self.log.mark_start()
+        if self.telemetry is not None:
+            self.telemetry.mark_window_start()
+
+    def mark_window_end(self) -> None:
+        self.log.mark_end()
+        if self.telemetry is not None:
+            self.telemetry.mark_window_end()
+
+
+def _diagnose(summary: RunSummary, root: Path, opts: RunOptions, marks: _LogMarks, engine_kind: str | None) -> None:
+    """Post-run analyses (harness.diagnose): blocks in summary.diagnosis, ranked findings."""
+    from harness.diagnose import DiagnoseOptions, diagnose
+
+    diagnose(summary, root, DiagnoseOptions(slice_s=opts.slice_s, engine_log=marks.log.path,
+                                            log_window=marks.log.span, engine_kind=engine_kind))
 
 
 def _merge_worker_files(run_dir: RunDir) -> None:

@@ -50,6 +50,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="before the run, reset the target's prefix cache (vLLM POST /reset_prefix_cache, SGLang "
                         "/flush_cache); where it cannot be reset, salt the prompts' words (same lengths, recorded "
                         "as workload.prompt_salt) so an earlier run's cache cannot serve them (default: on)")
+    p.add_argument("--engine-log", type=Path, metavar="FILE",
+                   help="the engine's log file, for a server the harness did not start: the lines written during the "
+                        "window are counted by kind (recompilations, preemptions, OOM/CUDA errors, aborts)")
+    p.add_argument("--slice-s", type=float, default=10.0, metavar="S",
+                   help="width of the per-interval figures (timeslices.json) and the steady-state check (default 10)")
     add_run_flags(p)
     add_outcome_flags(p)
     p.set_defaults(func=run)
@@ -82,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--processes must be at least 1")
     if args.distributed < 0 or (args.distributed and args.processes > 1):
         raise UserError("--distributed N: N >= 1 worker processes, and not together with --processes")
+    if not args.slice_s > 0:
+        raise UserError(f"--slice-s {args.slice_s:g}: must be > 0 seconds")
+    if args.engine_log is not None and not args.engine_log.is_file():
+        raise UserError(f"--engine-log {args.engine_log}: no such file; give the log the engine writes (e.g. vllm serve ... > vllm.log 2>&1)")
     wanted = parse_thresholds(args, scenario)
     out = args.out or default_run_dir(scenario.name)
     prepare_out(out, args.force)
@@ -102,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         metrics_host=args.metrics_host,
         percentiles=chosen_percentiles(args),
         reset_prefix_cache=args.reset_prefix_cache,
+        engine_log=args.engine_log,
+        slice_s=args.slice_s,
     )
     if args.metrics_port and not 0 < args.metrics_port < 65536:
         raise UserError(f"--metrics-port {args.metrics_port}: not a port number")

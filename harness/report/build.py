@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from harness.report import diagnosis as D
 from harness.report import figures as F
 from harness.report import sweep_view as V
 from harness.report import tables as T
@@ -104,6 +105,9 @@ def build_run_report(run: RunData) -> Document:
     if fp:
         subtitle_parts.append(f"fingerprint `{fp}`")
     doc = Document(title=f"Run report: {run.name}", subtitle=" · ".join(subtitle_parts), kind="run")
+    found = D.findings_callout(run)  # the first screen: the three most important findings, with advice
+    if found is not None:
+        doc.add(found)
     doc.add(_warnings_block(validity_items(run)))
     doc.add(Heading("Record list"))
     doc.add(Paragraph("The values the tuning guides say to record before and after every change."))
@@ -126,6 +130,7 @@ def build_run_report(run: RunData) -> Document:
             doc.add(Heading("Over time"), *over)
     else:
         doc.add(Callout("No figures", ["neither histograms.json nor requests.jsonl holds latency samples"], "note"))
+    doc.add(*D.diagnosis_blocks(run))
     doc.add(Heading("Measurement"))
     doc.add(T.measurement_table(run))
     doc.add(Paragraph(f"Run directory: `{run.path}`"))

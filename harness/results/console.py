@@ -180,6 +180,18 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
             mean_in = c.tokens.input_total / done if done else None
             p(f"  {value:<16}{done:>7}{_fmt(mean_in, 0):>8}{_fmt(_g(lt, 'ttft', 'p50')):>10}{_fmt(_g(lt, 'ttft', 'p99')):>10}"
               f"{_fmt(_g(lt, 'itl_token', 'p50'), 2):>9}{_fmt(_g(lt, 'e2e', 'p99')):>10}{('-' if gp is None else f'{100 * gp:.0f}%'):>8}")
+    mem = (s.diagnosis or {}).get("memory") or {}
+    if mem.get("growth_gib") is not None:
+        sim = " (simulated)" if mem.get("source") == "simulated" else ""
+        margin = f", {mem['margin_gib']:,.2f} GiB left" if mem.get("margin_gib") is not None else ""
+        p(f"  GPU memory{sim} {mem.get('start_gib', 0):,.2f} -> {mem.get('end_gib', 0):,.2f} GiB over the window "
+          f"(peak {mem.get('peak_gib', 0):,.2f}{margin})")
+    if s.findings:
+        p("")
+        for i, f in enumerate(s.findings[:3], 1):
+            p(f"  FINDING {i}: {f.text}")
+            if f.advice:
+                p(f"             -> {f.advice}")
     warnings = s.validity.get("warnings", [])
     if warnings:
         p("")

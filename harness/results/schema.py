@@ -13,6 +13,8 @@ Run directory layout (see harness.results.layout):
   requests.jsonl       one line per request, appended as each finishes
   engine_metrics.jsonl telemetry time series, one scrape per line
   progress.jsonl       the load process's periodic progress lines
+  timeslices.json      per-interval figures (harness.diagnose.timeslices)
+  interference.json    ITL spikes and long-prefill intervals, for the report's time plot
   load.log, sim.log    logs of the load process and simulated engine
   report.md/.html      written by `harness report`
 """
@@ -69,6 +71,24 @@ class ClassBlock(Open):
     goodput: dict[str, Any] = Field(default_factory=dict)
 
 
+class Finding(Open):
+    """One diagnosis: what the run's figures say, with the number and the guide's advice.
+
+    Written by harness.diagnose.findings (most severe first in `RunSummary.findings`); `harness
+    tune` and users' scripts read them: `id` is stable, `knobs` names the engine settings the advice
+    turns (snake_case, as sweep flags), `value` holds the numbers behind `text`.
+    """
+
+    id: str
+    severity: float  # 0..1, for ranking
+    title: str
+    text: str  # the finding with its number: "KV usage max 0.99 with 31 preemptions"
+    advice: str = ""  # the guide's advice that applies
+    guide: str = ""  # where the advice comes from
+    value: dict[str, Any] = Field(default_factory=dict)
+    knobs: list[str] = Field(default_factory=list)
+
+
 class RunSummary(Open):
     schema_version: int = SCHEMA_VERSION
     harness_version: str = ""
@@ -90,5 +110,8 @@ class RunSummary(Open):
     client: dict[str, Any] = Field(default_factory=dict)  # cpu_max_pct, cpu_mean_pct, processes
     engine: dict[str, Any] = Field(default_factory=dict)  # telemetry block (harness.telemetry)
     validity: dict[str, Any] = Field(default_factory=dict)  # ok, warnings[]
+    #: post-run analyses (harness.diagnose): engine_log, interference, memory, timeslices
+    diagnosis: dict[str, Any] = Field(default_factory=dict)
+    findings: list[Finding] = Field(default_factory=list)  # most severe first
     status: str = "complete"  # complete | partial | failed
     status_reason: str | None = None  # why not complete: "engine exited ...", "stopped early: ...", "terminated"

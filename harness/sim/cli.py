@@ -81,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --quantization: share of greedy outputs that diverge from the unquantized ones")
     s.add_argument("--sim-log-stats-interval", type=float,
                    default=float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10")))
+    s.add_argument("--sim-recompile-ms", type=float, default=40.0,
+                   help="compile stall of a decode step whose batch size is above every CUDA-graph capture size (once per size)")
+    s.add_argument("--sim-graph-mib-per-shape", type=float, default=150.0,
+                   help="graph-pool growth per batch size captured while serving (sim_gpu_memory_used_bytes)")
     s.add_argument("--startup-delay", type=float, default=0.5, help="seconds before /health answers")
     s.add_argument("--trace", default=None, metavar="FILE", help="JSONL ground truth of every write")
 

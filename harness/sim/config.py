@@ -180,6 +180,9 @@ class SimConfig:
     quantization: str | None = None
     fp8_kv_error: float = 0.0
     quant_error: float = 0.0
+    # CUDA graphs while serving (harness/sim/graphs.py): compile stall and pool growth per uncaptured size
+    recompile_ms: float = 40.0
+    graph_mib_per_shape: float = 150.0
 
     @property
     def greedy_errors(self) -> tuple[tuple[int, float], ...]:
@@ -236,6 +239,8 @@ class SimConfig:
         for name in ("fault_error_rate", "fault_disconnect_rate"):
             if not 0.0 <= getattr(a, name) <= 1.0:
                 raise ConfigError(f"argument --{name.replace('_', '-')}: must be in [0, 1]")
+        if a.sim_recompile_ms < 0 or a.sim_graph_mib_per_shape < 0:
+            raise ConfigError("argument --sim-recompile-ms/--sim-graph-mib-per-shape: must be >= 0")
         if a.fault_stall_every_s < 0 or a.fault_stall_ms < 0:
             raise ConfigError("argument --fault-stall-every-s/--fault-stall-ms: must be >= 0")
         if (a.scripted_ttft_ms is None) != (a.scripted_itl_ms is None):
@@ -308,5 +313,7 @@ class SimConfig:
             quantization=a.quantization,
             fp8_kv_error=a.sim_fp8_kv_error,
             quant_error=a.sim_quant_error,
+            recompile_ms=a.sim_recompile_ms,
+            graph_mib_per_shape=a.sim_graph_mib_per_shape,
         )
         return cfg

@@ -30,6 +30,7 @@ from time import perf_counter
 from harness.sim.config import SimConfig
 from harness.sim.costmodel import CostModel
 from harness.sim.engine_base import VOCAB_SIZE, EngineBase
+from harness.sim.graphs import GraphPool
 from harness.sim.kv_cache import BlockPool, block_hash
 from harness.sim.memory import MemoryPlan
 from harness.sim.metrics import Stats
@@ -44,6 +45,7 @@ class Engine(EngineBase):
         self.bs = cfg.block_size
         self.pool = BlockPool(plan.num_gpu_blocks, cfg.block_size, cfg.enable_prefix_caching)
         self.cost = CostModel.from_config(cfg)
+        self.graphs = GraphPool(cfg, plan, stats)  # recompiles + graph-pool growth for uncaptured sizes
         self.max_model_len = plan.max_model_len
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
@@ -134,6 +136,7 @@ class Engine(EngineBase):
                 prev_deadline = None
                 continue
             duration = self.cost.step_seconds(prefill, decode, context, self.spec_k > 0)
+            duration += self.graphs.step(prefill, decode)
             now = loop.time()
             # Start from the previous deadline unless we fell more than a few ms behind.
             start = prev_deadline if prev_deadline is not None and now - prev_deadline < 0.005 else now

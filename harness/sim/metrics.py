@@ -81,6 +81,10 @@ class Stats:
         self.num_waiting = 0
         self.kv_usage = 0.0
         self.num_preemptions = 0
+        # simulated device memory and CUDA-graph recompiles (harness/sim/graphs.py)
+        self.gpu_used_bytes = 0
+        self.gpu_total_bytes = 0
+        self.recompilations = 0
         self.prefix_queries = 0
         self.prefix_hits = 0
         self.prompt_tokens = 0
@@ -198,6 +202,11 @@ class SimCollector:
         yield hist("vllm:request_num_preemptions", "Number of preemptions per finished request.", s.req_preemptions)
         if self.plan is not None:
             yield self._cache_config_info()
+        if s.gpu_total_bytes:  # not a vLLM metric: a simulator has no NVML, so it says what its device holds
+            yield gauge("sim_gpu_memory_used_bytes", "SIMULATED GPU memory used on the device (startup level + CUDA-graph "
+                        "pool growth for uncaptured batch sizes + other processes); not a vLLM metric.", s.gpu_used_bytes)
+            yield gauge("sim_gpu_memory_total_bytes", "SIMULATED GPU memory capacity (--sim-gpu-memory-gib); not a vLLM metric.",
+                        s.gpu_total_bytes)
         if self.cfg.speculative is not None:
             yield counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", s.spec_drafts)
             yield counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", s.spec_draft_tokens)

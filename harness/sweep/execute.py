@@ -380,6 +380,8 @@ class SweepExecutor:
             },
             metrics_server=self.opts.metrics_server,
             progress_sink=self.progress.cell_progress,
+            # the engine's log: the run counts what it says during the window (harness.diagnose)
+            engine_log=(self.out / extra["log"]) if extra.get("log") else None,
         )
         self.progress.cell_starting(cell.id, cell.what, cell.repeat)
         t0 = time.monotonic()

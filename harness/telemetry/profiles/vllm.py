@@ -14,7 +14,15 @@ from harness.telemetry.exposition import Snapshot
 from harness.telemetry.profiles.base import PROFILES, Profile
 
 
+#: the simulator's device-memory gauges (it has no NVML); read as `sim_gpu_used_bytes` and
+#: `sim_gpu_total_bytes` in engine_metrics.jsonl, labelled simulated by harness.diagnose.memory
+SIM_GPU = {"sim_gpu_used_bytes": "sim_gpu_memory_used_bytes", "sim_gpu_total_bytes": "sim_gpu_memory_total_bytes"}
+
+
 class VllmProfile(Profile):
+    def extra_gauges(self, snap: Snapshot) -> dict[str, float | None]:
+        return {key: self.collapse(snap.get(name)) for key, name in SIM_GPU.items() if snap.get(name)}
+
     def capacity(self, snap: Snapshot) -> dict[str, float | int | None]:
         per_engine: dict[str, tuple[float | None, int | None]] = {}
         for labels, _value in snap.get("vllm_cache_config_info"):
@@ -80,6 +88,6 @@ VLLM = PROFILES.register("vllm")(
             "e2e": _v("e2e_request_latency_seconds"),
             "queue": _v("request_queue_time_seconds"),
         },
-        info_names=_v("cache_config_info"),
+        info_names=_v("cache_config_info") + tuple(SIM_GPU.values()),
     )
 )

@@ -1,0 +1,25 @@
+"""Findings rules: each says its number and the guide's advice; ranked most severe first."""
+
+from __future__ import annotations
+
+from harness.diagnose.findings import findings, headline
+
+
+def test_kv_pressure_says_the_guides_order():
+    summary = {"engine": {"kv_usage": {"max": 0.99}, "preemptions": {"count": 31}}}
+    f = findings(summary, {})[0]
+    assert f.id == "kv_pressure" and f.text == "KV usage max 0.99 with 31 preemptions"
+    assert f.advice.startswith("lower --max-num-seqs first, then --max-model-len")
+    assert headline(f).startswith("KV usage max 0.99 with 31 preemptions: lower --max-num-seqs first")
+    assert f.knobs[0] == "max_num_seqs"
+
+
+def test_ranking_and_quiet_runs():
+    diag = {
+        "engine_log": {"events": {"recompilation": {"count": 14, "first": "Recompiling ..."}}},
+        "timeslices": {"steady_state": {"drift": True, "message": "not in steady state: ...", "drifted": []}},
+        "memory": {"grew": True, "growth_gib": 2.1, "margin_gib": 0.4, "peak_gib": 79.6, "low_margin": True, "source": "nvml"},
+    }
+    ids = [f.id for f in findings({"engine": {}}, diag)]
+    assert ids == ["recompilation", "memory_growth", "drift"], ids
+    assert findings({"engine": {"kv_usage": {"max": 0.3}, "preemptions": {"count": 0}}}, {}) == []
