@@ -15,6 +15,7 @@ nothing, and `compare` called it an improvement). Before a run the harness there
 
 from __future__ import annotations
 
+import http.client
 import secrets
 import urllib.error
 import urllib.request
@@ -63,7 +64,7 @@ def post_reset(base_url: str, headers: dict[str, str] | None = None, timeout_s: 
                 tried.append(f"{path} -> {resp.status}")
         except urllib.error.HTTPError as exc:
             tried.append(f"{path} -> {exc.code}")
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, http.client.HTTPException) as exc:  # HTTPException: a non-HTTP answer
             tried.append(f"{path} -> {type(exc).__name__}")
             if isinstance(exc, TimeoutError) or "timed out" in str(exc):
                 break

@@ -134,3 +134,35 @@ def test_a_server_that_never_answers_the_reset_holds_the_run_once_briefly(monkey
         listener.close()
     assert path is None
     assert problem.startswith("/reset_prefix_cache -> ") and "/flush_cache" not in problem, problem
+
+
+@pytest.mark.parametrize("answer", [b"\x00\x01\x02 this is not http at all\r\n\r\n", b"HTTP/1.1 OK-ish\r\ncontent-length: 0\r\n\r\n",
+                                    b"HTTP/1.1 200 OK\r\nx-pad: " + b"p" * 100000 + b"\r\n\r\n"])
+def test_a_reset_answered_with_junk_is_no_reset_not_an_internal_error(answer: bytes) -> None:
+    """The audit's garbage_response / bad_status_line / huge_headers servers: http.client raised
+    BadStatusLine / LineTooLong out of the reset, and `harness run` ended with exit 70."""
+    import socket
+    import threading
+
+    from harness.prefix_cache import post_reset
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.recv(65536)
+            conn.sendall(answer)
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        path, problem = post_reset(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    finally:
+        listener.close()
+    assert path is None and problem.startswith("/reset_prefix_cache -> "), problem

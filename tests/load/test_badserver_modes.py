@@ -174,7 +174,16 @@ def test_every_audit_mode_is_a_row():
         assert f'"{mode}"' in source or mode.startswith("http"), mode
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+#: run in the default suite: one or more per kind of fault (the four junk shapes that crashed the
+#: run, a never-ending and a silent stream, partial stalls, resets, an error storm, non-streams, and
+#: the non-HTTP answers); the others run with `-m slow` (47 runs of ~5-20 s each are minutes)
+DEFAULT = {"ok", "cr_only", "junk_usage", "junk_usage_str_tokens", "junk_choices", "junk_content_type", "invalid_json",
+           "never_ends", "stall_before_head", "stall_some", "reset_mid", "http429", "ok200_json_nonstream", "no_done",
+           "garbage_response", "bad_status_line", "huge_headers"}
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("mode", [m if m in DEFAULT else pytest.param(m, marks=pytest.mark.slow) for m in MODES])
 def test_mode(mode: str, outcomes: dict[str, Outcome]) -> None:
     o, want = outcomes[mode], MODES[mode]
     console = o.out + o.err
