@@ -106,7 +106,25 @@ def run_metrics(summary: dict[str, Any]) -> dict[str, Any]:
         # NVML's peak, the figure a GPU sweep is run for (audit D7: only in each cell's summary.json)
         "gpu_memory_used_max_gib": _gib((engine.get("gpu_memory") or {}).get("used_max_bytes")),
     }
+    m.update(diagnosis_metrics(summary))
     return m
+
+
+def diagnosis_metrics(summary: dict[str, Any]) -> dict[str, Any]:
+    """The diagnosis figures a sweep compares across configs (harness.diagnose), and the top finding."""
+    d = summary.get("diagnosis") or {}
+    inter = d.get("interference") or {}
+    events = (d.get("engine_log") or {}).get("events") or {}
+    found = summary.get("findings") or []
+    return {
+        "itl_p99_inside_prefill_ms": (inter.get("inside") or {}).get("p99_ms"),
+        "itl_p99_outside_prefill_ms": (inter.get("outside") or {}).get("p99_ms"),
+        "recompilations": (events.get("recompilation") or {}).get("count", 0 if events or d.get("engine_log") else None),
+        "memory_growth_gib": (d.get("memory") or {}).get("growth_gib"),
+        "drift": ((d.get("timeslices") or {}).get("steady_state") or {}).get("drift"),
+        "finding": f"{found[0]['text']}: {found[0]['advice']}" if found else None,
+        "finding_ids": ",".join(f["id"] for f in found) or None,
+    }
 
 
 def _gib(n: Any) -> float | None:
@@ -269,6 +287,7 @@ def ranking(entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
                 "status": "complete" if len(done) == len(cells) else (cells[-1]["status"] if not done else "some failed"),
                 "reason": next((c.get("reason") for c in cells if c.get("reason")), None),
                 "quality": next((c["quality"] for c in cells if c.get("quality")), None),
+                "finding": next((m["finding"] for m in ms if m.get("finding")), None),
             })
         # a config that failed the quality gate is shown with its numbers but never ranked
         rankable = [r for r in rows if r["complete"] and not quality_failed(r)]
@@ -323,6 +342,11 @@ def ranking_table(entries: list[dict[str, Any]], attainment: float = DEFAULT_ATT
                 )
             else:
                 lines.append(f"   -  {_cut(r['config_id'], 36):<36} {r['status']}: {_cut(r['reason'] or '', 90)}")
+        found = [r for r in rows if r.get("finding")]
+        if found:
+            lines.append("  top finding per config (harness.diagnose; every finding in the cell's summary.json):")
+            for r in found:
+                lines.append(f"    {_cut(r['config_id'], 36)}: {_cut(r['finding'], 200)}")
         failed_q = [r for r in rows if r["complete"] and quality_failed(r)]
         for r in failed_q:
             lines.append(f"   x  {r['config_id']}: not ranked, quality {r['quality']['status']}: "

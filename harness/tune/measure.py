@@ -21,6 +21,7 @@ import yaml
 from harness.sweep.execute import SweepOptions, run_sweep
 from harness.sweep.flags import describe, flag_key
 from harness.sweep.plan import _safe_id, build_plan
+from harness.results.schema import Finding
 from harness.sweep.results import DEFAULT_ATTAINMENT, capacity, read_run_summary
 from harness.tune.ledger import Ledger, TuneProgress
 from harness.tune.load import TuneSpec
@@ -131,6 +132,24 @@ class Measurement:
                     vals.append(float(node))
         return sum(vals) / len(vals) if vals else None
 
+    def findings(self, scenario: str | None = None) -> list[Finding]:
+        """The runs' diagnosis findings (harness.diagnose, typed), most severe first, one per id
+        (the most severe of the repeats): what a step can act on beside the numbers."""
+        best: dict[str, Finding] = {}
+        for s in [scenario] if scenario else self.scenarios:
+            for d in self.run_dirs(s):
+                key = str(d)
+                if key not in self._summaries:
+                    self._summaries[key] = read_run_summary(d)
+                for raw in (self._summaries[key] or {}).get("findings") or []:
+                    try:
+                        f = Finding.model_validate(raw)
+                    except ValueError:
+                        continue
+                    if f.id not in best or f.severity > best[f.id].severity:
+                        best[f.id] = f
+        return sorted(best.values(), key=lambda f: -f.severity)
+
     def goodput(self, scenario: str | None = None) -> float | None:
         g = self.metric("goodput_req_per_s", scenario)
         return g if g is not None else self.metric("req_per_s", scenario)
@@ -177,6 +196,9 @@ class Measurement:
             "spec_mean_acceptance_length": self.summary_value("engine.spec_decode.mean_acceptance_length"),
             "gpu_memory_used_max_bytes": self.summary_value("engine.gpu_memory.used_max_bytes"),
             "kv_cache_tokens": self.facts.get("kv_cache_tokens"),
+            "itl_p99_inside_prefill_ms": m("itl_p99_inside_prefill_ms"),
+            "recompilations": m("recompilations"),
+            "findings": [{"id": f.id, "text": f.text, "advice": f.advice, "knobs": f.knobs} for f in self.findings()[:3]],
             "quality": None,
         }
 
