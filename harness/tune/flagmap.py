@@ -82,3 +82,23 @@ FLAG_MAPS.add("transformers", FlagMap("transformers", {
     "tensor-parallel-size": Knob(None, f"{_TF} has no tensor-parallel flag"),
     "speculative-config": Knob(None, f"{_TF} has no speculative decoding with continuous batching"),
 }))
+
+_LC = "llama-server"
+# llama.cpp's llama-server (checked against a real build: tests/e2e/test_llamacpp.py)
+FLAG_MAPS.add("llamacpp", FlagMap("llamacpp", {
+    "max-model-len": Knob(None, f"{_LC}'s --ctx-size is the KV cache its --parallel slots share (ctx-size/parallel tokens "
+                                "per slot unless --kv-unified), not a per-request limit: size it with the slots"),
+    "gpu-memory-utilization": Knob(None, f"{_LC} has no memory fraction: its KV cache is --ctx-size tokens"),
+    "max-num-seqs": Knob("parallel", default=4),  # slots; -1 (auto) = 4 with a unified KV cache
+    "max-num-batched-tokens": Knob("batch-size", default=2048),  # tokens per llama_decode, prompts split to fit
+    "enable-chunked-prefill": Knob(None, f"{_LC} always splits prompts into --batch-size chunks between decode steps"),
+    "enable-prefix-caching": Knob(None, f"{_LC} reuses each slot's cached prompt (request field cache_prompt, on by "
+                                        "default) and has no server switch"),
+    "cuda-graphs": Knob(None, f"{_LC} has no CUDA-graph switch"),
+    "kv-cache-dtype": Knob(None, f"{_LC} sets K and V types apart (--cache-type-k/--cache-type-v: f16, q8_0, q4_0, ...), "
+                                 "not vLLM's fp8 types"),
+    "tensor-parallel-size": Knob(None, f"{_LC} splits a model across GPUs by layer or row (--split-mode), "
+                                       "not by a tensor-parallel size"),
+    "speculative-config": Knob(None, f"{_LC} speculates with a draft model (--model-draft) or n-gram flags, "
+                                     "not vLLM's JSON config"),
+}))

@@ -68,3 +68,67 @@ def real_vllm() -> RealVllm:
     if code != 0:
         raise RuntimeError(f"tools/build_tiny_model.py failed (exit {code}):\n{out[-3000:]}")
     return RealVllm(venv=venv, python=python, vllm=venv / "bin" / "vllm", model=model, setup_s=timings)
+
+
+# ---------------------------------------------------------------- llama.cpp
+@dataclass(frozen=True)
+class RealLlamaCpp:
+    server: Path  # llama-server built by tools/setup_llamacpp.sh
+    gguf: Path  # the tiny Llama as GGUF (tools/build_tiny_gguf.py)
+    model: Path  # the same model's HF folder: the harness's tokenizer
+    served_model_name: str = "tiny-llama"
+    setup_s: dict[str, float] = field(default_factory=dict)
+
+    def command(self, *extra: str) -> list[str]:
+        return [
+            str(self.server), "-m", str(self.gguf), "--alias", self.served_model_name,
+            "--host", "{host}", "--port", "{port}", "--metrics", "--threads", "1", "--no-webui", *extra,
+        ]
+
+
+@pytest.fixture(scope="session")
+def real_llamacpp(real_vllm) -> RealLlamaCpp:
+    """llama-server built from the llama-cpp-python sdist (about 6 min on 2 quiet cores the first
+    time, then cached in HARNESS_LLAMACPP_DIR) serving the tiny Llama written as GGUF."""
+    timings: dict[str, float] = {}
+    cache = Path(os.environ.get("HARNESS_LLAMACPP_DIR") or ROOT / ".cache" / "llamacpp")
+    code, out, secs = _run(["bash", str(ROOT / "tools" / "setup_llamacpp.sh")], timeout=3600)
+    timings["setup_llamacpp"] = secs
+    if code != 0:
+        pytest.skip(f"cannot build llama-server into {cache} (exit {code}): {out.strip()[-600:]}")
+    gguf = cache / "models" / "tiny-llama.gguf"
+    code, out, secs = _run([str(real_vllm.python), str(ROOT / "tools" / "build_tiny_gguf.py"), str(real_vllm.model),
+                            str(gguf), "--gguf-py", str(cache / "llama.cpp" / "gguf-py")], timeout=600)
+    timings["build_tiny_gguf"] = secs
+    if code != 0:
+        raise RuntimeError(f"tools/build_tiny_gguf.py failed (exit {code}):\n{out[-3000:]}")
+    return RealLlamaCpp(server=cache / "bin" / "llama-server", gguf=gguf, model=real_vllm.model, setup_s=timings)
+
+
+# ---------------------------------------------------------------- transformers serve (CPU)
+@dataclass(frozen=True)
+class RealTransformers:
+    cli: Path
+    model: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Offline; one OpenMP thread: on 2 busy cores torch's spinning worker threads made the
+        tiny model 10x slower (about 1 token/s instead of 10+)."""
+        return {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+
+    def command(self, *extra: str) -> list[str]:
+        # a small continuous-batching KV cache: by default it is sized from free memory, which
+        # on the CPU means most of the machine's RAM (about 20 GB here)
+        return [
+            str(self.cli), "serve", str(self.model), "--host", "{host}", "--port", "{port}",
+            "--device", "cpu", "--continuous-batching", "--log-level", "info", *extra,
+        ]
+
+
+@pytest.fixture(scope="session")
+def real_transformers(real_vllm) -> RealTransformers:
+    code, out, _ = _run(["bash", str(ROOT / "tools" / "setup_transformers_serve.sh"), str(real_vllm.venv)], timeout=900)
+    if code != 0:
+        pytest.skip(f"cannot set up transformers serve in {real_vllm.venv} (exit {code}): {out.strip()[-600:]}")
+    return RealTransformers(cli=real_vllm.venv / "bin" / "transformers", model=real_vllm.model)

@@ -50,7 +50,7 @@ def test_sim_reads_vllm_lines():
     assert get_kind("sim").startup_facts(log)["kv_cache_tokens"] == 1234
 
 
-def test_sglang():
+def test_sglang_older_lines():
     log = (
         "[2026-01-01 00:00:05 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.1 GB, mem usage=15.0 GB.\n"
         "[2026-01-01 00:00:06 TP0] KV Cache is allocated. #tokens: 413152, K size: 25.2 GB, V size: 25.2 GB\n"
@@ -66,14 +66,36 @@ def test_sglang():
     }
 
 
+def test_sglang_0_5_23_lines():
+    # the startup lines as SGLang 0.5.23's own f-strings print them (scheduler.py, model_runner.py,
+    # memory_pool.py, cuda_graph_setup.py of the PyPI wheel); no running server (it needs CUDA)
+    facts = get_kind("sglang").startup_facts((DATA / "sglang_0.5.23_startup.log").read_text())
+    assert facts == {
+        "max_total_num_tokens": 413152, "kv_cache_tokens": 413152, "chunked_prefill_size": 8192,
+        "max_prefill_tokens": 16384, "max_running_requests": 4096, "context_len": 131072,
+        "available_gpu_mem_gb": 12.1, "model_load_gib": 15.0, "graph_capture_s": 5.17,
+    }
+    cpu = "[2026-12-01 23:10:12 TP0] max_total_num_tokens=9000, chunked_prefill_size=2048, max_prefill_tokens=16384, " \
+          "max_running_requests=64, context_len=4096, available_cpu_mem=20.50 GB\n"
+    assert get_kind("sglang").startup_facts(cpu)["available_cpu_mem_gb"] == 20.5
+
+
 def test_tgi():
     log = '2026-01-01T00:00:00.000Z  INFO text_generation_router_v3: backends/v3/src/lib.rs:125: Setting max batch total tokens to 159568\n'
     assert get_kind("tgi").startup_facts(log) == {"max_batch_total_tokens": 159568, "kv_cache_tokens": 159568}
 
 
 def test_llamacpp():
-    log = "llama_context: n_ctx         = 8192\nsrv    load_model: initializing slots, n_slots = 4\nslot   load_model: id  0 | task -1 | new slot n_ctx_slot = 2048\n"
-    assert get_kind("llamacpp").startup_facts(log) == {"n_ctx": 8192, "n_slots": 4, "n_ctx_slot": 2048}
+    # the lines a real llama-server prints (llama.cpp of llama-cpp-python 0.3.36, tools/setup_llamacpp.sh)
+    log = (
+        "llama_context: n_ctx                 = 4096\n"
+        "llama_context: n_ctx_seq             = 2048\n"
+        "llama_context: kv_unified            = false\n"
+        "srv    load_model: initializing, n_slots = 2, n_ctx_slot = 2048, kv_unified = 'false'\n"
+    )
+    assert get_kind("llamacpp").startup_facts(log) == {
+        "n_ctx": 4096, "kv_cache_tokens": 4096, "n_ctx_seq": 2048, "n_ctx_slot": 2048, "n_slots": 2, "kv_unified": False,
+    }
 
 
 def test_failure_hint_real_vllm_failed_start():

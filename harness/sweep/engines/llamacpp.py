@@ -1,5 +1,15 @@
 """llama.cpp `llama-server`: /health answers 503 `Loading model` until the model is loaded,
-then 200; facts from its context/slot lines. No prefix-cache reset endpoint."""
+then 200 `{"status":"ok"}`; facts from its context and slot lines. No prefix-cache reset: slots
+can only be erased with `--slot-save-path`, and the host-memory prompt cache (`--cache-ram`)
+has no endpoint, so runs salt their prompts instead (harness/prefix_cache.py).
+
+Checked against a real llama-server built from source (tools/setup_llamacpp.sh,
+tests/e2e/test_llamacpp.py). Its startup log (llama.cpp of llama-cpp-python 0.3.36):
+`llama_context: n_ctx = 4096` (the KV cache of all slots, tokens), `llama_context: n_ctx_seq =
+2048` (per slot unless `--kv-unified`), `srv load_model: initializing, n_slots = 2,
+n_ctx_slot = 2048, kv_unified = 'false'`. For tuning (harness/tune/flagmap.py) the guide's
+`max-num-seqs` is its `--parallel` (slots) and `max-num-batched-tokens` its `--batch-size`.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +18,11 @@ from harness.sweep.models import EngineSpec
 
 LLAMACPP_FACTS = [
     fact(r"\bn_ctx\s*=\s*(\d+)", "n_ctx"),
+    fact(r"\bn_ctx\s*=\s*(\d+)", "kv_cache_tokens"),  # the name tune and reports read
+    fact(r"\bn_ctx_seq\s*=\s*(\d+)", "n_ctx_seq"),
     fact(r"\bn_ctx_slot\s*=\s*(\d+)", "n_ctx_slot"),
     fact(r"\bn_slots\s*=\s*(\d+)", "n_slots"),
+    fact(r"\bkv_unified\s*=\s*'?(true|false)'?", "kv_unified", convert=lambda s: s == "true"),
 ]
 
 

@@ -1,6 +1,11 @@
 """SGLang (`python -m sglang.launch_server`): the HTTP server is up during warmup and /health
 answers 503 until warmup ends, then 200 (/v1/models and /model_info answer early: never used).
-Facts from the scheduler's `max_total_num_tokens=...` line; reset through /flush_cache."""
+Facts from the scheduler's `max_total_num_tokens=...` line; reset through /flush_cache.
+
+Not run for real here: SGLang 0.5.23 from PyPI needs CUDA 13 packages and its CUDA kernel wheel,
+so it cannot serve on this project's CPU-only CI. The log lines are checked against the f-strings
+of the 0.5.23 wheel (tests/sweep/data/sglang_0.5.23_startup.log), the metric names against the
+families it declares (tests/telemetry/data/sglang_0.5.23_metric_families.txt)."""
 
 from __future__ import annotations
 
@@ -15,9 +20,13 @@ SGLANG_FACTS = [
     fact(r"max_running_requests=(\d+)", "max_running_requests"),
     fact(r"context_len=(\d+)", "context_len"),
     fact(r"available_gpu_mem=([\d.]+) GB", "available_gpu_mem_gb"),
-    fact(r"KV Cache is allocated\. #tokens: (\d+)", "kv_cache_tokens"),
+    fact(r"available_cpu_mem=([\d.]+) GB", "available_cpu_mem_gb"),  # the same line on the CPU backend
+    # 0.5.23 puts the dtype before the count: "KV Cache is allocated. dtype: torch.bfloat16, #tokens: N"
+    fact(r"KV Cache is allocated\. (?:dtype: [^,]+, )?#tokens: (\d+)", "kv_cache_tokens"),
     fact(r"Load weight end\..*?mem usage=([\d.]+) GB", "model_load_gib"),
-    fact(r"Capture cuda graph end\. Time elapsed: ([\d.]+) s", "graph_capture_s"),
+    # older: "Capture cuda graph end. Time elapsed: 5.17 s"; 0.5.23: "Capture target decode CUDA graph
+    # end. elapsed=5.17 s" (the draft model's own capture is not the target's)
+    fact(r"Capture (?:target [\w ]*?)?(?:cuda|CUDA) graph end\. (?:Time elapsed: |elapsed=)([\d.]+) ?s", "graph_capture_s"),
 ]
 
 

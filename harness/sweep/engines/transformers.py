@@ -7,6 +7,14 @@ memory). It rejects request fields outside OpenAI's (HTTP 422), so scenarios for
 `sampling.ignore_eos: false`. Tunables: `--continuous-batching`, `--cb-num-blocks`,
 `--cb-block-size`, `--cb-max-batch-tokens`, `--cb-max-memory-percent`,
 `--cb-use-cuda-graph/--no-cb-use-cuda-graph`, `--attn-implementation`, `--dtype`, `--compile`.
+
+On the CPU (transformers 5.19, tests/e2e/test_transformers_cpu.py): `--device cpu`; without
+`--cb-num-blocks` the continuous-batching KV cache is sized from free memory, which on a CPU is
+the machine's RAM (about 20 GB taken on a 24 GB box); loading needs `accelerate`; /v1/models
+answers 500 when the Hugging Face cache folder does not exist (give the model name); streams end
+after the chunk carrying finish_reason and usage, with no `data: [DONE]`; `ignore_eos` is
+refused with 422. The only startup fact printed is the Uvicorn port (at `--log-level info`, the
+default command's; the CLI's own default, warning, prints none).
 """
 
 from __future__ import annotations
@@ -28,7 +36,8 @@ class TransformersServe(HttpEngine):
     facts = TRANSFORMERS_FACTS
 
     def default_command(self, spec: EngineSpec) -> list[str]:
-        return ["transformers", "serve", "{model}", "--host", "{host}", "--port", "{port}", "--continuous-batching"]
+        return ["transformers", "serve", "{model}", "--host", "{host}", "--port", "{port}", "--continuous-batching",
+                "--log-level", "info"]
 
 
 KINDS.add("transformers", TransformersServe())
