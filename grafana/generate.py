@@ -276,6 +276,14 @@ def tuning() -> Board:
     ], unit="percentunit", description="Accepted / proposed draft tokens (only with speculative decoding).")
     b.stat("GPU memory used (max, DCGM)", [t(f"max(max_over_time(DCGM_FI_DEV_FB_USED{{{GPU}}}[$__range]))", "max")],
            unit="mbytes", description="DCGM_FI_DEV_FB_USED (MiB) from dcgm-exporter.")
+    b.stat("GPU memory growth (range)", [
+        t(f"max(max_over_time({eng('sim[:_]gpu_memory_used_bytes')}[$__range]) - min_over_time({eng('sim[:_]gpu_memory_used_bytes')}[$__range]))",
+          "simulated"),
+        t(f"max(max_over_time(DCGM_FI_DEV_FB_USED{{{GPU}}}[$__range]) - min_over_time(DCGM_FI_DEV_FB_USED{{{GPU}}}[$__range])) * 1048576",
+          "DCGM"),
+    ], unit="bytes", thresholds=[(None, "green"), (268435456, "orange"), (2147483648, "red")],
+        description="Memory grown while serving (max - min over the range): CUDA-graph pool growth for uncaptured batch "
+                    "sizes or fragmentation (guide 001, 2.2). `harness run` reports it in summary.json diagnosis.memory.")
     b.stat("Send lag p99 (client)", [t(quantile(0.99, h("harness_send_lag_seconds_bucket"), window="$__range", fn="increase"), "p99")],
            unit="s", thresholds=[(None, "green"), (0.005, "orange"), (0.05, "red")],
            description="Open loop: actual minus intended send time. High = the client could not keep up.")
@@ -347,6 +355,18 @@ def tuning() -> Board:
         t("1 + " + ratio(eng(vllm("spec_decode_num_accepted_tokens_total")), eng(vllm("spec_decode_num_drafts_total"))), "vLLM"),
         t(f"avg({eng(sgl('spec_accept_length'))})", "SGLang"),
     ], unit="short", description="Tokens per verification step: 1 + accepted / drafts.")
+    b.timeseries("Tokens per engine step (vLLM)", [
+        t(quantile(0.5, eng(vllm("iteration_tokens_total_bucket"))), "p50"),
+        t(quantile(0.99, eng(vllm("iteration_tokens_total_bucket"))), "p99"),
+    ], unit="short", description="Scheduled tokens per engine iteration. Large steps while streams decode are long prefills "
+                                 "not chunked: every decode waits for them (ITL spikes; `harness run` reports ITL inside vs "
+                                 "outside long prefills in summary.json diagnosis.interference). Lower --max-num-batched-tokens "
+                                 "or enable chunked prefill.")
+    b.timeseries("GPU memory (simulated engine)", [
+        t(f"sum by (instance) ({eng('sim[:_]gpu_memory_used_bytes')})", "used {{instance}}"),
+        t(f"sum by (instance) ({eng('sim[:_]gpu_memory_total_bytes')})", "total {{instance}}"),
+    ], unit="bytes", description="The simulator's emulated device memory (it has no NVML): startup level plus CUDA-graph pool "
+                                 "growth for batch sizes outside its capture sizes. Not a vLLM metric.")
     b.timeseries("GPU memory (DCGM)", [
         t(f"sum by (instance, gpu) (DCGM_FI_DEV_FB_USED{{{GPU}}})", "used {{instance}} gpu {{gpu}}"),
         t(f"sum by (instance, gpu) (DCGM_FI_DEV_FB_USED{{{GPU}}} + DCGM_FI_DEV_FB_FREE{{{GPU}}})", "total {{instance}} gpu {{gpu}}"),

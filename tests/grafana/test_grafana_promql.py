@@ -52,6 +52,7 @@ NOT_FROM_SIM: dict[tuple[str, str, str], str] = {
     ("llm-harness-tuning", "Speculative decoding: acceptance rate", "B"): SGLANG,
     ("llm-harness-tuning", "Speculative decoding: mean acceptance length", "B"): SGLANG,
     ("llm-harness-tuning", "GPU memory used (max, DCGM)", "A"): DCGM,
+    ("llm-harness-tuning", "GPU memory growth (range)", "B"): DCGM,
     ("llm-harness-tuning", "GPU memory (DCGM)", "A"): DCGM,
     ("llm-harness-tuning", "GPU memory (DCGM)", "B"): DCGM,
 }
