@@ -5,12 +5,15 @@ SLO; plain req/s when no scenario sets one). A candidate is better only when, on
 the workload, its goodput is higher by more than the threshold AND the difference is beyond the
 noise as `harness compare` judges it (bootstrap over time slices of the run, and every candidate
 repeat above every baseline repeat when there are repeats), and it is not worse that way on any
-scenario. Anything else is a tie, broken by the capacity under the SLOs (highest load level held)
+scenario. When no request of the current best met the SLOs on a scenario, a relative change has
+no base; there the candidate is better when its share of requests within the SLOs is higher
+beyond noise (one-sided Fisher exact test). Anything else is a tie, broken by the capacity under the SLOs (highest load level held)
 when capacity levels were measured; otherwise the current best is kept.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,13 +35,50 @@ class Judgement:
             ch = r.get("change_pct")
             iv = r.get("interval")
             bit = f"{s}: {r['verdict']}"
-            if ch is not None:
+            zero = next((t for t in r.get("tests") or () if "Fisher" in t), None)
+            if zero:
+                bit += f" ({zero})"
+            elif ch is not None:
                 bit += f" ({ch:+.1f}%"
                 if iv:
                     bit += f", 95% interval [{iv[0]:+.1f}, {iv[1]:+.1f}]%"
                 bit += ")"
             parts.append(bit)
         return "; ".join(parts)
+
+
+def fisher_greater(k_b: int, n_b: int, k_c: int, n_c: int) -> float:
+    """One-sided Fisher exact p-value that the candidate's share of good requests (k_c of n_c)
+    exceeds the baseline's (k_b of n_b): the chance of k_c or more good ones among the candidate's
+    n_c when the k_b + k_c good requests fall at random between the two sides."""
+    total, good = n_b + n_c, k_b + k_c
+    denom = math.comb(total, n_c)
+    return sum(math.comb(good, k) * math.comb(total - good, n_c - k) for k in range(k_c, min(good, n_c) + 1)) / denom
+
+
+def _good_count(m: Measurement, scenario: str) -> tuple[int, int]:
+    """(requests within the SLOs, completed requests) over the repeats at the expected load."""
+    good = done = 0
+    for e in m.at_expected(scenario):
+        met = e.get("metrics") or {}
+        n = int(met.get("completed") or 0)
+        done += n
+        good += int(round(float(met.get("goodput_fraction") or 0.0) * n))
+    return good, done
+
+
+def from_zero(incumbent: Measurement, candidate: Measurement, scenario: str, alpha: float) -> dict[str, Any] | None:
+    """When no request of the incumbent met the SLOs, a relative change has no base and the
+    compare's bootstrap gives no interval; the candidate is better when its share of requests
+    within the SLOs is higher beyond noise (one-sided Fisher exact test at `alpha`). None when
+    the incumbent had good requests (the compare decides) or nothing completed."""
+    k_b, n_b = _good_count(incumbent, scenario)
+    k_c, n_c = _good_count(candidate, scenario)
+    if k_b != 0 or n_b == 0 or n_c == 0 or k_c == 0:
+        return None
+    p = fisher_greater(k_b, n_b, k_c, n_c)
+    return {"verdict": "better" if p < alpha else "tie",
+            "test": f"0 of {n_b} requests within the SLOs vs {k_c} of {n_c} (one-sided Fisher exact p={p:.2g})"}
 
 
 def _goodput_metric(m: Measurement) -> str:
@@ -61,9 +101,14 @@ def judge(incumbent: Measurement, candidate: Measurement, threshold_pct: float =
             continue
         (row,) = compare_runs(base, cand, [metric], opts)
         verdict = {"improved": "better", "REGRESSION": "worse"}.get(row.verdict, "tie")
+        tests = list(row.tests)
+        zero = from_zero(incumbent, candidate, scenario, 1 - opts.confidence) if key == "goodput_rps" and not row.baseline else None
+        if zero is not None:
+            verdict = zero["verdict"]
+            tests.append(zero["test"])
         out[scenario] = {
             "metric": key, "baseline": row.baseline, "candidate": row.candidate, "change_pct": row.change,
-            "interval": list(row.interval) if row.interval else None, "tests": row.tests, "compare_verdict": row.verdict,
+            "interval": list(row.interval) if row.interval else None, "tests": tests, "compare_verdict": row.verdict,
             "verdict": verdict,
         }
     verdicts = [r["verdict"] for r in out.values()]
