@@ -2,12 +2,14 @@
 # The GPU-node tune and quality check, end to end: install what is missing, build the model,
 # sample GPU memory with NVML (nvidia-smi) for the whole run, `harness tune` the transformers
 # deployment (bench/gpu/tune_transformers.yaml), then the quality sweep (bf16 + CUDA graphs vs
-# eager, fp16, float32; bench/gpu/transformers_quality.yaml).
+# eager, fp16, float32; bench/gpu/transformers_quality.yaml); with HARNESS_GPU_STEPS also
+# `harness startup` (bench/gpu/startup_transformers.yaml: cold vs warm, CUDA graphs vs eager).
 #
 #   bash bench/gpu/run_tune.sh [OUT_DIR]        (default results/gpu-tune; ~8 minutes on one H200)
+#   HARNESS_GPU_STEPS="startup tune quality" bash bench/gpu/run_tune.sh OUT_DIR   (these, in this order)
 #
 # OUT_DIR/tune (tune.json, report.html, recommended.yaml, steps/), OUT_DIR/quality (a sweep with
-# quality.json), OUT_DIR/nvml.csv (GPU memory every second). HARNESS_GPU_LIMIT_S=N stops the work
+# quality.json), OUT_DIR/startup (startup.json, report.html), OUT_DIR/nvml.csv (GPU memory every second). HARNESS_GPU_LIMIT_S=N stops the work
 # (SIGINT: finished cells kept) so that the script ends within N seconds of its start, for a
 # machine lent by the minute; rerun with the same OUT_DIR to resume what was cut.
 set -uo pipefail
@@ -40,15 +42,28 @@ trap 'kill "$smi" 2>/dev/null' EXIT
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" || true
 python3 bench/gpu/build_model.py /tmp/harness-gpu-model --size "${HARNESS_GPU_MODEL_SIZE:-gpu}" || exit 1
 
-resume=(--out "$out/tune")
-[ -f "$out/tune/tune.json" ] && resume=(--resume "$out/tune")
-echo "== tune $(date -u +%T)"
-within 30 python3 -m harness.cli.main tune bench/gpu/tune_transformers.yaml "${resume[@]}"
-rc_tune=$?
-echo "== quality $(date -u +%T) (tune exit $rc_tune)"
-qdir=(--out "$out/quality")
-[ -f "$out/quality/index.json" ] && qdir=(--resume "$out/quality")
-within 10 python3 -m harness.cli.main sweep bench/gpu/transformers_quality.yaml "${qdir[@]}"
-rc_q=$?
-echo "== done $(date -u +%T): tune exit $rc_tune, quality exit $rc_q, ${SECONDS}s"
-exit $(( rc_tune != 0 ? rc_tune : rc_q ))
+tune() {
+  local dir=(--out "$out/tune")
+  [ -f "$out/tune/tune.json" ] && dir=(--resume "$out/tune")
+  within 30 python3 -m harness.cli.main tune bench/gpu/tune_transformers.yaml "${dir[@]}"
+}
+quality() {
+  local dir=(--out "$out/quality")
+  [ -f "$out/quality/index.json" ] && dir=(--resume "$out/quality")
+  within 10 python3 -m harness.cli.main sweep bench/gpu/transformers_quality.yaml "${dir[@]}"
+}
+startup() {
+  local dir=(--out "$out/startup")
+  [ -f "$out/startup/startup.json" ] && dir=(--resume "$out/startup")
+  within 20 python3 -m harness.cli.main startup bench/gpu/startup_transformers.yaml "${dir[@]}"
+}
+rc_all=0
+for step in ${HARNESS_GPU_STEPS:-tune quality}; do
+  echo "== $step $(date -u +%T)"
+  "$step"
+  rc=$?
+  echo "== $step exit $rc"
+  [ "$rc" -ne 0 ] && [ "$rc_all" -eq 0 ] && rc_all=$rc
+done
+echo "== done $(date -u +%T), ${SECONDS}s"
+exit "$rc_all"
