@@ -13,7 +13,7 @@ from harness.report.data import RunData, SweepData
 from harness.report.document import Bullets, Callout, Document, Figure, Heading, Paragraph, Table
 from harness.report.groups import group_tables, sessions_table
 from harness.report.metrics import MetricDef, fmt_num, fmt_pct
-from harness.results.sweep_index import capacity
+from harness.results.sweep_index import capacity, top_level
 
 
 def _when(ts: Any) -> str:
@@ -279,7 +279,8 @@ def build_sweep_report(sweep: SweepData) -> Document:
                      f"{fmt_pct(top.value('goodput_pct'), 0)} of requests within the SLO")
     doc.add(Bullets(lines))
 
-    cap = capacity([c.raw for c in sweep.cells], sweep.slo_attainment)
+    raw = [c.raw for c in sweep.cells]
+    cap = capacity(raw, sweep.slo_attainment)
     if cap:
         doc.add(Heading("Capacity under the SLOs"))
         rows = []
@@ -287,7 +288,9 @@ def build_sweep_report(sweep: SweepData) -> Document:
             for r in crow:
                 held, broke = r["held"], r["broke"]
                 rows.append([
-                    scenario, r["config_id"], held["level"] if held else "none of the levels",
+                    scenario, r["config_id"],
+                    (f"≥ {held['level']} (highest tried)" if not broke and held["level"] == top_level(raw, r["config_id"])
+                     else held["level"]) if held else "none of the levels",
                     fmt_pct(100 * held["good_fraction"], 0) if held else "—",
                     f"{broke['level']} ({fmt_pct(100 * broke['good_fraction'], 0)} good)" if broke else "none (every level held)",
                 ])

@@ -56,3 +56,10 @@ def capacity(entries: list[dict[str, Any]], attainment: float = DEFAULT_ATTAINME
         if rows:
             out[scenario] = rows
     return out
+
+
+def top_level(entries: list[dict[str, Any]], config_id: str) -> str | None:
+    """The highest load level a config completed (by value): held there, it may carry more."""
+    done = [(float(next(iter(e["load"].values()))), e.get("load_level")) for e in entries
+            if e.get("config_id") == config_id and e.get("status") == "complete" and isinstance(e.get("load"), dict) and e["load"]]
+    return max(done)[1] if done else None

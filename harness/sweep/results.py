@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.results.sweep_index import DEFAULT_ATTAINMENT, capacity, scenario_label
+from harness.results.sweep_index import DEFAULT_ATTAINMENT, capacity, scenario_label, top_level
 from harness.sweep.flags import describe
 
 METRIC_COLUMNS = (
@@ -304,7 +304,10 @@ def capacity_lines(entries: list[dict[str, Any]], attainment: float = DEFAULT_AT
     for scenario, rows in cap.items():
         parts = []
         for r in rows:
-            text = f"{r['config_id']}: {r['held']['level'] if r['held'] else 'none of the levels'}"
+            held = r["held"]["level"] if r["held"] else "none of the levels"
+            if r["held"] and not r["broke"] and r["held"]["level"] == top_level(entries, r["config_id"]):
+                held = f">= {held} (the highest level tried; it may carry more)"  # audit D21: read as a limit
+            text = f"{r['config_id']}: {held}"
             if r["broke"]:
                 text += f" (at {r['broke']['level']}: {100 * r['broke']['good_fraction']:.0f}% good)"
             parts.append(text)

@@ -100,6 +100,10 @@ def test_capacity_is_the_highest_load_held_with_every_lower_one():
     text = ranking_table(entries)
     assert "capacity under the SLOs: the highest load with >= 95% of requests within them" in text
     assert "b: concurrency=1 (at concurrency=8: 90% good)" in text and "c: none of the levels" in text
+    # held at the highest level tried is a lower bound (audit D21: it read "concurrency=64")
+    assert "a: >= concurrency=64 (the highest level tried; it may carry more)" in text
+    assert "b: concurrency=1 (at" in text  # broke above: an exact answer, no bound
+    assert "d: >= concurrency=1" in text  # its 8 failed: no evidence above 1
 
 
 def test_no_capacity_without_levels_or_slos():
