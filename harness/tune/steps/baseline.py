@@ -28,7 +28,29 @@ class Baseline:
                 f"KV usage max {fmt(r['kv_usage_max'])}, {fmt(r['preemptions'], '.0f')} preemptions")
         if r["gpu_memory_used_max_bytes"]:
             text += f", GPU memory {r['gpu_memory_used_max_bytes'] / 2**30:.1f} GiB"
-        return StepResult(self.name, "kept", text + ".", dict(ctx.current), [tried_row(m)])
+        text += "." + short_window(m, ctx.tune.measure.duration_s)
+        return StepResult(self.name, "kept", text, dict(ctx.current), [tried_row(m)])
+
+
+#: fewer completed requests than this in a window make goodput intervals wide
+FEW = 30
+
+
+def short_window(m, duration_s: float) -> str:  # type: ignore[no-untyped-def]
+    """A note when the measure window is short for these requests: a median request longer than
+    half the window, or fewer than 30 completions in it, leave goodput so coarse that real
+    differences end as ties (seen on the H200: eager requests of 16-21 s in a 12-s window)."""
+    bits = []
+    for s in m.scenarios:
+        e2e, done = m.metric("e2e_p50_ms", s), m.metric("completed", s)
+        if e2e is not None and e2e / 1000.0 > duration_s / 2:
+            bits.append(f"{s}: median request {e2e / 1000.0:.1f} s in a {duration_s:g}-s window")
+        elif done is not None and done < FEW:
+            bits.append(f"{s}: {done:.0f} requests completed in the window")
+    if not bits:
+        return ""
+    return (f" Note: the window is short for this traffic ({'; '.join(bits)}): goodput differences will be coarse and "
+            "may end as ties; raise measure.duration_s.")
 
 
 STEPS.add(Baseline.name, Baseline())
