@@ -154,6 +154,8 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
         p(line)
         if gm.get("used_max_bytes"):
             p(f"  GPU memory {gm['used_max_bytes'] / 2**30:,.1f} GiB used of {gm.get('total_bytes', 0) / 2**30:,.1f} GiB")
+        else:  # the README promises the line; say why there is no number (audit D20)
+            p(f"  GPU memory not available ({gm.get('reason') or 'not sampled'})")
     if len(s.per_class) > 1:
         p("")
         p(f"  {'class':<16}{'done':>7}{'TTFT p50':>10}{'TTFT p99':>10}{'ITL p50':>9}{'ITL p99':>9}{'E2E p99':>10}{'good':>8}")

@@ -30,3 +30,18 @@ def test_no_goodput_line_without_an_slo(tmp_path):
 def test_goodput_line_with_an_slo(tmp_path):
     text = _printed(tmp_path, slo_set=True)
     assert "met the SLOs" in text
+
+
+def test_gpu_memory_line_says_why_when_nvml_is_unavailable(tmp_path):
+    """Audit D20: without NVML the console printed no GPU-memory line at all (the README says it
+    prints one); now the line is there with the reason."""
+    run = make_run(tmp_path / "r")
+    data = json.loads((run / "summary.json").read_text())
+    data["engine"]["gpu_memory"] = {"available": False, "reason": "NVML unavailable: NVML Shared Library Not Found"}
+    out = io.StringIO()
+    print_summary(RunSummary.model_validate(data), run, file=out)
+    assert "GPU memory not available (NVML unavailable: NVML Shared Library Not Found)" in out.getvalue()
+    data["engine"]["gpu_memory"] = {"available": True, "used_max_bytes": 30 * 2**30, "total_bytes": 80 * 2**30}
+    out = io.StringIO()
+    print_summary(RunSummary.model_validate(data), run, file=out)
+    assert "GPU memory 30.0 GiB used of 80.0 GiB" in out.getvalue()
