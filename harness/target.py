@@ -125,8 +125,42 @@ def preflight(url: str, model: str | None, scenario: Scenario) -> dict[str, Any]
         model = models[0]
     elif models and model not in models:
         raise TargetError(f"target.model {model!r} is not served by {base}; served: {', '.join(models)} (use --model)")
+    if isinstance(max_model_len, int) and max_model_len > 0:
+        problems = context_problems(scenario, max_model_len)
+        if problems:
+            raise TargetError(*problems)
     continuous = _probe(base, model, scenario)
     return {"model": model, "models": models, "max_model_len": max_model_len, "continuous_usage": continuous}
+
+
+def _upper(dist: Any) -> int | None:
+    """The longest length a distribution can draw: fixed and uniform always; normal/lognormal
+    only when they set `max` (an unbounded tail is left to the stop-early rule)."""
+    if dist is None:
+        return None
+    return dist.value if dist.dist == "fixed" else dist.max
+
+
+def context_problems(scenario: Scenario, max_model_len: int) -> list[str]:
+    """Classes whose prompt + output can exceed the served context: the audit's long-prompt run
+    against a 4096-token vLLM sent 2,659 requests that all failed with 400 'maximum context
+    length'. One line per class, naming the field and the fix."""
+    out = []
+    for i, cls in enumerate(scenario.workload.classes):
+        if cls.dataset is not None or getattr(cls, "session", None) is not None:
+            continue  # lengths come from the data or grow with the conversation
+        n_in, n_out = _upper(cls.input_tokens), _upper(cls.output_tokens)
+        if n_in is None or n_out is None:
+            continue
+        if cls.shared_prefix is not None:
+            n_in = max(n_in, cls.shared_prefix.tokens + 1)
+        if n_in + n_out > max_model_len:
+            out.append(
+                f"workload.classes[{i}] ({cls.name}): prompts of up to {n_in} tokens + {n_out} output tokens exceed the "
+                f"target's max_model_len {max_model_len}, so those requests would all fail; lower input_tokens (max "
+                f"{max(max_model_len - n_out, 1)} minus the chat template's few tokens) or output_tokens, or serve a "
+                "longer context (vLLM --max-model-len)")
+    return out
 
 
 def _refused(base: str, status: int, scenario: Scenario) -> str:

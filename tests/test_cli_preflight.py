@@ -147,3 +147,32 @@ def test_never_ending_probe_stream_hits_the_probe_deadline(monkeypatch: pytest.M
         with pytest.raises(TargetError) as exc:
             preflight(server.url, "m1", _scenario(continuous_usage="off"))
     assert "within 1 s" in str(exc.value) and "timeout" in str(exc.value)
+
+
+def test_prompts_that_cannot_fit_the_served_context_are_refused_before_any_load() -> None:
+    """Issue 19 item 4: the shipped long_prompt_short_output.yaml against a 4096-token vLLM sent
+    2,659 requests that all failed with 400 'maximum context length'."""
+    sc = Scenario.model_validate({
+        "name": "p", "load": {"concurrency": 1, "requests": 1},
+        "workload": {"classes": [
+            {"name": "fits", "input_tokens": 1000, "output_tokens": 64},
+            {"name": "long", "input_tokens": {"dist": "uniform", "min": 3000, "max": 6000}, "output_tokens": {"dist": "uniform", "min": 16, "max": 64}},
+        ]},
+    })
+    with RawServer([MODELS]) as server, pytest.raises(TargetError) as err:
+        preflight(server.url, None, sc)
+    lines = err.value.args
+    assert len(lines) == 1 and lines[0].startswith("workload.classes[1] (long): prompts of up to 6000 tokens + 64 output")
+    assert "max_model_len 4096" in lines[0] and "max 4032" in lines[0]
+
+
+def test_the_shipped_long_prompt_scenario_against_a_short_context_sim_exits_2(tmp_path: Path) -> None:
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "scenarios/long_prompt_short_output.yaml",
+                           "--sim-args", "--max-model-len 4096", "--duration", "2", "--out", str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=180, cwd=Path(__file__).parents[1])
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    err = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "workload.classes[0] (summarize)" in err[0] and "max_model_len 4096" in err[0], proc.stderr
+    assert not (tmp_path / "r" / "requests.jsonl").exists() or not (tmp_path / "r" / "requests.jsonl").read_text()
