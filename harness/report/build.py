@@ -13,6 +13,7 @@ from harness.report.data import RunData, SweepData
 from harness.report.document import Bullets, Callout, Document, Figure, Heading, Paragraph, Table
 from harness.report.groups import group_tables, sessions_table
 from harness.report.metrics import MetricDef, fmt_num, fmt_pct
+from harness.results.engine_facts import facts_line
 from harness.results.sweep_index import capacity, top_level
 
 
@@ -245,6 +246,16 @@ def sweep_validity_items(sweep: SweepData, failed: dict[str, str] | None = None,
         items.append("no goodput in the results (no SLO set?): configs are ranked on requests/s instead")
     return items
 
+def _facts_rows(sweep: SweepData) -> list[list[str]]:
+    seen: dict[str, dict[str, Any]] = {}
+    for c in sweep.cells:
+        f = c.raw.get("startup_facts") or {}
+        if f and c.config_id not in seen:
+            seen[c.config_id] = f
+    rows = [[cid, facts_line(f), f.get("max_model_len_warning") or ""] for cid, f in seen.items()]
+    return [r for r in rows if r[1] or r[2]]
+
+
 def build_sweep_report(sweep: SweepData) -> Document:
     ranked, key = V.ranking(sweep)
     best = V.best_configs(ranked, key)
@@ -298,6 +309,14 @@ def build_sweep_report(sweep: SweepData) -> Document:
                       caption=f"The highest load level at which at least {100 * sweep.slo_attainment:g}% of requests met every SLO, "
                               "and every lower level did too (sweep `loads`; `slo_attainment` sets the share)",
                       align=["l", "l", "l", "r", "l"]))
+
+    facts = _facts_rows(sweep)
+    if facts:
+        doc.add(Heading("Engine startup facts"))
+        doc.add(Table(["Config", "What the engine's log says", "Warning"], facts,
+                      caption="Per config, from its first start's log: attention backend, CUDA-graph capture sizes and mode, "
+                              "the final max_model_len, quantization, KV-cache dtype, compile cache, engine version",
+                      align=["l", "l", "l"]))
 
     doc.add(Heading("Ranking per scenario"))
     for scenario in sweep.scenarios:

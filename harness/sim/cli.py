@@ -55,7 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--kv-cache-dtype", default="auto", choices=sorted(KV_DTYPE_BYTES))
     e.add_argument("--block-size", type=int, default=16)
     e.add_argument("--num-gpu-blocks-override", type=int, default=None)
-    e.add_argument("--enforce-eager", action="store_true")
+    e.add_argument("--enforce-eager", action="store_true", help="no compilation, no CUDA graphs (faster start, slower steps)")
+    e.add_argument("--cuda-graph-sizes", type=int, nargs="+", default=None,
+                   help="one value: the largest captured batch size; several: the sizes (vLLM 0.10 spelling)")
+    e.add_argument("--max-cudagraph-capture-size", type=int, default=None,
+                   help="largest captured batch size (default min(2 x max-num-seqs, 512))")
+    e.add_argument("-cc", "--compilation-config", default=None,
+                   help='JSON; read: cudagraph_capture_sizes, max_cudagraph_capture_size, cudagraph_mode')
+    e.add_argument("--attention-backend", default=None, help="name printed in the startup log (FLASH_ATTN by default)")
     e.add_argument("-tp", "--tensor-parallel-size", type=int, default=1)
     e.add_argument("-sc", "--speculative-config", default=None,
                    help='JSON, e.g. {"method":"ngram","num_speculative_tokens":3,"acceptance_rate":0.6}')
@@ -85,7 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compile stall of a decode step whose batch size is above every CUDA-graph capture size (once per size)")
     s.add_argument("--sim-graph-mib-per-shape", type=float, default=150.0,
                    help="graph-pool growth per batch size captured while serving (sim_gpu_memory_used_bytes)")
-    s.add_argument("--startup-delay", type=float, default=0.5, help="seconds before /health answers")
+    s.add_argument("--startup-delay", type=float, default=0.5,
+                   help="seconds of a cold start, split over the phases below unless they are set")
+    s.add_argument("--sim-load-s", type=float, default=None, help="weight loading seconds")
+    s.add_argument("--sim-compile-s", type=float, default=None, help="torch.compile seconds with an empty cache")
+    s.add_argument("--sim-compile-cached-s", type=float, default=None,
+                   help="seconds to load compiled graphs from the cache (default a fifth of --sim-compile-s)")
+    s.add_argument("--sim-profile-s", type=float, default=None, help="KV-cache profiling and allocation seconds")
+    s.add_argument("--sim-capture-s", type=float, default=None,
+                   help="CUDA-graph capture seconds for 51 sizes (scales with the number of capture sizes)")
+    s.add_argument("--sim-init-s", type=float, default=None, help="the rest: API server, tokenizer")
+    s.add_argument("--sim-compile-cache", default=None, metavar="DIR",
+                   help="compile cache root (default $VLLM_CACHE_ROOT/torch_compile_cache; unset = no cache)")
     s.add_argument("--trace", default=None, metavar="FILE", help="JSONL ground truth of every write")
 
     sc = p.add_argument_group("scripted mode (fixed timing, independent of batching)")

@@ -39,6 +39,75 @@ ALLOWED_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 DEFAULT_ACCEPTANCE = {"ngram": 0.5, "suffix": 0.5, "draft_model": 0.65, "eagle": 0.7, "eagle3": 0.75, "medusa": 0.6, "mtp": 0.8, "deepseek_mtp": 0.8}
 
 
+#: vLLM's CUDA-graph modes (`-cc '{"cudagraph_mode": ...}'`); FULL_AND_PIECEWISE is the V1 default.
+CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+
+
+def default_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, max_size: int | None = None) -> list[int]:
+    """vLLM's default CUDA-graph batch sizes (`VllmConfig._set_cudagraph_sizes`): 1, 2, 4, then every
+    8 up to 248, then every 16 from 256, up to `max_cudagraph_capture_size` (default
+    min(2 x max_num_seqs, 512)); never beyond the token budget of one step."""
+    cap = max_size if max_size is not None else min(2 * max_num_seqs, 512)
+    cap = min(cap, max_num_batched_tokens)
+    sizes = [i for i in (1, 2, 4) if i <= cap]
+    sizes += list(range(8, min(cap + 1, 256), 8))
+    if cap >= 256:
+        sizes += list(range(256, cap + 1, 16))
+    return sizes
+
+
+def capture_sizes_from(cuda_graph_sizes: list[int] | None, cc: dict, max_num_seqs: int, max_num_batched_tokens: int) -> list[int]:
+    """The sizes in effect: `-cc cudagraph_capture_sizes` (a list), else `--cuda-graph-sizes` (one value =
+    the largest size of the default pattern, several = the list; vLLM 0.10 spelling), else
+    `--max-cudagraph-capture-size` / the default pattern."""
+    listed = cc.get("cudagraph_capture_sizes")
+    if listed is None and cuda_graph_sizes and len(cuda_graph_sizes) > 1:
+        listed = cuda_graph_sizes
+    if listed is not None:
+        return sorted({int(s) for s in listed if 0 < int(s) <= max_num_batched_tokens})
+    max_size = cc.get("max_cudagraph_capture_size")
+    if max_size is None and cuda_graph_sizes:
+        max_size = cuda_graph_sizes[0]
+    return default_capture_sizes(max_num_seqs, max_num_batched_tokens, max_size)
+
+
+def parse_compilation_config(text: str | None) -> dict:
+    """`-cc/--compilation-config` JSON; the simulator reads the CUDA-graph fields and ignores the rest."""
+    if not text:
+        return {}
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"argument --compilation-config: invalid JSON ({exc.msg})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError("argument --compilation-config: expected a JSON object")
+    sizes = raw.get("cudagraph_capture_sizes")
+    if sizes is not None and (not isinstance(sizes, list) or not all(isinstance(x, int) and x > 0 for x in sizes)):
+        raise ConfigError("argument --compilation-config: cudagraph_capture_sizes must be a list of positive integers")
+    cap = raw.get("max_cudagraph_capture_size")
+    if cap is not None and (not isinstance(cap, int) or cap < 1):
+        raise ConfigError("argument --compilation-config: max_cudagraph_capture_size must be an integer >= 1")
+    mode = raw.get("cudagraph_mode")
+    if mode is not None and str(mode).upper() not in CUDAGRAPH_MODES:
+        raise ConfigError(f"argument --compilation-config: cudagraph_mode must be one of {', '.join(CUDAGRAPH_MODES)}")
+    return raw
+
+
+@dataclass
+class StartupTimes:
+    """Seconds each simulated startup phase takes (harness/sim/startup.py). The defaults split
+    `--startup-delay` so the whole suite's simulators start in a fraction of a second; the
+    `--sim-*-s` flags set realistic values (docs/startup.md)."""
+
+    load_s: float
+    compile_s: float  # cold: compile and write the cache
+    compile_cached_s: float  # warm: load the compiled graphs from the cache
+    profile_s: float  # KV-cache profiling run and allocation
+    capture_s: float  # graph capture for the default 51 sizes; scales with the count
+    init_s: float  # API server, tokenizer, the rest
+    cache_dir: str | None  # compile cache root (None: no cache, every start compiles)
+
+
 class ConfigError(ValueError):
     """A flag value the simulator cannot accept; the CLI prints it and exits 2."""
 
@@ -176,6 +245,11 @@ class SimConfig:
     scripted: ScriptedConfig | None
     faults: FaultConfig = field(default_factory=FaultConfig)
     max_num_batched_tokens_set: bool = False
+    # CUDA graphs and compilation (harness/sim/startup.py); both empty/NONE with --enforce-eager
+    capture_sizes: list[int] = field(default_factory=list)
+    cudagraph_mode: str = "FULL_AND_PIECEWISE"
+    startup: StartupTimes | None = None
+    attention_backend: str = "FLASH_ATTN"
     # greedy-output divergence of lossy settings (harness/sim/greedy.py)
     quantization: str | None = None
     fp8_kv_error: float = 0.0
@@ -264,13 +338,28 @@ class SimConfig:
             if a.scripted_ttft_ms < 0 or a.scripted_itl_ms < 0 or a.scripted_jitter_ms < 0:
                 raise ConfigError("scripted timings must be >= 0")
             scripted = ScriptedConfig(a.scripted_ttft_ms, a.scripted_itl_ms, a.scripted_jitter_ms)
+        cc = parse_compilation_config(a.compilation_config)
+        if a.max_cudagraph_capture_size is not None:
+            if a.max_cudagraph_capture_size < 1:
+                raise ConfigError("argument --max-cudagraph-capture-size: must be >= 1")
+            cc.setdefault("max_cudagraph_capture_size", a.max_cudagraph_capture_size)
+        if a.cuda_graph_sizes and any(x < 1 for x in a.cuda_graph_sizes):
+            raise ConfigError("argument --cuda-graph-sizes: sizes must be >= 1")
+        seqs = a.max_num_seqs or min(default_seqs, a.max_num_batched_tokens or default_seqs)
+        step_tokens = max_num_batched_tokens or default_tokens
+        mode = str(cc.get("cudagraph_mode") or "FULL_AND_PIECEWISE").upper()
+        if a.enforce_eager or mode == "NONE":
+            capture, mode = [], "NONE"
+        else:
+            capture = capture_sizes_from(a.cuda_graph_sizes, cc, seqs, step_tokens)
+        startup = _startup_times(a)
         cfg = cls(
             served_model_names=list(names),
             host=a.host,
             port=a.port,
             # like vLLM, a defaulted max_num_seqs never exceeds an explicit token budget
-            max_num_seqs=a.max_num_seqs or min(default_seqs, a.max_num_batched_tokens or default_seqs),
-            max_num_batched_tokens=max_num_batched_tokens or default_tokens,
+            max_num_seqs=seqs,
+            max_num_batched_tokens=step_tokens,
             max_num_batched_tokens_set=a.max_num_batched_tokens is not None,
             enable_chunked_prefill=a.enable_chunked_prefill,
             enable_prefix_caching=a.enable_prefix_caching,
@@ -310,6 +399,10 @@ class SimConfig:
                 metrics=a.fault_metrics,
                 metrics_delay_s=a.fault_metrics_delay_s,
             ),
+            capture_sizes=capture,
+            cudagraph_mode=mode,
+            startup=startup,
+            attention_backend=(a.attention_backend or "FLASH_ATTN").upper(),
             quantization=a.quantization,
             fp8_kv_error=a.sim_fp8_kv_error,
             quant_error=a.sim_quant_error,
@@ -317,3 +410,25 @@ class SimConfig:
             graph_mib_per_shape=a.sim_graph_mib_per_shape,
         )
         return cfg
+
+
+def _startup_times(a) -> StartupTimes:  # type: ignore[no-untyped-def]
+    """Phase seconds: each `--sim-*-s` flag, else its share of `--startup-delay`."""
+    import os
+
+    d = max(0.0, a.startup_delay)
+    shares = {"load_s": 0.3, "compile_s": 0.25, "profile_s": 0.1, "capture_s": 0.2, "init_s": 0.15}
+    values = {}
+    for key, share in shares.items():
+        given = getattr(a, f"sim_{key}")
+        if given is not None and given < 0:
+            raise ConfigError(f"argument --sim-{key.replace('_', '-')}: must be >= 0")
+        values[key] = given if given is not None else d * share
+    cached = a.sim_compile_cached_s
+    if cached is not None and cached < 0:
+        raise ConfigError("argument --sim-compile-cached-s: must be >= 0")
+    if cached is None:
+        cached = values["compile_s"] * 0.2
+    cache_dir = a.sim_compile_cache or (os.path.join(os.environ["VLLM_CACHE_ROOT"], "torch_compile_cache")
+                                        if os.environ.get("VLLM_CACHE_ROOT") else None)
+    return StartupTimes(compile_cached_s=cached, cache_dir=cache_dir, **values)

@@ -1,9 +1,9 @@
 """The simulator's HTTP server (aiohttp) and its vLLM-like startup and shutdown.
 
 Startup mirrors `vllm serve`: the port is bound first but not listened on; the "engine" then
-loads (log lines paced over `--startup-delay`), sizes the KV cache (a too-large
-`--max-model-len` or memory fraction fails here with exit 1, before any HTTP), "captures graphs",
-and only then listens. The first 200 from `/health` therefore means ready.
+loads weights, compiles, sizes the KV cache (a too-large `--max-model-len` or memory fraction
+fails here with exit 1, before any HTTP), captures graphs (phases and their log lines in
+startup.py, paced by `--startup-delay` / `--sim-*-s`), and only then listens. The first 200 from `/health` therefore means ready.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from time import perf_counter, perf_counter_ns, time_ns
 
 from aiohttp import web
 
-from harness.sim import logs
+from harness.sim import logs, startup
 from harness.sim.config import GIB, SimConfig
 from harness.sim.engine import Engine
 from harness.sim.engine_base import EngineBase
@@ -276,17 +276,15 @@ async def serve(cfg: SimConfig) -> int:
         return 1
     logs.log(logs.API, "api_server.py:1885", f"vLLM API server version {VLLM_VERSION} (simulated engine)")
     name = cfg.served_model_name
-    logs.log(logs.CORE, "core.py:93",
+    logs.log(logs.CORE, "core.py:134",
              f"Initializing a V1 LLM engine (v{VLLM_VERSION}) with config: model='{name}', "
-             f"served_model_name={name}, dtype=torch.bfloat16, max_seq_len={cfg.max_model_len or 'auto'}, "
-             f"tensor_parallel_size={cfg.tensor_parallel_size}, enforce_eager={cfg.enforce_eager}, "
-             f"kv_cache_dtype={cfg.kv_cache_dtype}, enable_prefix_caching={cfg.enable_prefix_caching}, "
-             f"chunked_prefill_enabled={cfg.enable_chunked_prefill}, seed={cfg.seed}")
-    delay = cfg.startup_delay
-    await asyncio.sleep(delay * 0.4)
-    load_s = perf_counter() - t0
-    logs.log(logs.CORE, "gpu_model_runner.py:2653",
-             f"Model loading took {cfg.weight_bytes / GIB:.4f} GiB memory and {load_s:.6f} seconds")
+             f"dtype=torch.bfloat16, max_seq_len={cfg.max_model_len or cfg.model.max_position}, "
+             f"tensor_parallel_size={cfg.tensor_parallel_size}, quantization={startup.quantization_text(cfg)}, "
+             f"enforce_eager={cfg.enforce_eager}, kv_cache_dtype={cfg.kv_cache_dtype}, seed={cfg.seed}, "
+             f"served_model_name={name}, enable_prefix_caching={cfg.enable_prefix_caching}, "
+             f"enable_chunked_prefill={cfg.enable_chunked_prefill}, "
+             f"compilation_config={startup.compilation_config_text(cfg)}")
+    await startup.load_weights(cfg)
     try:
         plan = plan_memory(cfg)
     except StartupError as err:
@@ -294,8 +292,11 @@ async def serve(cfg: SimConfig) -> int:
         logs.error_lines(err.lines)
         sock.close()
         return 1
-    await asyncio.sleep(delay * 0.2)
+    init_t0 = perf_counter()
+    compile_s = await startup.compile_model(cfg)  # the profiling run is what triggers compilation
+    await startup.profile_kv(cfg)
     logs.log(logs.CORE, "gpu_worker.py:298", f"Available KV cache memory: {plan.available_kv_bytes / GIB:.2f} GiB")
+    startup.log_max_model_len_fit(cfg, plan.max_model_len, plan.available_kv_bytes)
     if cfg.num_gpu_blocks_override is not None:
         logs.log(logs.CORE, "kv_cache_utils.py:1087",
                  f"Overriding num_gpu_blocks={plan.available_kv_bytes // (cfg.kv_bytes_per_token * cfg.block_size)} "
@@ -303,16 +304,15 @@ async def serve(cfg: SimConfig) -> int:
     logs.log(logs.CORE, "kv_cache_utils.py:1233",
              f"GPU KV cache size: {plan.kv_cache_size_tokens:,} tokens, Maximum concurrency for "
              f"{plan.max_model_len:,} tokens per request: {plan.max_concurrency:.2f}x")
-    graph_t0 = perf_counter()
-    await asyncio.sleep(delay * 0.3)
-    if not cfg.enforce_eager:
-        logs.log(logs.CORE, "gpu_model_runner.py:3480",
-                 f"Graph capturing finished in {perf_counter() - graph_t0:.0f} secs, took {plan.graph_bytes / GIB:.2f} GiB")
-    logs.log(logs.CORE, "core.py:210", f"init engine (profile, create kv cache, warmup model) took {perf_counter() - t0:.2f} s")
+    await startup.capture_graphs(cfg, plan.graph_bytes)
+    init_s = perf_counter() - init_t0
+    tail = f" (compilation: {compile_s:.2f} s)" if compile_s else ""
+    logs.log(logs.CORE, "core.py:210", f"init engine (profile, create kv cache, warmup model) took {init_s:.2f} s{tail}")
     if cfg.scripted:
         sc = cfg.scripted
         logs.log(logs.CORE, "sim", f"Scripted mode: TTFT {sc.ttft_ms} ms, ITL {sc.itl_ms} ms, jitter {sc.jitter_ms} ms")
-    await asyncio.sleep(delay * 0.1)
+    assert cfg.startup is not None
+    await asyncio.sleep(cfg.startup.init_s)
 
     server = SimServer(cfg, plan)
     server.engine.start()

@@ -21,6 +21,7 @@ from typing import Any
 from harness.errors import UserError
 from harness.scenario.models import Scenario, Warmup
 from harness.sweep.engines import failure_hint, get_kind
+from harness.results.engine_facts import max_len_warning
 from harness.sweep.flags import substitute
 from harness.sweep.launcher import (
     AttachedEngine,
@@ -260,6 +261,10 @@ class SweepExecutor:
             return
 
         facts = self.kind.startup_facts(started.log_text)
+        for cell in cells:  # auto-fit may have left less context than the workload asks for
+            warning = max_len_warning(facts, cell.resolved, cell.scenario.name)
+            if warning and "max_model_len_warning" not in facts:
+                facts["max_model_len_warning"] = warning
         self.progress.engine_ready(started.startup_s, facts)
         startup = {"startup_s": round(started.startup_s, 3), "startup_facts": facts}
         died_in: str | None = None
@@ -359,6 +364,17 @@ class SweepExecutor:
                 w = Warmup()
             scenario = scenario.model_copy(update={"warmup": w})
         return scenario
+
+    def run_cell_on(self, cell: Cell, base_url: str, proc: EngineProcess, startup_s: float, facts: dict[str, Any],
+                    extra: dict[str, Any]) -> dict[str, Any]:
+        """Run one planned cell on an engine another driver started and will stop (`harness
+        startup` measures its scenario on the last warm start); returns the cell's index entry."""
+        if not hasattr(self, "_recorded"):
+            self._recorded = set()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._run_cell(cell, 0, base_url, proc, {"startup_s": round(startup_s, 3), "startup_facts": facts}, extra)
+        self.index.write()
+        return self.index.entries[cell.id]
 
     def _run_cell(self, cell: Cell, i: int, base_url: str, proc: EngineProcess | AttachedEngine, startup: dict[str, Any], extra: dict[str, Any]) -> str:
         spec = self.sweep.engine

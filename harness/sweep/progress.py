@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from harness.results.engine_facts import facts_line
 from harness.sweep.flags import describe
 from harness.sweep.results import scenario_label
 
@@ -154,6 +155,11 @@ class Progress:
         if "max_concurrency" in facts:
             bits.append(f"max concurrency {facts['max_concurrency']}x")
         self._print("  " + " · ".join(bits))
+        more = facts_line(facts)
+        if more:
+            self._print(f"  {more}")
+        if facts.get("max_model_len_warning"):
+            self._print(f"  ! {facts['max_model_len_warning']}")
 
     def engine_failed(self, reason: str, tail: list[str]) -> None:
         self._print(f"  ✗ engine did not start: {reason}")

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from harness.results.engine_facts import facts_lines
 from harness.results.sweep_index import DEFAULT_ATTAINMENT, capacity, scenario_label, top_level
 from harness.sweep.flags import describe
 
@@ -356,6 +357,9 @@ def ranking_table(entries: list[dict[str, Any]], attainment: float = DEFAULT_ATT
                          + _cut("; ".join(r["quality"].get("reasons") or []), 160))
         lines.append("")
     lines += capacity_lines(entries, attainment)
+    more = facts_lines(entries)
+    if more:
+        lines += ["", *more]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -99,7 +99,9 @@ def test_sweep_runs_to_the_end_and_records_a_failed_start(write_sweep, tmp_path)
     lines = outcome.table.splitlines()
     assert lines[0].startswith("scenario tiny:")
     assert lines[2].split()[:2] == ["1", "max-num-seqs=8"]
-    assert "num-gpu-blocks-override=1" in lines[-1] and "failed: engine exited with code 1" in lines[-1]
+    assert any("num-gpu-blocks-override=1" in line and "failed: engine exited with code 1" in line for line in lines)
+    # the engine facts of each config that started close the table
+    assert "engine startup facts (from each config's log)" in lines and "  max-num-seqs=8: max_model_len 256" in lines
     assert (out / "sweep.yaml").is_file()
 
 

@@ -14,6 +14,8 @@ def test_vllm_cpu_build_real_log():
         "kv_cache_gib": 1.0,
         "weights_load_s": 0.02,
         "init_engine_s": 34.75,
+        "max_model_len": 2048,
+        "warmup_compile_s": 33.0,  # the stamps of "Warming up model for the compilation" and "Warming up done"
     }
 
 
@@ -31,6 +33,7 @@ Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████
         "kv_cache_tokens": 419840, "max_concurrency_for_tokens": 32768, "max_concurrency": 12.81,
         "model_load_gib": 14.9889, "model_load_s": 5.382, "kv_cache_gib": 51.25,
         "graph_capture_s": 11, "graph_capture_gib": 0.54, "init_engine_s": 38.47, "compile_s": 21.03,
+        "max_model_len": 32768, "cudagraph_captured": {"mixed prefill-decode PIECEWISE": 67},
     }
 
 
@@ -41,7 +44,7 @@ def test_vllm_older_two_line_format_and_ansi():
         "INFO # GPU blocks: 77, # CPU blocks: 2048\n"
     )
     assert get_kind("vllm").startup_facts(log) == {
-        "kv_cache_tokens": 1234, "max_concurrency_for_tokens": 2048, "max_concurrency": 3.52, "num_gpu_blocks": 77,
+        "kv_cache_tokens": 1234, "max_concurrency_for_tokens": 2048, "max_concurrency": 3.52, "num_gpu_blocks": 77, "max_model_len": 2048,
     }
 
 
@@ -62,7 +65,7 @@ def test_sglang_older_lines():
     assert get_kind("sglang").startup_facts(log) == {
         "max_total_num_tokens": 413152, "kv_cache_tokens": 413152, "chunked_prefill_size": 8192,
         "max_prefill_tokens": 16384, "max_running_requests": 4096, "context_len": 131072,
-        "available_gpu_mem_gb": 12.1, "model_load_gib": 15.0, "graph_capture_s": 5.17,
+        "available_gpu_mem_gb": 12.1, "model_load_gib": 15.0, "graph_capture_s": 5.17, "max_model_len": 131072,
     }
 
 
@@ -74,6 +77,7 @@ def test_sglang_0_5_23_lines():
         "max_total_num_tokens": 413152, "kv_cache_tokens": 413152, "chunked_prefill_size": 8192,
         "max_prefill_tokens": 16384, "max_running_requests": 4096, "context_len": 131072,
         "available_gpu_mem_gb": 12.1, "model_load_gib": 15.0, "graph_capture_s": 5.17,
+        "max_model_len": 131072, "kv_cache_dtype": "bfloat16",
     }
     cpu = "[2026-12-01 23:10:12 TP0] max_total_num_tokens=9000, chunked_prefill_size=2048, max_prefill_tokens=16384, " \
           "max_running_requests=64, context_len=4096, available_cpu_mem=20.50 GB\n"
@@ -83,6 +87,17 @@ def test_sglang_0_5_23_lines():
 def test_tgi():
     log = '2026-01-01T00:00:00.000Z  INFO text_generation_router_v3: backends/v3/src/lib.rs:125: Setting max batch total tokens to 159568\n'
     assert get_kind("tgi").startup_facts(log) == {"max_batch_total_tokens": 159568, "kv_cache_tokens": 159568}
+
+
+def test_tgi_engine_facts():
+    log = (
+        '2026-01-01T00:00:00.000Z  INFO text_generation_launcher: Args { model_id: "m", quantize: Some(Awq), '
+        'kv_cache_dtype: Some(Fp8e4m3fn), max_total_tokens: Some(4096), cuda_graphs: Some([1, 2, 4, 8]) }\n'
+        '2026-01-01T00:00:03.000Z  INFO text_generation_launcher: Using Attention = flashinfer\n'
+    )
+    facts = get_kind("tgi").startup_facts(log)
+    assert facts == {"max_model_len": 4096, "attention_backend": "flashinfer", "quantization": "Awq",
+                     "kv_cache_dtype": "Fp8e4m3fn", "cudagraph_sizes": [1, 2, 4, 8], "cudagraph_count": 4}
 
 
 def test_llamacpp():
@@ -95,7 +110,28 @@ def test_llamacpp():
     )
     assert get_kind("llamacpp").startup_facts(log) == {
         "n_ctx": 4096, "kv_cache_tokens": 4096, "n_ctx_seq": 2048, "n_ctx_slot": 2048, "n_slots": 2, "kv_unified": False,
+        "max_model_len": 2048,
     }
+
+
+def test_llamacpp_engine_facts():
+    log = ("build: 6123 (a0b1c2d3) with cc (GCC) 12.2.0 for x86_64-linux-gnu\n"
+           "llama_context: flash_attn    = auto\n"
+           "llama_kv_cache:        CPU KV buffer size =   256.00 MiB\n"
+           "llama_kv_cache: size =  256.00 MiB (  2048 cells,  32 layers,  1/1 seqs), K (q8_0):  128.00 MiB, V (q8_0):  128.00 MiB\n")
+    facts = get_kind("llamacpp").startup_facts(log)
+    assert facts["engine_version"] == "6123 (a0b1c2d3)" and facts["flash_attn"] == "auto" and facts["kv_cache_dtype"] == "q8_0"
+
+
+def test_sglang_engine_facts():
+    log = ("[2026-01-01 00:00:01] server_args=ServerArgs(model_path='m', quantization='fp8', kv_cache_dtype='fp8_e5m2', "
+           "attention_backend='fa3', context_length=None)\n"
+           "[2026-01-01 00:00:09 TP0] Capture cuda graph bs [1, 2, 4, 8, 16, 24, 32]\n")
+    facts = get_kind("sglang").startup_facts(log)
+    assert facts == {"attention_backend": "fa3", "quantization": "fp8", "kv_cache_dtype": "fp8_e5m2",
+                     "cudagraph_sizes": [1, 2, 4, 8, 16, 24, 32], "cudagraph_count": 7}
+    real = get_kind("sglang").startup_facts((DATA / "sglang_0.5.23_startup.log").read_text())
+    assert real["max_model_len"] == 131072 and real["kv_cache_dtype"] == "bfloat16"
 
 
 def test_failure_hint_real_vllm_failed_start():

@@ -104,6 +104,19 @@ def fact(regex: str, *keys: str, convert: Callable[[str], Any] = num) -> Fact:
     return Fact(re.compile(regex), keys, convert)
 
 
+def int_list(text: str) -> list[int]:
+    """`[512, 504, 8]` / `1, 2, 4` -> sorted ints (capture sizes, smallest first)."""
+    return sorted(int(x) for x in re.findall(r"\d+", text))
+
+
+def text_value(text: str) -> str:
+    return text.strip().strip("'\"")
+
+
+def last_matches(regex: str, log_text: str) -> list[re.Match[str]]:
+    return list(re.finditer(regex, strip_ansi(log_text)))
+
+
 def scan_facts(facts: list[Fact], log_text: str) -> dict[str, Any]:
     """The first value of each key found in the log (the log of one engine start)."""
     out: dict[str, Any] = {}
@@ -153,6 +166,9 @@ class HttpEngine:
     reset_path: str | None = None
     facts: list[Fact] = []
     env: dict[str, str] = {}
+    #: env var -> folder under a start's cache root: what `harness startup` empties for a cold start
+    #: (TorchInductor's and Triton's caches, as `vllm bench startup` does; a kind adds its own)
+    cache_env: dict[str, str] = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
 
     def default_command(self, spec: EngineSpec) -> list[str]:
         raise NotImplementedError
@@ -164,7 +180,15 @@ class HttpEngine:
         return probe_get_200(base_url, self.ready_path)
 
     def startup_facts(self, log_text: str) -> dict[str, Any]:
-        return scan_facts(self.facts, log_text)
+        out = scan_facts(self.facts, log_text)
+        self.derive_facts(out, log_text)
+        return out
+
+    def derive_facts(self, facts: dict[str, Any], log_text: str) -> None:
+        """Facts computed from others (capture count from the size list, ...); per kind."""
+        sizes = facts.get("cudagraph_sizes")
+        if isinstance(sizes, list) and "cudagraph_count" not in facts:
+            facts["cudagraph_count"] = len(sizes)
 
     def reset_prefix_cache(self, base_url: str, spec: EngineSpec) -> str | None:
         if not self.reset_path:

@@ -23,6 +23,13 @@ LLAMACPP_FACTS = [
     fact(r"\bn_ctx_slot\s*=\s*(\d+)", "n_ctx_slot"),
     fact(r"\bn_slots\s*=\s*(\d+)", "n_slots"),
     fact(r"\bkv_unified\s*=\s*'?(true|false)'?", "kv_unified", convert=lambda s: s == "true"),
+    # issue 16 facts: one sequence's context is the longest request (n_ctx_seq; older builds n_ctx_slot);
+    # the build line is the version
+    fact(r"\bn_ctx_seq\s*=\s*(\d+)", "max_model_len"),
+    fact(r"\bn_ctx_slot\s*=\s*(\d+)", "max_model_len"),
+    fact(r"(?m)^build: (\d+ \(\w+\))", "engine_version", convert=str),
+    fact(r"\bflash_attn\s*=\s*(\w+)", "flash_attn", convert=str),
+    fact(r"llama_kv_cache\w*:.*?K \((\w+)\)", "kv_cache_dtype", convert=str),
 ]
 
 

@@ -9,7 +9,7 @@ families it declares (tests/telemetry/data/sglang_0.5.23_metric_families.txt).""
 
 from __future__ import annotations
 
-from harness.sweep.engines.base import KINDS, HttpEngine, fact
+from harness.sweep.engines.base import KINDS, HttpEngine, fact, int_list
 from harness.sweep.models import EngineSpec
 
 SGLANG_FACTS = [
@@ -27,6 +27,14 @@ SGLANG_FACTS = [
     # older: "Capture cuda graph end. Time elapsed: 5.17 s"; 0.5.23: "Capture target decode CUDA graph
     # end. elapsed=5.17 s" (the draft model's own capture is not the target's)
     fact(r"Capture (?:target [\w ]*?)?(?:cuda|CUDA) graph end\. (?:Time elapsed: |elapsed=)([\d.]+) ?s", "graph_capture_s"),
+    # issue 16 facts: the scheduler line's context_len is the final max length; the KV line its dtype;
+    # the ServerArgs dump at launch holds the backend and quantization; the graph runner its batch sizes
+    fact(r"context_len=(\d+)", "max_model_len"),
+    fact(r"KV Cache is allocated\. dtype: (?:torch\.)?(\w+)", "kv_cache_dtype", convert=str),
+    fact(r"\bkv_cache_dtype='(\w+)'", "kv_cache_dtype", convert=str),
+    fact(r"\battention_backend='(\w+)'", "attention_backend", convert=str),
+    fact(r"\bquantization='(\w+)'", "quantization", convert=str),
+    fact(r"(?i)Capture cuda graph bs \[([\d, ]*)\]", "cudagraph_sizes", convert=int_list),
 ]
 
 

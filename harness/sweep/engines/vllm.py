@@ -1,11 +1,22 @@
 """vLLM (`vllm serve`): ready at the first 200 on /health (the port is bound before the engine
 starts but answers nothing until the app is built); facts from the startup log lines of
-ENGINES.md 2b; prefix-cache reset through the dev endpoint (needs VLLM_SERVER_DEV_MODE=1)."""
+ENGINES.md 2b and vLLM 0.32's source (the CPU build's real log is tests/sweep/data/); prefix-cache
+reset through the dev endpoint (needs VLLM_SERVER_DEV_MODE=1).
+
+Startup facts the tuning guides tell the user to check (issue 16): the attention backend, the
+CUDA-graph capture sizes and mode, the final max_model_len (and whether auto-fit reduced it),
+quantization and KV-cache dtype in effect, the engine version, whether the compile cache hit.
+"""
 
 from __future__ import annotations
 
-from harness.sweep.engines.base import KINDS, HttpEngine, fact
+import re
+from typing import Any
+
+from harness.sweep.engines.base import KINDS, HttpEngine, fact, int_list, last_matches
 from harness.sweep.models import EngineSpec
+
+_BOOL = {"True": True, "False": False}
 
 VLLM_FACTS = [
     # one line since ~0.10 ("GPU" on CUDA, "CPU" on the CPU build), comma thousands separators;
@@ -20,12 +31,43 @@ VLLM_FACTS = [
     fact(r"# (?:GPU|CPU) blocks: (\d+)", "num_gpu_blocks"),
     fact(r"Graph capturing finished in ([\d.]+) secs?, took ([\d.]+) GiB", "graph_capture_s", "graph_capture_gib"),
     fact(
-        r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s(?:econds)?(?: \(compilation: ([\d.]+) s\))?",
+        r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s(?:econds)?(?: \(compilation: ([\d.]+) s)?",
         "init_engine_s",
         "compile_s",
     ),
-    fact(r"torch\.compile takes ([\d.]+) s in total", "torch_compile_s"),
+    fact(r"torch\.compile take[sn]? ([\d.]+) s in total|torch\.compile took ([\d.]+) s in total", "torch_compile_s", "torch_compile_s"),
+    fact(r"Dynamo bytecode transform time: ([\d.]+) s", "dynamo_s"),
+    # the engine's own facts (issue 16)
+    fact(r"vLLM API server version ([\w.+-]+)|LLM engine \(v([\w.+-]+)\)", "engine_version", "engine_version", convert=str),
+    fact(r"Using (\w+) attention backend out of potential backends", "attention_backend", convert=str),
+    fact(r"Using (?:AttentionBackendEnum\.)?(\w+) backend\.", "attention_backend", convert=str),
+    fact(r"Using (Flash Attention|FlashInfer|Triton|XFormers|Torch SDPA|[\w ]+?) backend on V1 engine", "attention_backend", convert=str),
+    fact(r"\bmax_seq_len=(\d+)", "max_model_len_configured"),
+    fact(r"Auto-fit max_model_len: reduced from (\d+) to (\d+)", "max_model_len_auto_fit_from", "max_model_len"),
+    fact(r"LLM engine \(v[^)]*\) with config: .*?\bquantization=([\w-]+)", "quantization", convert=str),
+    fact(r"LLM engine \(v[^)]*\) with config: .*?\bkv_cache_dtype=([\w-]+)", "kv_cache_dtype", convert=str),
+    fact(r"LLM engine \(v[^)]*\) with config: .*?\benforce_eager=(True|False)", "enforce_eager", convert=_BOOL.__getitem__),
+    fact(r"'cudagraph_mode': <CUDAGraphMode\.(\w+)", "cudagraph_mode", convert=str),
+    fact(r"'cudagraph_capture_sizes': \[([\d, ]*)\]", "cudagraph_sizes", convert=int_list),
+    fact(r"Using cache directory: (\S+) for vLLM's torch\.compile", "compile_cache_dir", convert=str),
 ]
+
+#: the CPU build compiles during its warmup and logs no compile time: the two lines' stamps tell it
+_STAMPED = r"(?m)^\(\w[\w -]* pid=\d+\) \w+ (\d\d-\d\d \d\d:\d\d:\d\d)\S* \[[^\]]*\] "
+_WARMUP_START = _STAMPED + r"Warming up model for the compilation"
+_WARMUP_END = _STAMPED + r"Warming up done"
+
+
+def _stamp_s(stamp: str) -> float:
+    """Seconds of an `MM-DD HH:MM:SS` log stamp since the start of its year (day resolution is
+    enough: a warmup does not span New Year)."""
+    import datetime as dt
+
+    t = dt.datetime.strptime("2001-" + stamp, "%Y-%m-%d %H:%M:%S")
+    return (t - dt.datetime(2001, 1, 1)).total_seconds()
+
+
+_CAPTURE_BAR = r"Capturing CUDA graphs \(([^,()]+), (\w+)\):[^\r\n]*?\| *(\d+)/(\d+)"
 
 
 class VLLM(HttpEngine):
@@ -35,9 +77,36 @@ class VLLM(HttpEngine):
     reset_path = "/reset_prefix_cache"
     facts = VLLM_FACTS
     env = {"VLLM_SERVER_DEV_MODE": "1"}  # enables /reset_prefix_cache, as `vllm bench sweep` does
+    cache_env = {"VLLM_CACHE_ROOT": "vllm", "TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
 
     def default_command(self, spec: EngineSpec) -> list[str]:
         return ["vllm", "serve", "{model}", "--host", "{host}", "--port", "{port}"]
+
+    def derive_facts(self, facts: dict[str, Any], log_text: str) -> None:
+        # the final length: what the KV-cache line sizes concurrency for (after any auto-fit)
+        if "max_model_len" not in facts and "max_concurrency_for_tokens" in facts:
+            facts["max_model_len"] = facts["max_concurrency_for_tokens"]
+        if facts.get("quantization") == "None":
+            facts["quantization"] = None
+        bars: dict[str, int] = {}
+        for m in last_matches(_CAPTURE_BAR, log_text):
+            bars[f"{m.group(1).strip()} {m.group(2)}"] = int(m.group(4))
+        if bars:
+            facts["cudagraph_captured"] = bars
+        start, end = last_matches(_WARMUP_START, log_text), last_matches(_WARMUP_END, log_text)
+        if start and end:
+            facts["warmup_compile_s"] = max(0.0, _stamp_s(end[-1].group(1)) - _stamp_s(start[0].group(1)))
+        if facts.get("enforce_eager") is True:
+            facts.setdefault("cudagraph_mode", "NONE")
+        text = log_text
+        if "compile_cache_dir" in facts or "Directly load the compiled graph" in text or "Compiling a graph for" in text:
+            if re.search(r"Directly load the compiled graph", text):
+                facts["compile_cache_hit"] = True
+            elif re.search(r"Compiling a graph for", text):
+                facts["compile_cache_hit"] = False
+        super().derive_facts(facts, log_text)
+        if facts.get("cudagraph_mode") == "NONE":
+            facts["cudagraph_count"] = 0
 
 
 KINDS.add("vllm", VLLM())

@@ -1,0 +1,105 @@
+"""What an engine's startup log says, in words: the facts the tuning guides tell the user to check
+(attention backend, CUDA-graph sizes and mode, the final max_model_len, quantization, KV-cache
+dtype, engine version, compile cache), for the sweep's progress line, closing table and report.
+
+`max_len_warning` compares the final max_model_len with what the scenario can ask for: vLLM's
+auto-fit (`--max-model-len auto`) silently shrinks the length to what the KV cache holds, and
+requests longer than that are rejected with a 400 at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.scenario.models import Scenario
+
+
+def _sizes_text(facts: dict[str, Any]) -> str | None:
+    count = facts.get("cudagraph_count")
+    if count is None:
+        return None
+    mode = facts.get("cudagraph_mode")
+    if count == 0:
+        return "no CUDA graphs" + (" (eager)" if facts.get("enforce_eager") or mode == "NONE" else "")
+    sizes = facts.get("cudagraph_sizes") or []
+    span = f" {sizes[0]}-{sizes[-1]}" if sizes else ""
+    return f"{count} CUDA graphs{span}" + (f" {mode}" if mode else "")
+
+
+def facts_line(facts: dict[str, Any]) -> str:
+    """One line of the facts that tell what the engine is really running with ('' when none)."""
+    bits = []
+    if facts.get("attention_backend"):
+        bits.append(f"attention {facts['attention_backend']}")
+    sizes = _sizes_text(facts)
+    if sizes:
+        bits.append(sizes)
+    if facts.get("max_model_len") is not None:
+        text = f"max_model_len {facts['max_model_len']:,}"
+        if facts.get("max_model_len_auto_fit_from"):
+            text += f" (auto-fit from {facts['max_model_len_auto_fit_from']:,})"
+        bits.append(text)
+    if facts.get("quantization"):
+        bits.append(f"quantization {facts['quantization']}")
+    if facts.get("kv_cache_dtype") and facts["kv_cache_dtype"] != "auto":
+        bits.append(f"KV {facts['kv_cache_dtype']}")
+    if "compile_cache_hit" in facts:
+        bits.append("compile cache hit" if facts["compile_cache_hit"] else "compiled (cache miss)")
+    if facts.get("engine_version"):
+        bits.append(f"version {facts['engine_version']}")
+    return " · ".join(bits)
+
+
+def _upper(dist: Any) -> int | None:
+    if dist is None:
+        return None
+    for attr in ("value", "max"):
+        v = getattr(dist, attr, None)
+        if isinstance(v, int):
+            return v
+    return None
+
+
+def workload_max_len(scenario: Scenario) -> int | None:
+    """The longest prompt + output a scenario's classes can ask for; None when a class's lengths
+    have no upper bound (an unbounded distribution, a dataset)."""
+    longest = 0
+    for cls in scenario.workload.classes:
+        out = _upper(cls.output_tokens)
+        inp = _upper(cls.input_tokens) if cls.dataset is None else None
+        if inp is None or out is None:
+            return None
+        prefix = cls.shared_prefix.tokens if cls.shared_prefix is not None else 0
+        longest = max(longest, inp + out + prefix)
+    return longest or None
+
+
+def max_len_warning(facts: dict[str, Any], scenario: Scenario, name: str = "") -> str | None:
+    final = facts.get("max_model_len")
+    need = workload_max_len(scenario)
+    if not isinstance(final, int) or need is None or final >= need:
+        return None
+    why = (f"auto-fit reduced it from {facts['max_model_len_auto_fit_from']:,} to fit the KV cache"
+           if facts.get("max_model_len_auto_fit_from") else "as configured")
+    return (f"max_model_len is {final:,} ({why}) but scenario {name or 'the scenario'} asks for up to {need:,} "
+            "tokens: longer requests are rejected; raise --gpu-memory-utilization or set --max-model-len "
+            "and lower --max-num-seqs")
+
+
+def facts_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """The sweep's closing lines: per config, the engine facts of its (first) start."""
+    seen: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        facts = e.get("startup_facts") or {}
+        if facts and e["config_id"] not in seen:
+            seen[e["config_id"]] = facts
+    rows = [(cid, facts_line(f), f.get("max_model_len_warning")) for cid, f in seen.items()]
+    rows = [r for r in rows if r[1] or r[2]]
+    if not rows:
+        return []
+    lines = ["engine startup facts (from each config's log)"]
+    for cid, line, warning in rows:
+        lines.append(f"  {cid}: {line}")
+        if warning:
+            lines.append(f"    ! {warning}")
+    return lines
