@@ -130,11 +130,13 @@ async def capture_graphs(cfg: SimConfig, graph_bytes: int) -> None:
         bars.append(("decode, FULL" if cfg.cudagraph_mode != "FULL" else "mixed prefill-decode, FULL", decode))
     import sys
 
+    # each bar gets its share of the time, so that n / rate in the bar is its duration (as in vLLM's)
+    total = sum(len(g) for _, g in bars) or 1
     for label, group in bars:
         n = len(group)
-        rate = n / max(elapsed, 1e-3)
+        took = max(elapsed * n / total, 1e-6)
         sys.stderr.write(f"Capturing CUDA graphs ({label}): 100%|██████████| {n}/{n} "
-                         f"[00:{int(elapsed):02d}<00:00, {rate:.2f}it/s]\n")
+                         f"[00:{int(took):02d}<00:00, {n / took:.2f}it/s]\n")
     sys.stderr.flush()
     logs.log(logs.CORE, "gpu_model_runner.py:3480",
              f"Graph capturing finished in {elapsed:.0f} secs, took {graph_bytes / GIB:.2f} GiB")

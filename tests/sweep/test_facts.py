@@ -13,10 +13,28 @@ def test_vllm_cpu_build_real_log():
         "max_concurrency": 256.0,
         "kv_cache_gib": 1.0,
         "weights_load_s": 0.02,
+        "init_model_s": 0.134131,
         "init_engine_s": 34.75,
         "max_model_len": 2048,
         "warmup_compile_s": 33.0,  # the stamps of "Warming up model for the compilation" and "Warming up done"
     }
+
+
+def test_vllm_cpu_build_real_cold_start_log():
+    """A whole cold start of the real CPU build (vllm-cpu 0.32.0, tiny model, fresh VLLM_CACHE_ROOT,
+    captured on this project's loaded 2-core machine: hence the minutes)."""
+    facts = get_kind("vllm").startup_facts((DATA / "vllm_cpu_0.32_cold_start.log").read_text())
+    assert facts["engine_version"] == "0.32.0"
+    assert facts["max_model_len"] == facts["max_model_len_configured"] == 2048 and "max_model_len_auto_fit_from" not in facts
+    assert facts["quantization"] is None and facts["kv_cache_dtype"] == "auto" and facts["enforce_eager"] is False
+    # no CUDA graphs on CPU: mode NONE, no sizes; no attention-backend line either (CPU_ATTN is chosen silently)
+    assert facts["cudagraph_mode"] == "NONE" and facts["cudagraph_sizes"] == [] and facts["cudagraph_count"] == 0
+    assert "attention_backend" not in facts
+    # the AOT compile cache was written under the start's VLLM_CACHE_ROOT: a miss
+    assert facts["compile_cache_hit"] is False and "/torch_compile_cache/torch_aot_compile/" in facts["compile_cache_dir"]
+    # compile time from the warmup lines' stamps (the CPU build logs no compile figure)
+    assert facts["warmup_compile_s"] == 324.0 and facts["init_engine_s"] == 326.91
+    assert facts["weights_load_s"] == 0.13 and facts["init_model_s"] == 1.395911 and facts["profile_run_s"] == 0.72
 
 
 def test_vllm_gpu_one_line_format():
@@ -33,7 +51,7 @@ Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████
         "kv_cache_tokens": 419840, "max_concurrency_for_tokens": 32768, "max_concurrency": 12.81,
         "model_load_gib": 14.9889, "model_load_s": 5.382, "kv_cache_gib": 51.25,
         "graph_capture_s": 11, "graph_capture_gib": 0.54, "init_engine_s": 38.47, "compile_s": 21.03,
-        "max_model_len": 32768, "cudagraph_captured": {"mixed prefill-decode PIECEWISE": 67},
+        "max_model_len": 32768, "cudagraph_captured": {"mixed prefill-decode PIECEWISE": 67}, "graph_capture_bars_s": 4.408,
     }
 
 

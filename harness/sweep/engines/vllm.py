@@ -28,6 +28,7 @@ VLLM_FACTS = [
     fact(r"Available KV cache memory: ([\d.]+) GiB", "kv_cache_gib"),
     fact(r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache", "kv_cache_gib"),  # CPU build
     fact(r"Loading weights took ([\d.]+) seconds", "weights_load_s"),
+    fact(r"Initializing model took ([\d.]+) seconds", "init_model_s"),  # CPU build: before the weights
     fact(r"# (?:GPU|CPU) blocks: (\d+)", "num_gpu_blocks"),
     fact(r"Graph capturing finished in ([\d.]+) secs?, took ([\d.]+) GiB", "graph_capture_s", "graph_capture_gib"),
     fact(
@@ -50,7 +51,14 @@ VLLM_FACTS = [
     fact(r"'cudagraph_mode': <CUDAGraphMode\.(\w+)", "cudagraph_mode", convert=str),
     fact(r"'cudagraph_capture_sizes': \[([\d, ]*)\]", "cudagraph_sizes", convert=int_list),
     fact(r"Using cache directory: (\S+) for vLLM's torch\.compile", "compile_cache_dir", convert=str),
+    # 0.32's AOT compile cache (the CPU build logs these, not the lines above)
+    fact(r"Directly load AOT compilation from path (\S+)|saved AOT compiled function to (\S+)",
+         "compile_cache_dir", "compile_cache_dir", convert=str),
+    fact(r"Initial profiling/warmup run took ([\d.]+) s", "profile_run_s"),
 ]
+
+_CACHE_HIT = re.compile(r"Directly load the compiled graph|Directly load AOT compilation")
+_CACHE_MISS = re.compile(r"Compiling a graph for|saved AOT compiled function|Compiling model again due to a load failure")
 
 #: the CPU build compiles during its warmup and logs no compile time: the two lines' stamps tell it
 _STAMPED = r"(?m)^\(\w[\w -]* pid=\d+\) \w+ (\d\d-\d\d \d\d:\d\d:\d\d)\S* \[[^\]]*\] "
@@ -67,7 +75,7 @@ def _stamp_s(stamp: str) -> float:
     return (t - dt.datetime(2001, 1, 1)).total_seconds()
 
 
-_CAPTURE_BAR = r"Capturing CUDA graphs \(([^,()]+), (\w+)\):[^\r\n]*?\| *(\d+)/(\d+)"
+_CAPTURE_BAR = r"Capturing CUDA graphs \(([^,()]+), (\w+)\):[^\r\n]*?\| *(\d+)/(\d+) \[[\d:]+<[\d:?]+, *([\d.]+)(s/it|it/s)\]"
 
 
 class VLLM(HttpEngine):
@@ -89,21 +97,27 @@ class VLLM(HttpEngine):
         if facts.get("quantization") == "None":
             facts["quantization"] = None
         bars: dict[str, int] = {}
+        seconds: dict[str, float] = {}
         for m in last_matches(_CAPTURE_BAR, log_text):
-            bars[f"{m.group(1).strip()} {m.group(2)}"] = int(m.group(4))
+            key = f"{m.group(1).strip()} {m.group(2)}"
+            n, rate = int(m.group(4)), float(m.group(5))
+            bars[key] = n
+            if m.group(3) == m.group(4) and rate > 0:  # a finished bar: n / rate is its duration
+                seconds[key] = n / rate if m.group(6) == "it/s" else n * rate
         if bars:
             facts["cudagraph_captured"] = bars
+        if seconds:
+            # finer than "Graph capturing finished in N secs" (whole seconds)
+            facts["graph_capture_bars_s"] = round(sum(seconds.values()), 3)
         start, end = last_matches(_WARMUP_START, log_text), last_matches(_WARMUP_END, log_text)
         if start and end:
             facts["warmup_compile_s"] = max(0.0, _stamp_s(end[-1].group(1)) - _stamp_s(start[0].group(1)))
         if facts.get("enforce_eager") is True:
             facts.setdefault("cudagraph_mode", "NONE")
-        text = log_text
-        if "compile_cache_dir" in facts or "Directly load the compiled graph" in text or "Compiling a graph for" in text:
-            if re.search(r"Directly load the compiled graph", text):
-                facts["compile_cache_hit"] = True
-            elif re.search(r"Compiling a graph for", text):
-                facts["compile_cache_hit"] = False
+        if _CACHE_MISS.search(log_text):
+            facts["compile_cache_hit"] = False
+        elif _CACHE_HIT.search(log_text):
+            facts["compile_cache_hit"] = True
         super().derive_facts(facts, log_text)
         if facts.get("cudagraph_mode") == "NONE":
             facts["cudagraph_count"] = 0
