@@ -23,7 +23,7 @@ TRACKED_ROOTS = ("harness/", "docs/", "scenarios/", "bench/", "grafana/", "tools
 RUN_FILES = {"scenario.yaml", "summary.json", "histograms.json", "requests.jsonl", "engine_metrics.jsonl",
              "progress.jsonl", "report.md", "report.html", "index.json", "summary.csv", "sweep.yaml", "baseline.json",
              "engine.json", "load_plan.json", "compare.json", "compare.txt", "run.sh", "load.log", "sim.log",
-             "tune.json", "recommended.yaml", "cost.json"}
+             "tune.json", "recommended.yaml", "cost.json", "startup.json", "startup.yaml"}
 #: words under a tracked root that are not paths (a container image)
 NOT_PATHS = {"grafana/grafana"}
 PLACEHOLDER = re.compile(r"[<>\[\]{}]|\.\.\.|…|\$")

@@ -21,6 +21,7 @@ COMMANDS = {
     "run": "harness.cli.run",
     "sim": "harness.cli.sim",
     "sweep": "harness.cli.sweep",
+    "startup": "harness.cli.startup",
     "tune": "harness.cli.tune",
     "report": "harness.cli.report",
     "compare": "harness.cli.compare",
