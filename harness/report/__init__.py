@@ -26,6 +26,10 @@ def build_document(path: Path | str):
     p = Path(path)
     if not p.is_dir():
         raise UserError(f"{p}: no such directory; pass a run directory or a sweep directory")
+    if (p / "startup.json").is_file():  # a `harness startup` directory
+        from harness.report.startup_view import build_startup_report
+
+        return build_startup_report(p)
     kind = kind_of(p)
     if kind == "sweep":
         return build_sweep_report(load_sweep(p))

@@ -109,11 +109,7 @@ def _stem(text: str) -> str:
 
 
 def write_startup_report(path: Path | str) -> Path:
-    from harness.report.writers import WRITERS
+    """report.md and report.html of a startup directory (`harness report DIR` does the same)."""
+    from harness.report import write_report
 
-    p = Path(path)
-    doc = build_startup_report(p)
-    written = [WRITERS.get(f).write(doc, p) for f in ("md", "html")]
-    for fig in doc.figures.values():
-        fig.figure.clear()
-    return next((w for w in written if w.name == "report.html"), written[0])
+    return write_report(path)

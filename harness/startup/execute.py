@@ -95,14 +95,16 @@ class StartupRunner:
                 continue
             if STOP.requested:
                 raise KeyboardInterrupt
-            if start.kind == "cold" or cache is None or not cache.exists():
+            primed = cache is not None and cache.exists()
+            if start.kind == "cold" or not primed:
                 fresh = self.out / "caches" / config.id / start.id.split("__")[-1]
                 if fresh.exists():
                     shutil.rmtree(fresh)
                 if start.kind == "cold" and cache is not None and cache != fresh and cache.exists():
                     shutil.rmtree(cache, ignore_errors=True)  # only the last cold start's caches are needed
                 cache = fresh
-            self._one_start(start, cache, keep_for=cell if want_cell else None)
+            note = None if start.kind == "cold" or primed else "no cold start filled the caches first (cold: 0): this start began empty"
+            self._one_start(start, cache, keep_for=cell if want_cell else None, note=note)
 
     # ------------------------------------------------------------ one start
     def _cwd(self) -> Path | None:
@@ -125,7 +127,7 @@ class StartupRunner:
             env["HF_HOME"] = str(cache / "hf")
         return env
 
-    def _one_start(self, start: Start, cache: Path, keep_for: Any = None) -> None:
+    def _one_start(self, start: Start, cache: Path, keep_for: Any = None, note: str | None = None) -> None:
         spec = self.spec.engine
         port = free_port(spec.host) if spec.port == "auto" else int(spec.port)
         if spec.port != "auto":
@@ -137,7 +139,7 @@ class StartupRunner:
         base_url = f"http://{spec.host}:{port}"
         record: dict[str, Any] = {"id": start.id, "config_id": start.config.id, "kind": start.kind, "n": start.n,
                                   "argv": argv, "log": log_rel, "cache_dir": str(cache),
-                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S"), **({"note": note} if note else {})}
         self._say(f"▶ {start.config.id}: {start.kind} start {start.n}")
         try:
             proc.start(header=f"startup {start.id} ({start.kind}, cache {cache})")
