@@ -262,6 +262,10 @@ def _measure(
             f"(see {run_dir.load_log})")
         summary.validity["ok"] = False
     summary.prefix_cache_isolation = info.get("prefix_cache_isolation")
+    if scenario.load.offline:  # makespan, submit spread, peak in flight; a warning when the client was the limit
+        from harness.results.offline import offline_facts
+
+        offline_facts(summary, run_dir.requests, scenario.load.requests or 0)
     if telemetry is not None:
         reconcile = engine_reconcile(summary, engine)
         from harness.prefix_cache import hit_rate_warning, workload_max_hit_rate
@@ -373,9 +377,11 @@ def _start_load_process(scenario: Scenario, scenario_dir: Path, target_url: str,
 
 def load_block(scenario: Scenario) -> dict[str, Any]:
     load = scenario.load
-    block: dict[str, Any] = {"mode": "open" if load.open_loop else "closed", "duration_s": load.duration_s,
-                             "requests": load.requests, "ramp_s": load.ramp_s}
-    if load.open_loop:
+    mode = "offline" if load.offline else "open" if load.open_loop else "closed"
+    block: dict[str, Any] = {"mode": mode, "duration_s": load.duration_s, "requests": load.requests, "ramp_s": load.ramp_s}
+    if load.offline:  # every request at once: a batch-throughput run (makespan and the client check added after it)
+        block["concurrency"] = load.requests
+    elif load.open_loop:
         block.update(rate=load.rate, arrival=load.arrival, burstiness=load.burstiness, max_in_flight=load.max_in_flight)
         if load.trace is not None:
             block["trace"] = load.trace.model_dump()

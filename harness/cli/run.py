@@ -24,6 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="run directory (default: results/<UTC time>-<scenario name>)")
     p.add_argument("-u", "--concurrency", "--users", type=int, help="closed loop with N users (replaces the file's load mode)")
     p.add_argument("--rate", type=float, help="open loop at R requests/s (replaces the file's load mode)")
+    p.add_argument("--offline", action="store_true",
+                   help="offline throughput: submit all --requests N at once, the engine drains them (replaces the file's load mode)")
     p.add_argument("-r", "--spawn-rate", type=float, metavar="USERS_PER_S",
                    help="closed loop: start this many users per second (Locust's -r; sets load.ramp_s)")
     p.add_argument("-t", "--duration", "--run-time", type=duration_arg,
@@ -67,6 +69,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict:
         "target.api": args.api,
         "load.concurrency": args.concurrency,
         "load.rate": args.rate,
+        "load.offline": True if getattr(args, "offline", False) else None,
         "load.duration_s": args.duration,
         "load.requests": args.requests,
         "warmup.duration_s": args.warmup,

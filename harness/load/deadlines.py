@@ -18,7 +18,11 @@ MIN_DRAIN_S = 10.0
 
 
 def drain_s(scenario: Scenario, stop_grace_s: float) -> float:
-    """Seconds in-flight requests may finish after the window ends before they are cut."""
+    """Seconds in-flight requests may finish after the window ends before they are cut.
+    Offline: every request is handed out at once, so the whole run is the drain; only the
+    request timeout bounds it."""
+    if scenario.load.offline:
+        return max(stop_grace_s, request_timeout_s(scenario))
     duration = scenario.load.duration_s
     if duration is None:
         return stop_grace_s

@@ -115,12 +115,24 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
     drain_text = f" (incl. {drain:.1f} s drain)" if drain >= 0.05 else ""
     p(f"window {w.get('duration_s', 0):.1f} s{drain_text} after {w.get('warmup_s', 0):.1f} s warmup; "
       f"fingerprint {s.scenario.get('fingerprint', {}).get('value')}; clock: {s.timing.get('clock')} receive stamps")
+    off = s.load.get("offline") if isinstance(s.load, dict) else None
+    if off:
+        spread = off.get("submit_spread_s")
+        p(f"offline: {off.get('requests')} requests submitted at once (on the wire within "
+          f"{'-' if spread is None else f'{spread:.2f}'} s, {off.get('peak_in_flight')} in flight at most); "
+          f"makespan {off.get('makespan_s', 0):.2f} s")
+        if off.get("req_per_s") is not None:
+            p(f"offline throughput: {off['req_per_s']:,.2f} req/s   input {off['input_tok_per_s']:,.0f} tok/s   "
+              f"output {off['output_tok_per_s']:,.0f} tok/s  (over the makespan)")
     p("")
     cols = [c for c in next(iter(chosen.values()), {}) if c not in ("count", "mean", "max")] + ["max", "mean"] if chosen else []
+    head = "latency (ms, offline)" if off else "latency (ms)"
     if chosen:
-        p(f"  {'latency (ms)':<22}" + "".join(f"{c:>10}" for c in cols))
+        p(f"  {head:<22}" + "".join(f"{c:>10}" for c in cols))
     else:
-        p(f"  {'latency (ms)':<22}{'p50':>10}{'p90':>10}{'p99':>10}{'p99.9':>10}{'max':>10}{'mean':>10}")
+        p(f"  {head:<22}{'p50':>10}{'p90':>10}{'p99':>10}{'p99.9':>10}{'max':>10}{'mean':>10}")
+    if off:
+        p(f"  ({off.get('latency_label')})")
     labels = {"ttft": "TTFT", "itl_token": "ITL (per token)", "itl_chunk": "ITL (per chunk)",
               "tpot": "TPOT", "e2e": "E2E", "send_lag": "send lag (open loop)"}
     for key, label in labels.items():
