@@ -95,3 +95,37 @@ def test_sweep_figures(fx):
     assert "goodput" in good.get_ylabel()
     for f in figs.values():
         assert f.png().startswith(PNG)
+
+
+def _over_time(progress, engine=None):
+    from harness.report.figures import over_time_figure
+
+    return over_time_figure(engine or [], progress).axes
+
+
+def test_client_throughput_has_no_spike_at_the_final_progress_line():
+    """Audit D22: the final progress line came 0.2 s after the last periodic one, and the tokens
+    counted as the last requests finished drew a spike of several times the real rate."""
+    t0 = 1_700_000_000.0
+    progress = [{"t": t0 + i, "phase": "measure", "output_tokens": 100 * i, "in_flight": 4} for i in range(20)]
+    progress.append({"t": t0 + 19.2, "phase": "done", "output_tokens": 100 * 19 + 60, "in_flight": 0})
+    ax = _over_time(progress)[3]
+    line = next(ln for ln in ax.get_lines() if ln.get_label().startswith("client output tokens/s"))
+    assert max(line.get_ydata()) < 150  # steady 100 tok/s; the old sliver rate was 300
+
+
+def test_throughput_legend_does_not_cover_the_panel_title():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    t0 = 1_700_000_000.0
+    progress = [{"t": t0 + i, "phase": "measure", "output_tokens": 100 * i, "in_flight": 4} for i in range(10)]
+    engine = [{"t": t0 + i, "generation_tokens_total": 90.0 * i, "prompt_tokens_total": 900.0 * i} for i in range(10)]
+    axes = _over_time(progress, engine)
+    fig = axes[3].figure
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    title = axes[3].title if axes[3].title.get_text() else axes[3]._left_title
+    legend = axes[3].get_legend()
+    assert title.get_text() == "Throughput"
+    assert not title.get_window_extent(renderer).overlaps(legend.get_window_extent(renderer))
