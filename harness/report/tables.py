@@ -103,7 +103,7 @@ def engine_table(run: RunData) -> Table:
     if isinstance(gm, dict) and gm.get("available") is not False and _num(gm.get("used_max_bytes")) is not None:
         used, total = _num(gm.get("used_max_bytes")), _num(gm.get("total_bytes"))
         share = f" of {fmt_bytes_gib(total)} ({fmt_pct(100 * used / total)})" if total else ""
-        rows.append(["GPU memory used (max)", fmt_bytes_gib(used) + share])
+        rows.append(["GPU memory used (max)", fmt_bytes_gib(used) + share + (" (simulated engine's model)" if gm.get("simulated") else "")])
     else:
         why = gm.get("reason") if isinstance(gm, dict) else None
         rows.append(["GPU memory used (max)", "not available" + (f": {why}" if why else "")])

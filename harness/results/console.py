@@ -165,7 +165,8 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
                 line += f" (expected {_pct(pc['expected_hit_rate'])})"
         p(line)
         if gm.get("used_max_bytes"):
-            p(f"  GPU memory {gm['used_max_bytes'] / 2**30:,.1f} GiB used of {gm.get('total_bytes', 0) / 2**30:,.1f} GiB")
+            p(f"  GPU memory {gm['used_max_bytes'] / 2**30:,.1f} GiB used of {(gm.get('total_bytes') or 0) / 2**30:,.1f} GiB"
+              + ("  (simulated engine's model, not a measurement)" if gm.get("simulated") else ""))
         else:  # the README promises the line; say why there is no number (audit D20)
             p(f"  GPU memory not available ({gm.get('reason') or 'not sampled'})")
     if len(s.per_class) > 1:

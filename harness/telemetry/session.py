@@ -428,9 +428,14 @@ class TelemetrySession:
                 pass
 
     # ================================================================== summary
-    def _gpu_block(self) -> dict:
+    def _gpu_block(self, acc: Any = None) -> dict:
         if self._nvml is not None and self._nvml.active:
             return self._nvml.block()
+        used = (acc.gauges.get("sim_gpu_used_bytes") if acc is not None else None) or []
+        if used:  # the simulated engine has no NVML; it exports its modelled device memory (audit D20)
+            total = acc.gauges.get("sim_gpu_total_bytes") or []
+            return {"available": True, "source": "simulated engine (sim_gpu_memory_used_bytes)", "simulated": True,
+                    "used_max_bytes": int(max(used)), "total_bytes": int(total[-1]) if total else None, "samples": len(used)}
         return gpu_unavailable(self._gpu_reason or "no GPU memory source")
 
     def _telemetry_extra(self) -> dict[str, Any]:
@@ -491,7 +496,7 @@ class TelemetrySession:
             scrapes=acc.scrapes,
             missing_reason=reason,
             expected_hit_rate=self.expected_hit_rate,
-            gpu_memory=self._gpu_block(),
+            gpu_memory=self._gpu_block(acc),
             extra_telemetry=self._telemetry_extra(),
         )
 
