@@ -98,6 +98,10 @@ class Tuner:
         self.ledger.write()
         if not interrupted:
             self._write_recommended(doc)
+            saved = self._save_baseline()
+            if saved is not None:
+                doc["final"]["baseline"] = saved
+                atomic_write(self.out / "tune.json", json.dumps(doc, indent=2, default=str) + "\n")
             self._write_report()
         return TuneOutcome(self.out, doc, interrupted)
 
@@ -139,6 +143,24 @@ class Tuner:
                 f"# final vs baseline: {vs}; decisions: {self.out / 'tune.json'}\n")
         body = yaml.safe_dump({"base": doc["final"]["flags"]}, sort_keys=False)
         atomic_write(self.out / "recommended.yaml", head + body)
+
+    def _save_baseline(self) -> dict[str, Any] | None:
+        """The final run, saved as the baseline `tune-<name>` with recommended.yaml as its engine
+        config (the store: $HARNESS_BASELINES or results/baselines), so later runs compare with
+        `harness compare baseline:tune-<name> RUN`. Replaces an earlier tune's baseline of that name."""
+        final = getattr(self.ctx, "final", None)
+        if final is None or not final.ok:
+            return None
+        from harness.report import baselines
+
+        name = f"tune-{self.spec.file.name}"
+        try:
+            path, _notes = baselines.save(final.sweep_dir, name, engine_config=self.out / "recommended.yaml", force=True)
+        except Exception as exc:  # the tune's decisions stand without the saved baseline
+            self.say(f"  note: final not saved as a baseline: {type(exc).__name__}: {exc}")
+            return None
+        self.say(f"[tune] final saved as baseline {name!r} ({path}); compare later runs with: harness compare baseline:{name} RUN")
+        return {"name": name, "path": str(path)}
 
     def _write_report(self) -> None:
         from harness.tune.report import write_tune_report

@@ -88,6 +88,13 @@ def load_tune(path: str | Path) -> TuneSpec:
         if parsed:
             problems.append(f"{path}: context.max_model_len: required (a workload length has no maximum); "
                             "set it to the longest prompt + output the service accepts")
+    if tune.quality is not None:  # a bad prompts file fails before any start
+        from harness.quality.dataset import load_quality_set
+
+        try:
+            load_quality_set(tune.quality.prompts, base_dir)
+        except UserError as exc:
+            problems.extend(f"{path}: {line}" for line in exc.lines)
     if problems:
         raise UserError(*problems)
     return TuneSpec(tune, path.resolve(), scenarios, parsed, mml, source)

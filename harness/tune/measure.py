@@ -150,6 +150,18 @@ class Measurement:
                         best[f.id] = f
         return sorted(best.values(), key=lambda f: -f.severity)
 
+    def quality_run(self):  # type: ignore[no-untyped-def]
+        """The config's greedy outputs (harness.quality.QualityRun) from its first cell that has
+        them, or None (no quality block, or the pass failed)."""
+        from harness.quality.runner import read_quality_run
+
+        for e in self.entries:
+            if e.get("run_dir"):
+                run = read_quality_run(self.sweep_dir / e["run_dir"])
+                if run is not None and run.outputs:
+                    return run
+        return None
+
     def goodput(self, scenario: str | None = None) -> float | None:
         g = self.metric("goodput_req_per_s", scenario)
         return g if g is not None else self.metric("req_per_s", scenario)
@@ -264,7 +276,13 @@ class Measurer:
         if t.slo is not None:
             overrides["slo"] = t.slo.model_dump(exclude_none=True)
         cast = int if t.load.concurrency is not None else float
-        return {
+        quality = None
+        if t.quality is not None:  # greedy outputs per config (outside every window); the steps judge them
+            prompts = Path(t.quality.prompts)
+            quality = {**t.quality.model_dump(mode="json", exclude_none=True),
+                       "prompts": str(prompts if prompts.is_absolute() else (self.spec.source.parent / prompts).resolve()),
+                       "baseline": configs[0]["id"]}
+        doc = {
             "name": _safe_id(f"{t.name}-{name}")[:60],
             "description": f"harness tune {t.name}: step {name}",
             "engine": engine,
@@ -276,6 +294,9 @@ class Measurer:
             "repeats": t.measure.repeats,
             "warmup": {"duration_s": t.measure.warmup_s},
         }
+        if quality is not None:
+            doc["quality"] = quality
+        return doc
 
     def _run(self, step_dir_name: str, sets: list[dict[str, Any]], label: str) -> None:
         sweep_dir = self.out / "steps" / step_dir_name

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from harness.scenario.quality import QualitySpec
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.scenario.models import SLO
@@ -77,13 +78,6 @@ class Measure(Strict):
     )
 
 
-class Quality(Strict):
-    """The quality gate for the FP8 / quantization steps (harness.quality); absent = not checked."""
-
-    scenario: str | None = Field(default=None, description="quality scenario / eval set, relative to this file")
-    settings: dict[str, Any] = Field(default_factory=dict, description="passed to the quality gate")
-
-
 STEP_NAMES = (
     "context-length", "gpu-memory", "baseline", "max-num-seqs", "cuda-graphs", "max-num-batched-tokens",
     "cache-check", "kv-dtype", "parallelism", "speculative", "final",
@@ -106,7 +100,9 @@ class TuneFile(Strict):
     )
     budget: Budget = Field(default_factory=Budget)
     measure: Measure = Field(default_factory=Measure)
-    quality: Quality | None = None
+    quality: QualitySpec | None = Field(
+        default=None, description="the quality block of scenario and sweep files (docs/quality.md); the kv-dtype and "
+        "speculative steps accept a change only with its gate passed; absent: 'quality not checked'")
     gpus: Annotated[int, Field(ge=1)] = Field(default=1, description="GPUs the parallelism step may use")
 
     @field_validator("base")

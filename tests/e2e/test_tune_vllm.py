@@ -31,7 +31,7 @@ def test_vllm_cpu_short_tune(real_vllm, tmp_path):
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "tune", str(path), "--out", str(out)],
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=2300)
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_BASELINES": str(tmp_path / "baselines")}, capture_output=True, text=True, timeout=2300)
     print(proc.stdout[-4000:])
     assert proc.returncode == 0, proc.stderr[-4000:]
     doc = json.loads((out / "tune.json").read_text())

@@ -24,7 +24,7 @@ TUNE = ROOT / "scenarios" / "tune"
 
 
 def tune(*args: str, **kw) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_BASELINES": str(kw.pop("baselines", ROOT / ".cache" / "test-baselines"))}
     return subprocess.Popen([sys.executable, "-m", "harness.cli.main", "tune", *args, "--quiet"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, **kw)
 
@@ -94,7 +94,7 @@ def test_prefix_caching_off_is_turned_on_and_resume_after_kill_redoes_no_cell(tm
     assert len(before) >= 2
     starts_before = json.loads((out / "cost.json").read_text())["engine_starts"]
 
-    second = tune(str(TUNE / "sim_prefix_off.yaml"), "--resume", str(out))
+    second = tune(str(TUNE / "sim_prefix_off.yaml"), "--resume", str(out), baselines=tmp_path / "baselines")
     text = finish(second)
     assert second.returncode == 0, text[-3000:]
     doc = json.loads((out / "tune.json").read_text())
@@ -106,6 +106,9 @@ def test_prefix_caching_off_is_turned_on_and_resume_after_kill_redoes_no_cell(tm
     assert doc["cost"]["engine_starts"] == starts_before + 1
 
     assert_contract(doc, out)
+    saved = Path(doc["final"]["baseline"]["path"])  # the final run saved as a baseline, with the config
+    assert doc["final"]["baseline"]["name"] == "tune-sim-prefix-off" and (saved / "baseline.json").is_file()
+    assert json.loads((saved / "baseline.json").read_text())["engine_config"] == "engine_config.yaml"
     cc = step(doc, "cache-check")
     assert cc["verdict"] == "changed", cc["reason"]
     assert "on beats off beyond noise" in cc["reason"] and "hit rate" in cc["reason"]
@@ -164,3 +167,33 @@ def test_speculation_is_turned_off_at_128_users(tmp_path):
     assert "speculative-config" not in doc["final"]["flags"]
     assert not any("speculative" in a for a in doc["final"]["command"])
     beats_baseline(doc)
+
+
+@pytest.mark.slow
+def test_fp8_kv_cache_that_fails_the_quality_gate_is_not_chosen(tmp_path):
+    """Memory is the limit (a KV cache that preempts at 128 users), fp8 would double it, but its
+    greedy outputs differ from the current flags' on a third of the prompts: the kv-dtype step
+    keeps the current dtype and says why, with the quality figures in tried."""
+    data = {
+        "name": "kv-fp8", "engine": {"kind": "sim", "ready_timeout_s": 60, "stop_timeout_s": 10},
+        "base": {"sim-gpu-memory-gib": 24, "sim-hbm-tbps": 0.3, "sim-tflops": 120, "sim-speed": 4, "max-num-seqs": 128,
+                 "max-model-len": 4096, "sim-fp8-kv-error": 0.5},
+        "workload": [str(ROOT / "scenarios" / "short_prompt_long_output.yaml")],
+        "load": {"concurrency": 128}, "context": {"max_model_len": 4096},
+        "steps": ["baseline", "kv-dtype"], "measure": {"duration_s": 8, "warmup_s": 1},
+        "quality": {"prompts": str(ROOT / "scenarios" / "datasets" / "quality_sim.jsonl"), "max_tokens": 16,
+                    "gate": {"min_exact_agreement": 0.95}},
+    }
+    path = tmp_path / "tune.yaml"
+    path.write_text(json.dumps(data))
+    out = tmp_path / "out"
+    proc = tune(str(path), "--out", str(out))
+    text = finish(proc)
+    assert proc.returncode == 0, text[-3000:]
+    doc = json.loads((out / "tune.json").read_text())
+    s = step(doc, "kv-dtype")
+    assert s["verdict"] == "kept", s["reason"]
+    assert "memory is the limit" in s["reason"] and "quality gate FAIL" in s["reason"] and "exact agreement" in s["reason"]
+    fp8 = next(t for t in s["tried"] if t["flags"].get("kv-cache-dtype") == "fp8")
+    assert fp8["quality"]["status"] == "fail" and fp8["quality"]["exact_agreement"] < 0.95
+    assert "kv-cache-dtype" not in s["chosen"]

@@ -4,12 +4,14 @@ Memory is the limit when the current best still preempts or fills the KV cache (
 expected load. FP8 KV cache (and quantized checkpoints listed under candidates) change the
 numbers the model computes, so the guide's rule holds: quality and throughput are measured
 together, and a change is accepted only with the quality gate passed. Without a quality gate the
-step says "quality not checked" and changes nothing.
+step says "quality not checked" and changes nothing. With one, every candidate's greedy outputs
+are judged against the current best's (harness/tune/quality.py); a candidate that fails the gate
+cannot win however fast it is, and the reason names its agreement and accuracy.
 """
 
 from __future__ import annotations
 
-from harness.tune.quality import gate_available
+from harness.tune.quality import gate_available, refusal, row, verdict
 from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, tried_row
 
 FLAG = "kv-cache-dtype"
@@ -36,16 +38,33 @@ class KvDtype:
             return StepResult(self.name, "skipped", f"memory is the limit ({signals}), but quality not checked: {why}, and FP8 KV cache "
                               "or quantized weights are accepted only with the quality gate passed.", dict(ctx.current), [tried_row(inc)])
         values = ctx.candidates(FLAG) or ["fp8"]
-        done, best, results = one_flag(ctx, self.name, FLAG, values)
+        verdicts = {}
+
+        def quality_refused(m):  # type: ignore[no-untyped-def]
+            verdicts[m.config_id] = v = verdict(ctx, inc, m)
+            return refusal(v)
+
+        done, best, results = one_flag(ctx, self.name, FLAG, values, disqualify=quality_refused)
         if done is not None:
             return done
-        tried = [tried_row(m, j) for _, m, j in results]
+        for _, m, _ in results[1:]:  # every candidate judged, also those that lost on speed
+            if m.config_id not in verdicts and m.ok:
+                quality_refused(m)
+        tried = [tried_row(m, j, quality=row(verdicts.get(m.config_id))) for _, m, j in results]
+        notes = []
+        for _, m, _ in results[1:]:
+            if m.ok:
+                v = verdicts.get(m.config_id)
+                why = refusal(v)
+                notes.append(f"{m.flags.get(FLAG)}: " + (why if why else f"quality gate {v.status} ({v.short()})" if v else "-"))
+        qnotes = "; ".join(notes) or "no candidate measured"
         if best is None:
-            return StepResult(self.name, "kept", f"memory is the limit ({signals}); {', '.join(map(str, values))} does not beat the current "
-                              "KV cache dtype beyond noise.", dict(ctx.current), tried)
+            return StepResult(self.name, "kept", f"memory is the limit ({signals}); no {FLAG} in {', '.join(map(str, values))} beats the "
+                              f"current one beyond noise with the quality gate passed. Quality vs current: {qnotes}.",
+                              dict(ctx.current), tried)
         ctx.current = best.flags
-        return StepResult(self.name, "changed", f"memory is the limit ({signals}); {FLAG} {best.flags.get(FLAG)} beats it beyond noise.",
-                          dict(best.flags), tried)
+        return StepResult(self.name, "changed", f"memory is the limit ({signals}); {FLAG} {best.flags.get(FLAG)} beats it beyond noise "
+                          f"and passes the quality gate. Quality vs current: {qnotes}.", dict(best.flags), tried)
 
 
 STEPS.add(KvDtype.name, KvDtype())

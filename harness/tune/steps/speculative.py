@@ -10,6 +10,7 @@ goodput at the expected load falls (guide 000: high concurrency already uses the
 from __future__ import annotations
 
 from harness.tune.measure import Measurement, flag_of
+from harness.tune.quality import refusal, row, verdict
 from harness.tune.steps.base import STEPS, StepResult, fmt, label, one_flag, tried_row
 
 FLAG = "speculative-config"
@@ -46,10 +47,21 @@ class Speculative:
         if not values:
             return StepResult(self.name, "skipped", f"ITL is the limit ({limit}), but no speculative-config candidates: "
                               "list the draft model / MTP / ngram methods to try under candidates.", dict(ctx.current), [tried_row(inc)])
-        done, best, results = one_flag(ctx, self.name, FLAG, values, disqualify=low_acceptance)
+        verdicts: dict[str, object] = {}
+
+        def refused(m: Measurement) -> str | None:
+            """Low acceptance, or (with a quality block) greedy outputs that differ from the current
+            best's: speculative decoding must be lossless, a difference is an engine problem."""
+            if ctx.tune.quality is not None:
+                verdicts[m.config_id] = v = verdict(ctx, inc, m)
+                if v is not None and refusal(v):
+                    return refusal(v)
+            return low_acceptance(m)
+
+        done, best, results = one_flag(ctx, self.name, FLAG, values, disqualify=refused)
         if done is not None:
             return done
-        tried = [tried_row(m, j, low_acceptance=low_acceptance(m)) for _, m, j in results]
+        tried = [tried_row(m, j, low_acceptance=low_acceptance(m), quality=row(verdicts.get(m.config_id))) for _, m, j in results]  # type: ignore[arg-type]
 
         def desc(m: Measurement) -> str:
             a = m.summary_value("engine.spec_decode.acceptance_rate")
@@ -64,7 +76,9 @@ class Speculative:
         if best is None:
             reasons = []
             for _v, m, j in results[1:]:
-                if low_acceptance(m):
+                if verdicts.get(m.config_id) is not None and refusal(verdicts[m.config_id]):  # type: ignore[arg-type]
+                    reasons.append(refusal(verdicts[m.config_id]))  # type: ignore[arg-type]
+                elif low_acceptance(m):
                     reasons.append(low_acceptance(m))
                 elif j is not None and j.verdict == "worse":
                     reasons.append(f"goodput at {inc.expected_level} falls ({j.text()}): the guide's high-concurrency warning")
