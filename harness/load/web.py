@@ -670,6 +670,8 @@ class RunSession:
     def _engine(self, run: Run) -> dict[str, Any]:
         if run.telemetry is None:
             return {"enabled": False}
+        if run.summary is not None and (run.summary.get("engine") or {}).get("kv_usage"):
+            return _engine_over_window(run.summary["engine"])
         live = run.telemetry.live() or {}
         out: dict[str, Any] = {"enabled": True, "ok": bool(live.get("ok")), "error": live.get("error"),
                                "profile": live.get("profile")}
@@ -788,13 +790,19 @@ class RunSession:
         if "run" in view:
             elapsed = view.get("elapsed_s") or 0.0
             dur = view.get("duration_s")
-            rows.append(("Measured window", f"{elapsed:,.1f} s" + (f" of {dur:,.0f} s" if dur else "")))
+            final = view.get("final")
+            if final:  # the window summary.json reports (incl. the drain), as the Result row says
+                rows.append(("Measured window", f"{final['window_s']:,.1f} s (incl. drain)" + (f"; {dur:,.0f} s asked" if dur else "")))
+            else:
+                rows.append(("Measured window", f"{elapsed:,.1f} s" + (f" of {dur:,.0f} s" if dur else "")))
             p = view["progress"]
             rows.append(("Requests sent / done / failed / in flight",
                          f"{p.get('sent', 0):,} / {p.get('done', 0):,} / {p.get('failed', 0):,} / {p.get('in_flight', 0):,}"))
             rows.append(("Load processes", str(view.get("workers", 0))))
             e = view.get("engine", {})
             if e.get("enabled"):
+                if e.get("over"):
+                    rows.append(("Engine values", e["over"]))
                 if e.get("ok"):
                     rows.append(("Engine KV cache usage", _pct(e.get("kv_usage"))))
                     rows.append(("Engine requests running / waiting",
@@ -938,3 +946,16 @@ def _num(value: Any) -> str:
 
 def _pct(value: Any) -> str:
     return "–" if value is None else f"{100 * value:.1f} %"
+
+
+def _engine_over_window(engine: dict[str, Any]) -> dict[str, Any]:
+    """After the run the engine cards show the measured window (max; preemptions and prefix hits
+    over it), from summary.json, not the idle engine's current 0 % (audit D14)."""
+    def get(key: str, field: str) -> Any:
+        block = engine.get(key)
+        return block.get(field) if isinstance(block, dict) else None
+
+    return {"enabled": True, "ok": True, "error": None, "profile": engine.get("profile"),
+            "over": "over the measured window (max; preemptions and prefix hits: totals)",
+            "kv_usage": get("kv_usage", "max"), "running": get("running", "max"), "waiting": get("waiting", "max"),
+            "preemptions": get("preemptions", "count"), "prefix_hit_rate": get("prefix_cache", "hit_rate")}

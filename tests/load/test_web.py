@@ -156,6 +156,12 @@ def test_start_from_form_live_rows_stop_and_run_directory(ui_factory) -> None:  
         for p in ("p50", "p90", "p99"):
             assert all_row[key][p] == pytest.approx(summary["latency_ms"][metric][p], rel=1e-9), (metric, p)
     assert live["final"]["rps"] == pytest.approx(summary["requests"]["rps"])
+    # finished: the engine cards and the run tab show the measured window, not the idle engine (audit D14)
+    eng = summary["engine"]
+    assert live["engine"]["over"] and live["engine"]["kv_usage"] == eng["kv_usage"]["max"]
+    assert live["engine"]["preemptions"] == eng["preemptions"]["count"]
+    window_row = dict((r["item"], r["value"]) for r in _llm_rows(ui)[1])["Measured window"]
+    assert window_row.startswith(f"{summary['window']['duration_s']:,.1f} s (incl. drain)"), window_row
     assert live["summary_url"].endswith(f"/llm/runs/{run.name}/summary.json")
     served = ui.get(live["summary_url"])
     assert served["requests"]["completed"] == summary["requests"]["completed"]

@@ -79,6 +79,7 @@ function render(v) {
   if (!v.run) { note.hidden = true; }
   else if (!e.enabled) { note.hidden = false; note.textContent = "Engine telemetry is off for this run."; }
   else if (!e.ok) { note.hidden = false; note.textContent = e.error ? `Engine telemetry: ${e.error}` : "Engine telemetry: waiting for the first scrape …"; }
+  else if (e.over) { note.hidden = false; note.textContent = `Engine values ${e.over}, from summary.json.`; }
   else { note.hidden = false; note.textContent = `Engine metrics from ${e.profile || "?"} /metrics, scraped every second.`; }
   setValue("e-kv", e.kv_usage === null || e.kv_usage === undefined ? DASH : fmt(100 * e.kv_usage, 1), "%");
   $("e-kv-bar").style.width = e.kv_usage ? `${Math.min(100, 100 * e.kv_usage)}%` : "0";
