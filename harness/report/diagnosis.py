@@ -68,8 +68,10 @@ def diagnosis_blocks(run: RunData) -> list[Block]:
         eng = inter.get("engine") or {}
         rows2 = [["inside a long prefill", str(inter["inside"]["count"]), _ms(inter["inside"]["p50_ms"]), _ms(inter["inside"]["p99_ms"])],
                  ["outside", str(inter["outside"]["count"]), _ms(inter["outside"]["p50_ms"]), _ms(inter["outside"]["p99_ms"])]]
-        if eng.get("itl"):
-            rows2.append(["engine's own ITL histogram", "", _ms(eng["itl"].get("p50_ms")), _ms(eng["itl"].get("p99_ms"))])
+        for key, label in (("itl", "engine's own ITL histogram"), ("prefill", "engine: prefill time per request"),
+                           ("decode", "engine: decode time per request")):
+            if (eng.get(key) or {}).get("p50_ms") is not None:
+                rows2.append([label, "", _ms(eng[key].get("p50_ms")), _ms(eng[key].get("p99_ms"))])
         blocks.append(Table(["ITL gaps (per chunk)", "gaps", "p50 (ms)", "p99 (ms)"], rows2,
                             caption=f"Long prefill = prompt of {inter['long_prompt_tokens']}+ tokens, from its send to its first token"))
     fig = interference_figure(run.path)

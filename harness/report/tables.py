@@ -140,7 +140,8 @@ def engine_table(run: RunData) -> Table:
         rows.append(["Speculative decoding", ", ".join(f"{k} {fmt_num(_num(v)) if _num(v) is not None else v}" for k, v in sd.items())])
     el = e.get("engine_latency_ms")
     if isinstance(el, dict):
-        for key, label in (("ttft", "Engine-reported TTFT p50 / p99"), ("itl", "Engine-reported ITL p50 / p99"), ("queue", "Engine queue time p50 / p99")):
+        for key, label in (("ttft", "Engine-reported TTFT p50 / p99"), ("itl", "Engine-reported ITL p50 / p99"), ("queue", "Engine queue time p50 / p99"),
+                           ("prefill", "Engine prefill time per request p50 / p99"), ("decode", "Engine decode time per request p50 / p99")):
             d = el.get(key)
             if isinstance(d, dict) and _num(d.get("p50")) is not None:
                 mean = _num(d.get("mean"))

@@ -12,7 +12,8 @@ from typing import Any
 
 from harness.telemetry.window import WindowAccumulator
 
-LATENCIES = ("ttft", "itl", "e2e", "queue")
+#: prefill/decode: vLLM's per-request phase times, shown beside the client's interference figures
+LATENCIES = ("ttft", "itl", "e2e", "queue", "prefill", "decode")
 
 
 def _none_latency() -> dict[str, Any]:

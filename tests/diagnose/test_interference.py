@@ -41,6 +41,8 @@ def test_chunked_prefill_shrinks_the_inside_outside_gap(runs):
     assert off["inside"]["p99_ms"] > 2 * on["inside"]["p99_ms"], (off, on)
     assert off["p99_ratio"] > 1.5 * on["p99_ratio"], (off, on)
     assert off["spike_share_inside"] > off["inside_share_of_gaps"], off  # spikes cluster in prefills beyond chance
+    # the engine's own figures beside: its ITL histogram and per-request prefill/decode times
+    assert off["engine"]["itl"]["p99_ms"] > 0 and off["engine"]["prefill"]["p50_ms"] > 0, off["engine"]
 
 
 def test_findings_in_summary_and_report_first_screen(runs):

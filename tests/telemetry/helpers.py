@@ -16,7 +16,7 @@ def assert_shape(block: dict) -> None:
     assert set(block["preemptions"]) == {"count", "per_s"}
     assert set(block["prefix_cache"]) == {"queries", "hits", "hit_rate", "expected_hit_rate"}
     assert set(block["running"]) == set(block["waiting"]) == {"mean", "max"}
-    assert set(block["engine_latency_ms"]) == {"ttft", "itl", "e2e", "queue"}
+    assert set(block["engine_latency_ms"]) == {"ttft", "itl", "e2e", "queue", "prefill", "decode"}
     for v in block["engine_latency_ms"].values():
         assert {"p50", "p99", "mean", "count"} <= set(v)
     assert {"source", "scrapes", "missing_reason"} <= set(block["telemetry"])

@@ -33,7 +33,7 @@ COUNTERS = (
     "spec_accepted_tokens",
 )
 #: canonical histograms (engine-side latencies)
-HISTOGRAMS = ("ttft", "itl", "e2e", "queue")
+HISTOGRAMS = ("ttft", "itl", "e2e", "queue", "prefill", "decode")
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,8 @@ VLLM = PROFILES.register("vllm")(
             "itl": _v("inter_token_latency_seconds", "time_per_output_token_seconds"),
             "e2e": _v("e2e_request_latency_seconds"),
             "queue": _v("request_queue_time_seconds"),
+            "prefill": _v("request_prefill_time_seconds"),
+            "decode": _v("request_decode_time_seconds"),
         },
         info_names=_v("cache_config_info") + tuple(SIM_GPU.values()),
     )
