@@ -102,6 +102,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
             target_url = sim.url
             engine_kind = engine_kind or "sim"
         info = preflight(target_url, opts.model or scenario.target.model, scenario)
+        scenario = _calibrate_tokens(scenario, target_url, info["model"], engine_kind, run_dir, opts)
         scenario, info["prefix_cache_isolation"] = _isolate_prefix_cache(scenario, target_url, opts, run_dir)
         metrics = open_metrics(opts, run_dir.root.name, scenario, info["model"])
         env = metrics.env if metrics is not None else None
@@ -114,6 +115,25 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
             metrics.close()
         if sim is not None:
             sim.stop()
+
+
+def _calibrate_tokens(scenario: Scenario, target_url: str, model: str, engine_kind: str | None, run_dir: RunDir,
+                      opts: RunOptions) -> Scenario:
+    """No tokenizer given: size the built-in prompts in the target's tokens (its POST /tokenize),
+    recorded in workload.token_scale (harness.target.calibrate_tokens says why)."""
+    from harness.target import calibrate_tokens
+
+    if scenario.workload.tokenizer is not None or scenario.workload.token_scale is not None or engine_kind == "sim":
+        return scenario  # the simulated engine counts built-in words exactly
+    scale = calibrate_tokens(target_url, model, scenario)
+    if scale is None or abs(scale - 1.0) < 0.02:
+        return scenario
+    scenario = scenario.model_copy(update={"workload": scenario.workload.model_copy(update={"token_scale": scale})})
+    write_text_atomic(run_dir.scenario, dump_scenario(scenario))
+    if opts.show_progress:
+        print(f"prompt lengths: the target counts {scale:g} tokens per built-in word (POST /tokenize); prompts are "
+              "sized in its tokens (workload.token_scale; set workload.tokenizer for exact lengths)", file=sys.stderr)
+    return scenario
 
 
 def _isolate_prefix_cache(scenario: Scenario, target_url: str, opts: RunOptions, run_dir: RunDir):  # type: ignore[no-untyped-def]

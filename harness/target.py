@@ -235,3 +235,36 @@ def _probe(base: str, model: str, scenario: Scenario) -> bool:
         "if it names a field, change sampling (e.g. sampling.ignore_eos: false for servers that take only "
         "OpenAI's fields) or sampling.extra_body"
     )
+
+
+#: built-in words sent to the target's /tokenize to measure its tokens per word
+CALIBRATION_WORDS = 512
+
+
+def calibrate_tokens(url: str, model: str, scenario: Scenario) -> float | None:
+    """The target's tokens per built-in word, from its POST /tokenize (vLLM, SGLang), or None.
+
+    Without a local tokenizer, prompts are sized in built-in words, and a model's tokenizer may
+    split each word into two or three tokens: prompts of "3000-6000 tokens" were 2-3 times longer
+    in the target's tokens (issue 19 item 4). With the scale recorded in workload.token_scale
+    the generator draws input_tokens / scale words, so the prompts carry about input_tokens of
+    the target's tokens; the usage check then compares against those."""
+    from harness.workload.generator import calibration_text
+
+    base = url.rstrip("/")
+    body = {"model": model, "prompt": calibration_text(CALIBRATION_WORDS), "add_special_tokens": False}
+    try:
+        status, raw = _http("POST", base + "/tokenize", body=body, headers=_auth_headers(scenario))
+        if status != 200:
+            return None
+        data = json.loads(raw)
+        count = data.get("count")
+        if not isinstance(count, int):
+            tokens = data.get("tokens")
+            count = len(tokens) if isinstance(tokens, list) else None
+    except Exception:  # noqa: BLE001 - best effort: a target without a usable /tokenize is not calibrated
+        return None
+    if not count:
+        return None
+    scale = round(count / CALIBRATION_WORDS, 3)
+    return scale if 0.05 < scale <= 20 else None

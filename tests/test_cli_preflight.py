@@ -176,3 +176,32 @@ def test_the_shipped_long_prompt_scenario_against_a_short_context_sim_exits_2(tm
     err = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert len(err) == 1 and "workload.classes[0] (summarize)" in err[0] and "max_model_len 4096" in err[0], proc.stderr
     assert not (tmp_path / "r" / "requests.jsonl").exists() or not (tmp_path / "r" / "requests.jsonl").read_text()
+
+
+def test_the_targets_tokens_per_builtin_word_come_from_its_tokenize() -> None:
+    """Issue 19 item 4: without a tokenizer, prompts were sized in built-in words, which a model's
+    tokenizer splits into several tokens each. The scale comes from the target's POST /tokenize."""
+    from harness.target import CALIBRATION_WORDS, calibrate_tokens
+
+    answer = _json("200 OK", {"count": 2 * CALIBRATION_WORDS + 7, "max_model_len": 4096})
+    with RawServer([answer]) as server:
+        scale = calibrate_tokens(server.url, "m1", _scenario())
+        req = server.requests[0].decode("latin-1")
+    assert req.startswith("POST /tokenize ") and '"model": "m1"' in req
+    assert scale == round((2 * CALIBRATION_WORDS + 7) / CALIBRATION_WORDS, 3)
+    with RawServer([_json("404 Not Found", {"detail": "Not Found"})]) as server:
+        assert calibrate_tokens(server.url, "m1", _scenario()) is None  # no /tokenize: sized as before
+
+
+def test_a_calibrated_scale_draws_fewer_words_for_the_same_target_tokens() -> None:
+    from harness.workload.builtin_tokenizer import BuiltinTokenizer
+    from harness.workload.generator import WorkloadGenerator
+
+    base = {"name": "p", "load": {"concurrency": 1, "requests": 1},
+            "workload": {"classes": [{"name": "a", "input_tokens": 3000, "output_tokens": 8}]}}
+    plain = WorkloadGenerator(Scenario.model_validate(base)).request(0)
+    scaled_sc = Scenario.model_validate({**base, "workload": {**base["workload"], "token_scale": 2.5}})
+    scaled = WorkloadGenerator(scaled_sc).request(0)
+    count = BuiltinTokenizer().count
+    assert count(plain.text) == 3000 and count(scaled.text) == 1200
+    assert plain.input_tokens == scaled.input_tokens == 3000  # the intended length, in the target's tokens

@@ -185,6 +185,12 @@ class Workload(Strict):
         description="Path to a local tokenizer (a tokenizer.json file or a directory holding one). "
         "Without it the built-in word tokenizer (the simulated engine's) sizes prompts.",
     )
+    token_scale: Annotated[float, Field(gt=0.05, le=20)] | None = Field(
+        default=None,
+        description="The target's tokens per built-in word, measured with its POST /tokenize when no tokenizer is given: "
+        "built-in prompts then carry about input_tokens of the target's tokens. `harness run` sets it; recorded, not "
+        "part of the fingerprint.",
+    )
     prompt_salt: Annotated[int, Field(ge=1)] | None = Field(
         default=None,
         description="Varies the prompts' words (not their lengths, classes or shared-prefix structure), so a "

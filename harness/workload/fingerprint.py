@@ -33,6 +33,8 @@ def fingerprint_parts(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_
     workload["tokenizer"] = tokenizer_id
     # the salt changes which words are drawn, never lengths or structure: salted runs are like with like
     workload.pop("prompt_salt", None)
+    # the calibration to the target's tokenizer keeps the lengths in the target's tokens what they were
+    workload.pop("token_scale", None)
     for cls in workload["classes"]:
         cls.pop("slo", None)  # SLOs judge the work, they do not define it
         if cls.get("dataset"):  # so does a dataset's content, wherever the file lives

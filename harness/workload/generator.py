@@ -44,6 +44,11 @@ class PlannedRequest:
     turn: int = 0  # 1-based turn number within the session (0: not a session)
 
 
+def calibration_text(n: int = 512) -> str:
+    """A fixed sample of `n` built-in words, for measuring the target's tokens per word."""
+    return _words(np.random.default_rng([0x70C, n]), n)
+
+
 def _words(rng: np.random.Generator, n: int) -> str:
     return " ".join(_VOCAB_ARRAY[rng.integers(0, len(VOCAB), n)])
 
@@ -64,7 +69,7 @@ class WorkloadGenerator:
             sp = cls.shared_prefix
             if sp is not None:
                 self._prefixes[cls.name] = [
-                    self._fit(_words(np.random.default_rng([self.seed, 4, ci, j, *self._salt()]), sp.tokens), sp.tokens)
+                    self._fit(_words(np.random.default_rng([self.seed, 4, ci, j, *self._salt()]), self._n_words(sp.tokens)), sp.tokens)
                     for j in range(sp.count)
                 ]
         #: session classes: their system prompts and recorded conversations
@@ -106,6 +111,14 @@ class WorkloadGenerator:
             return self.tokenizer.fit(text, tokens)
         return text
 
+    def _n_words(self, tokens: int) -> int:
+        """Built-in words for `tokens` of the target's tokens: one each, or fewer when the target's
+        tokenizer splits a word into several (workload.token_scale, measured with its /tokenize)."""
+        scale = self.scenario.workload.token_scale
+        if scale is None or isinstance(self.tokenizer, HFTokenizer):
+            return tokens
+        return max(1, round(tokens / scale))
+
     def request(self, index: int, warmup: bool = False) -> PlannedRequest:
         rng = np.random.default_rng([self.seed, WARMUP if warmup else MEASURED, index])
         ci = int(np.searchsorted(self._cum, rng.random(), side="right"))
@@ -130,7 +143,7 @@ class WorkloadGenerator:
             own = n_in
         if self.salt is not None:  # lengths and prefix choice above came from rng: only the words change
             rng = np.random.default_rng([self.seed, WARMUP if warmup else MEASURED, index, 6, self.salt])
-        text = self._fit(_words(rng, own), own)
+        text = self._fit(_words(rng, self._n_words(own)), own)
         return PlannedRequest(index, cls.name, prefix, text, n_in, n_out, prefix_id, warmup)
 
     def _session_words(self, rng: np.random.Generator, n: int) -> str:
