@@ -69,8 +69,10 @@ def workload_max_len(scenario: Scenario) -> int | None:
         inp = _upper(cls.input_tokens) if cls.dataset is None else None
         if inp is None or out is None:
             return None
+        # input_tokens counts the shared prefix (the generator fills the rest with the request's
+        # own words, at least one): the prompt is max(input, prefix + 1) tokens, not their sum
         prefix = cls.shared_prefix.tokens if cls.shared_prefix is not None else 0
-        longest = max(longest, inp + out + prefix)
+        longest = max(longest, max(inp, prefix + 1 if prefix else 0) + out)
     return longest or None
 
 
