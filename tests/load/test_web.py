@@ -229,3 +229,35 @@ def test_every_ui_test_starts_with_a_cold_prefix_cache(ui_factory) -> None:  # t
     assert second["prefix_cache_isolation"]["mode"] == "reset"
     assert second["engine"]["prefix_cache"]["hit_rate"] < 0.1, second["engine"]["prefix_cache"]
     assert summaries[0]["scenario"]["fingerprint"] == second["scenario"]["fingerprint"]
+
+
+def test_a_harness_worker_process_feeds_the_llm_tab_like_a_local_one(ui_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 19 item 18 (LLM tab half): `harness ui --master` here, `harness worker` elsewhere. The
+    worker is a separate `harness worker` process (the command another host runs), connected over
+    Locust's messaging on loopback; its deltas feed the live view as a local worker's do."""
+    port = free_port()
+    ui = ui_factory("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port))
+    log = open(tmp_path / "worker.log", "w")
+    worker = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "worker", "--master-host", "127.0.0.1",
+                               "--master-port", str(port)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                              start_new_session=True)
+    try:
+        ui.wait_for(lambda: '"worker_count": 1' in urllib.request.urlopen(ui.base + "/", timeout=10).read().decode(),
+                    60, "the worker to connect")
+        live = ui.get("/llm/api/live")
+        res = ui.post("/swarm", {"user_count": "2", "spawn_rate": "2", "host": live["host"], "measured_window": "3"})
+        assert res.get("success"), res
+        ui.wait_for(lambda: ui.get("/llm/api/live")["state"] == "finished", 60, "the run to finish")
+        live = ui.get("/llm/api/live")
+        summary = json.loads((Path(live["run_dir"]) / "summary.json").read_text())
+        assert summary["requests"]["completed"] > 0 and live["workers"] == 1
+        assert live["classes"][-1]["requests"] == summary["requests"]["completed"]  # the LLM tab saw every one
+        rows, _ = _llm_rows(ui)
+        assert rows[-1]["cls"] == "All classes" and int(rows[-1]["requests"].replace(",", "")) == summary["requests"]["completed"]
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+        log.close()
