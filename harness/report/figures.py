@@ -304,7 +304,11 @@ def latency_throughput_figure(points: list[SweepPoint], configs: list[str], scen
         Line2D([], [], marker="^", ls="", color="#444", label="p99"),
         Line2D([], [], marker="o", ls="", ms=12, mfc="none", mec="#bf8700", mew=2, label="best under SLO"),
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 7), frameon=False, fontsize="small")
+    # as many columns as fit the figure's width: with one scenario column a 7-wide row of config
+    # names was wider than the figure and both ends were cut off (audit D12: "-seqs=8")
+    longest = max((len(h.get_label()) for h in handles), default=1)
+    fits = int(fig.get_figwidth() * 100 / 7.5) // (longest + 6)
+    fig.legend(handles=handles, loc="outside lower center", ncol=max(1, min(len(handles), 7, fits)), frameon=False, fontsize="small")
     return fig
 
 

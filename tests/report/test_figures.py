@@ -129,3 +129,22 @@ def test_throughput_legend_does_not_cover_the_panel_title():
     legend = axes[3].get_legend()
     assert title.get_text() == "Throughput"
     assert not title.get_window_extent(renderer).overlaps(legend.get_window_extent(renderer))
+
+
+def test_latency_throughput_legend_fits_a_one_scenario_figure():
+    """Audit D12: with one scenario the legend row was wider than the figure ('-seqs=8')."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from harness.report.figures import SweepPoint, latency_throughput_figure
+
+    configs = [f"max-num-seqs={n}" for n in (8, 32, 128, 256)]
+    pts = [SweepPoint(config=c, scenario="chat", throughput=100.0 * (i + 1),
+                      lat={m: (10.0 * (i + 1), 30.0 * (i + 1)) for m in ("ttft", "itl", "e2e")},
+                      goodput_rps=1.0, goodput_fraction=1.0, repeats=1, group="chat", level=None)
+           for i, c in enumerate(configs)]
+    fig = latency_throughput_figure(pts, configs, ["chat"], {"chat": configs[0]})
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    box = fig.legends[0].get_window_extent(canvas.get_renderer())
+    width = fig.get_figwidth() * fig.dpi
+    assert box.x0 >= 0 and box.x1 <= width, (box, width)
