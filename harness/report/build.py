@@ -322,6 +322,10 @@ def build_sweep_report(sweep: SweepData) -> Document:
     for scenario in sweep.scenarios:
         doc.add(_ranked_table(scenario, ranked[scenario], key, best.get(scenario)))
 
+    diag = D.sweep_diagnosis_table(sweep)
+    if diag is not None:
+        doc.add(Heading("Diagnosis per config"), diag)
+
     pts = V.points(sweep)
     if pts:
         doc.add(Heading("Figures"))

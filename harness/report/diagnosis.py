@@ -154,5 +154,27 @@ def timeslice_figure(root: Path) -> Figure | None:
                   "the steady-state check compares the first and the last full slice against the slice-to-slice noise.", fig)
 
 
+def sweep_diagnosis_table(sweep: Any) -> Table | None:
+    """Per config (first complete cell): ITL p99 inside vs outside long prefills, recompilations,
+    memory growth, drift and the top finding; chunked prefill on shows as a smaller inside/outside gap."""
+    rows = []
+    seen: set[str] = set()
+    for c in sweep.cells:
+        m = c.raw.get("metrics") or {}
+        if c.config_id in seen or not any(m.get(k) is not None for k in ("itl_p99_inside_prefill_ms", "finding", "recompilations")):
+            continue
+        seen.add(c.config_id)
+        i, o = m.get("itl_p99_inside_prefill_ms"), m.get("itl_p99_outside_prefill_ms")
+        ratio = f"{i / o:.1f}x" if isinstance(i, (int, float)) and isinstance(o, (int, float)) and o else "-"
+        rows.append([c.config_id, _ms(i), _ms(o), ratio, "-" if m.get("recompilations") is None else str(m["recompilations"]),
+                     "-" if m.get("memory_growth_gib") is None else f"{m['memory_growth_gib']:+.2f}",
+                     "drift" if m.get("drift") else "", m.get("finding") or ""])
+    if not rows:
+        return None
+    return Table(["config", "ITL p99 inside prefill (ms)", "outside (ms)", "gap", "recompiles", "mem growth (GiB)", "steady", "top finding"],
+                 rows, caption="From each config's first complete cell (summary.json diagnosis, findings)",
+                 align=["l", "r", "r", "r", "r", "r", "l", "l"])
+
+
 def diagnosis_paragraph() -> Paragraph:
     return Paragraph("From the run's own files after the window (harness.diagnose); nothing here ran during measurement.")

@@ -38,6 +38,8 @@ def test_sweep_closing_table_and_index_carry_the_diagnosis(tmp_path):
     off, on = by_id["chunked-off"]["metrics"], by_id["chunked-512"]["metrics"]
     assert off["itl_p99_inside_prefill_ms"] > on["itl_p99_inside_prefill_ms"], (off, on)
     assert off["finding"] and "chunked prefill" in off["finding"]
+    md = (out / "report.md").read_text()
+    assert "## Diagnosis per config" in md and "| chunked-off |" in md and "| chunked-512 |" in md
     summary = json.loads((out / by_id["chunked-off"]["run_dir"] / "summary.json").read_text())
     log = summary["diagnosis"]["engine_log"]
     assert log["scope"] == "measured window" and log["path"].endswith(".log") and log["lines"] >= 0
