@@ -26,6 +26,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when any cell failed or is partial (without it: exit 1 only when every cell failed)")
+    p.add_argument("--capacity-search", action="store_true",
+                   help="after each config's cells, with its engine still up, search the highest load within the SLOs "
+                   "(harness capacity on the first scenario; trials in DIR/capacity/<config>/, docs/capacity.md)")
+    p.add_argument("--capacity-precision", type=float, default=0.05, metavar="FRACTION",
+                   help="--capacity-search stops when (first fail - last pass) / first fail <= this (default 0.05)")
+    p.add_argument("--capacity-max-trials", type=int, default=8, metavar="N", help="--capacity-search trial budget per config (default 8)")
     p.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
                    help="serve live harness_ metrics for Prometheus on PORT across all cells (0: off); see docs/grafana.md")
     p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST", help="address for --metrics-port (default 127.0.0.1)")
@@ -51,6 +57,7 @@ def _run(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out else Path("results") / "sweeps" / f"{plan.sweep.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         if out.exists() and any(out.iterdir()):
             raise UserError(f"--out {out}: not empty; choose a new directory, or continue it with --resume {out}")
+    after = _capacity_hook(args, plan, out) if args.capacity_search else None
     _signals_to_interrupt()
     metrics = None
     if args.metrics_port:
@@ -59,7 +66,8 @@ def _run(args: argparse.Namespace) -> int:
         metrics = MetricsServer(args.metrics_port, args.metrics_host).start()
     try:
         outcome = run_sweep(plan, SweepOptions(out_dir=out, resume=bool(args.resume), show_progress=not args.quiet,
-                                               write_report=not args.no_report, metrics_server=metrics))
+                                               write_report=not args.no_report, metrics_server=metrics,
+                                               after_config=after))
     finally:
         if metrics is not None:
             metrics.close()
@@ -80,6 +88,38 @@ def _run(args: argparse.Namespace) -> int:
               f"and {out}/logs/", file=sys.stderr)
         return 1  # a sweep that measured nothing is never a success, --strict or not
     return 0
+
+
+def _capacity_hook(args: argparse.Namespace, plan, out: Path):  # type: ignore[no-untyped-def]
+    """`--capacity-search`: a capacity search per config against its running engine, on the
+    config's first complete cell's scenario; `DIR/capacity/<config>/capacity.json` and one line
+    per config, and `DIR/capacity.json` with every config's boundary."""
+    import json
+
+    from harness.capacity.search import TrialSettings, has_slo, search_capacity
+
+    if not 0 < args.capacity_precision < 1:
+        raise UserError(f"--capacity-precision {args.capacity_precision}: give a fraction between 0 and 1, e.g. 0.05")
+    if args.capacity_max_trials < 2:
+        raise UserError(f"--capacity-max-trials {args.capacity_max_trials}: at least 2 (a passing and a failing level)")
+    if not any(has_slo(c.resolved) for c in plan.cells):
+        raise UserError(f"{args.file}: --capacity-search needs an SLO to judge levels by; add `slo:` to the scenario "
+                        "(e.g. slo: {ttft_ms: 500, tpot_ms: 50})")
+    found: dict[str, dict] = {}
+
+    def after(config, base_url: str, cell) -> None:  # type: ignore[no-untyped-def]
+        scenario = cell.resolved
+        res = search_capacity(scenario, out / "capacity" / config.id, attainment=plan.sweep.slo_attainment,
+                              precision=args.capacity_precision, max_trials=args.capacity_max_trials,
+                              settings=TrialSettings(target_url=base_url, model=plan.sweep.engine.served_model_name,
+                                                     engine_kind=plan.sweep.engine.kind))
+        found[config.id] = {"scenario": cell.scenario.name, **res.to_dict()}
+        (out / "capacity.json").write_text(json.dumps(found, indent=2, default=str) + "\n")
+        if not args.quiet:
+            for line in res.lines():
+                print(f"  capacity {config.id}: {line}")
+
+    return after
 
 
 def _print_validity(out: Path) -> None:

@@ -74,6 +74,10 @@ class SweepOptions:
     probe_interval_s: float = 0.5
     port_free_timeout_s: float = 30.0
     metrics_server: Any = None  # a started harness.metrics.exporter.MetricsServer: live metrics across cells
+    #: called with (config, base URL, its first complete cell) while the config's engine is still up,
+    #: after its cells and quality pass: `harness sweep --capacity-search` searches the capacity
+    #: there (harness.capacity sits beside this layer, so the CLI above both wires it in)
+    after_config: Callable[[Config, str, Cell], None] | None = None
 
 
 @dataclass
@@ -286,6 +290,15 @@ class SweepExecutor:
                 died_in = cell.id
             elif self.quality is not None and not self.quality.has_outputs(self.out, config) and proc.poll() is None:
                 self._quality_pass(cell, base_url)
+        if self.opts.after_config is not None and proc.poll() is None:
+            done = [c for c in cells if (self.index.entries.get(c.id) or {}).get("status") == "complete"]
+            if done:
+                try:
+                    self.opts.after_config(config, base_url, done[0])
+                except KeyboardInterrupt:
+                    raise
+                except Exception as exc:  # the sweep's results stand without it
+                    self.progress.note(f"after {config.id}: {type(exc).__name__}: {exc}")
         self._stop(proc)
 
     # ------------------------------------------------------------ quality (outside every window)
