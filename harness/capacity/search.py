@@ -274,7 +274,7 @@ class TrialSettings:
 def run_trial(scenario: Scenario, knob: Knob, level: float, out_dir: Path, settings: TrialSettings) -> Trial:
     """One level as a normal run directory; early stop on over-saturation (open loop)."""
     from harness.capacity.saturation import SaturationDetector
-    from harness.runner import RunOptions, run_scenario
+    from harness.run import RunOptions, run_scenario
 
     trial_scenario = scenario_at(scenario, knob, level)
     watch = None
@@ -333,7 +333,7 @@ def search_capacity(
     `sim_args` serves every trial). `knob` defaults to the scenario's load mode (rate for open
     loop, concurrency for closed), `start` to its level. Trials go to `out_dir/trial-NN-...`;
     `out_dir/capacity.json` is rewritten after each. Raises UserError without an SLO."""
-    from harness.target import EmbeddedSim
+    from harness.run.target import EmbeddedSim
 
     if not has_slo(scenario):
         raise UserError(f"scenario {scenario.name}: capacity needs an SLO to judge levels by; "

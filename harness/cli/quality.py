@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.quality import judge, load_quality_set, read_quality_run
     from harness.quality.passes import quality_pass
     from harness.scenario.loader import load_scenario
-    from harness.target import EmbeddedSim, _auth_headers
+    from harness.run.target import EmbeddedSim, _auth_headers
 
     scenario = load_scenario(args.scenario)
     spec = scenario.quality

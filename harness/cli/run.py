@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     stop_on_term_and_hup()  # stop like Ctrl-C: the load stops, what was measured is written
     from harness.errors import UserError
     from harness.cli.input_checks import check_run_flags
-    from harness.runner import RunOptions, run_scenario
+    from harness.run import RunOptions, run_scenario
     sim_argv = check_run_flags(args)
     scenario = load_run_scenario(args, {**overrides_from_args(args), **extra_overrides(args)})
     if args.processes < 1:

@@ -1,7 +1,7 @@
 """`harness ui SCENARIO`: Locust's web UI with the harness plugin (live LLM metrics, run directories).
 
 Also registers `harness worker`, a load process for a master on another machine (`harness ui
---master ...` or `locust -f harness/load/locustfile.py --master ...`).
+--master ...` or `locust -f harness/ui/locustfile.py --master ...`).
 
 Both replace this process with the load process (os.execv), so Ctrl-C goes straight to Locust and
 nothing here imports gevent. Flags this command does not know are passed to Locust unchanged.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness.errors import UserError
 
-LOCUSTFILE = Path(__file__).resolve().parent.parent / "load" / "locustfile.py"
+LOCUSTFILE = Path(__file__).resolve().parent.parent / "ui" / "locustfile.py"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -68,7 +68,7 @@ def locust_argv(args: argparse.Namespace) -> list[str]:
     """The `locust` command line for `harness ui` arguments (the allowed scenarios go in the
     environment: `ui_environment`)."""
     from harness.limits import check_processes
-    from harness.load.web_guard import ScenarioChoices
+    from harness.ui.guard import ScenarioChoices
     from harness.scenario import load_scenario
 
     choices = ScenarioChoices.from_args(list(args.scenario))
@@ -92,7 +92,7 @@ def locust_argv(args: argparse.Namespace) -> list[str]:
     if args.web_login:
         argv.append("--web-login")
     if args.processes:
-        from harness.target import free_port
+        from harness.run.target import free_port
 
         port = str(free_port())  # local workers only: loopback, and no fixed port to collide on
         argv += ["--processes", str(args.processes), "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
@@ -110,7 +110,7 @@ def locust_argv(args: argparse.Namespace) -> list[str]:
 
 def ui_environment(args: argparse.Namespace) -> dict[str, str]:
     """The Locust process's environment: the scenarios the form may run (fixed at start)."""
-    from harness.load.web_guard import CHOICES_ENV, ScenarioChoices
+    from harness.ui.guard import CHOICES_ENV, ScenarioChoices
 
     return {**os.environ, CHOICES_ENV: ScenarioChoices.from_args(list(args.scenario)).to_env()}
 

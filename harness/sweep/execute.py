@@ -70,7 +70,7 @@ class SweepOptions:
     resume: bool = False
     show_progress: bool = True
     write_report: bool = True
-    run_fn: RunFn | None = None  # default: harness.runner.run_scenario (looked up at call time)
+    run_fn: RunFn | None = None  # default: harness.run.lifecycle.run_scenario (looked up at call time)
     probe_interval_s: float = 0.5
     port_free_timeout_s: float = 30.0
     metrics_server: Any = None  # a started harness.metrics.exporter.MetricsServer: live metrics across cells
@@ -89,13 +89,13 @@ class SweepOutcome:
 
 
 def _default_run(scenario: Scenario, opts: Any) -> Any:
-    from harness import runner
+    from harness.run import lifecycle
 
-    return runner.run_scenario(scenario, opts)
+    return lifecycle.run_scenario(scenario, opts)
 
 
 def _run_options(**kw: Any) -> Any:
-    from harness.runner import RunOptions
+    from harness.run import RunOptions
 
     return RunOptions(**kw)
 

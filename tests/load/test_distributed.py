@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from harness.metrics.recorder import ALL, MetricSet
-from harness.target import EmbeddedSim
+from harness.run.target import EmbeddedSim
 
 ROOT = Path(__file__).resolve().parents[2]
-LOCUSTFILE = ROOT / "harness" / "load" / "locustfile.py"
+LOCUSTFILE = ROOT / "harness" / "ui" / "locustfile.py"
 #: HDR keeps 3 significant digits: a reported percentile is the top of a bucket at most ~0.1% wide
 REL_TOL = 2e-3
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.load.plan import LoadPlan
-from harness.target import EmbeddedSim
+from harness.run.target import EmbeddedSim
 
 SIM = ["--scripted-ttft-ms", "20", "--scripted-itl-ms", "10", "--disable-log-stats"]
 

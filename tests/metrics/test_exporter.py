@@ -244,7 +244,7 @@ def test_off_unless_the_runner_asked(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_run_scenario_final_values_equal_the_summary(tmp_path: Path) -> None:
     """End to end through the runner: the served final values equal summary.json exactly."""
-    from harness.runner import RunOptions, run_scenario
+    from harness.run import RunOptions, run_scenario
 
     scenario = Scenario.model_validate({
         "name": "exact", "seed": 2,

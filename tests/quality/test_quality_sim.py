@@ -16,7 +16,7 @@ import pytest
 
 from harness.quality import judge, load_quality_set, run_quality
 from harness.scenario.quality import QualityGate, QualitySpec
-from harness.target import EmbeddedSim
+from harness.run.target import EmbeddedSim
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "scenarios" / "datasets" / "quality_sim.jsonl"

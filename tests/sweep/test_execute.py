@@ -19,7 +19,7 @@ INDEX_KEYS = {"id", "config_id", "flags", "scenario", "repeat", "status", "run_d
 
 
 class FakeRun:
-    """Stands in for harness.runner.run_scenario: one request to the target, a summary.json."""
+    """Stands in for harness.run.lifecycle.run_scenario: one request to the target, a summary.json."""
 
     def __init__(self, interrupt_at=None):
         self.calls = []
@@ -148,9 +148,9 @@ def test_engine_dies_mid_run(write_sweep, tmp_path):
 
 
 def test_cli_out_resume_and_progress(write_sweep, tmp_path, monkeypatch, capsys):
-    import harness.runner
+    import harness.run.lifecycle
 
-    monkeypatch.setattr(harness.runner, "run_scenario", FakeRun())
+    monkeypatch.setattr(harness.run.lifecycle, "run_scenario", FakeRun())
     path = sweep_file(write_sweep, vary={"flags": {"max-num-seqs": [2]}, "include_base": False}, repeats=1)
     out = tmp_path / "out"
     assert main(["sweep", str(path), "--out", str(out)]) == 0

@@ -99,9 +99,9 @@ def _sweep(write_sweep):  # type: ignore[no-untyped-def]
 
 
 def test_cli_sweep_shows_cell_progress_and_validity_warnings(write_sweep, tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
-    import harness.runner
+    import harness.run.lifecycle
 
-    monkeypatch.setattr(harness.runner, "run_scenario", WarningRun())
+    monkeypatch.setattr(harness.run.lifecycle, "run_scenario", WarningRun())
     monkeypatch.setattr(Progress, "live_interval_s", 0.0, raising=False)
     orig = Progress.__init__
 
@@ -134,14 +134,14 @@ def test_sigterm_is_named_in_the_cell_reason(write_sweep, tmp_path) -> None:  # 
 
 
 def test_every_cell_failed_exits_1_and_strict_any_failed(write_sweep, tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
-    import harness.runner
+    import harness.run.lifecycle
     from harness.errors import UserError
 
     def broken(scenario, opts):  # type: ignore[no-untyped-def]
         raise UserError("target refused every request")
 
-    monkeypatch.setattr(harness.runner, "run_scenario", broken)
+    monkeypatch.setattr(harness.run.lifecycle, "run_scenario", broken)
     assert main(["sweep", str(_sweep(write_sweep)), "--out", str(tmp_path / "a"), "--no-report"]) == 1
     assert "error: every cell failed (1)" in capsys.readouterr().err
-    monkeypatch.setattr(harness.runner, "run_scenario", WarningRun())
+    monkeypatch.setattr(harness.run.lifecycle, "run_scenario", WarningRun())
     assert main(["sweep", str(_sweep(write_sweep)), "--out", str(tmp_path / "b"), "--no-report", "--strict"]) == 0

@@ -35,7 +35,7 @@ def test_sweep_code_never_imports_locust_or_gevent():
     import sys
 
     code = (
-        "import sys, harness.cli.sweep, harness.sweep.execute, harness.sweep.plan, harness.sweep.render, harness.runner;"
+        "import sys, harness.cli.sweep, harness.sweep.execute, harness.sweep.plan, harness.sweep.render, harness.run;"
         "bad=[m for m in sys.modules if m.split('.')[0] in ('locust','gevent')]; print(bad); sys.exit(1 if bad else 0)"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

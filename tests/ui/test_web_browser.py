@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.target import free_port
+from harness.run.target import free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

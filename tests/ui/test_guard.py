@@ -20,8 +20,8 @@ import psutil
 import pytest
 from test_web import UI  # the same running `harness ui` helper as the functional tests
 
-from harness.load.web_guard import ScenarioChoices, refuse_cross_site
-from harness.target import free_port
+from harness.ui.guard import ScenarioChoices, refuse_cross_site
+from harness.run.target import free_port
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "client"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))
 from rawhttp import RawServer, chunked, sse_head  # noqa: E402
 
 from harness.errors import TargetError  # noqa: E402
 from harness.scenario import Scenario  # noqa: E402
-from harness.target import preflight  # noqa: E402
+from harness.run.target import preflight  # noqa: E402
 
 
 def _scenario(**target) -> Scenario:  # type: ignore[no-untyped-def]
@@ -171,7 +171,7 @@ def test_the_shipped_long_prompt_scenario_against_a_short_context_sim_exits_2(tm
 
     proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "scenarios/long_prompt_short_output.yaml",
                            "--sim-args", "--max-model-len 4096", "--duration", "2", "--out", str(tmp_path / "r")],
-                          capture_output=True, text=True, timeout=180, cwd=Path(__file__).parents[1])
+                          capture_output=True, text=True, timeout=180, cwd=Path(__file__).parents[2])
     assert proc.returncode == 2, proc.stdout + proc.stderr
     err = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert len(err) == 1 and "workload.classes[0] (summarize)" in err[0] and "max_model_len 4096" in err[0], proc.stderr
@@ -181,7 +181,7 @@ def test_the_shipped_long_prompt_scenario_against_a_short_context_sim_exits_2(tm
 def test_the_targets_tokens_per_builtin_word_come_from_its_tokenize() -> None:
     """Issue 19 item 4: without a tokenizer, prompts were sized in built-in words, which a model's
     tokenizer splits into several tokens each. The scale comes from the target's POST /tokenize."""
-    from harness.target import CALIBRATION_WORDS, calibrate_tokens
+    from harness.run.target import CALIBRATION_WORDS, calibrate_tokens
 
     answer = _json("200 OK", {"count": 2 * CALIBRATION_WORDS + 7, "max_model_len": 4096})
     with RawServer([answer]) as server:

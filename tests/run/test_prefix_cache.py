@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.prefix_cache import hit_rate_warning, workload_max_hit_rate
+from harness.run.prefix_cache import hit_rate_warning, workload_max_hit_rate
 from harness.scenario import Scenario
 from harness.workload.fingerprint import fingerprint
-from harness.target import EmbeddedSim
+from harness.run.target import EmbeddedSim
 from harness.workload.generator import WorkloadGenerator
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 NO_SHARING = {
     "name": "noshare", "seed": 5,
@@ -122,7 +122,7 @@ def test_a_server_that_never_answers_the_reset_holds_the_run_once_briefly(monkey
     the two reset paths waited 30 s, so a 3-s run took 80 s. One timed-out path ends the attempt."""
     import socket
 
-    import harness.prefix_cache as pc
+    import harness.run.prefix_cache as pc
 
     monkeypatch.setattr(pc, "RESET_TIMEOUT_S", 1.0)
     listener = socket.socket()
@@ -144,7 +144,7 @@ def test_a_reset_answered_with_junk_is_no_reset_not_an_internal_error(answer: by
     import socket
     import threading
 
-    from harness.prefix_cache import post_reset
+    from harness.run.prefix_cache import post_reset
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.target import free_port
+from harness.run.target import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-LOCUSTFILE = ROOT / "harness" / "load" / "locustfile.py"
+LOCUSTFILE = ROOT / "harness" / "ui" / "locustfile.py"
 
 
 def _scenario(path: Path, duration_s: float = 600) -> Path:
@@ -189,7 +189,7 @@ def test_ui_with_two_worker_processes_merges_their_shares(ui_factory) -> None:  
 
 def test_without_a_scenario_the_plugin_says_how_to_give_one(tmp_path: Path) -> None:
     # importing never needs a scenario (in a child: Locust's import monkey-patches the process)
-    imp = subprocess.run([sys.executable, "-c", "import harness.load.locustfile"], capture_output=True, text=True,
+    imp = subprocess.run([sys.executable, "-c", "import harness.ui.locustfile"], capture_output=True, text=True,
                          timeout=60, cwd=ROOT)
     assert imp.returncode == 0, imp.stderr
     proc = subprocess.run([sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--results",

@@ -1,0 +1,187 @@
+"""`run_scenario`: one scenario against one target, end to end, for `harness run`, sweeps and capacity.
+
+prepare (inputs, embedded simulator, preflight, prefix cache, fingerprint) -> instruments
+(telemetry, stall meter) -> start load (the run mode) -> follow the window -> finish (summary,
+checks, analyses, status) -> console table, report, quality pass. Ctrl-C stops the load
+gracefully and still writes what was measured (status "partial").
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+
+from harness.errors import RunFailed, UserError
+from harness.metrics.exporter import open_run as open_metrics
+from harness.metrics.stall_meter import StallMeter
+from harness.results.console import Progress, print_summary
+from harness.results.layout import RunDir
+from harness.results.schema import RunSummary
+from harness.run import finish, prepare
+from harness.run.follow import Follower, signal_group, tail
+from harness.run.instruments import Instruments
+from harness.run.modes import MODES, Started, merge_worker_files, stop_helpers
+from harness.run.options import RunOptions
+from harness.run.target import EmbeddedSim
+from harness.scenario.models import Scenario
+from harness.signals import stop_reason
+
+
+def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
+    """Measure `scenario` against `opts.target_url` and write the run directory `opts.out_dir`.
+
+    Raises UserError when the target is unusable. Ctrl-C writes what was measured
+    (status "partial") before re-raising KeyboardInterrupt.
+    """
+    run_dir = RunDir(opts.out_dir).create()
+    prep = prepare.start(scenario, run_dir, opts.scenario_path)
+    prep.labels = opts.labels
+    sim: EmbeddedSim | None = None
+    target_url = opts.target_url or scenario.target.url
+    engine_kind = opts.engine_kind
+    metrics = None
+    try:
+        if target_url is None:
+            sim = EmbeddedSim(opts.sim_args, log_path=run_dir.sim_log).start()
+            target_url = sim.url
+            engine_kind = engine_kind or "sim"
+        prepare.resolve(prep, target_url, opts.model or scenario.target.model, engine_kind,
+                        reset_prefix_cache=opts.reset_prefix_cache, verbose=opts.show_progress)
+        metrics = open_metrics(opts, run_dir.root.name, prep.scenario, prep.model)
+        summary = _measure(prep, opts, metrics.env if metrics is not None else None, sim)
+        if prep.scenario.quality is not None:  # after the measured window: greedy outputs for `harness compare`
+            _quality_pass(prep, opts)
+        return summary
+    finally:
+        if metrics is not None:
+            metrics.close()
+        if sim is not None:
+            sim.stop()
+
+
+def _quality_pass(prep: prepare.Prepared, opts: RunOptions) -> None:
+    from harness.quality.passes import quality_pass
+    from harness.run.target import _auth_headers
+
+    scenario, root = prep.scenario, prep.run_dir.root
+    assert scenario.quality is not None
+    try:
+        run = quality_pass(scenario.quality, prep.scenario_dir, prep.target_url, root, model=prep.model,
+                           headers=_auth_headers(scenario))
+    except Exception as exc:  # the measured results stand without the quality outputs
+        print(f"quality pass failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return
+    if opts.show_progress:
+        errs = f", {run.errors} failed" if run.errors else ""
+        print(f"quality: {len(run.outputs)} greedy outputs in {run.seconds:.1f} s{errs} -> {root / 'quality.jsonl'}")
+
+
+def _measure(prep: prepare.Prepared, opts: RunOptions, env: dict[str, str] | None, sim: EmbeddedSim | None) -> RunSummary:
+    run_dir = prep.run_dir
+    instruments = Instruments(prep, StallMeter(), opts.engine_log or (sim.log_path if sim is not None else None)).start()
+    started = Started([], processes=max(1, opts.processes))
+    log = open(run_dir.load_log, "a")
+    progress = Progress(prep.scenario, enabled=opts.show_progress, live=instruments.live, sink=opts.progress_sink)
+    follower: Follower | None = None
+    status = "complete"
+    stopped_by: BaseException | None = None
+    try:
+        try:
+            # started inside the try: a Ctrl-C (or SIGTERM, which the CLI turns into one) while
+            # the processes start still stops the ones already running, in their own sessions
+            MODES.get(opts.mode)().start(prep, opts, log, env, started)
+            follower = Follower(started.procs, progress, instruments, opts.watch, sim)
+            follower.wait()
+        except KeyboardInterrupt as exc:
+            status = "partial"
+            stopped_by = exc
+            progress.note(f"{stop_reason(exc)}: stopping the load, keeping what was measured ...")
+            for p in started.procs:
+                signal_group(p, signal.SIGTERM)
+            if follower is None:
+                follower = Follower(started.procs, progress, instruments, opts.watch, sim)
+            follower.interrupted = True
+            try:
+                follower.wait(grace_s=opts.stop_grace_s + 10)
+            except KeyboardInterrupt:
+                # a second Ctrl-C: stop now. The load processes run in their own sessions, so
+                # without this they would keep sending to the target after we exit.
+                for p in started.procs:
+                    signal_group(p, signal.SIGKILL)
+                progress.note("interrupted again: load stopped at once, no summary; "
+                              f"{run_dir.requests} keeps the requests recorded so far")
+                raise
+    finally:
+        stop_helpers(started.helpers)
+        progress.close()
+        instruments.stall.stop()
+        log.close()
+    merge_worker_files(run_dir)
+    procs = started.procs
+    if any(p.returncode not in (0, None) for p in procs):
+        status = "partial" if status == "complete" else status
+    results = [json.loads(p.read_text()) for p in run_dir.load_results()]
+    if not results and follower is not None and follower.engine_exit is not None:
+        raise RunFailed(f"the simulated engine exited (code {follower.engine_exit[0]}) before anything was measured; "
+                        f"see {run_dir.sim_log}", *tail(run_dir.sim_log, 3))
+    if not results:
+        raise UserError(f"the load process failed before measuring anything; see {run_dir.load_log}", *tail(run_dir.load_log))
+    engine = instruments.stop_telemetry()
+    summary, metrics = finish.assemble(prep, results=results, engine=engine, stall=instruments.stall, status=status,
+                                       processes=started.processes)
+    _note_how_it_ended(summary, follower, stopped_by, run_dir)
+    if opts.distributed and len(results) < started.processes:
+        summary.validity["warnings"].append(
+            f"only {len(results)} of {started.processes} workers' final results arrived; the others' requests are "
+            f"missing (see {run_dir.load_log})")
+        summary.validity["ok"] = False
+    finish.conclude(prep, summary, engine, instruments, slice_s=opts.slice_s)
+    finish.write(prep, summary, metrics)
+    if opts.show_progress:
+        chosen = None
+        if opts.percentiles:
+            from harness.results.export import chosen as chosen_percentiles
+
+            chosen = chosen_percentiles(metrics.to_dict(), opts.percentiles)
+        print_summary(summary, run_dir.root, chosen=chosen)
+    if opts.write_report:
+        _write_report(run_dir.root, opts.show_progress)
+    if status == "partial" and follower is not None and follower.interrupted:
+        raise stopped_by if stopped_by is not None else KeyboardInterrupt()
+    return summary
+
+
+def _note_how_it_ended(summary: RunSummary, follower: Follower | None, stopped_by: BaseException | None,
+                       run_dir: RunDir) -> None:
+    """An early stop (watcher), a stop signal, a dead embedded engine: status and warnings say so."""
+    if follower is not None and follower.stopped_early:
+        summary.load["stopped_early"] = follower.stopped_early
+        summary.validity["warnings"].append(f"stopped early: {follower.stopped_early}")
+        summary.validity["ok"] = False
+        summary.status = "partial"
+    if stopped_by is not None:
+        summary.status_reason = stop_reason(stopped_by)
+    if follower is not None and follower.engine_exit is not None:
+        code, when = follower.engine_exit
+        start = summary.window.get("start")
+        at = f"at t={when - start:.1f} s of the window" if start and when >= start else "before the window opened"
+        summary.status = "failed"
+        summary.status_reason = f"the simulated engine exited (code {code}) {at}; see {run_dir.sim_log}"
+        summary.validity["warnings"].insert(0, summary.status_reason)
+        summary.validity["ok"] = False
+
+
+def _write_report(root: Path, verbose: bool) -> None:
+    from harness.report import write_report
+
+    try:
+        path = write_report(root)
+        if verbose:
+            print(f"report: {path}")
+    except Exception as exc:  # noqa: BLE001 - a report failure must never lose the run
+        print(f"warning: report not written: {exc}", file=sys.stderr)
+
+
+__all__ = ["RunOptions", "run_scenario"]

@@ -1,0 +1,48 @@
+"""What a caller asks of one run (`harness run`, sweeps, capacity search; the web UI builds its own)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class RunOptions:
+    out_dir: Path
+    target_url: str | None = None  # None: start the built-in simulated engine
+    model: str | None = None
+    sim_args: list[str] = field(default_factory=list)
+    engine_kind: str | None = None  # hint for telemetry (vllm, sglang, sim, ...)
+    show_progress: bool = True
+    write_report: bool = True
+    processes: int = 1
+    scenario_path: str | None = None
+    #: `--percentiles`: the console table's columns, read from the HDR histograms (None: the summary's)
+    percentiles: tuple[float, ...] | None = None
+    #: receives each progress line instead of the terminal (a sweep shows it inside its own)
+    progress_sink: Callable[[str], None] | None = None
+    labels: dict[str, str] = field(default_factory=dict)  # e.g. sweep config id, for exporters
+    kernel_stamps: bool = True
+    stop_grace_s: float = 30.0
+    distributed: int = 0  # > 0: a Locust master and this many worker processes (harness.load.distributed)
+    metrics_port: int | None = None  # serve live harness_ metrics (Prometheus) on this port while running
+    metrics_host: str = "127.0.0.1"
+    metrics_server: Any = None  # a started exporter.MetricsServer shared across runs (sweeps); wins over the port
+    #: reset the target's prefix cache before the run (or salt the prompts where it cannot be
+    #: reset); `harness run` turns it on, sweeps reset between cells themselves (harness.run.prefix_cache)
+    reset_prefix_cache: bool = False
+    #: called with the latest progress line of every load process; a returned reason stops the run
+    #: early (harness.capacity.saturation: an over-saturated trial), recorded in summary.load.stopped_early
+    watch: Callable[[list[dict[str, Any]]], str | None] | None = None
+    #: the engine's log (a sweep's engine log, `--engine-log FILE`); the embedded simulator's own
+    #: sim.log when None. Read over the measured window by harness.diagnose.enginelog
+    engine_log: Path | None = None
+    #: width of the per-interval figures (timeslices.json, the steady-state check), `--slice-s`
+    slice_s: float = 10.0
+
+    @property
+    def mode(self) -> str:
+        """The run mode (harness.run.modes): how the load processes are started."""
+        return "distributed" if self.distributed else "processes"

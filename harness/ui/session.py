@@ -1,0 +1,432 @@
+"""The web UI's run session: one harness run per Locust test, on the shared run lifecycle.
+
+A test started from the form (or headless) becomes one run directory: scenario.yaml,
+requests.jsonl, progress.jsonl, load_result[.wK].json, engine_metrics.jsonl, and at the end
+summary.json, histograms.json and the report, the same layout as `harness run`, because the run
+is prepared (harness.run.prepare), instrumented (harness.run.instruments) and finished
+(harness.run.finish) by the same code. What stays here is what Locust makes different: Locust's
+events start and stop the load, the workers' results arrive as messages (harness.load.distributed
+Collector), and the form may override the scenario's load. Live values: harness.ui.live; the
+view: harness.ui.view; HTTP: harness.ui.routes.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import gevent
+import gevent.event
+from locust.env import Environment
+
+from harness.errors import UserError
+from harness.load.distributed import Collector
+from harness.metrics.stall_meter import StallMeterProcess
+from harness.results.layout import RunDir, default_run_dir
+from harness.run import finish, prepare
+from harness.run.instruments import Instruments
+from harness.scenario import load_scenario
+from harness.scenario.models import Scenario
+from harness.ui.guard import ScenarioChoices, check_form_host, fixed_target
+from harness.ui.live import LiveStats
+from harness.ui.routes import install
+from harness.ui.view import build_view, engine_view
+
+log = logging.getLogger("harness.web")
+
+SERIES_EVERY_S = 1.0
+UNTIL_STOPPED_S = 10 * 86400.0  # "until Stop": a window longer than any test
+
+
+class Run:
+    def __init__(self, name: str, run_dir: RunDir, scenario: Scenario, scenario_path: str) -> None:
+        self.name = name
+        self.dir = run_dir
+        self.scenario = scenario
+        self.scenario_path = scenario_path
+        self.info: dict[str, Any] = {}
+        self.target_url = ""
+        self.telemetry: Any = None
+        self.stall: StallMeterProcess | None = None  # host stalls, measured outside gevent
+        self.live = LiveStats()
+        self.started = time.time()
+        self.window_start: float | None = None
+        self.finished_at: float | None = None
+        self.until_stopped = False
+        self.users_seen: list[int] = []
+        self.ending = False  # Stop pressed / every worker done: the end is under way
+        self.finalizing = False
+        self.finalized = gevent.event.Event()
+        self.summary: dict[str, Any] | None = None
+        self.report: str | None = None  # "writing", "ok", "failed: ...", "off"
+        self.missing: list[int] = []
+        self.engine_base: dict[str, Any] = {}
+        self.prep: prepare.Prepared | None = None  # set once the run is prepared (harness.run.prepare)
+        self.instruments: Instruments | None = None
+
+
+class RunSession:
+    """Turns each Locust test into a harness run; serves the live view."""
+
+    def __init__(self, environment: Environment) -> None:
+        self.env = environment
+        opts = environment.parsed_options
+        self.opts = opts
+        self.headless = bool(getattr(opts, "headless", False))
+        self.results_root = Path(getattr(opts, "results", "results") or "results")
+        # fixed at start: the form may set any parsed option, so these are never read from opts again
+        self.choices = ScenarioChoices.from_env(getattr(opts, "scenario", "") if opts else "")
+        self.cli_host = (environment.host or "").rstrip("/") or None
+        self.model = (getattr(opts, "model", "") if opts else "") or None
+        self.state = "idle"
+        self.error: list[str] = []
+        self.run: Run | None = None
+        self.runs: dict[str, Path] = {}
+        self.sim: Any = None
+        self._view_cache: tuple[float, dict[str, Any]] | None = None
+        self.collector = Collector(environment, on_delta=self._on_delta, on_event=self._on_event)
+        ev = environment.events
+        ev.test_start.add_listener(self._on_test_start)
+        ev.test_stopping.add_listener(self._on_test_stopping)
+        ev.spawning_complete.add_listener(self._on_spawned)
+        ev.quitting.add_listener(self._on_quitting)
+        self._prepare()
+        self.ui_host = (environment.host or "").rstrip("/")  # what the form shows: --host or the simulator
+        if environment.web_ui is not None:
+            install(self, environment.web_ui)
+        gevent.spawn(self._sampler)
+
+    # ---------------------------------------------------------------- startup
+    def _prepare(self) -> None:
+        """Check the scenario, set the form's defaults from it, start the simulator if needed."""
+        path = getattr(self.opts, "scenario", "") if self.opts else ""
+        if not path:
+            print("harness: no scenario given. Pass --scenario FILE (harness ui SCENARIO does); the web form "
+                  "runs only scenarios given at start.", file=sys.stderr)
+            if self.headless:
+                self.env.process_exit_code = 2
+                gevent.spawn_later(0.1, self.env.runner.quit)
+            return
+        try:
+            scenario = load_scenario(path)
+        except UserError as exc:
+            self._fail(exc.lines, stop=False)
+            for line in exc.lines:
+                print(f"harness: {line}", file=sys.stderr)
+            if self.headless:
+                self.env.process_exit_code = 2
+                gevent.spawn_later(0.1, self.env.runner.quit)
+            return
+        load = scenario.load
+        if self.opts.num_users is None:
+            self.opts.num_users = load.concurrency if load.concurrency is not None else load.max_in_flight
+        if self.opts.spawn_rate is None:
+            users = self.opts.num_users
+            self.opts.spawn_rate = users / load.ramp_s if (load.ramp_s > 0 and not load.open_loop) else float(users)
+        if not self.env.host and (not scenario.target.url or len(self.choices.files) > 1):
+            self._start_sim()
+
+    def _start_sim(self) -> None:
+        from harness.run.target import EmbeddedSim
+
+        logdir = Path(tempfile.mkdtemp(prefix="harness-ui-sim-"))
+        args = shlex.split(getattr(self.opts, "sim_args", "") or "")
+        try:
+            self.sim = EmbeddedSim(args, log_path=logdir / "sim.log").start()
+        except UserError as exc:
+            self._fail(exc.lines, stop=False)
+            return
+        self.env.host = self.sim.url
+        print(f"harness: no --host: started the built-in simulated engine at {self.sim.url} (log {logdir / 'sim.log'})",
+              file=sys.stderr)
+
+    # ---------------------------------------------------------------- test start
+    def _on_test_start(self, **_kw: Any) -> None:
+        self.error = []
+        self._view_cache = None
+        try:
+            self._begin()
+        except UserError as exc:
+            self._fail(exc.lines)
+        except Exception as exc:  # noqa: BLE001 - shown in the UI, the test is stopped
+            log.exception("harness: the run could not start")
+            self._fail([f"the run could not start: {type(exc).__name__}: {exc}"])
+
+    def _overrides(self, scenario_data: Scenario) -> dict[str, Any]:
+        o = self.opts
+        runner = self.env.runner
+        users = int(getattr(runner, "target_user_count", 0) or 0)
+        out: dict[str, Any] = {}
+        rate = _number(getattr(o, "open_loop_rate", ""), "open-loop-rate")
+        if rate is not None:
+            out["load.rate"] = rate
+        open_loop = rate is not None or scenario_data.load.open_loop
+        if users > 0:
+            if open_loop:
+                out["load.max_in_flight"] = users  # the pool of users that send at the scheduled times
+            else:
+                out["load.concurrency"] = users
+        window = _number(getattr(o, "measured_window", ""), "measured-window")
+        if window is not None:
+            out["load.duration_s"] = window if window > 0 else UNTIL_STOPPED_S
+        warmup = _number(getattr(o, "warmup", ""), "warmup")
+        if warmup is not None:
+            out["warmup.duration_s"] = warmup
+            out["warmup.requests"] = 0
+        if getattr(o, "no_telemetry", False):
+            out["telemetry.enabled"] = False
+        return out
+
+    def _begin(self) -> None:
+        """Prepare the run the way `harness run` does (harness.run.prepare), then hand the plan to
+        the Locust workers; Locust, not this plugin, starts and stops the load."""
+        path = str(self.choices.pick(getattr(self.opts, "scenario", "")))
+        form_host, self.env.host = self.env.host, self.ui_host or None  # Locust copied the form's host there
+        base = load_scenario(path)
+        target, source = self._target(base)
+        if _norm(form_host) != self.ui_host:
+            check_form_host(form_host, target, source)
+        overrides = self._overrides(base)
+        scenario = load_scenario(path, overrides)
+        run_dir = RunDir(default_run_dir(scenario.name, self.results_root)).create()
+        run = Run(run_dir.root.name, run_dir, scenario, path)
+        run.until_stopped = overrides.get("load.duration_s") == UNTIL_STOPPED_S
+        self.run = run
+        self.runs[run.name] = run_dir.root.resolve()
+        self.state = "starting"
+        prep = prepare.start(scenario, run_dir, path, scenario_dir=Path(path).resolve().parent, check_quality=False)
+        if not target:
+            raise UserError("no target: start harness ui with --target URL (or set target.url in the scenario)")
+        prep.labels = {"source": "locust-ui"}
+        simulated = self.sim is not None and target == self.sim.url
+        # every test starts cold: the previous test's prompts (same seed) must not be served from cache
+        prepare.resolve(prep, target, (self.model or scenario.target.model) or None, "sim" if simulated else None,
+                        reset_prefix_cache=not getattr(self.opts, "no_reset_prefix_cache", False),
+                        off_reason="--no-reset-prefix-cache", calibrate=False)
+        run.prep, run.scenario, run.target_url, run.info = prep, prep.scenario, target, prep.info
+        instruments = Instruments(prep, StallMeterProcess(run_dir.root / "stall_meter.json")).start()
+        run.instruments = instruments
+        run.telemetry, run.stall = instruments.telemetry, instruments.stall
+        plan = prep.plan(stop_grace_s=float(getattr(self.opts, "stop_grace", 30.0)))
+        run_dir.plan.write_text(plan.model_dump_json(indent=2))
+        self.collector.begin(plan, run_dir.root)
+        self.state = "warmup"
+        users = int(getattr(self.env.runner, "target_user_count", 0) or 0)
+        if users:
+            run.users_seen.append(users)
+        print(f"harness: run {run.name}: {scenario.name} -> {target} ({run.info['model']}), "
+              f"{self.collector.n} load process(es); results in {run_dir.root}", file=sys.stderr)
+
+    def _target(self, scenario: Scenario) -> tuple[str, str]:
+        """The run's target: --target, else the scenario's target.url, else the simulator."""
+        return fixed_target(self.cli_host, scenario.target.url, self.sim.url if self.sim is not None else None)
+
+    def check_swarm_form(self, form: Any) -> list[str]:
+        """The form's scenario and host, checked before Locust acts on them: [] or the error lines."""
+        try:
+            path = self.choices.pick(form.get("scenario", getattr(self.opts, "scenario", "")))
+            target, source = self._target(load_scenario(path))
+            if "host" in form and _norm(form.get("host")) != self.ui_host:
+                check_form_host(form.get("host"), target, source)
+        except UserError as exc:
+            return exc.lines
+        return []
+
+    def _fail(self, lines: list[str], stop: bool = True) -> None:
+        self.error = list(lines)
+        self.state = "error"
+        for line in lines:
+            log.error("harness: %s", line)
+        run = self.run
+        if run is not None and run.telemetry is not None:
+            run.telemetry.stop()
+        if run is not None and run.stall is not None:
+            run.stall.stop()
+        if stop:
+            gevent.spawn(self.env.runner.stop)
+
+    # ---------------------------------------------------------------- during the test
+    def _on_spawned(self, user_count: int = 0, **_kw: Any) -> None:
+        run = self.run
+        if run is not None and not run.finalizing and (not run.users_seen or run.users_seen[-1] != user_count):
+            run.users_seen.append(int(user_count))
+
+    def _on_delta(self, _worker: int, data: dict[str, Any]) -> None:
+        run = self.run
+        if run is not None and data.get("metrics"):
+            run.live.add(data["metrics"])
+            self._view_cache = None
+
+    def _on_event(self, name: str, line: dict[str, Any]) -> None:
+        run = self.run
+        if run is None:
+            return
+        if name == "window_start":
+            run.window_start = line.get("t", time.time())
+            self.state = "measuring"
+            if run.instruments is not None:
+                run.instruments.window_start()
+        elif name == "drained":
+            if run.instruments is not None:
+                run.instruments.window_end()
+        elif name == "final":
+            if self.state in ("warmup", "measuring"):
+                self.state = "draining"
+            if self.collector.all_final.is_set() and not run.ending:
+                run.ending = True
+                gevent.spawn(self._complete, run)
+
+    def _complete(self, run: Run) -> None:
+        """Every worker reached the scenario's stop condition: write the run, then end the test."""
+        self._finalize(run, [])
+        if self.headless:
+            self.env.runner.quit()
+        else:
+            self.env.runner.stop()
+
+    def _on_test_stopping(self, sync: bool = False, **_kw: Any) -> None:
+        """Stop pressed, --run-time over, or quitting: workers drain and report before Locust
+        stops them; only then does Locust go on (and a headless master quit). `sync`: write the
+        run before returning (headless, or the process is about to exit)."""
+        sync = sync or self.headless
+        run = self.run
+        if run is None or self.state in ("error", "idle"):
+            return
+        if run.ending:
+            if sync:
+                run.finalized.wait(120)
+            return
+        run.ending = True
+        if not self.collector.all_final.is_set():
+            self.state = "draining"
+            self.collector.stop_workers()
+        missing = self.collector.wait_finals(self.collector.final_timeout_s())
+        if sync:
+            self._finalize(run, missing, sync=True)
+        else:
+            gevent.spawn(self._finalize, run, missing)
+
+    def _sampler(self) -> None:
+        while True:
+            gevent.sleep(SERIES_EVERY_S)
+            run = self.run
+            if run is not None and self.state in ("warmup", "measuring", "draining"):
+                try:
+                    run.live.sample(engine_view(run), int(getattr(self.env.runner, "user_count", 0) or 0))
+                except Exception:  # noqa: BLE001 - a chart point is never worth a crash
+                    log.exception("harness: live sample failed")
+
+    # ---------------------------------------------------------------- the end
+    def _finalize(self, run: Run, missing: list[int], sync: bool = False) -> None:
+        if run.finalizing:
+            return
+        run.finalizing = True
+        self.state = "finishing"
+        self._view_cache = None
+        try:
+            self._write_summary(run, missing)
+            self.state = "finished"
+        except Exception as exc:  # noqa: BLE001 - the UI must show it; the raw files stay
+            log.exception("harness: writing the run failed")
+            self.error = [f"writing {run.dir.root} failed: {type(exc).__name__}: {exc}"]
+            self.state = "error"
+        finally:
+            run.finished_at = time.time()
+            self.collector.close()
+            run.finalized.set()
+        if self.state == "finished" and not getattr(self.opts, "no_report", False):
+            if sync or self.headless:
+                self._write_report(run)
+            else:
+                gevent.spawn(self._write_report, run)
+        elif getattr(self.opts, "no_report", False):
+            run.report = "off"
+
+    def _write_summary(self, run: Run, missing: list[int]) -> None:
+        collector = self.collector
+        results = [collector.results[k] for k in sorted(collector.results)]
+        run.missing = missing
+        engine = run.telemetry.stop() if run.telemetry is not None else {}
+        stopped_early = any(r != "done" for r in collector.reasons.values()) and not run.until_stopped
+        status = "partial" if (missing or stopped_early or not results) else "complete"
+        load = finish.load_block(run.scenario)
+        if run.until_stopped:
+            load["duration_s"] = None
+            load["until_stopped"] = True
+        warnings = []
+        if missing:
+            warnings.append(f"the final results of worker(s) {', '.join(map(str, missing))} did not arrive within "
+                            f"{collector.final_timeout_s():.0f} s: their requests are missing from these results")
+        if len(set(run.users_seen)) > 1:
+            warnings.append("the number of users changed during the test (" + " -> ".join(map(str, run.users_seen))
+                            + "): the results mix load levels")
+        if stopped_early:
+            warnings.append("the test was stopped before the scenario's stop condition")
+        summary, metrics = finish.assemble(run.prep, results=results, engine=engine, stall=run.stall, status=status,
+                                           processes=collector.n, load=load, warnings=warnings)
+        finish.conclude(run.prep, summary, engine, run.instruments, judge=False)
+        run.summary = finish.write(run.prep, summary, metrics)
+        print(f"harness: run {run.name} written to {run.dir.root} ({summary.requests.completed} requests, "
+              f"status {status})", file=sys.stderr)
+
+    def _write_report(self, run: Run) -> None:
+        run.report = "writing"
+        self._view_cache = None
+        try:
+            proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "report", str(run.dir.root)],
+                                  capture_output=True, text=True, timeout=300)
+            if proc.returncode == 0 and (run.dir.root / "report.html").exists():
+                run.report = "ok"
+            else:
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+                run.report = f"failed: {tail[0]}"
+        except (OSError, subprocess.SubprocessError) as exc:
+            run.report = f"failed: {exc}"
+        self._view_cache = None
+
+    def _on_quitting(self, **_kw: Any) -> None:
+        run = self.run
+        if run is not None and self.state not in ("error", "idle"):
+            self._on_test_stopping(sync=True)  # Ctrl-C / SIGTERM: the run is written before exit
+        if run is not None and run.telemetry is not None and not run.finalizing:
+            run.telemetry.stop()
+        if run is not None and run.stall is not None and not run.finalizing:
+            run.stall.stop()
+        if self.sim is not None:
+            self.sim.stop()
+
+    # ---------------------------------------------------------------- the view
+
+    # ---------------------------------------------------------------- the view
+    def view(self) -> dict[str, Any]:
+        now = time.time()
+        if self._view_cache is not None and now - self._view_cache[0] < 1.0:
+            return self._view_cache[1]
+        out = build_view(self)
+        self._view_cache = (now, out)
+        return out
+
+    def base_path(self) -> str:
+        return (getattr(self.opts, "web_base_path", "") or "").rstrip("/")
+
+
+def _number(text: Any, name: str) -> float | None:
+    if text is None or str(text).strip() == "":
+        return None
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise UserError(f"{name}: {text!r} is not a number") from None
+    if value < 0:
+        raise UserError(f"{name}: must be >= 0 (got {value:g})")
+    return value
+
+
+def _norm(url: Any) -> str:
+    return str(url or "").strip().rstrip("/")
