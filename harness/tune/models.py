@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from harness.scenario.quality import QualitySpec
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.scenario.models import SLO
+from harness.scenario.quality import QualitySpec
 from harness.sweep.models import EngineSpec, Flags, FlagValue, _check_flag_names
 
 
