@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.errors import UserError
 from harness.results.engine_facts import facts_line
-from harness.results.startup_phases import LABELS, PHASES
+from harness.results.startup_phases import PHASES
 from harness.sweep.results import atomic_write
 
 SCHEMA_VERSION = 1
@@ -176,8 +176,9 @@ def _mmm(st: dict[str, Any] | None) -> str:
 
 def console_table(results: StartupResults) -> str:
     configs = results.data.get("configs") or results.configs()
-    lines = ["time to ready by phase, seconds: median (min-max) over the starts"]
-    head = f"  {'config':<28} {'start':<5} {'n':>2}  {'ready':<19} " + " ".join(f"{LABELS[p].split()[0]:<19}" for p in PHASES)
+    lines = ["time to ready by phase, seconds: median (min-max) over the starts "
+             "(load: weights; kv_profile: KV profiling/allocation; rest: process start, imports, API server)"]
+    head = f"  {'config':<28} {'start':<5} {'n':>2}  {'ready':<19} " + " ".join(f"{p:<19}" for p in PHASES)
     lines.append(head)
     for c in configs:
         for kind in ("cold", "warm"):
