@@ -20,7 +20,9 @@ def _sizes_text(facts: dict[str, Any]) -> str | None:
         return None
     mode = facts.get("cudagraph_mode")
     if count == 0:
-        return "no CUDA graphs" + (" (eager)" if facts.get("enforce_eager") or mode == "NONE" else "")
+        if facts.get("enforce_eager"):
+            return "no CUDA graphs (eager)"
+        return "no CUDA graphs" + (f" (mode {mode})" if mode else "")
     sizes = facts.get("cudagraph_sizes") or []
     span = f" {sizes[0]}-{sizes[-1]}" if sizes else ""
     return f"{count} CUDA graphs{span}" + (f" {mode}" if mode else "")

@@ -17,7 +17,8 @@ def test_facts_line_says_what_the_engine_runs_with():
              "quantization": "fp8", "kv_cache_dtype": "fp8", "compile_cache_hit": True, "engine_version": "0.32.0"}
     assert facts_line(facts) == ("attention FLASH_ATTN · 7 CUDA graphs 1-32 FULL_AND_PIECEWISE · max_model_len 49,680 "
                                  "(auto-fit from 131,072) · quantization fp8 · KV fp8 · compile cache hit · version 0.32.0")
-    assert facts_line({"cudagraph_count": 0, "cudagraph_mode": "NONE"}) == "no CUDA graphs (eager)"
+    assert facts_line({"cudagraph_count": 0, "cudagraph_mode": "NONE", "enforce_eager": True}) == "no CUDA graphs (eager)"
+    assert facts_line({"cudagraph_count": 0, "cudagraph_mode": "NONE"}) == "no CUDA graphs (mode NONE)"  # the CPU build
     assert facts_line({}) == ""
 
 
