@@ -23,6 +23,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the harness of this checkout
+from harness.metrics.table import shown  # noqa: E402
+
 OUT = Path(__file__).resolve().parent / "dashboards"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 RI = "$__rate_interval"
@@ -377,10 +380,9 @@ def tuning() -> Board:
                  description="How late requests went out. Latencies count from the intended time regardless.")
     b.timeseries("Client CPU (cores)", [t(f'sum(rate({h("harness_client_cpu_seconds_total")}[{RI}]))', "load processes")], unit="short",
                  description="Near 1 core per load process = the client is saturated; use --processes.")
-    b.timeseries("Mean latency (client)", [
-        t(mean(h("harness_ttft_seconds_sum"), h("harness_ttft_seconds_count")), "TTFT"),
-        t(mean(h("harness_itl_seconds_sum"), h("harness_itl_seconds_count")), "ITL"),
-        t(mean(h("harness_tpot_seconds_sum"), h("harness_tpot_seconds_count")), "TPOT"),
+    b.timeseries("Mean latency (client)", [  # the metric table's live histograms shown in Grafana
+        t(mean(h(f"harness_{m.live.name}_seconds_sum"), h(f"harness_{m.live.name}_seconds_count")), m.live.name.upper())
+        for m in shown("grafana") if m.live is not None
     ], unit="s")
     return b
 

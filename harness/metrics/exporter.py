@@ -36,34 +36,19 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from harness.metrics.table import LIVE
+
 if TYPE_CHECKING:
     from harness.metrics.record import RequestRecord
 
 ENV_DIR = "HARNESS_METRICS_DIR"  # set (with PROMETHEUS_MULTIPROC_DIR) only for runs that export
 
-# ----------------------------------------------------------------------------- buckets (seconds)
-# Supersets of vLLM's bucket bounds in the range that matters (client and engine quantiles are
-# interpolated on shared edges there), with finer steps where LLM latencies sit.
-TTFT_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0,
-                1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0, 120.0, 300.0)
-ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.0175, 0.02, 0.025, 0.03, 0.035, 0.04,
-               0.05, 0.06, 0.075, 0.1, 0.125, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
-E2E_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 40.0,
-               50.0, 60.0, 90.0, 120.0, 240.0, 480.0, 960.0)
-SEND_LAG_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-                    2.5, 5.0, 10.0)
-
-#: name -> (buckets, help). Names get the `harness_` prefix and `_seconds` unit.
-HISTOGRAMS: dict[str, tuple[tuple[float, ...], str]] = {
-    "ttft": (TTFT_BUCKETS, "Time to first token (first content chunk), client side, from the intended send in open loop."),
-    "itl": (ITL_BUCKETS, "Inter-token latency per token: a chunk of k tokens after a gap g gives k samples of g/k."),
-    "tpot": (ITL_BUCKETS, "Time per output token per request: (E2E - TTFT) / (output tokens - 1)."),
-    "e2e": (E2E_BUCKETS, "End-to-end request latency (last content chunk), client side."),
-    "send_lag": (SEND_LAG_BUCKETS, "Open loop: actual send time minus intended send time."),
-}
+#: name -> (buckets, help), from the metric table's live entries (harness.metrics.table). Names get
+#: the `harness_` prefix and `_seconds` unit.
+HISTOGRAMS: dict[str, tuple[tuple[float, ...], str]] = {m.live.name: (m.live.buckets, m.live.help) for m in LIVE if m.live}
+_SOURCE = {m.live.name: m for m in LIVE if m.live}  # live name -> table entry
 HIST_NAMES = tuple(HISTOGRAMS)
 _BOUNDS_NS = {name: tuple(round(b * 1e9) for b in spec[0]) for name, spec in HISTOGRAMS.items()}
-_ITL_BOUNDS_NS = _BOUNDS_NS["itl"]
 
 #: labels the runner adds to every harness_ series (empty values are dropped by Prometheus)
 RUN_LABELS = ("run", "scenario", "config", "model")
@@ -106,7 +91,8 @@ class LoadMetrics:
         self._flushed_sends = 0
         self._finished = 0
         self._cpu = time.process_time()
-        self._np = None
+        self._np: Any = None
+        self._bounds_np: dict[str, Any] = {}
         reg = None  # never the global registry: the runner collects the files
         self.hist = {
             name: Histogram(f"harness_{name}_seconds", doc, ["class"], buckets=buckets, registry=reg)
@@ -137,65 +123,39 @@ class LoadMetrics:
         acc.input_tokens += rec.input_tokens if rec.input_tokens is not None else rec.intended_input_tokens
         acc.output_tokens += rec.output_tokens or 0
         counts, sums = acc.counts, acc.sums
-        sent = rec.sent_ns
-        intended = rec.intended_ns
-        if intended is not None:
-            lag = sent - intended
-            counts["send_lag"][bisect_left(_BOUNDS_NS["send_lag"], lag)] += 1
-            sums["send_lag"] += lag
-            start = intended
-        else:
-            start = sent
-        chunks = rec.chunk_ns
-        if not chunks:
-            return
-        first, last = chunks[0], chunks[-1]
-        ttft = first - start
-        counts["ttft"][bisect_left(_BOUNDS_NS["ttft"], ttft)] += 1
-        sums["ttft"] += ttft
-        e2e = last - start
-        counts["e2e"][bisect_left(_BOUNDS_NS["e2e"], e2e)] += 1
-        sums["e2e"] += e2e
-        n = rec.output_tokens
-        if n is not None and n >= 2:
-            tpot = (last - first) // (n - 1)
-            counts["tpot"][bisect_left(_BOUNDS_NS["tpot"], tpot)] += 1
-            sums["tpot"] += tpot
-        if len(chunks) > 1:
-            sums["itl"] += last - first
-            if len(chunks) > NUMPY_FROM:
-                self._itl_numpy(counts["itl"], chunks, rec.chunk_tokens)
+        d = rec.derived()  # the request's values, derived once (harness.metrics.table)
+        for name, metric in _SOURCE.items():
+            v = metric.sample(d)
+            if v is None:
+                continue
+            bounds, bucket = _BOUNDS_NS[name], counts[name]
+            if isinstance(v, list):
+                if not v:
+                    continue
+                sums[name] += sum(v)
+                if len(v) > NUMPY_FROM:
+                    self._many(bucket, name, v)
+                else:
+                    for x in v:
+                        bucket[bisect_left(bounds, x)] += 1
             else:
-                itl = counts["itl"]
-                prev = first
-                for t, k in zip(chunks[1:], rec.chunk_tokens[1:]):
-                    gap = t - prev
-                    prev = t
-                    if k > 1:
-                        itl[bisect_left(_ITL_BOUNDS_NS, gap // k)] += k
-                    else:
-                        itl[bisect_left(_ITL_BOUNDS_NS, gap)] += 1
+                bucket[bisect_left(bounds, v)] += 1
+                sums[name] += v
 
-    def _itl_numpy(self, itl: list[int], chunks: list[int], tokens: list[int]) -> None:
+    def _many(self, bucket: list[int], name: str, values: list[int]) -> None:
+        """Long streams: one numpy searchsorted + bincount instead of a bisect per sample."""
         np = self._np
         if np is None:
             import numpy as np
 
             self._np = np
-            self._bounds_np = np.asarray(_ITL_BOUNDS_NS, dtype=np.int64)
-        gaps = np.diff(np.array(chunks, dtype=np.int64))
-        k = np.array(tokens[1 : len(chunks)], dtype=np.int64)
-        if len(k) == len(gaps) and k.min() == 1 and k.max() == 1:  # one token per chunk: the usual case
-            per_bucket = np.bincount(np.searchsorted(self._bounds_np, gaps), minlength=len(itl)).tolist()
-        else:
-            if len(k) != len(gaps):  # defensive: fewer token counts than chunks
-                k = np.resize(k if len(k) else np.ones(1, np.int64), len(gaps))
-            k = np.maximum(k, 1)
-            idx = np.searchsorted(self._bounds_np, gaps // k)
-            per_bucket = np.bincount(idx, weights=k, minlength=len(itl)).astype(np.int64).tolist()
-        for i, c in enumerate(per_bucket):
+        bounds = self._bounds_np.get(name)
+        if bounds is None:
+            bounds = self._bounds_np[name] = np.asarray(_BOUNDS_NS[name], dtype=np.int64)
+        per_bucket = np.bincount(np.searchsorted(bounds, np.asarray(values, dtype=np.int64)), minlength=len(bucket))
+        for i, c in enumerate(per_bucket.tolist()):
             if c:
-                itl[i] += c
+                bucket[i] += c
 
     # ---- once a second (idle time), and at exit
     def flush(self) -> None:

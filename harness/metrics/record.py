@@ -1,4 +1,4 @@
-"""One finished request, as measured, and the metric definitions derived from it.
+"""One finished request, as measured (the metric definitions: harness.metrics.table).
 
 Definitions (all from integer nanosecond stamps on one monotonic clock):
 - start: the intended send time in open loop (coordinated omission: a late send is the
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from harness.metrics.table import Derived, derive
 
 SLO_FIELDS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms"}
 
@@ -50,6 +52,15 @@ class RequestRecord:
     turn: int = 0  # multi-turn: 1-based turn number
     ideal_cached_tokens: int | None = None  # multi-turn: what a large prefix cache could serve
     reply_text: str | None = None  # the streamed reply, kept only when a session needs it (never written)
+    _derived: Derived | None = field(default=None, repr=False, compare=False)
+
+    def derived(self) -> Derived:
+        """The request's metric values (harness.metrics.table.derive), computed once per request:
+        the recorder, the live exporter and the SLO check all read them from here."""
+        d = self._derived
+        if d is None:
+            d = self._derived = derive(self)
+        return d
 
     # ---- derived values (ns)
     @property
@@ -119,7 +130,8 @@ def meets_slo(rec: RequestRecord, slo: dict[str, float | None]) -> bool:
     """Good = no error and every limit that is set holds (limits in ms)."""
     if not rec.ok:
         return False
-    values = {"ttft": rec.ttft_ns, "tpot": rec.tpot_ns, "e2e": rec.e2e_ns}
+    d = rec.derived()
+    values = {"ttft": d.ttft, "tpot": d.tpot, "e2e": d.e2e}
     for metric, key in SLO_FIELDS.items():
         limit = slo.get(key)
         if limit is None:

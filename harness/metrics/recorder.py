@@ -15,14 +15,15 @@ import numpy as np
 
 from harness.metrics.hdr import COUNT, LATENCY, Histogram
 from harness.metrics.record import RequestRecord, meets_slo
+from harness.metrics.table import HIST_NAMES, LATENCY_NAMES, METRICS
 
 ALL = "_all"
 #: histograms.json keys beside the classes: groupings ({"turn=3": class-shaped block}) and sessions
 GROUPS, SESSIONS = "_groups", "_sessions"
 RESERVED = (ALL, GROUPS, SESSIONS)
-LATENCY_NAMES = ("ttft", "itl_chunk", "itl_token", "tpot", "e2e", "send_lag")
-HIST_NAMES = (*LATENCY_NAMES, "tokens_per_chunk")
+__all__ = ["ALL", "HIST_NAMES", "LATENCY_NAMES", "ClassMetrics", "MetricSet"]  # the names come from the table
 NS_PER_MS = 1e6
+_COUNTS = frozenset(m.name for m in METRICS if m.hdr == "count")
 
 
 class ClassMetrics:
@@ -36,8 +37,7 @@ class ClassMetrics:
     FLUSH_AT = 16384
 
     def __init__(self) -> None:
-        self.hist: dict[str, Histogram] = {name: Histogram(LATENCY) for name in LATENCY_NAMES}
-        self.hist["tokens_per_chunk"] = Histogram(COUNT)
+        self.hist: dict[str, Histogram] = {m.name: Histogram(LATENCY if m.hdr == "latency" else COUNT) for m in METRICS}
         self.counts: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
         self._pending: dict[str, array] = {name: array("q") for name in HIST_NAMES}
@@ -55,27 +55,16 @@ class ClassMetrics:
         c["output_tokens"] += rec.output_tokens or 0
         c[f"output_source:{rec.output_source}"] += 1
         p = self._pending
-        ttft = rec.ttft_ns
-        if ttft is not None:
-            p["ttft"].append(ttft)
-            p["e2e"].append(rec.e2e_ns)  # type: ignore[arg-type]
-        tpot = rec.tpot_ns
-        if tpot is not None:
-            p["tpot"].append(round(tpot))
-        lag = rec.send_lag_ns
-        if lag is not None:
-            p["send_lag"].append(lag)
-        times, tokens = rec.chunk_ns, rec.chunk_tokens
-        p["tokens_per_chunk"].extend(tokens)
-        if len(times) > 1:
-            gaps = [b - a for a, b in zip(times, times[1:])]
-            p["itl_chunk"].extend(gaps)
-            itl_token = p["itl_token"]
-            for gap, k in zip(gaps, tokens[1:]):
-                if k > 1:
-                    itl_token.extend([gap // k] * k)
-                else:
-                    itl_token.append(gap)
+        d = rec.derived()
+        for m in METRICS:  # each metric's samples of this request (harness.metrics.table)
+            v = m.sample(d)
+            if v is None:
+                continue
+            if isinstance(v, list):
+                p[m.name].extend(v)
+            else:
+                p[m.name].append(v)
+        times = rec.chunk_ns
         self._n_pending += len(times) * 2 + 4
         if self._n_pending >= self.FLUSH_AT:
             self.flush()
@@ -87,7 +76,7 @@ class ClassMetrics:
         for name, values in self._pending.items():
             if values:
                 data = np.frombuffer(values, dtype=np.int64)
-                if name == "tokens_per_chunk":
+                if name in _COUNTS:  # a count histogram starts at 1
                     data = np.maximum(data, 1)
                 self.hist[name].record_array(data)
                 self._pending[name] = array("q")

@@ -19,6 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from harness.errors import UserError
+from harness.metrics.table import BY_NAME, METRICS
 from harness.report import hdr
 from harness.results.schema import RunSummary
 from harness.results.sweep_index import DEFAULT_ATTAINMENT, scenario_label
@@ -145,7 +146,7 @@ class RunData:
                 return h if h.total else None
             except hdr.HistogramError as exc:
                 self.notes.append(f"histograms.json: {group}/{metric} is not a readable HDR histogram ({exc})")
-        field_name = {"ttft": "ttft_ms", "e2e": "e2e_ms", "tpot": "tpot_ms", "send_lag": "send_lag_ms"}.get(metric)
+        field_name = BY_NAME[metric].record_field if metric in BY_NAME else None  # harness.metrics.table
         if field_name and self.requests:
             rows = [r for r in self.measured_requests() if not r.get("error") and (group == "_all" or r.get("class") == group)]
             vals = [float(r[field_name]) * 1e6 for r in rows if isinstance(r.get(field_name), (int, float))]
@@ -335,9 +336,9 @@ def summary_from_requests(requests: list[dict[str, Any]], progress: list[dict[st
                 "input_per_s": inp / duration if duration else 0.0,
                 "output_per_s": out / duration if duration else 0.0,
             },
-            "latency_ms": {
-                m: _pcts([float(r[f"{m}_ms"]) for r in good if isinstance(r.get(f"{m}_ms"), (int, float))])
-                for m in ("ttft", "tpot", "e2e")
+            "latency_ms": {  # the table's per-request fields (harness.metrics.table)
+                m.name: _pcts([float(r[m.record_field]) for r in good if isinstance(r.get(m.record_field), (int, float))])
+                for m in METRICS if m.record_field and not m.optional
             },
         }
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from harness.errors import UserError
+from harness.metrics.table import shown
 from harness.results.schema import RunSummary
 
 
@@ -63,9 +64,8 @@ def _error_rate(s: RunSummary) -> float | None:
 
 def _defs() -> list[MetricDef]:
     out: list[MetricDef] = []
-    names = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2e": "E2E"}
-    for short, label in names.items():
-        source = "itl_token" if short == "itl" else short
+    for m in shown("compare"):  # the per-request distributions: harness.metrics.table
+        short, source, label = m.short or m.name, m.name, (m.short or m.name).upper()
         for stat in ("p50", "p90", "p99", "mean"):
             pct: float | str = "mean" if stat == "mean" else float(stat[1:])
             out.append(
@@ -76,9 +76,9 @@ def _defs() -> list[MetricDef]:
                     better="lower",
                     kind="latency",
                     get=_lat(source, stat),
-                    record_field=None if short == "itl" else f"{short}_ms",
+                    record_field=m.record_field,
                     stat=pct,
-                    itl="token" if short == "itl" else None,
+                    itl="token" if source == "itl_token" else None,
                 )
             )
     out += [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.metrics.table import shown
 from harness.report.data import RunData
 from harness.report.document import Table
 from harness.report.metrics import fmt_bytes_gib, fmt_num, fmt_pct
@@ -77,11 +78,11 @@ def record_table(run: RunData) -> Table:
         row("Input tokens/s", lambda b: fmt_num(b.tokens.input_per_s)),
         row("Output tokens/s", lambda b: fmt_num(b.tokens.output_per_s)),
     ]
-    for metric, label in (("ttft", "TTFT"), ("itl_token", "ITL per token"), ("itl_chunk", "ITL per chunk"), ("tpot", "TPOT"), ("e2e", "E2E latency")):
-        if not any(b.latency_ms.get(metric) is not None and b.latency_ms[metric].count for _, b in groups):
+    for m in shown("report"):  # harness.metrics.table
+        if not any(b.latency_ms.get(m.name) is not None and b.latency_ms[m.name].count for _, b in groups):
             continue
-        for stat in ("p50", "p90", "p99", "max") if metric in ("ttft", "e2e") else ("p50", "p90", "p99"):
-            rows.append(row(f"{label} {stat} (ms)", lat(metric, stat)))
+        for stat in m.stats:
+            rows.append(row(f"{m.label} {stat} ({m.unit})", lat(m.name, stat)))
     rows.append(row("Goodput (share meeting SLO)", goodput))
     slo = run_slo(run)
     notes = [

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.metrics.table import shown
 from harness.results.schema import ClassBlock, Dist, RunSummary
 from harness.scenario.models import Scenario
 
@@ -133,14 +134,11 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
         p(f"  {head:<22}{'p50':>10}{'p90':>10}{'p99':>10}{'p99.9':>10}{'max':>10}{'mean':>10}")
     if off:
         p(f"  ({off.get('latency_label')})")
-    labels = {"ttft": "TTFT", "itl_token": "ITL (per token)", "itl_chunk": "ITL (per chunk)",
-              "tpot": "TPOT", "e2e": "E2E", "send_lag": "send lag (open loop)"}
-    for key, label in labels.items():
-        d = s.latency_ms.get(key)
-        if key == "send_lag" and (d is None or d.count == 0):
+    for m in shown("console"):  # harness.metrics.table
+        d = s.latency_ms.get(m.name)
+        if m.optional and (d is None or d.count == 0):
             continue
-        digits = 2 if key.startswith(("itl", "tpot", "send")) else 1
-        p(_chosen_row(label, chosen.get(key), cols, digits) if chosen else _row(label, d, digits))
+        p(_chosen_row(m.label, chosen.get(m.name), cols, m.digits) if chosen else _row(m.label, d, m.digits))
     r, t = s.requests, s.tokens
     p("")
     p(f"  requests/s {r.rps:,.2f}   completed {r.completed}   failed {r.failed}"

@@ -21,12 +21,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from harness.metrics.table import Metric, shown
 from harness.results.engine_facts import facts_lines
 from harness.results.sweep_index import DEFAULT_ATTAINMENT, capacity, scenario_label, top_level
 from harness.sweep.flags import describe
 
+#: latency columns from the metric table (harness.metrics.table, place "sweep"): <short>_<stat>_ms
+SWEEP_STATS = ("p50", "p99")
+LATENCY_COLUMNS = tuple(f"{m.short}_{q}_ms" for m in shown("sweep") for q in SWEEP_STATS)
 METRIC_COLUMNS = (
-    "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
+    *LATENCY_COLUMNS,
     "req_per_s", "output_tok_per_s", "input_tok_per_s", "goodput_req_per_s", "goodput_fraction",
     "kv_usage_max", "preemptions", "prefix_hit_rate", "completed", "failed",
     "client_concurrency", "client_rate", "gpu_memory_used_max_gib",
@@ -76,21 +80,20 @@ def _dist(latency: dict[str, Any], name: str, q: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def _source(lat: dict[str, Any], m: Metric) -> str:
+    """The metric's key, or its fallback where it holds no samples (ITL per chunk without token counts)."""
+    return m.fallback if m.fallback and not (lat.get(m.name) or {}).get("count") else m.name
+
+
 def run_metrics(summary: dict[str, Any]) -> dict[str, Any]:
     """The summary.csv metrics of one run, from its summary.json (a RunSummary dumped)."""
     lat = summary.get("latency_ms") or {}
-    itl = "itl_token" if lat.get("itl_token", {}).get("count") else "itl_chunk"
     req = summary.get("requests") or {}
     tok = summary.get("tokens") or {}
     good = (summary.get("goodput") or {}).get("overall") or {}
     engine = summary.get("engine") or {}
     m: dict[str, Any] = {
-        "ttft_p50_ms": _dist(lat, "ttft", "p50"),
-        "ttft_p99_ms": _dist(lat, "ttft", "p99"),
-        "itl_p50_ms": _dist(lat, itl, "p50"),
-        "itl_p99_ms": _dist(lat, itl, "p99"),
-        "e2e_p50_ms": _dist(lat, "e2e", "p50"),
-        "e2e_p99_ms": _dist(lat, "e2e", "p99"),
+        **{f"{m.short}_{q}_ms": _dist(lat, _source(lat, m), q) for m in shown("sweep") for q in SWEEP_STATS},
         "req_per_s": req.get("rps"),
         "output_tok_per_s": tok.get("output_per_s"),
         "input_tok_per_s": tok.get("input_per_s"),

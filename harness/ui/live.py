@@ -12,6 +12,7 @@ from typing import Any
 
 from harness.metrics.hdr import LATENCY, PERCENTILES, Histogram
 from harness.metrics.recorder import ALL, ClassMetrics, MetricSet
+from harness.metrics.table import shown
 
 RATE_WINDOW_S = 10.0
 SERIES_MAX = 900
@@ -120,9 +121,6 @@ def class_view(name: str, cm: ClassMetrics, rate: dict[str, float] | None) -> di
         "output_tokens": c["output_tokens"],
         "rps": (rate or {}).get("rps", 0.0),
         "tok_s": (rate or {}).get("tok_s", 0.0),
-        "ttft": dist(cm, "ttft"),
-        "itl": dist(cm, "itl_token"),
-        "tpot": dist(cm, "tpot"),
-        "e2e": dist(cm, "e2e"),
+        **{m.short or m.name: dist(cm, m.name) for m in shown("ui")},  # harness.metrics.table
         "errors": dict(sorted(cm.errors.items())),
     }

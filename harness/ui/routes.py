@@ -12,28 +12,22 @@ from pathlib import Path
 from typing import Any
 
 from harness.ui.guard import refuse_cross_site
-from harness.ui.view import llm_rows, run_rows
+from harness.metrics.table import shown
+from harness.ui.view import UI_STATS, llm_rows, run_rows
 
 log = logging.getLogger("harness.web")
 
 ASSETS = Path(__file__).with_name("assets")
 
-#: the LLM tab's columns (Locust camel-cases the keys on both sides)
+#: the LLM tab's columns (Locust camel-cases the keys on both sides); metrics from harness.metrics.table
 LLM_TABLE = [
     {"key": "cls", "title": "Class"},
     {"key": "requests", "title": "Requests"},
     {"key": "fails", "title": "Fails"},
     {"key": "rps", "title": "Req/s"},
     {"key": "tok_s", "title": "Out tok/s"},
-    {"key": "ttft_p50", "title": "TTFT p50 (ms)"},
-    {"key": "ttft_p90", "title": "TTFT p90"},
-    {"key": "ttft_p99", "title": "TTFT p99"},
-    {"key": "itl_p50", "title": "ITL p50 (ms/token)"},
-    {"key": "itl_p90", "title": "ITL p90"},
-    {"key": "itl_p99", "title": "ITL p99"},
-    {"key": "tpot_p50", "title": "TPOT p50 (ms)"},
-    {"key": "tpot_p90", "title": "TPOT p90"},
-    {"key": "tpot_p99", "title": "TPOT p99"},
+    *({"key": f"{m.short}_{p}", "title": f"{(m.short or m.name).upper()} {p}" + (f" ({m.ui_unit or m.unit})" if i == 0 else "")}
+      for m in shown("ui_table") for i, p in enumerate(UI_STATS)),
 ]
 RUN_TABLE = [{"key": "item", "title": "Item"}, {"key": "value", "title": "Value"}]
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from harness.metrics.recorder import ALL
+from harness.metrics.table import shown
 from harness.ui.live import class_view as _class_view
+
+UI_STATS = ("p50", "p90", "p99")  # the LLM tab's percentile columns per metric
 
 _STATE_TEXT = {
     "idle": "idle: start a test from the form",
@@ -118,9 +121,7 @@ def llm_rows(view: dict[str, Any]) -> list[dict[str, str]]:
             "fails": f"{c['failed']:,}",
             "rps": f"{rps:,.2f}",
             "tok_s": f"{tok_s:,.0f}",
-            **{f"ttft_{p}": _ms(c["ttft"][p], 1) for p in ("p50", "p90", "p99")},
-            **{f"itl_{p}": _ms(c["itl"][p], 2) for p in ("p50", "p90", "p99")},
-            **{f"tpot_{p}": _ms(c["tpot"][p], 2) for p in ("p50", "p90", "p99")},
+            **{f"{m.short}_{p}": _ms(c[m.short][p], m.digits) for m in shown("ui_table") for p in UI_STATS},
         })
     return rows
 

@@ -70,7 +70,7 @@ def test_run_succeeds_and_prints_the_table(contract_run) -> None:  # type: ignor
     proc, out, _ = contract_run
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
-    for label in ("TTFT", "ITL (per token)", "E2E", "requests/s", "tokens/s", f"results: {out}"):
+    for label in ("TTFT", "ITL per token", "E2E", "requests/s", "tokens/s", f"results: {out}"):
         assert label in proc.stdout
 
 
