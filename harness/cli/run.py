@@ -18,7 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "requests.jsonl and a report.")
     p.add_argument("scenario", nargs="?",
                    help="scenario YAML file (none: a quick run from --input-tokens/--output-tokens)")
-    p.add_argument("--target", help="base URL of an OpenAI-compatible server (default: start the simulated engine)")
+    p.add_argument("--target", action="append", help="base URL of an OpenAI-compatible server (default: start the "
+                   "simulated engine); repeat it for a fleet of replicas (target.endpoints, routed by target.routing)")
     p.add_argument("--model", help="model name (default: the first one /v1/models lists)")
     p.add_argument("--api", choices=["openai-chat", "openai-completions"], help="API to call")
     p.add_argument("--out", type=Path, help="run directory (default: results/<UTC time>-<scenario name>)")
@@ -63,8 +64,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict:
+    fleet = getattr(args, "targets", None) or []
     return {
-        "target.url": args.target,
+        "target.url": args.target if len(fleet) <= 1 else None,
+        "target.endpoints": fleet if len(fleet) > 1 else None,
         "target.model": args.model,
         "target.api": args.api,
         "load.concurrency": args.concurrency,
@@ -84,6 +87,13 @@ def run(args: argparse.Namespace) -> int:
     from harness.errors import UserError
     from harness.cli.input_checks import check_run_flags
     from harness.run import RunOptions, run_scenario
+    from harness.cli.input_checks import check_target_flag
+
+    # --target repeated: a fleet (the first one is checked by check_run_flags, the others here)
+    args.targets = list(args.target or [])
+    args.target = args.targets[0] if args.targets else None
+    for url in args.targets[1:]:
+        check_target_flag(url)
     sim_argv = check_run_flags(args)
     scenario = load_run_scenario(args, {**overrides_from_args(args), **extra_overrides(args)})
     if args.processes < 1:

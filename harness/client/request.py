@@ -60,8 +60,9 @@ def base_headers(api_key: str | None, extra: dict[str, str]) -> dict[str, str]:
     return headers
 
 
-def build_payload(spec: RequestSpec, prompt: Prompt) -> bytes:
-    return _dumps(spec.adapter.build_body(prompt, spec.model, spec.sampling, spec.stream_options)).encode()
+def build_payload(spec: RequestSpec, prompt: Prompt, model: str | None = None) -> bytes:
+    """The request body; `model` overrides the target's (a LoRA adapter asked for by name)."""
+    return _dumps(spec.adapter.build_body(prompt, model or spec.model, spec.sampling, spec.stream_options)).encode()
 
 
 def execute(

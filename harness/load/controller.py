@@ -35,6 +35,7 @@ from harness.scenario.models import Scenario
 from harness.workload.generator import PlannedRequest, WorkloadGenerator
 from harness.workload.schedule import arrival_offsets, worker_share
 from harness.workload.sessions import Conversation, turn_label
+from harness.load.routing import FleetState, PrefixOverlap, RouteRequest, first_block, make_router
 from harness.workload.tokenizers import load_tokenizer
 
 WARMUP, MEASURE, DRAIN, DONE = "warmup", "measure", "drain", "done"
@@ -42,13 +43,14 @@ MIN_CPU_INTERVAL_S = 0.5
 
 
 class Item:
-    __slots__ = ("planned", "payload", "intended_ns", "request_id")
+    __slots__ = ("planned", "payload", "intended_ns", "request_id", "endpoint")
 
     def __init__(self, planned: PlannedRequest, payload: bytes, intended_ns: int | None, request_id: str) -> None:
         self.planned = planned
         self.payload = payload
         self.intended_ns = intended_ns
         self.request_id = request_id
+        self.endpoint = 0  # index into the controller's endpoints, set by route()
 
 
 class Pause:
@@ -140,6 +142,13 @@ class LoadController:
         self._conv_of: dict[str, Conversation] = {}
         self._systems_seen: set[tuple[str, int]] = set()
         self._open_sessions: dict[int, Conversation] = {}  # measured sessions not ended yet
+        self._adapters_seen: set[tuple[int, str]] = set()  # (endpoint, adapter) asked for since the start
+        # ---- fleets (harness.load.routing): several endpoints, a routing policy, prefix overlap
+        self.endpoints: list[str] = list(sc.target.endpoints or [plan.target_url])
+        self.fleet = FleetState(len(self.endpoints))
+        self.router = make_router(sc.target.routing)
+        self.overlap = PrefixOverlap(len(self.endpoints)) if len(self.endpoints) > 1 else None
+        self._routed: dict[str, Item] = {}  # request id -> item, until its record is interpreted
 
     # ------------------------------------------------------------------ phases
     def start(self) -> None:
@@ -333,11 +342,12 @@ class LoadController:
         prompt = Prompt(planned.prefix, planned.text, planned.output_tokens, planned.messages)
         turn = f".{planned.turn}" if planned.turn else ""
         rid = f"{'w' if planned.warmup else 'm'}{planned.index}{turn}-{os.getpid()}"
-        return Item(planned, build_payload(self.spec, prompt), intended, rid)
+        return Item(planned, build_payload(self.spec, prompt, planned.adapter), intended, rid)
 
     def unsend(self, item: Item) -> None:
         """A handed-out request that will not be sent (the run stopped before its send time)."""
         self.in_flight -= 1
+        self.release(item)
         if item.planned.warmup:
             self.warm_sent -= 1
             self._warm_unsent -= item.intended_ns is not None
@@ -347,6 +357,31 @@ class LoadController:
         if item.planned.session is not None and item.planned.turn > 1:
             self._session_over(item.planned.session)
         self._maybe_done()
+
+    # ------------------------------------------------------------------ fleets
+    def route(self, item: Item) -> int:
+        """Pick the endpoint of `item` (right before it is sent; open loop: before connecting)."""
+        fleet = self.fleet
+        if fleet.n > 1:
+            p = item.planned
+            req = RouteRequest(p.index if p.session is not None else None, p.adapter,
+                               first_block(p.prefix or p.text) if self.scenario.target.routing == "prefix-affinity" else "")
+            item.endpoint = self.router.pick(req, fleet)
+        fleet.outstanding[item.endpoint] += 1
+        fleet.sent[item.endpoint] += 1
+        return item.endpoint
+
+    def release(self, item: Item) -> None:
+        """The request's transfer ended (or it will not be sent)."""
+        self.fleet.outstanding[item.endpoint] -= 1
+
+    def _count_overlap(self, item: Item) -> None:
+        """Prefix blocks of a measured request's prompt, per endpoint (at record time, off the read path)."""
+        p = item.planned
+        text = f"{p.prefix} {p.text}" if p.prefix else p.text
+        tok = getattr(self.tokenizer, "_tok", None)
+        tokens = tok.encode(text, add_special_tokens=False).ids if tok is not None else text.split()
+        self.overlap.add(item.endpoint, tokens, p.adapter)  # type: ignore[union-attr]
 
     # ------------------------------------------------------------------ sessions
     def think_s(self, item: Item) -> float | None:
@@ -459,10 +494,22 @@ class LoadController:
             intended_input_tokens=p.input_tokens,
             warmup=p.warmup,
         )
+        labels: tuple[tuple[str, str], ...] = ()
         if p.session is not None:
             rec.session, rec.turn = p.index, p.turn
-            rec.labels = (("turn", turn_label(p.turn)),)
+            labels = (("turn", turn_label(p.turn)),)
             self._conv_of[item.request_id] = p.session
+        if p.adapter is not None:
+            # the first request to an adapter on an endpoint since it started (this process's view) pays its load
+            key = (item.endpoint, p.adapter)
+            cold = key not in self._adapters_seen
+            self._adapters_seen.add(key)
+            labels += (("adapter", p.adapter), ("adapter_load", "cold" if cold else "warm"))
+        if self.fleet.n > 1:
+            labels += (("endpoint", self.endpoints[item.endpoint].split("//", 1)[-1]),)
+            if not p.warmup and self.overlap is not None:
+                self._routed[item.request_id] = item
+        rec.labels = labels
         return rec
 
     def finish(self, rec: RequestRecord) -> bool:
@@ -493,6 +540,9 @@ class LoadController:
                 self.requests_file.write(json.dumps(line, separators=(",", ":")) + "\n")
         if conv is not None:
             self._session_advance(rec, conv)
+        routed = self._routed.pop(rec.request_id, None) if self._routed else None
+        if routed is not None:
+            self._count_overlap(routed)
         reason = self.failures.observe(rec)
         if reason is not None:
             self.emit({"event": "abort", "reason": reason, "t": time.time()})
@@ -595,6 +645,8 @@ class LoadController:
                 "cpu_max_pct": max(cpu) if cpu else None,
                 "cpu_mean_pct": (sum(cpu) / len(cpu)) if cpu else None,
             },
+            **({"fleet": {"endpoints": self.endpoints, "routing": self.scenario.target.routing,
+                          "sent": self.fleet.sent, **self.overlap.summary()}} if self.overlap is not None else {}),
         }
 
     def close(self) -> None:

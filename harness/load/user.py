@@ -154,14 +154,23 @@ class LLMUser(User):
         if ctrl is None:  # this process has no share of the test (its start failed, or it joined late)
             self.conn = None
             return
-        endpoint = Endpoint.parse(ctrl.plan.target_url)
-        # plain HTTP: the process's epoll reactor reads every stream; TLS: a blocking reader each
-        conn_cls = Connection if endpoint.tls else ReactorConnection
-        self.conn = conn_cls(endpoint, timeout_s=ctrl.spec.timeout_s, kernel_stamps=ctrl.plan.kernel_stamps)
+        # one keep-alive connection per endpoint (a fleet has several), opened on first use
+        self.conns: dict[int, Connection] = {}
+        self.conn = self._conn(0)
+
+    def _conn(self, i: int):  # type: ignore[no-untyped-def]
+        conn = self.conns.get(i)
+        if conn is None:
+            ctrl = self.ctrl
+            endpoint = Endpoint.parse(ctrl.endpoints[i])
+            # plain HTTP: the process's epoll reactor reads every stream; TLS: a blocking reader each
+            conn_cls = Connection if endpoint.tls else ReactorConnection
+            conn = self.conns[i] = conn_cls(endpoint, timeout_s=ctrl.spec.timeout_s, kernel_stamps=ctrl.plan.kernel_stamps)
+        return conn
 
     def on_stop(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
+        for conn in getattr(self, "conns", {}).values():
+            conn.close()
 
     @task
     def one_request(self) -> None:
@@ -192,6 +201,8 @@ class LLMUser(User):
             item = ctrl.next_turn(item)
 
     def _send(self, ctrl: LoadController, item, done: gevent.event.Event | None) -> None:  # type: ignore[no-untyped-def]
+        i = ctrl.route(item)  # the endpoint (a fleet's routing policy; one endpoint: always 0)
+        conn = self.conn if i == 0 else self._conn(i)
         if item.intended_ns is not None:
             # open the connection shortly before the send time (not all at spawn), so connect
             # time never shows up as send lag
@@ -200,7 +211,7 @@ class LLMUser(User):
                 ctrl.unsend(item)
                 raise StopUser()
             try:
-                self.conn.connect()
+                conn.connect()
             except Exception:  # noqa: BLE001 - execute() records connect errors
                 pass
             _sleep_until(item.intended_ns)
@@ -208,9 +219,10 @@ class LLMUser(User):
         me = gevent.getcurrent()
         IN_FLIGHT.add(me)
         try:
-            res = transfer(self.conn, ctrl.spec, item.payload, rec)
+            res = transfer(conn, ctrl.spec, item.payload, rec)
         finally:
             IN_FLIGHT.discard(me)
+            ctrl.release(item)
         FINISHER.put(rec, res, done)  # type: ignore[union-attr]
         status = res.status if res is not None else None
         if item.intended_ns is None and backoff.should_back_off(status, rec.error_kind):

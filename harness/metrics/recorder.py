@@ -53,6 +53,9 @@ class ClassMetrics:
         c["good"] += good
         c["input_tokens"] += rec.input_tokens if rec.input_tokens is not None else rec.intended_input_tokens
         c["output_tokens"] += rec.output_tokens or 0
+        if rec.cached_tokens is not None:  # usage.prompt_tokens_details (servers that report it)
+            c["cached_tokens"] += rec.cached_tokens
+            c["with_cached_usage"] += 1
         c[f"output_source:{rec.output_source}"] += 1
         p = self._pending
         d = rec.derived()
@@ -126,6 +129,7 @@ class ClassMetrics:
                 "input_per_s": _rate(c["input_tokens"], dur),
                 "output_per_s": _rate(c["output_tokens"], dur),
                 "output_count_source": sources,
+                **({"cached_input_total": c["cached_tokens"]} if c["with_cached_usage"] else {}),
             },
             "latency_ms": {name: self.hist[name].stats(NS_PER_MS) for name in LATENCY_NAMES},
             "tokens_per_chunk": self.hist["tokens_per_chunk"].stats(1.0),

@@ -58,6 +58,8 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
             merged["error_lines_suppressed"][kind] = merged["error_lines_suppressed"].get(kind, 0) + n
         if res.get("abort_reason"):
             merged["abort_reasons"].append(res["abort_reason"])
+        if res.get("fleet"):
+            merged.setdefault("fleets", []).append(res["fleet"])
         t = res.get("timing", {})
         merged["coalesced_reads"] += t.get("coalesced_reads", 0)
         if t.get("gc"):
@@ -86,6 +88,28 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
         "drain_s": max(drains) if drains else 0.0,
     }
     return metrics, merged
+
+
+def _fleet(parts: list[dict[str, Any]], endpoints: dict[str, Any]) -> dict[str, Any]:
+    """The fleet block: endpoints, policy, requests sent to each, cross-replica prefix overlap.
+
+    Overlap is counted per load process (each sees its own prompts): with several processes
+    the blocks and shared blocks are summed, so a block two processes sent to different replicas
+    is not counted as shared (a lower bound)."""
+    first = parts[0]
+    blocks = sum(p.get("prefix_blocks", 0) for p in parts)
+    shared = sum(p.get("on_several_endpoints", 0) for p in parts)
+    sent = [sum(p["sent"][i] for p in parts) for i in range(len(first["endpoints"]))]
+    hit = {}
+    for name, block in endpoints.items():
+        tok = block.get("tokens", {})
+        if tok.get("cached_input_total") is not None and tok.get("input_total"):
+            hit[name] = tok["cached_input_total"] / tok["input_total"]
+    return {"endpoints": first["endpoints"], "routing": first["routing"], "sent": sent,
+            "prefix_blocks": blocks, "on_several_endpoints": shared,
+            "prefix_overlap": (shared / blocks) if blocks else None,
+            "overlap_processes": len(parts),
+            "usage_cached_hit_rate": hit or None}
 
 
 def _group_order(item: tuple[str, Any]) -> tuple[int, float, str]:
@@ -171,6 +195,11 @@ def build_summary(
     )
     if groups:
         summary.groups = groups
+    if merged.get("fleets"):
+        summary.fleet = _fleet(merged["fleets"], groups.get("endpoint", {}))
+        cached = overall["tokens"].get("cached_input_total")
+        summary.fleet["fleet_usage_cached_hit_rate"] = (cached / overall["tokens"]["input_total"]
+                                                        if cached is not None and overall["tokens"]["input_total"] else None)
     sessions = metrics.sessions.summarize()
     if sessions is not None:
         pc = (engine or {}).get("prefix_cache") or {}

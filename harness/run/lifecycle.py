@@ -24,7 +24,7 @@ from harness.run.follow import Follower, signal_group, tail
 from harness.run.instruments import Instruments
 from harness.run.modes import MODES, Started, merge_worker_files, stop_helpers
 from harness.run.options import RunOptions
-from harness.run.target import EmbeddedSim
+from harness.run.target import EmbeddedSim, sim_lora_args
 from harness.scenario.models import Scenario
 from harness.signals import stop_reason
 
@@ -39,14 +39,25 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
     prep = prepare.start(scenario, run_dir, opts.scenario_path)
     prep.labels = opts.labels
     sim: EmbeddedSim | None = None
-    target_url = opts.target_url or scenario.target.url
+    replicas: list[EmbeddedSim] = []  # target.replicas > 1: the other built-in simulators of the fleet
+    target_url = opts.target_url or scenario.target.url or (scenario.target.endpoints or [None])[0]
     engine_kind = opts.engine_kind
     metrics = None
     try:
         if target_url is None:
-            sim = EmbeddedSim(opts.sim_args, log_path=run_dir.sim_log).start()
+            args = sim_lora_args(scenario, opts.sim_args)  # the scenario's LoRA adapters, served by name
+            n = scenario.target.replicas
+            if n > 1 and "--enable-prompt-tokens-details" not in args:
+                args.append("--enable-prompt-tokens-details")  # each replica's cached tokens, per endpoint
+            sim = EmbeddedSim(args, log_path=run_dir.sim_log).start()
             target_url = sim.url
             engine_kind = engine_kind or "sim"
+            for r in range(1, n):
+                replicas.append(EmbeddedSim(args, log_path=run_dir.root / f"sim.r{r}.log").start())
+            if replicas:  # the fleet's endpoints, as if given in target.endpoints
+                data = prep.scenario.model_dump(mode="json")
+                data["target"].update(replicas=1, endpoints=[target_url, *(s.url for s in replicas)])
+                prep.scenario = Scenario.model_validate(data)
         prepare.resolve(prep, target_url, opts.model or scenario.target.model, engine_kind,
                         reset_prefix_cache=opts.reset_prefix_cache, verbose=opts.show_progress)
         metrics = open_metrics(opts, run_dir.root.name, prep.scenario, prep.model)
@@ -59,6 +70,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
             metrics.close()
         if sim is not None:
             sim.stop()
+        for replica in replicas:
+            replica.stop()
 
 
 def _quality_pass(prep: prepare.Prepared, opts: RunOptions) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.load.plan import LoadPlan
 from harness.results.layout import RunDir, write_text_atomic
-from harness.run.prefix_cache import CacheIsolation, isolate
+from harness.run.prefix_cache import CacheIsolation, isolate, post_reset
 from harness.run.target import _auth_headers, calibrate_tokens, preflight
 from harness.scenario.loader import dump_scenario
 from harness.scenario.models import Scenario
@@ -81,6 +81,10 @@ def resolve(prep: Prepared, target_url: str, model: str | None, engine_kind: str
     asked for it). A salted or calibrated scenario is rewritten to scenario.yaml."""
     prep.target_url, prep.engine_kind = target_url, engine_kind
     prep.info = preflight(target_url, model, prep.scenario)
+    for url in (prep.scenario.target.endpoints or [])[1:]:  # a fleet: every replica answers and serves the model
+        preflight(url, prep.model, prep.scenario)
+        if reset_prefix_cache:
+            post_reset(url, _auth_headers(prep.scenario))
     if calibrate:
         prep.scenario = _calibrate_tokens(prep.scenario, target_url, prep.model, engine_kind, prep.run_dir, verbose)
     scenario = prep.scenario

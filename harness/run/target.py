@@ -129,6 +129,11 @@ def preflight(url: str, model: str | None, scenario: Scenario) -> dict[str, Any]
         problems = context_problems(scenario, max_model_len)
         if problems:
             raise TargetError(*problems)
+    wanted = _adapter_names(scenario)
+    missing = [a for a in wanted if a not in models] if models else []
+    if missing:
+        raise TargetError(f"workload.adapters: {', '.join(missing[:5])} not served by {base} (served: "
+                          f"{', '.join(models[:8])}); start the engine with --enable-lora --lora-modules NAME=PATH ...")
     continuous = _probe(base, model, scenario)
     return {"model": model, "models": models, "max_model_len": max_model_len, "continuous_usage": continuous}
 
@@ -161,6 +166,26 @@ def context_problems(scenario: Scenario, max_model_len: int) -> list[str]:
                 f"{max(max_model_len - n_out, 1)} minus the chat template's few tokens) or output_tokens, or serve a "
                 "longer context (vLLM --max-model-len)")
     return out
+
+
+def sim_lora_args(scenario: Scenario, sim_args: list[str]) -> list[str]:
+    """The built-in simulator serves the scenario's adapters (unless --sim-args configure LoRA):
+    `--enable-lora --lora-modules NAME=sim/NAME ...`; --max-loras stays the simulator's default."""
+    names = _adapter_names(scenario)
+    if not names or any(a.startswith("--enable-lora") or a.startswith("--lora-modules") for a in sim_args):
+        return list(sim_args)
+    return [*sim_args, "--enable-lora", "--lora-modules", *(f"{n}=sim/{n}" for n in names)]
+
+
+def _adapter_names(scenario: Scenario) -> list[str]:
+    from harness.scenario.models import adapter_weights
+
+    names: list[str] = []
+    for mix in [scenario.workload.adapters, *(c.adapters for c in scenario.workload.classes)]:
+        for name, _w in adapter_weights(mix) if mix is not None else ():
+            if name not in names:
+                names.append(name)
+    return names
 
 
 def _refused(base: str, status: int, scenario: Scenario) -> str:

@@ -137,6 +137,40 @@ class Dataset(Strict):
 
 from harness.scenario.session import SessionSpec  # noqa: E402 - needs the length models above
 
+AdapterName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/@+-]+$")]
+
+
+class AdapterWeight(Strict):
+    """One LoRA adapter of a mix, asked for by name as the request's `model`."""
+
+    name: AdapterName
+    weight: Annotated[float, Field(gt=0)] = 1.0
+
+
+class ZipfAdapters(Strict):
+    """Adapters whose popularity falls with rank: the k-th name has weight 1 / k**zipf."""
+
+    names: Annotated[list[AdapterName], Field(min_length=1)]
+    zipf: Annotated[float, Field(ge=0, le=10)] = 1.0
+
+
+Adapters = Annotated[list[AdapterWeight], Field(min_length=1)] | ZipfAdapters
+
+
+def adapter_weights(mix: list[AdapterWeight] | ZipfAdapters) -> list[tuple[str, float]]:
+    """(name, weight) pairs of an adapter mix, in its order."""
+    if isinstance(mix, ZipfAdapters):
+        return [(n, 1.0 / (k + 1) ** mix.zipf) for k, n in enumerate(mix.names)]
+    return [(a.name, a.weight) for a in mix]
+
+
+def _unique_adapters(mix: Any) -> Any:
+    names = [n for n, _w in adapter_weights(mix)] if mix is not None else []
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"adapter names must be unique; repeated: {', '.join(dupes)}")
+    return mix
+
 
 class RequestClass(Strict):
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
@@ -146,6 +180,8 @@ class RequestClass(Strict):
     dataset: Dataset | None = None
     shared_prefix: SharedPrefix | None = None
     session: SessionSpec | None = Field(default=None, description="multi-turn conversations (harness.scenario.session)")
+    adapters: Annotated[Adapters | None, AfterValidator(_unique_adapters)] = Field(
+        default=None, description="LoRA adapters this class asks for (overrides workload.adapters)")
     slo: SLO | None = None
 
     @model_validator(mode="after")
@@ -180,6 +216,9 @@ class RequestClass(Strict):
 
 class Workload(Strict):
     classes: Annotated[list[RequestClass], Field(min_length=1)]
+    adapters: Annotated[Adapters | None, AfterValidator(_unique_adapters)] = Field(
+        default=None, description="LoRA adapters: each request's `model` is one of these names, drawn by weight "
+        "([{name, weight}]) or by Zipf popularity ({names: [...], zipf: s}); a session keeps its adapter")
     tokenizer: str | None = Field(
         default=None,
         description="Path to a local tokenizer (a tokenizer.json file or a directory holding one). "
@@ -296,11 +335,40 @@ class Target(Strict):
     timeout_s: Annotated[Seconds, Field(gt=0)] | None = Field(
         default=None, description="per-request timeout; none = scaled to the run (harness.load.deadlines)")
     continuous_usage: Literal["auto", "on", "off"] = "auto"
+    endpoints: Annotated[list[str], Field(min_length=1, max_length=64)] | None = Field(
+        default=None, description="several replicas behind one benchmark: base URLs (instead of url)")
+    routing: Literal["round-robin", "least-outstanding", "session-affinity", "prefix-affinity", "adapter-affinity"] = Field(
+        default="round-robin", description="how requests are spread over endpoints (harness.load.routing)")
+    replicas: Annotated[int, Field(ge=1, le=16)] = Field(
+        default=1, description="with no url/endpoints: start this many built-in simulated engines as the fleet")
 
     @field_validator("url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
         return None if v is None else check_url(v)
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoints(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return None
+        urls = [check_url(u) for u in v]
+        dupes = sorted({u for u in urls if urls.count(u) > 1})
+        if dupes:
+            raise ValueError(f"endpoints must differ; repeated: {', '.join(dupes)}")
+        return urls
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Target:
+        if self.endpoints is not None and self.url is not None:
+            raise ValueError("set url (one server) or endpoints (a fleet), not both")
+        if self.replicas > 1 and (self.endpoints is not None or self.url is not None):
+            raise ValueError("replicas starts built-in simulators; remove it, or remove url/endpoints")
+        return self
+
+    @property
+    def fleet(self) -> list[str] | None:
+        return self.endpoints
 
     @field_validator("headers")
     @classmethod

@@ -66,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("-tp", "--tensor-parallel-size", type=int, default=1)
     e.add_argument("-sc", "--speculative-config", default=None,
                    help='JSON, e.g. {"method":"ngram","num_speculative_tokens":3,"acceptance_rate":0.6}')
+    e.add_argument("--enable-lora", action="store_true", help="serve LoRA adapters by name (--lora-modules)")
+    e.add_argument("--lora-modules", nargs="+", action="extend", default=None, metavar="NAME=PATH",
+                   help="adapters the API accepts as `model` (vLLM: name=path or a JSON object)")
+    e.add_argument("--max-loras", type=int, default=1, help="distinct adapters in one batch (GPU slots)")
+    e.add_argument("--max-cpu-loras", type=int, default=None, help="adapters kept in host memory (default: --max-loras)")
+    e.add_argument("--max-lora-rank", type=int, default=16, help="accepted and ignored")
     e.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "half", "float32", "float"])
     e.add_argument("-q", "--quantization", default=None)
 
@@ -86,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --kv-cache-dtype fp8*: share of greedy outputs that diverge from the 16-bit ones")
     s.add_argument("--sim-quant-error", type=float, default=0.05,
                    help="with --quantization: share of greedy outputs that diverge from the unquantized ones")
+    s.add_argument("--sim-lora-load-ms", type=float, default=50.0,
+                   help="an adapter's load from disk into a GPU slot (not in the host cache)")
+    s.add_argument("--sim-lora-swap-ms", type=float, default=5.0,
+                   help="an adapter's copy from the host cache into a GPU slot")
     s.add_argument("--sim-log-stats-interval", type=float,
                    default=float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10")))
     s.add_argument("--sim-recompile-ms", type=float, default=40.0,

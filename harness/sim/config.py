@@ -13,6 +13,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from harness.sim.lora import LoraConfig, parse_modules
+
 GIB = 1 << 30
 
 #: KV-cache element size in bytes per `--kv-cache-dtype` value (vLLM spellings).
@@ -257,6 +259,11 @@ class SimConfig:
     # CUDA graphs while serving (harness/sim/graphs.py): compile stall and pool growth per uncaptured size
     recompile_ms: float = 40.0
     graph_mib_per_shape: float = 150.0
+    lora: LoraConfig | None = None  # --enable-lora (harness/sim/lora.py)
+
+    @property
+    def lora_names(self) -> list[str]:
+        return list(self.lora.modules) if self.lora is not None else []
 
     @property
     def greedy_errors(self) -> tuple[tuple[int, float], ...]:
@@ -319,6 +326,21 @@ class SimConfig:
             raise ConfigError("argument --fault-stall-every-s/--fault-stall-ms: must be >= 0")
         if (a.scripted_ttft_ms is None) != (a.scripted_itl_ms is None):
             raise ConfigError("scripted mode needs both --scripted-ttft-ms and --scripted-itl-ms")
+        lora = None
+        if a.lora_modules and not a.enable_lora:
+            raise ConfigError("argument --lora-modules: needs --enable-lora")
+        if a.enable_lora:
+            if a.max_loras < 1:
+                raise ConfigError("argument --max-loras: must be >= 1")
+            if a.max_cpu_loras is not None and a.max_cpu_loras < a.max_loras:
+                raise ConfigError(f"argument --max-cpu-loras: must be >= --max-loras ({a.max_loras})")
+            if a.sim_lora_load_ms < 0 or a.sim_lora_swap_ms < 0:
+                raise ConfigError("argument --sim-lora-load-ms/--sim-lora-swap-ms: must be >= 0")
+            try:
+                modules = parse_modules(a.lora_modules or [])
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+            lora = LoraConfig(modules, a.max_loras, a.max_cpu_loras, a.sim_lora_load_ms / 1000, a.sim_lora_swap_ms / 1000)
         gpu_gib = a.sim_gpu_memory_gib
         # vLLM picks scheduler defaults by GPU class (arg_utils.py): >=160 GiB, >=70 GiB, else.
         default_seqs, default_tokens = (1024, 16384) if gpu_gib >= 160 else (1024, 8192) if gpu_gib >= 70 else (256, 2048)
@@ -408,6 +430,7 @@ class SimConfig:
             quant_error=a.sim_quant_error,
             recompile_ms=a.sim_recompile_ms,
             graph_mib_per_shape=a.sim_graph_mib_per_shape,
+            lora=lora,
         )
         return cfg
 

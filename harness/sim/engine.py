@@ -32,6 +32,7 @@ from harness.sim.costmodel import CostModel
 from harness.sim.engine_base import VOCAB_SIZE, EngineBase
 from harness.sim.graphs import GraphPool
 from harness.sim.kv_cache import BlockPool, block_hash
+from harness.sim.lora import LoraSlots
 from harness.sim.memory import MemoryPlan
 from harness.sim.metrics import Stats
 from harness.sim.request import FINISHED, RUNNING, WAITING, SimRequest
@@ -57,6 +58,8 @@ class Engine(EngineBase):
         faults = cfg.faults
         self._stall_every = faults.stall_every_s if faults.stall_ms > 0 else 0.0
         self._next_stall = 0.0
+        self.lora = LoraSlots(cfg.lora) if cfg.lora is not None else None
+        self.lora_load_s = 0.0  # adapter loads the step being scheduled pays for
 
     # -- interface -------------------------------------------------------------------------
     def start(self) -> None:
@@ -137,6 +140,7 @@ class Engine(EngineBase):
                 continue
             duration = self.cost.step_seconds(prefill, decode, context, self.spec_k > 0)
             duration += self.graphs.step(prefill, decode)
+            duration += self.lora_load_s / self.cfg.speed  # adapters loaded into GPU slots for this step
             now = loop.time()
             # Start from the previous deadline unless we fell more than a few ms behind.
             start = prev_deadline if prev_deadline is not None and now - prev_deadline < 0.005 else now
@@ -158,6 +162,10 @@ class Engine(EngineBase):
         s.num_running = len(self.running)
         s.num_waiting = len(self.waiting)
         s.kv_usage = self.pool.usage()
+        if self.lora is not None:
+            s.lora_running = ",".join(sorted({r.lora for r in self.running if r.lora}))
+            s.lora_waiting = ",".join(sorted({r.lora for r in self.waiting if r.lora}))
+            s.lora_loads, s.lora_swaps = self.lora.loads, self.lora.swaps
 
     def _drop_disconnected(self) -> None:
         gone = [r for r in self.running if r.is_disconnected()]
@@ -172,7 +180,8 @@ class Engine(EngineBase):
             return
         bs, tokens, hashes = self.bs, req.tokens, req.block_hashes
         full = len(tokens) // bs
-        parent = hashes[-1] if hashes else None
+        # vLLM keys cached blocks by adapter too: two adapters never share a prefix block
+        parent = hashes[-1] if hashes else (block_hash(None, ("<lora>", req.lora)) if req.lora else None)
         for i in range(len(hashes), full):
             parent = block_hash(parent, tuple(tokens[i * bs:(i + 1) * bs]))
             hashes.append(parent)
@@ -229,11 +238,18 @@ class Engine(EngineBase):
                 prefill += n
             context += req.num_computed + n
             i += 1
+        self.lora_load_s = 0.0
         if not preempted:
             now = perf_counter()
             waiting = self.waiting
+            lora = self.lora
+            active = {r.lora for r in running if r.lora} if lora is not None else set()
+            skipped: list[SimRequest] = []
             while waiting and len(running) < cfg.max_num_seqs and budget > 0:
                 req = waiting[0]
+                if lora is not None and req.lora and req.lora not in active and len(active) >= lora.cfg.max_loras:
+                    skipped.append(waiting.popleft())  # its adapter has no slot in this batch: later ones may run
+                    continue
                 hits: list[int] = []
                 if cfg.enable_prefix_caching:
                     hits = pool.lookup(req.block_hashes, (len(req.tokens) - 1) // bs)
@@ -259,6 +275,9 @@ class Engine(EngineBase):
                     if req.stream is not None:
                         req.stream.cached_tokens = num_cached
                 waiting.popleft()
+                if lora is not None and req.lora:
+                    self.lora_load_s += lora.activate(req.lora, active)
+                    active.add(req.lora)
                 req.status = RUNNING
                 running.append(req)
                 if req.first_sched is None:
@@ -267,6 +286,7 @@ class Engine(EngineBase):
                 budget -= n
                 prefill += n
                 context += num_cached + n
+            waiting.extendleft(reversed(skipped))
         return items, prefill, decode, context
 
     # -- applying a step -------------------------------------------------------------------

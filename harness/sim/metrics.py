@@ -80,6 +80,10 @@ class Stats:
         self.num_running = 0
         self.num_waiting = 0
         self.kv_usage = 0.0
+        self.lora_running = ""  # adapters of running / waiting requests, comma-separated (--enable-lora)
+        self.lora_waiting = ""
+        self.lora_loads = 0
+        self.lora_swaps = 0
         self.num_preemptions = 0
         # simulated device memory and CUDA-graph recompiles (harness/sim/graphs.py)
         self.gpu_used_bytes = 0
@@ -207,6 +211,12 @@ class SimCollector:
                         "pool growth for uncaptured batch sizes + other processes); not a vLLM metric.", s.gpu_used_bytes)
             yield gauge("sim_gpu_memory_total_bytes", "SIMULATED GPU memory capacity (--sim-gpu-memory-gib); not a vLLM metric.",
                         s.gpu_total_bytes)
+        if self.cfg.lora is not None:
+            # vLLM: labels only (no model_name/engine), the value is the time of the last update
+            g = GaugeMetricFamily("vllm:lora_requests_info", "Running stats on lora requests.",
+                                  labels=["max_lora", "waiting_lora_adapters", "running_lora_adapters"])
+            g.add_metric([str(self.cfg.lora.max_loras), s.lora_waiting, s.lora_running], time.time())
+            yield g
         if self.cfg.speculative is not None:
             yield counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", s.spec_drafts)
             yield counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", s.spec_draft_tokens)

@@ -38,6 +38,7 @@ class GenParams:
     stream: bool
     include_usage: bool
     continuous_usage: bool
+    model: str | None = None  # the name asked for (a LoRA adapter's name selects the adapter)
     greedy: bool = False  # temperature 0 (or top_k 1): deterministic text (harness/sim/greedy.py)
     logprobs: int | None = None  # None: none asked; n: the chosen token's log-prob plus n alternatives
 
@@ -148,6 +149,7 @@ def parse_generate(body: Any, *, chat: bool, served: list[str], max_model_len: i
     greedy = temperature == 0 or body.get("top_k") == 1
     return GenParams(
         prompt_words=words,
+        model=model if isinstance(model, str) else None,
         greedy=greedy,
         logprobs=_logprobs(body, chat),
         max_tokens=max_tokens,

@@ -12,6 +12,7 @@ WAITING, RUNNING, FINISHED = 0, 1, 2
 
 class SimRequest:
     __slots__ = (
+        "lora",
         "rid", "response_id", "chat", "created", "prompt_len", "tokens", "out_ids", "max_tokens", "min_tokens",
         "ignore_eos", "arrival", "arrival_ns", "arrival_wall_ns", "stream", "transport", "done", "status",
         "num_computed", "blocks", "block_hashes", "num_cached_blocks", "cached_tokens", "first_sched",
@@ -51,6 +52,7 @@ class SimRequest:
         self.finish_reason: str | None = None
         self.disconnect_after: int | None = None  # fault: close the connection after this many tokens
         self.trace = trace
+        self.lora: str | None = None  # the LoRA adapter this request asked for by name
         self.greedy: Any = None  # a harness.sim.greedy.GreedyText for temperature-0 requests
 
     def is_disconnected(self) -> bool:

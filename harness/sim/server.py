@@ -100,6 +100,9 @@ class SimServer:
                                  "allow_fine_tuning": False, "organization": "*", "group": None,
                                  "is_blocking": False}]}
                 for name in self.cfg.served_model_names]
+        base = self.cfg.served_model_name
+        for name, path in (self.cfg.lora.modules.items() if self.cfg.lora is not None else ()):
+            data.append({**data[0], "id": name, "root": path, "parent": base})  # vLLM lists adapters beside the base
         return web.json_response({"object": "list", "data": data})
 
     async def metrics(self, request: web.Request) -> web.Response:
@@ -146,7 +149,7 @@ class SimServer:
         except (ValueError, UnicodeDecodeError):
             return _json_error(ApiError(400, "Invalid JSON in request body"), headers)
         try:
-            params = parse_generate(body, chat=chat, served=cfg.served_model_names,
+            params = parse_generate(body, chat=chat, served=cfg.served_model_names + cfg.lora_names,
                                     max_model_len=self.plan.max_model_len, force_usage=cfg.force_include_usage)
         except ApiError as err:
             return _json_error(err, headers)
@@ -157,6 +160,8 @@ class SimServer:
                          prompt_words=params.prompt_words, max_tokens=params.max_tokens,
                          min_tokens=params.min_tokens, ignore_eos=params.ignore_eos, arrival=arrival,
                          arrival_ns=arrival_ns, arrival_wall_ns=wall_ns, transport=request.transport, trace=trace)
+        if cfg.lora is not None and params.model in cfg.lora.modules:
+            req.lora = params.model
         if params.greedy:
             req.greedy = GreedyText(params.prompt_words, cfg.greedy_errors)
         resp: web.StreamResponse | None = None

@@ -11,13 +11,13 @@ instead (harness.workload.dataset): record k of request i is drawn from (seed, i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from harness.errors import UserError
-from harness.scenario.models import RequestClass, Scenario
+from harness.scenario.models import RequestClass, Scenario, adapter_weights
 from harness.workload.builtin_tokenizer import VOCAB, BuiltinTokenizer
 from harness.workload.dataset import LoadedDataset, load_dataset
 from harness.workload.files import resolve
@@ -26,6 +26,7 @@ from harness.workload.sessions import SYSTEM_DOMAIN, Conversation, RecordedConve
 from harness.workload.tokenizers import HFTokenizer
 
 MEASURED, WARMUP = 2, 3
+ADAPTER_DOMAIN = 9
 _VOCAB_ARRAY = np.array(VOCAB)
 
 
@@ -42,6 +43,7 @@ class PlannedRequest:
     messages: tuple[dict[str, str], ...] | None = None  # a dataset's chat messages, sent as they are
     session: Conversation | None = None  # a multi-turn session's history (harness.workload.sessions)
     turn: int = 0  # 1-based turn number within the session (0: not a session)
+    adapter: str | None = None  # the LoRA adapter asked for as `model` (workload.adapters)
 
 
 def calibration_text(n: int = 512) -> str:
@@ -87,6 +89,14 @@ class WorkloadGenerator:
                 ]
             if ss.dataset is not None:
                 _sha, self._recorded[cls.name] = load_conversations(ss.dataset.path, base_dir, self.tokenizer.count)
+        #: class name -> (adapter names, cumulative weights): the class's own mix or the workload's
+        self._adapters: dict[str, tuple[list[str], np.ndarray]] = {}
+        for cls in self.classes:
+            mix = cls.adapters or scenario.workload.adapters
+            if mix is not None:
+                pairs = adapter_weights(mix)
+                w = np.array([p[1] for p in pairs], dtype=float)
+                self._adapters[cls.name] = ([p[0] for p in pairs], np.cumsum(w / w.sum()))
         #: class name -> its dataset (files read once, shared between classes naming the same one)
         self.datasets: dict[str, LoadedDataset] = {}
         loaded: dict[Path, LoadedDataset] = {}
@@ -120,6 +130,19 @@ class WorkloadGenerator:
         return max(1, round(tokens / scale))
 
     def request(self, index: int, warmup: bool = False) -> PlannedRequest:
+        planned = self._request(index, warmup)
+        mix = self._adapters.get(planned.class_name)
+        if mix is None:
+            return planned
+        # its own rng: adding adapters to a scenario changes no prompt, length or class
+        u = np.random.default_rng([self.seed, ADAPTER_DOMAIN, WARMUP if warmup else MEASURED, index]).random()
+        names, cum = mix
+        adapter = names[min(int(np.searchsorted(cum, u, side="right")), len(names) - 1)]
+        if planned.session is not None:
+            planned.session.adapter = adapter  # every turn of a session asks for the same adapter
+        return replace(planned, adapter=adapter)
+
+    def _request(self, index: int, warmup: bool = False) -> PlannedRequest:
         rng = np.random.default_rng([self.seed, WARMUP if warmup else MEASURED, index])
         ci = int(np.searchsorted(self._cum, rng.random(), side="right"))
         cls: RequestClass = self.classes[min(ci, len(self.classes) - 1)]
@@ -154,7 +177,7 @@ class WorkloadGenerator:
         messages, text, n_in, n_out = conv.next_messages()
         p = conv.plan
         return PlannedRequest(p.index, p.class_name, "", text, n_in, n_out, p.system_id, p.warmup, messages,
-                              conv, conv.turn + 1)
+                              conv, conv.turn + 1, conv.adapter)
 
     def _replayed(self, cls: RequestClass, index: int, warmup: bool, rng: np.random.Generator) -> PlannedRequest:
         records = self.datasets[cls.name].records

@@ -177,6 +177,7 @@ class Conversation:
     started_ns: int | None = None  # turn 1's start (intended time in open loop)
     last_end_ns: int = 0  # the last reply's final chunk
     failed: bool = False
+    adapter: str | None = None  # the LoRA adapter every turn asks for
     ended: bool = False  # counted in the session statistics
 
     def __post_init__(self) -> None:
