@@ -64,9 +64,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict:
-    fleet = getattr(args, "targets", None) or []
+    raw = getattr(args, "targets", None) or args.target
+    fleet = list(raw) if isinstance(raw, list) else ([raw] if raw else [])  # --target repeated: a fleet
     return {
-        "target.url": args.target if len(fleet) <= 1 else None,
+        "target.url": fleet[0] if len(fleet) == 1 else None,
         "target.endpoints": fleet if len(fleet) > 1 else None,
         "target.model": args.model,
         "target.api": args.api,

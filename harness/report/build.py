@@ -11,7 +11,7 @@ from harness.report import sweep_view as V
 from harness.report import tables as T
 from harness.report.data import RunData, SweepData
 from harness.report.document import Bullets, Callout, Document, Figure, Heading, Paragraph, Table
-from harness.report.groups import group_tables, sessions_table
+from harness.report.groups import fleet_table, group_tables, sessions_table
 from harness.report.metrics import MetricDef, fmt_num, fmt_pct
 from harness.results.engine_facts import facts_line
 from harness.results.sweep_index import capacity, top_level
@@ -118,9 +118,9 @@ def build_run_report(run: RunData) -> Document:
     et = T.errors_table(run)
     if et is not None:
         doc.add(et)
-    st = sessions_table(run)
-    if st is not None:
-        doc.add(st)
+    for extra in (sessions_table(run), fleet_table(run)):
+        if extra is not None:
+            doc.add(extra)
     doc.add(*group_tables(run))
     figs = run_figures(run)
     if figs:
@@ -147,6 +147,10 @@ def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str
             "TTFT p50", "TTFT p99", "ITL p99", "E2E p99", "KV max", "Preempt."]
     if with_gpu:
         cols.append("GPU mem (GiB)")
+    # TP width vs replicas (engine.replicas): fleet throughput per device beside the latencies
+    per_device = any((r.devices or 1) > 1 or r.replicas > 1 for r in rows)
+    if per_device:
+        cols += ["Replicas x devices", "out tok/s per device"]
     if repeats > 1:
         cols.append("Repeats")
     out: list[list[str]] = []
@@ -174,6 +178,9 @@ def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str
         ]
         if with_gpu:
             cells.append(fmt_num(r.gpu_memory_gib))
+        if per_device:
+            d, tps = r.devices or 1, r.value("output_tps")
+            cells += [f"{r.replicas} x {d // max(r.replicas, 1)}", fmt_num(tps / d if tps is not None else None)]
         if repeats > 1:
             cells.append(str(len(r.runs)))
         if r.status == "partial":

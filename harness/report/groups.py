@@ -39,6 +39,31 @@ def group_tables(run: RunData) -> list[Table]:
     return out
 
 
+def fleet_table(run: RunData) -> Table | None:
+    f: dict[str, Any] | None = getattr(run.summary, "fleet", None)
+    if not f:
+        return None
+
+    def pct(v: Any) -> str:
+        return "—" if v is None else f"{100 * v:.1f} %"
+
+    engines = {e["endpoint"]: e for e in f.get("engines") or []}
+    hits = f.get("usage_cached_hit_rate") or {}
+    rows = []
+    for url, sent in zip(f["endpoints"], f["sent"]):
+        e = engines.get(url, {})
+        w = e.get("waiting") or {}
+        name = url.split("//", 1)[-1]
+        rows.append([name, f"{sent:,}", pct(hits.get(name)), pct(e.get("prefix_hit_rate")),
+                     "—" if w.get("mean") is None else f"{w['mean']:.1f} / {w.get('max', 0):.0f}"])
+    return Table(["Endpoint", "Requests sent", "Prefix hit (usage)", "Prefix hit (engine)", "Waiting mean / max"], rows,
+                 caption=f"Fleet: {len(f['endpoints'])} endpoints, routing {f['routing']}", notes=[
+                     f"Cross-replica prefix overlap: {pct(f.get('prefix_overlap'))} of {f.get('prefix_blocks', 0):,} "
+                     "prefix blocks were sent to more than one replica (what a distributed prefix cache would "
+                     f"deduplicate). Fleet prefix hit rate from usage: {pct(f.get('fleet_usage_cached_hit_rate'))}. "
+                     "Each replica's time series: engine_metrics.jsonl (first) and replicas/r<i>/engine_metrics.jsonl."])
+
+
 def sessions_table(run: RunData) -> Table | None:
     s: dict[str, Any] | None = getattr(run.summary, "sessions", None)
     if not s:

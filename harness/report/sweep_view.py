@@ -65,6 +65,19 @@ class ConfigResult:
         return None
 
     @property
+    def devices(self) -> int | None:
+        """Devices (GPUs) the config used: replicas x tensor parallelism (sweep index `devices`)."""
+        for c in self.cells:
+            d = c.raw.get("devices")
+            if isinstance(d, int) and d > 0:
+                return d
+        return None
+
+    @property
+    def replicas(self) -> int:
+        return next((int(c.raw["replicas"]) for c in self.cells if isinstance(c.raw.get("replicas"), int)), 1)
+
+    @property
     def gpu_memory_gib(self) -> float | None:
         """NVML's peak GPU memory used, mean over the repeats."""
         vals = [float(g["used_max_bytes"]) / 2**30 for r in self.runs

@@ -182,6 +182,15 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
         p(f"  sessions   {sess['started']} started, {sess['completed']} completed, {sess['cut']} cut   "
           f"duration p50 {_fmt(dur)} s   prefix hit ideal {_pct(sess.get('ideal_prefix_hit_rate'))}, "
           f"engine {_pct(sess.get('engine_prefix_hit_rate'))}")
+    fleet = getattr(s, "fleet", None)
+    if fleet:
+        hit = fleet.get("fleet_usage_cached_hit_rate")
+        p(f"  fleet      {len(fleet['endpoints'])} endpoints, routing {fleet['routing']}, sent {fleet['sent']}   "
+          f"prefix overlap across replicas {_pct(fleet.get('prefix_overlap'))}   prefix hit (usage) {_pct(hit)}")
+        for e in fleet.get("engines") or []:
+            w = e.get("waiting") or {}
+            p(f"    {e['endpoint']}: waiting mean {_fmt(w.get('mean'))} max {_fmt(w.get('max'), 0)}   "
+              f"prefix hit {_pct(e.get('prefix_hit_rate'))}")
     for dim, blocks in (getattr(s, "groups", None) or {}).items():
         # the same table for every grouping (turn, adapter, endpoint): one row per value
         p("")

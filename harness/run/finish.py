@@ -73,6 +73,10 @@ def conclude(prep: Prepared, summary: RunSummary, engine: dict[str, Any], instru
     """The checks every run gets, the post-run analyses, and (`judge`) status failed when most failed."""
     scenario = prep.scenario
     summary.prefix_cache_isolation = prep.info.get("prefix_cache_isolation")
+    replicas = instruments.per_replica()
+    if replicas and getattr(summary, "fleet", None):
+        # per replica over the window: queue depth (the autoscaling signal), running, KV, prefix hits
+        summary.fleet["engines"] = replicas
     if scenario.load.offline:  # makespan, submit spread, peak in flight; a warning when the client was the limit
         from harness.results.offline import offline_facts
 

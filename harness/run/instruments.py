@@ -47,21 +47,37 @@ class Instruments:
         """The engine block of summary.json ({} without telemetry)."""
         return self.telemetry.stop() if self.telemetry is not None else {}
 
+    def per_replica(self) -> list[dict[str, Any]] | None:
+        """A fleet's replicas over the window (queue depth, prefix hits, ...); None for one server."""
+        return self.telemetry.per_replica() if hasattr(self.telemetry, "per_replica") else None
+
 
 def start_telemetry(prep: Prepared) -> Any:
-    """A started TelemetrySession scraping the target's /metrics, or None when the scenario says no."""
+    """A started TelemetrySession scraping the target's /metrics, or None when the scenario says no.
+
+    A fleet (target.endpoints) gets one session per replica over the same window
+    (harness.telemetry.fleet): the first is the run's engine block, the others per replica."""
     scenario = prep.scenario
     if not scenario.telemetry.enabled:
         return None
     from harness.telemetry.session import TelemetrySession
 
-    session = TelemetrySession(
-        target_url=prep.target_url,
-        config=scenario.telemetry,
-        out_dir=prep.run_dir.root,
-        expected_prefix_hit_rate=expected_prefix_hit_rate(scenario),
-        engine_kind=prep.engine_kind,
-    )
-    session.start()
-    return session
+    def start(url: str, out_dir: Path) -> Any:
+        session = TelemetrySession(
+            target_url=url,
+            config=scenario.telemetry,
+            out_dir=out_dir,
+            expected_prefix_hit_rate=expected_prefix_hit_rate(scenario),
+            engine_kind=prep.engine_kind,
+        )
+        session.start()
+        return session
+
+    fleet = scenario.target.endpoints
+    if fleet and len(fleet) > 1 and not scenario.telemetry.metrics_url and not scenario.telemetry.prometheus:
+        from harness.telemetry.fleet import start_fleet_telemetry
+
+        return start_fleet_telemetry(start, [prep.target_url, *(u for u in fleet if u != prep.target_url)],
+                                     prep.run_dir.root)
+    return start(prep.target_url, prep.run_dir.root)
 

@@ -17,8 +17,8 @@ from harness.limits import SWEEP_CELLS
 from harness.sweep.models import SweepFile
 
 #: what Plan.command fills in the argv, and the executor in engine.env
-COMMAND_PLACEHOLDERS = ("port", "model", "host", "python")
-ENV_PLACEHOLDERS = ("port", "model", "host")
+COMMAND_PLACEHOLDERS = ("port", "model", "host", "python", "replica", "devices")
+ENV_PLACEHOLDERS = ("port", "model", "host", "replica", "devices")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 

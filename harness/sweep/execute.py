@@ -26,6 +26,7 @@ from harness.sweep.flags import substitute
 from harness.sweep.launcher import (
     AttachedEngine,
     EngineProcess,
+    FleetEngines,
     GpuMemory,
     StartupFailed,
     free_port,
@@ -203,11 +204,11 @@ class SweepExecutor:
             self.progress.note(f"report not written: {type(exc).__name__}: {exc}")
 
     # ------------------------------------------------------------ one engine start
-    def _engine_env(self, port: int) -> dict[str, str]:
+    def _engine_env(self, port: int, replica: int = 0, devices: str = "") -> dict[str, str]:
         spec = self.sweep.engine
         env = dict(os.environ)
         env.update(self.kind.default_env(spec))
-        values = {"port": port, "model": spec.model, "host": spec.host}
+        values = {"port": port, "model": spec.model, "host": spec.host, "replica": replica, "devices": devices}
         for k, v in spec.env.items():
             env[k] = substitute([v], values)[0]
         return env
@@ -238,23 +239,38 @@ class SweepExecutor:
                 self._record(cell, "failed", reason=reason, extra=common)
             return
 
-        proc: EngineProcess | AttachedEngine
+        proc: EngineProcess | AttachedEngine | FleetEngines
+        self._fleet_urls = [base_url]
         if attached:
             proc = AttachedEngine(base_url)
+        elif config.replicas > 1:
+            # a fleet: replica 0 on `port`, the others on free ports of their own, routed by the scenario
+            members = []
+            for r in range(config.replicas):
+                rport = port if r == 0 else free_port(spec.host)
+                member = EngineProcess(self.plan.command(config, rport, r), self.out / f"logs/{config.id}.r{r}.log",
+                                       env=self._engine_env(rport, r, self.plan.devices_of(config, r)), cwd=self._cwd())  # type: ignore[arg-type]
+                member.port = rport  # type: ignore[attr-defined]
+                members.append(member)
+                if r:
+                    self._fleet_urls.append(f"http://{spec.host}:{rport}")
+            proc = FleetEngines(members)
+            common.update(replicas=config.replicas, devices=config.devices, endpoints=list(self._fleet_urls))
         else:
-            proc = EngineProcess(argv, self.out / log_rel, env=self._engine_env(port), cwd=self._cwd())  # type: ignore[arg-type]
+            proc = EngineProcess(argv, self.out / log_rel, env=self._engine_env(port, 0, self.plan.devices_of(config, 0)), cwd=self._cwd())  # type: ignore[arg-type]
             proc.port = port  # type: ignore[attr-defined]
+        if not attached:
+            common["devices"] = config.devices
         self._current = proc
         try:
             proc.start(header=f"config {config.id}")
             self._note_engine(proc)
-            started = proc.wait_ready(
-                lambda: self.kind.probe(base_url, spec),
-                timeout=spec.ready_timeout_s,
-                interval=self.opts.probe_interval_s,
-                on_wait=lambda t, p: self.progress.waiting(t, p.detail),
-                failure_hint=failure_hint,
-            )
+            wait = dict(timeout=spec.ready_timeout_s, interval=self.opts.probe_interval_s,
+                        on_wait=lambda t, p: self.progress.waiting(t, p.detail), failure_hint=failure_hint)
+            if isinstance(proc, FleetEngines):
+                started = proc.wait_ready([(lambda u=u: self.kind.probe(u, spec)) for u in self._fleet_urls], **wait)
+            else:
+                started = proc.wait_ready(lambda: self.kind.probe(base_url, spec), **wait)
         except StartupFailed as exc:
             facts = self.kind.startup_facts(proc.log_text()) if proc.proc else {}
             self._stop(proc)
@@ -280,7 +296,7 @@ class SweepExecutor:
                 continue
             notes = []
             if i > 0 and self.sweep.reset_prefix_cache_between:
-                problem = self.kind.reset_prefix_cache(base_url, spec)
+                problem = next(filter(None, (self.kind.reset_prefix_cache(u, spec) for u in self._fleet_urls)), None)
                 if problem:
                     notes.append(f"prefix cache not reset: {problem}")
                     if not self._reset_warned:
@@ -367,6 +383,11 @@ class SweepExecutor:
     # ------------------------------------------------------------ one cell
     def _scenario_for(self, cell: Cell, first_after_start: bool) -> Scenario:
         scenario = cell.resolved
+        urls = getattr(self, "_fleet_urls", [])
+        if len(urls) > 1:  # engine.replicas: the load is spread over the config's replicas
+            data = scenario.model_dump(mode="json")
+            data["target"].update(url=None, replicas=1, endpoints=urls)
+            scenario = Scenario.model_validate(data)
         if scenario.quality is not None:  # the sweep runs the quality pass once per config itself
             scenario = scenario.model_copy(update={"quality": None})
         warm = self.sweep.warmup

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.signals import die_with_parent
 from harness.sweep.engines.base import Probe
@@ -332,3 +333,50 @@ class GpuMemory:
             time.sleep(0.5)
             used = self.used()
         return True, used
+
+
+class FleetEngines:
+    """Several replicas of one config (engine.replicas), started, watched and stopped as one.
+
+    Presents the EngineProcess interface the executor uses: ready when every replica is, exited
+    when any replica exited (the fleet is not the config any more), logs of the first replica
+    (the others have their own files), stop stops them all."""
+
+    def __init__(self, procs: list[EngineProcess]) -> None:
+        self.procs = procs
+        self.argv = procs[0].argv
+        self.port = getattr(procs[0], "port", None)
+        self.proc = procs[0].proc
+
+    def start(self, header: str = "") -> None:
+        for i, p in enumerate(self.procs):
+            p.start(header=f"{header} replica {i}")
+        self.proc = self.procs[0].proc
+
+    @property
+    def pid(self) -> int | None:
+        return self.procs[0].pid
+
+    def poll(self) -> int | None:
+        for p in self.procs:
+            code = p.poll()
+            if code is not None:
+                return code
+        return None
+
+    def wait_exit(self, timeout: float) -> int | None:
+        return self.procs[0].wait_exit(timeout) if self.poll() is None else self.poll()
+
+    def log_text(self) -> str:
+        return "\n".join(p.log_text() for p in self.procs)
+
+    def tail(self, n: int = 20) -> list[str]:
+        return [line for p in self.procs for line in p.tail(n)]
+
+    def wait_ready(self, probes: list[Callable[[], Probe]], timeout: float, **kw: Any) -> Started:
+        started = [p.wait_ready(probe, timeout, **kw) for p, probe in zip(self.procs, probes)]
+        return Started(max(s.startup_s for s in started), started[0].log_text)
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        codes = [p.stop(timeout) for p in self.procs]
+        return codes[0]

@@ -55,6 +55,12 @@ class EngineSpec(Strict):
     url: str | None = Field(
         default=None, description="kind external: base URL of a server already running (nothing is started or stopped)"
     )
+    replicas: Annotated[int, Field(ge=1, le=16)] = Field(
+        default=1, description="engines per config, each on its own port, the load routed over them (target.routing); "
+        "{replica} (0, 1, ...) and {devices} fill the command and env")
+    devices: list[str] | None = Field(
+        default=None, description="device ids (e.g. GPUs) shared out to the replicas in order: each gets tensor-parallel-"
+        "size of them as {devices} (\"0,1\"), e.g. env CUDA_VISIBLE_DEVICES: \"{devices}\"")
 
     @field_validator("port")
     @classmethod
@@ -73,6 +79,8 @@ class EngineSpec(Strict):
             if self.command:
                 raise ValueError("kind external starts nothing; remove command (or use kind custom to start a server)")
             return self
+        if self.replicas > 1 and self.port != "auto":
+            raise ValueError("replicas > 1 needs port: auto (each replica listens on its own free port)")
         if self.url is not None:
             raise ValueError(f"url is for kind external (a server already running); kind {self.kind} is started at host:port")
         if self.command and self.port == "auto" and not any("{port}" in a for a in self.command):
@@ -83,6 +91,8 @@ class EngineSpec(Strict):
 class ListedConfig(Strict):
     id: Annotated[str, Field(pattern=_ID)] | None = None
     flags: Flags = Field(default_factory=dict)
+    replicas: Annotated[int, Field(ge=1, le=16)] | None = Field(
+        default=None, description="engines of this config (default engine.replicas): TP=2 x 1 vs TP=1 x 2 on equal devices")
     overrides: dict[str, Any] = Field(default_factory=dict, description="scenario overrides for this config only")
 
     @field_validator("flags")

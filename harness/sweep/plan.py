@@ -38,6 +38,20 @@ class Config:
     flags: dict[str, Any]  # effective flags: base with the varied ones applied (None = removed)
     varied: dict[str, Any]  # the flags that differ from base (empty for the base config)
     overrides: dict[str, Any] = field(default_factory=dict)  # scenario overrides of this config
+    replicas: int = 1  # engines started for this config (a fleet behind one load)
+
+    @property
+    def tensor_parallel(self) -> int:
+        for name in ("tensor-parallel-size", "tp", "tp-size"):
+            value = _flag_value(self.flags, name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return 1
+
+    @property
+    def devices(self) -> int:
+        """Devices (GPUs) the config uses: replicas x tensor parallelism."""
+        return self.replicas * self.tensor_parallel
 
 
 @dataclass(frozen=True)
@@ -96,13 +110,20 @@ class Plan:
     def cells_of(self, config: Config) -> list[Cell]:
         return [c for c in self.cells if c.config.id == config.id]
 
-    def command(self, config: Config, port: int | str | None = None) -> list[str]:
+    def devices_of(self, config: Config, replica: int) -> str:
+        """{devices} of one replica: its tensor-parallel share of engine.devices, in order."""
+        devs = self.sweep.engine.devices or []
+        tp = config.tensor_parallel
+        return ",".join(devs[replica * tp:(replica + 1) * tp])
+
+    def command(self, config: Config, port: int | str | None = None, replica: int = 0) -> list[str]:
         """The exact argv for `config` (port None leaves the `{port}` placeholder for display)."""
         from harness.sweep.engines import get_kind
 
         spec = self.sweep.engine
         argv = list(spec.command) if spec.command else get_kind(spec.kind).default_command(spec)
-        values = {"model": spec.model, "host": spec.host, "python": sys.executable}
+        values = {"model": spec.model, "host": spec.host, "python": sys.executable, "replica": replica,
+                  "devices": self.devices_of(config, replica)}
         if port is None and spec.port != "auto":
             port = spec.port
         if port is not None:
@@ -161,8 +182,10 @@ def expand_configs(sweep: SweepFile) -> list[Config]:
     vary = sweep.vary
     base = dict(sweep.base)
     raw: list[tuple[str | None, dict[str, Any], dict[str, Any]]] = []  # (explicit id, varied, overrides)
+    replicas: dict[int, int] = {}  # raw index -> replicas (list mode)
     if vary.mode == "list":
         raw = [(c.id, dict(c.flags), dict(c.overrides)) for c in vary.configs]
+        replicas = {i: c.replicas for i, c in enumerate(vary.configs) if c.replicas is not None}
     elif vary.mode == "grid":
         names = list(vary.flags)
         for combo in itertools.product(*(vary.flags[n] for n in names)):
@@ -176,10 +199,11 @@ def expand_configs(sweep: SweepFile) -> list[Config]:
     configs: list[Config] = []
     seen_flags: dict[str, str] = {}
     used_ids: set[str] = set()
-    for explicit, varied_in, overrides in raw:
+    for n_raw, (explicit, varied_in, overrides) in enumerate(raw):
         flags = _merge(base, varied_in)
         varied = _differs(base, flags)
-        key = _norm(flags) + repr(sorted(overrides.items()))
+        n_rep = replicas.get(n_raw, sweep.engine.replicas)
+        key = _norm(flags) + repr(sorted(overrides.items())) + f"x{n_rep}"
         if key in seen_flags and explicit is None:
             continue  # a one-at-a-time value equal to base's is the base config
         seen_flags.setdefault(key, explicit or "")
@@ -197,7 +221,7 @@ def expand_configs(sweep: SweepFile) -> list[Config]:
             value = _flag_value(flags, flag)
             if value is not None and not isinstance(value, bool):
                 linked[path] = value
-        configs.append(Config(id=cid, flags=flags, varied=varied, overrides=linked))
+        configs.append(Config(id=cid, flags=flags, varied=varied, overrides=linked, replicas=n_rep))
     return configs
 
 

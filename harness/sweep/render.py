@@ -68,6 +68,9 @@ def render_plan(plan: Plan) -> str:
         lines.append(f"[start {n}/{len(starts)}] config {config.id}" + ("" if what == config.id else f": {what}"))
         argv = plan.command(config)
         lines.append(f"  $ {shlex.join(argv)}" if argv else f"  (attached to {spec.url})")
+        if config.replicas > 1:
+            lines.append(f"  x {config.replicas} replicas ({{replica}} 0..{config.replicas - 1}, each on its own port, "
+                         f"{config.devices} device(s) in all); the load is routed over them (target.routing)")
         for cell in cells:
             step += 1
             ov = ", ".join(f"{k}={v}" for k, v in cell.overrides.items())

@@ -61,6 +61,10 @@ def test_per_endpoint_blocks_add_up_to_the_fleet(runs, policy: str) -> None:  # 
     assert sum(b["tokens"]["output_total"] for b in eps.values()) == s["tokens"]["output_total"]
     assert sum(s["fleet"]["sent"]) == len(lines)  # every request sent, warmup included, went to one replica
     assert s["fleet"]["routing"] == policy
+    # each replica's own /metrics over the window: queue depth and prefix hits per replica
+    engines = s["fleet"]["engines"]
+    assert [e["endpoint"] for e in engines] == s["fleet"]["endpoints"]
+    assert all(e["waiting"] is not None and e["prefix_hit_rate"] is not None for e in engines)
 
 
 def test_prefix_affinity_raises_the_hit_rate_and_lowers_overlap(runs) -> None:  # type: ignore[no-untyped-def]

@@ -42,6 +42,7 @@ def runs(tmp_path_factory):  # type: ignore[no-untyped-def]
         "on": [str(closed)],
         "off": [str(closed), "--sim-args=--no-enable-prefix-caching"],
         "open2": [str(opened), "--processes", "2", "--sim-args=--sim-speed 2"],
+        "dist2": [str(opened), "--distributed", "2", "--sim-args=--sim-speed 2"],
     }
     procs = {}
     for name, args in cases.items():
@@ -102,8 +103,9 @@ def test_requests_record_sessions_and_histories(runs) -> None:  # type: ignore[n
             assert b["sent_ns"] > a["sent_ns"]
 
 
-def test_open_loop_sessions_on_two_processes_merge_losslessly(runs) -> None:  # type: ignore[no-untyped-def]
-    s, out = runs["open2"]
+@pytest.mark.parametrize("case", ["open2", "dist2"])
+def test_open_loop_sessions_on_two_processes_merge_losslessly(runs, case: str) -> None:  # type: ignore[no-untyped-def]
+    s, out = runs[case]
     assert s["client"]["processes"] == 2
     lines = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines() if line.strip()]
     measured = [r for r in lines if not r["warmup"] and r["error"] is None]

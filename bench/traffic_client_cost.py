@@ -1,0 +1,70 @@
+"""Client cost per output token: plain classes vs multi-turn sessions vs sessions on a two-replica
+fleet with prefix-affinity routing (and a LoRA adapter mix). Each case is a `harness run` against
+the built-in simulator in scripted mode (fixed TTFT and ITL, so the engine side is the same for
+every case); the figure is the load process's CPU time over the window (summary.json client
+cpu_mean_pct x window) divided by the output tokens. Prints figures; asserts nothing.
+
+    python bench/traffic_client_cost.py [--duration 15] [--users 16]
+
+On a shared machine the figures move with the neighbours' load: compare cases of one invocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SIM = "--scripted-ttft-ms 20 --scripted-itl-ms 4"
+
+CASES = {
+    "plain classes": {"workload": {"classes": [
+        {"name": "a", "input_tokens": {"dist": "uniform", "min": 200, "max": 600}, "output_tokens": 64}]}},
+    "sessions": {"workload": {"classes": [
+        {"name": "chat", "session": {"turns": 4, "user_tokens": {"dist": "uniform", "min": 50, "max": 150},
+                                     "output_tokens": 64, "system_prompt": {"tokens": 256, "count": 4}}}]}},
+    "sessions + 2 replicas (prefix-affinity) + adapters": {
+        "target": {"replicas": 2, "routing": "prefix-affinity"},
+        "workload": {"adapters": {"names": ["x", "y", "z"], "zipf": 1.0}, "classes": [
+            {"name": "chat", "session": {"turns": 4, "user_tokens": {"dist": "uniform", "min": 50, "max": 150},
+                                         "output_tokens": 64, "system_prompt": {"tokens": 256, "count": 4}}}]}},
+}
+
+
+def run_case(name: str, extra: dict, duration: int, users: int, tmp: Path) -> dict:
+    scenario = {"name": "cost", "seed": 1, "load": {"concurrency": users, "duration_s": duration}, **extra}
+    path = tmp / f"{len(list(tmp.iterdir()))}.yaml"
+    path.write_text(json.dumps(scenario))
+    out = tmp / (path.stem + "-run")
+    sim_args = SIM + (" --max-loras 3" if "adapters" in extra.get("workload", {}) else "")
+    p = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", str(path), "--out", str(out), "--quiet",
+                        "--no-report", f"--sim-args={sim_args}"], capture_output=True, text=True, cwd=ROOT)
+    if p.returncode != 0:
+        raise SystemExit(f"{name}: exit {p.returncode}: {p.stderr[-2000:]}")
+    s = json.loads((out / "summary.json").read_text())
+    cpu_s = (s["client"]["cpu_mean_pct"] or 0) / 100 * s["window"]["duration_s"]
+    tokens = s["tokens"]["output_total"]
+    return {"requests": s["requests"]["completed"], "tokens": tokens, "cpu_pct": s["client"]["cpu_mean_pct"],
+            "us_per_token": 1e6 * cpu_s / tokens if tokens else float("nan")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--duration", type=int, default=15)
+    ap.add_argument("--users", type=int, default=16)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        print(f"client CPU per output token, {args.users} users, {args.duration} s, scripted simulator ({SIM})")
+        for name, extra in CASES.items():
+            r = run_case(name, extra, args.duration, args.users, tmp)
+            print(f"  {name:<52} {r['us_per_token']:7.1f} us/token   (CPU {r['cpu_pct']:.1f}%, "
+                  f"{r['requests']} requests, {r['tokens']} tokens)")
+
+
+if __name__ == "__main__":
+    main()
