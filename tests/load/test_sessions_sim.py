@@ -39,8 +39,9 @@ def runs(tmp_path_factory):  # type: ignore[no-untyped-def]
     closed = _scenario(tmp / "closed.yaml", {"concurrency": 2, "duration_s": 6})
     opened = _scenario(tmp / "open.yaml", {"rate": 1.5, "arrival": "poisson", "duration_s": 5})
     cases = {
-        "on": [str(closed)],
-        "off": [str(closed), "--sim-args=--no-enable-prefix-caching"],
+        # a slow simulated GPU: prefill time dominates TTFT, not a loaded host's scheduling noise
+        "on": [str(closed), "--sim-args=--sim-speed 0.5"],
+        "off": [str(closed), "--sim-args=--no-enable-prefix-caching --sim-speed 0.5"],
         "open2": [str(opened), "--processes", "2", "--sim-args=--sim-speed 2"],
         "dist2": [str(opened), "--distributed", "2", "--sim-args=--sim-speed 2"],
     }
@@ -81,8 +82,9 @@ def test_ttft_flat_in_turn_number_with_caching_and_growing_without(runs) -> None
         turns = s["groups"]["turn"]
         mean_in = [turns[t]["tokens"]["input_total"] / turns[t]["requests"]["completed"] for t in ("1", "2", "3", "4")]
         assert mean_in == sorted(mean_in) and mean_in[3] - mean_in[0] > 3000
-    assert _ttft_p50(on, "4") < 1.4 * _ttft_p50(on, "2")
-    assert _ttft_p50(off, "4") > 1.4 * _ttft_p50(off, "2")
+    # no cache: turn 4 prefills ~4,700 tokens, turn 2 ~2,600 (x1.8 on the simulated GPU); cached: ~1,050 each
+    assert _ttft_p50(on, "4") < 1.3 * _ttft_p50(on, "2")
+    assert _ttft_p50(off, "4") > 1.25 * _ttft_p50(off, "2")
     assert _ttft_p50(off, "4") > 2 * _ttft_p50(on, "4")
 
 
