@@ -36,7 +36,8 @@ def _scenario(path: Path, load: dict) -> Path:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):  # type: ignore[no-untyped-def]
     tmp = tmp_path_factory.mktemp("sessions")
-    closed = _scenario(tmp / "closed.yaml", {"concurrency": 2, "duration_s": 6})
+    # one user: no other conversation's prefill queues ahead of a turn, so TTFT is this turn's own prefill
+    closed = _scenario(tmp / "closed.yaml", {"concurrency": 1, "duration_s": 8})
     opened = _scenario(tmp / "open.yaml", {"rate": 1.5, "arrival": "poisson", "duration_s": 5})
     cases = {
         # a slow simulated GPU: prefill time dominates TTFT, not a loaded host's scheduling noise
