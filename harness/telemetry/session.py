@@ -24,8 +24,9 @@ only the gauge samples are then partial.
 Before the window starts, transient failures are tolerated quietly (the engine may still be
 starting). The run goes on either way and the block says why values are null.
 
-Sources: direct scraping (default), a Prometheus server (`config.prometheus`), or none (disabled,
-no URL, an engine kind without /metrics). GPU memory: NVML when the target is this machine, or
+Sources (harness.telemetry.sources, one class each behind the `Source` Protocol): direct scraping
+(default), a Prometheus server (`config.prometheus`), or none (disabled, no URL, an engine kind
+without /metrics). GPU memory: NVML when the target is this machine, or
 DCGM series in Prometheus mode.
 """
 
@@ -41,7 +42,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 from harness.telemetry.block import build_block, empty_block, gpu_unavailable
-from harness.telemetry.direct import DirectSource
 from harness.telemetry.exposition import Snapshot, TelemetryUnavailable
 from harness.telemetry.nvml import NvmlSampler, is_local_url
 from harness.telemetry.profiles import (
@@ -52,6 +52,7 @@ from harness.telemetry.profiles import (
     Profile,
     detect,
 )
+from harness.telemetry.sources import DirectScrapes, PrometheusScrapes, Source
 from harness.telemetry.window import WindowAccumulator
 
 log = logging.getLogger("harness.telemetry")
@@ -118,30 +119,24 @@ class TelemetrySession:
         self._live: dict[str, Any] = {"ok": False}
         self._jsonl: Any = None
 
-        self._direct: DirectSource | None = None
-        self._prom: Any = None
-        self.source = "none"
+        #: where the engine's metrics come from (harness.telemetry.sources); None: no source
+        self._src: Source | None = None
         read_timeout = float(config.timeout_s)
         #: the final scrape succeeded after periodic scrapes were turned off by transient failures
         self._final_recovered = False
         if not config.enabled:
             self._missing_reason = "telemetry disabled (telemetry.enabled: false)"
         elif config.prometheus:
-            self.source = "prometheus"
             try:
-                from harness.telemetry.promql import PrometheusSource
-
-                self._prom = PrometheusSource(config.prometheus, config.selector, timeout_s=read_timeout)
+                self._src = PrometheusScrapes(config.prometheus, config.selector, read_timeout)
             except TelemetryUnavailable as exc:
-                self.source = "none"
                 self._missing_reason = exc.reason
         elif engine_kind in KINDS_WITHOUT_METRICS and not config.metrics_url:
             self._missing_reason = KINDS_WITHOUT_METRICS[engine_kind]
         else:
             url = config.metrics_url or (target_url.rstrip("/") + "/metrics" if target_url else None)
             if url:
-                self.source = "direct"
-                self._direct = DirectSource(url, connect_timeout_s=min(3.0, read_timeout), read_timeout_s=read_timeout)
+                self._src = DirectScrapes(url, read_timeout)
             else:
                 self._missing_reason = "no target URL and no telemetry.metrics_url"
 
@@ -153,6 +148,11 @@ class TelemetrySession:
             self._gpu_reason = "NVML sampling off (telemetry.nvml: false)"
         else:
             self._nvml = NvmlSampler()
+
+    @property
+    def source(self) -> str:
+        """The block's `source`: direct, prometheus or none."""
+        return self._src.name if self._src is not None else "none"
 
     # ================================================================== public API
     def start(self) -> None:
@@ -228,11 +228,7 @@ class TelemetrySession:
     def _scrape_budget_s(self) -> float:
         """How long stop() waits for the final scrape: one in flight, then the final one (retried
         only after a quick failure, so a hung endpoint costs two timeouts, not three)."""
-        if self._direct is not None:
-            return 2 * sum(self._direct.timeout) + 3.0
-        if self._prom is not None:
-            return self._prom.timeout_s + 1.0
-        return 2.0
+        return self._src.budget_s() if self._src is not None else 2.0
 
     def _run(self) -> None:
         if self._nvml is not None:
@@ -243,8 +239,11 @@ class TelemetrySession:
                 self._gpu_reason = reason
                 self._nvml.close()
                 self._nvml = None
-        if self._prom is not None:
-            self._prom_check()
+        if self._src is not None:
+            try:
+                self._src.check()  # Prometheus: reachable, the selector matches (direct: nothing to check)
+            except TelemetryUnavailable as exc:
+                self._fail(exc, count_pre_window=True)
         next_due = time.monotonic()
         while True:
             self._wake.wait(max(0.0, next_due - time.monotonic()))
@@ -290,7 +289,7 @@ class TelemetrySession:
             in_window = self._phase == "window" or "start" in marks or "end" in marks
             if self._nvml is not None and in_window:
                 gpu = self._nvml.sample()
-            if snap is not None and self.source == "direct":
+            if snap is not None and self._src is not None and self._src.live_window:
                 self._accumulate(snap, marks)
             if "end" in marks:
                 self._phase = "post"
@@ -314,40 +313,17 @@ class TelemetrySession:
             self._acc.add(snap)  # the final scrape ("end" mark) included: phase turns post after
 
     def _scrape(self) -> Snapshot | None:
+        assert self._src is not None
         self._attempts += 1
+        t = time.perf_counter()
         try:
-            if self.source == "direct":
-                snap = self._scrape_direct()
-            else:
-                snap = self._scrape_prometheus()
+            snap, self._profile = self._src.scrape(self._profile, self._choose_profile)
         except TelemetryUnavailable as exc:
             self._fail(exc)
             return None
+        self._scrape_ms.append((time.perf_counter() - t) * 1000)
+        self._page_bytes = self._src.page_bytes or self._page_bytes
         self._consecutive_failures = 0
-        return snap
-
-    def _scrape_direct(self) -> Snapshot:
-        assert self._direct is not None
-        t = time.perf_counter()
-        if self._profile is None:
-            snap, names = self._direct.scrape()
-            self._profile = self._choose_profile(names)
-            snap = Snapshot(ts=snap.ts, samples={k: v for k, v in snap.samples.items() if k in self._profile.wanted()})
-        else:
-            snap, _names = self._direct.scrape(self._profile.wanted())
-            if not snap.samples:
-                raise TelemetryUnavailable(f"no {self._profile.name} metrics on {self._direct.url} (profile {self._profile.name})")
-        self._scrape_ms.append((time.perf_counter() - t) * 1000)
-        self._page_bytes = self._direct.last_bytes
-        return snap
-
-    def _scrape_prometheus(self) -> Snapshot:
-        t = time.perf_counter()
-        if self._profile is None:
-            self._profile = self._choose_profile(self._prom.detect_names())
-        p = self._profile
-        snap = self._prom.instant(p, p.gauge_names() | set().union(*p.counters.values(), *p.summed_counters.values()))
-        self._scrape_ms.append((time.perf_counter() - t) * 1000)
         return snap
 
     def _choose_profile(self, names: set[str]) -> Profile:
@@ -356,7 +332,7 @@ class TelemetrySession:
             found = self._hint
         if found is None:
             seen = sorted({n.split("_", 1)[0] + "_" for n in names if n})[:8]
-            where = self._direct.url if self._direct else f"Prometheus {self._prom.url} (selector {self._prom.matchers or 'none'})"
+            where = self._src.where if self._src is not None else "no source"
             raise TelemetryUnavailable(
                 f"no vLLM/SGLang/TGI/llama.cpp metrics at {where}"
                 + (f" (name prefixes seen: {', '.join(seen)})" if seen else "")
@@ -365,12 +341,6 @@ class TelemetrySession:
         if self._hint is not None and found.name != self._hint.name:
             log.info("engine telemetry: engine kind %s but metrics look like %s; using %s", self.engine_kind, found.name, found.name)
         return found
-
-    def _prom_check(self) -> None:
-        try:
-            self._prom.check()
-        except TelemetryUnavailable as exc:
-            self._fail(exc, count_pre_window=True)
 
     # ================================================================== failures
     def _warn(self, reason: str, *, permanent: bool) -> None:
@@ -456,12 +426,12 @@ class TelemetrySession:
 
     def _build(self) -> dict:
         profile_name = self._profile.name if self._profile else None
-        if self.source == "prometheus" and self._prom is not None:
+        if self._src is not None and not self._src.live_window:
             last = self._last_exc
             # live polling may have given up (no data yet, a bad selector): the window query is
             # still worth one attempt, unless the server was unreachable or refused us for good
             if not (self._disabled and last is not None and (last.unreachable or last.permanent)):
-                return self._build_prometheus()
+                return self._src.window_block(self)
         acc = self._acc
         if self.source == "none" or acc is None or acc.scrapes < 2:
             reason = self._missing_reason
@@ -500,67 +470,10 @@ class TelemetrySession:
             extra_telemetry=self._telemetry_extra(),
         )
 
-    def _build_prometheus(self) -> dict:
-        prom = self._prom
-        t0 = self._t0
-        t1 = self._t1 or time.time()
-        base = {
-            "source": "prometheus",
-            "expected_hit_rate": self.expected_hit_rate,
-            "extra_telemetry": self._telemetry_extra(),
-        }
-        if t0 is None:
-            return empty_block(missing_reason="mark_window_start was never called", gpu_memory=self._gpu_block(), **base)
-        try:
-            if self._profile is None:
-                self._profile = self._choose_profile(prom.detect_names())
-            profile = self._profile
-            names = profile.wanted()
-            interval = prom.scrape_interval(profile, names, t1) or 15.0
-            caught_up = prom.wait_past(profile, names, t1, max_wait_s=min(60.0, 1.5 * interval + 1.0))
-            acc = None
-            for snap in prom.window_snapshots(profile, names, t0, t1):
-                if acc is None:
-                    acc = WindowAccumulator(profile, snap)
-                else:
-                    acc.add(snap, gauges=snap.ts <= t1)  # the scrape after t1 closes the counters only
-            gpu = self._prom_gpu(prom, profile, names, t0, t1)
-        except TelemetryUnavailable as exc:
-            self._warn(exc.reason, permanent=True)
-            return empty_block(missing_reason=exc.reason, profile=self._profile and self._profile.name, gpu_memory=self._gpu_block(), **base)
-        if acc is None or acc.scrapes < 2:
-            return empty_block(
-                missing_reason=f"Prometheus {prom.url} holds fewer than 2 scrapes of the engine in the window",
-                profile=profile.name, gpu_memory=gpu, scrapes=acc.scrapes if acc else 0, **base,
-            )
-        reason = None
-        if not caught_up:
-            reason = "Prometheus had not scraped the engine after the window end; the window ends at its last scrape"
-        base["extra_telemetry"]["prometheus_interval_s"] = interval
-        return build_block(acc, window_s=t1 - t0, scrapes=acc.scrapes, missing_reason=reason, gpu_memory=gpu, **base)
-
-    def _prom_gpu(self, prom: Any, profile: Profile, names: set[str], t0: float, t1: float) -> dict:
-        hosts = set()
-        try:
-            for _job, instance in prom.last_scrapes(profile, names):
-                host = urlparse(f"//{instance}").hostname
-                if host:
-                    hosts.add(host)
-            dcgm = prom.gpu_memory(t0, t1 + 1, hosts)
-        except TelemetryUnavailable:
-            dcgm = None
-        if dcgm is not None:
-            return dcgm
-        nv = self._gpu_block()
-        if nv.get("available"):
-            return nv
-        return gpu_unavailable(f"no DCGM_FI_DEV_FB_USED series for the engine's hosts on Prometheus; NVML: {nv['reason']}")
-
     def _close(self) -> None:
         for closer in (
             (lambda: self._jsonl.close()) if self._jsonl else None,
-            (lambda: self._direct.close()) if self._direct else None,
-            (lambda: self._prom.prom.close()) if self._prom else None,
+            (lambda: self._src.close()) if self._src else None,
             (lambda: self._nvml.close()) if self._nvml else None,
         ):
             if closer is None:
