@@ -266,6 +266,36 @@ def _probe(base: str, model: str, scenario: Scenario) -> bool:
 CALIBRATION_WORDS = 512
 
 
+#: the /tokenize answer: a few KB from vLLM; anything slower or larger is not a tokenizer
+TOKENIZE_DEADLINE_S = 10.0
+TOKENIZE_MAX_BYTES = 1 << 20
+
+
+def _read_json_answer(url: str, body: dict[str, Any], headers: dict[str, str]) -> bytes | None:
+    """POST and read a JSON answer within a total deadline and size; None for anything else.
+
+    A server that answers every POST with a never-ending stream (the audit's never_ends) held
+    `harness run` forever here: a socket timeout never fires while bytes keep coming."""
+    import time
+
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", **headers})
+    deadline = time.monotonic() + TOKENIZE_DEADLINE_S
+    with urllib.request.urlopen(req, timeout=TOKENIZE_DEADLINE_S) as resp:
+        if resp.status != 200 or "json" not in (resp.headers.get("content-type") or ""):
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            chunk = resp.read1(65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > TOKENIZE_MAX_BYTES or time.monotonic() > deadline:
+                return None
+
+
 def calibrate_tokens(url: str, model: str, scenario: Scenario) -> float | None:
     """The target's tokens per built-in word, from its POST /tokenize (vLLM, SGLang), or None.
 
@@ -279,8 +309,8 @@ def calibrate_tokens(url: str, model: str, scenario: Scenario) -> float | None:
     base = url.rstrip("/")
     body = {"model": model, "prompt": calibration_text(CALIBRATION_WORDS), "add_special_tokens": False}
     try:
-        status, raw = _http("POST", base + "/tokenize", body=body, headers=_auth_headers(scenario))
-        if status != 200:
+        raw = _read_json_answer(base + "/tokenize", body, _auth_headers(scenario))
+        if raw is None:
             return None
         data = json.loads(raw)
         count = data.get("count")

@@ -205,3 +205,38 @@ def test_a_calibrated_scale_draws_fewer_words_for_the_same_target_tokens() -> No
     count = BuiltinTokenizer().count
     assert count(plain.text) == 3000 and count(scaled.text) == 1200
     assert plain.input_tokens == scaled.input_tokens == 3000  # the intended length, in the target's tokens
+
+
+@pytest.mark.parametrize("ctype", [b"text/event-stream", b"application/json"])
+def test_a_never_ending_tokenize_answer_is_no_calibration_not_a_hang(monkeypatch: pytest.MonkeyPatch, ctype: bytes) -> None:
+    """The audit's never_ends server answers every POST with an endless stream: reading the
+    /tokenize answer to its end held `harness run` forever before the window."""
+    import socket
+    import threading
+
+    import harness.run.target as tg
+
+    monkeypatch.setattr(tg, "TOKENIZE_DEADLINE_S", 1.0)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: " + ctype + b"\r\n\r\n")
+        try:
+            while not stop.is_set():
+                conn.sendall(b'data: {"x": 1}\n\n')
+                stop.wait(0.01)
+        except OSError:
+            pass
+        conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        assert tg.calibrate_tokens(f"http://127.0.0.1:{listener.getsockname()[1]}", "m", _scenario()) is None
+    finally:
+        stop.set()
+        listener.close()
