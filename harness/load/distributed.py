@@ -3,15 +3,7 @@
 Each worker runs its own LoadController on its disjoint share of the deterministic request
 stream (worker=k of workers=N: request index % N == k; open-loop arrivals split the same way, so
 the union is the requested arrival process). Workers record their own HDR histograms and send
-them to the master, encoded, on Locust's messaging:
-
-    master -> worker   harness_plan   {run, plan}          the LoadPlan with this worker's share
-    master -> worker   harness_stop   {run}                stop handing out work, drain, report
-    worker -> master   harness_delta  {run, worker, ...}   every interval: histograms recorded since
-                                                           the last delta, progress, events, and
-                                                           the finished requests' jsonl lines
-    worker -> master   harness_final  {run, worker, result, reason}
-                                                           the controller's complete result
+them to the master, encoded, on Locust's messaging (typed messages: harness.load.messages).
 
 The master appends the request lines to one requests.jsonl and writes each worker's final result
 as load_result.wK.json: the run directory of a multi-process run, merged by
@@ -35,14 +27,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import shutil
 import signal
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,25 +40,21 @@ import gevent.event
 import locust
 from locust.env import Environment
 from locust.log import setup_logging
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import WorkerRunner
 
 from harness.load import user as user_module
 from harness.load.controller import DONE, LoadController
+from harness.load.collector import Collector
 from harness.load.gc_policy import GCPolicy
+from harness.load.messages import Delta, Final, Plan, Stop
 from harness.load.plan import LoadPlan
 from harness.metrics.record import RequestRecord
 from harness.metrics.recorder import MetricSet
 
 log = logging.getLogger("harness.distributed")
 
-MSG_PLAN = "harness_plan"
-MSG_STOP = "harness_stop"
-MSG_DELTA = "harness_delta"
-MSG_FINAL = "harness_final"
 
 DEFAULT_MASTER_PORT = 5557
-#: after the workers were told to stop: how long beyond their drain grace the master waits
-FINAL_MARGIN_S = 15.0
 
 
 def users_for(plan: LoadPlan) -> tuple[int, float]:
@@ -136,8 +121,8 @@ class WorkerAgent:
         self.run: _WorkerRun | None = None
         self._locust_report = user_module.locust_reporter(environment)
         runner = environment.runner
-        runner.register_message(MSG_PLAN, self._on_plan)
-        runner.register_message(MSG_STOP, self._on_stop, concurrent=True)
+        runner.register_message(Plan.TYPE, self._on_plan)
+        runner.register_message(Stop.TYPE, self._on_stop, concurrent=True)
         environment.events.test_start.add_listener(self._on_test_start)
         environment.events.test_stopping.add_listener(self._on_test_stopping)
         environment.events.quitting.add_listener(self._on_test_stopping)
@@ -152,11 +137,11 @@ class WorkerAgent:
         if old is not None and not old.finished.is_set():
             log.warning("a new run started before the previous one reported; dropping the previous one")
             self._abandon(old)
-        data = msg.data
+        m = Plan.of(msg.data)
         tmp = Path(tempfile.mkdtemp(prefix="harness-worker-"))
-        plan = LoadPlan.model_validate({**data["plan"], "out_dir": str(tmp)})
+        plan = LoadPlan.model_validate({**m.plan, "out_dir": str(tmp)})
         ctrl = LoadController(plan, emit=self._emit)
-        run = _WorkerRun(data["run"], ctrl, tmp)
+        run = _WorkerRun(m.run, ctrl, tmp)
         ctrl.requests_file.close()
         ctrl.requests_file = run.outbox  # type: ignore[assignment]
         ctrl.on_done = lambda: gevent.spawn(self._finish, "done")
@@ -167,7 +152,7 @@ class WorkerAgent:
 
     def _on_stop(self, environment: Environment, msg: Any, **_kw: Any) -> None:
         run = self.run
-        if run is not None and msg.data.get("run") == run.run_id:
+        if run is not None and Stop.of(msg.data).run == run.run_id:
             self._finish("stopped")
 
     def _on_test_start(self, **_kw: Any) -> None:
@@ -225,24 +210,23 @@ class WorkerAgent:
             # progress() also samples the process's CPU share over the time since its last call:
             # only on the regular beat (a wake-up for a window mark would sample a few ms)
             run.progress, run.progress_at = run.ctrl.progress(), now
-        data = {
-            "run": run.run_id,
-            "worker": run.ctrl.plan.worker,
-            "t": time.time(),
-            "progress": {**run.progress, "phase": run.ctrl.shown_phase(), "sent": run.ctrl.sent - run.ctrl.scheduled, "done": run.ctrl.done,
-                         "failed": run.ctrl.failed, "in_flight": run.ctrl.in_flight_sent,
-                         "output_tokens": run.ctrl.output_tokens},
-            "events": events,
-            "metrics": interval.to_dict(with_all=False),  # classes, groupings (per turn, ...), sessions
-            "requests": run.outbox.take(),
-        }
-        self._send(MSG_DELTA, data)
+        self._send(Delta(
+            run=run.run_id,
+            worker=run.ctrl.plan.worker,
+            t=time.time(),
+            progress={**run.progress, "phase": run.ctrl.shown_phase(), "sent": run.ctrl.sent - run.ctrl.scheduled, "done": run.ctrl.done,
+                      "failed": run.ctrl.failed, "in_flight": run.ctrl.in_flight_sent,
+                      "output_tokens": run.ctrl.output_tokens},
+            events=events,
+            metrics=interval.to_dict(with_all=False),  # classes, groupings (per turn, ...), sessions
+            requests=run.outbox.take(),
+        ))
 
-    def _send(self, msg_type: str, data: dict[str, Any]) -> None:
+    def _send(self, msg: Delta | Final) -> None:
         try:
-            self.env.runner.send_message(msg_type, data)
+            self.env.runner.send_message(msg.TYPE, msg.wire())
         except Exception:  # noqa: BLE001 - a lost connection is reported by the master's timeout
-            log.exception("%s: could not send %s to the master", self.worker_label, msg_type)
+            log.exception("%s: could not send %s to the master", self.worker_label, msg.TYPE)
 
     def _finish(self, reason: str) -> None:
         """Stop handing out work, let in-flight requests finish (up to the plan's grace), then
@@ -270,7 +254,7 @@ class WorkerAgent:
             if run.gc is not None:
                 run.gc.stop()
                 result["timing"]["gc"] = run.gc.summary()
-            self._send(MSG_FINAL, {"run": run.run_id, "worker": ctrl.plan.worker, "result": result, "reason": reason})
+            self._send(Final(run=run.run_id, worker=ctrl.plan.worker, result=result, reason=reason))
         finally:
             ctrl.close()
             shutil.rmtree(run.tmp, ignore_errors=True)
@@ -288,188 +272,6 @@ class WorkerAgent:
         run.finished.set()
 
 
-# ====================================================================== master side
-class Collector:
-    """The master half: hands out shares, gathers deltas and final results, writes the run files.
-
-    Works with a MasterRunner (workers in other processes or machines) and with a LocalRunner
-    (a WorkerAgent in the same process). Callbacks run in the messaging greenlet; keep them short.
-    """
-
-    def __init__(
-        self,
-        environment: Environment,
-        *,
-        on_delta: Callable[[int, dict[str, Any]], None] | None = None,
-        on_event: Callable[[str, dict[str, Any]], None] | None = None,
-    ) -> None:
-        self.env = environment
-        self.on_delta = on_delta
-        self.on_event = on_event or (lambda _name, _line: None)
-        self.run_id: str | None = None
-        self.run_dir: Path | None = None
-        self.plan: LoadPlan | None = None
-        self.workers: dict[str, int] = {}
-        self.n = 0
-        self.progress: dict[int, dict[str, Any]] = {}
-        self.results: dict[int, dict[str, Any]] = {}
-        self.reasons: dict[int, str] = {}
-        self.started: set[int] = set()
-        self.drained: set[int] = set()
-        self.all_final = gevent.event.Event()
-        self.stop_sent = False
-        self._requests: Any = None
-        self._progress_file: Any = None
-        runner = environment.runner
-        runner.register_message(MSG_DELTA, self._on_delta)
-        runner.register_message(MSG_FINAL, self._on_final)
-
-    # ---------------------------------------------------------------- hand-out
-    def clients(self) -> list[str]:
-        """Client ids of the workers that take part, in the master's stable worker order."""
-        runner = self.env.runner
-        if isinstance(runner, MasterRunner):
-            nodes = runner.clients.ready + runner.clients.spawning + runner.clients.running
-            return sorted((n.id for n in nodes), key=runner.get_worker_index)
-        return ["local"]
-
-    def begin(self, plan: LoadPlan, run_dir: Path, clients: list[str] | None = None) -> None:
-        self.close()
-        clients = self.clients() if clients is None else clients
-        self.run_id = uuid.uuid4().hex[:12]
-        self.run_dir = Path(run_dir)
-        self.plan = plan
-        self.n = len(clients)
-        self.workers = {cid: k for k, cid in enumerate(clients)}
-        self.progress, self.results, self.reasons = {}, {}, {}
-        self.started, self.drained = set(), set()
-        self.all_final = gevent.event.Event()
-        self.stop_sent = False
-        self._requests = open(self.run_dir / "requests.jsonl", "a", buffering=1 << 16)
-        self._progress_file = open(self.run_dir / "progress.jsonl", "a", buffering=1)
-        if not clients:
-            self.all_final.set()
-            return
-        for cid, k in self.workers.items():
-            share = plan.model_copy(update={"worker": k, "workers": self.n})
-            self.env.runner.send_message(MSG_PLAN, {"run": self.run_id, "plan": share.model_dump(mode="json")},
-                                         client_id=cid)
-
-    # ---------------------------------------------------------------- messages
-    def _mine(self, data: dict[str, Any]) -> bool:
-        return self.run_id is not None and data.get("run") == self.run_id
-
-    def _on_delta(self, environment: Environment, msg: Any, **_kw: Any) -> None:
-        data = msg.data
-        if not self._mine(data):
-            return
-        k = int(data["worker"])
-        if data.get("requests") and self._requests is not None:
-            self._requests.write(data["requests"])
-        progress = data.get("progress") or {}
-        self.progress[k] = progress
-        if self._progress_file is not None and progress:
-            self._progress_file.write(json.dumps(progress) + "\n")
-        for line in data.get("events", ()):
-            event = line.get("event")
-            if event == "window_start":
-                first = not self.started
-                self.started.add(k)
-                if first:
-                    self.on_event("window_start", line)
-            elif event == "window_end":
-                self.on_event("worker_window_end", {**line, "worker": k})
-            elif event == "drained":
-                self.drained.add(k)
-                if len(self.drained) == self.n:
-                    self.on_event("drained", line)
-        if self.on_delta is not None:
-            self.on_delta(k, data)
-
-    def _on_final(self, environment: Environment, msg: Any, **_kw: Any) -> None:
-        data = msg.data
-        if not self._mine(data):
-            return
-        k = int(data["worker"])
-        result = data["result"]
-        self.results[k] = result
-        self.reasons[k] = data.get("reason", "")
-        if self.run_dir is not None:
-            path = self.run_dir / (f"load_result.w{k}.json" if self.n > 1 else "load_result.json")
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(json.dumps(result))
-            os.replace(tmp, path)
-        if k not in self.drained:
-            self.drained.add(k)
-            if len(self.drained) == self.n:
-                self.on_event("drained", {"event": "drained", "t": time.time()})
-        if len(self.results) == self.n:
-            self._flush()
-            self.all_final.set()
-        self.on_event("final", {"worker": k, "reason": self.reasons[k]})
-
-    # ---------------------------------------------------------------- the end
-    def stop_workers(self) -> None:
-        """Ask every worker that has not reported yet to stop and report (once)."""
-        if self.run_id is None or self.stop_sent:
-            return
-        self.stop_sent = True
-        for cid, k in self.workers.items():
-            if k not in self.results:
-                self.env.runner.send_message(MSG_STOP, {"run": self.run_id}, client_id=cid)
-
-    def wait_finals(self, timeout_s: float) -> list[int]:
-        """Wait until every worker's final result arrived; returns the missing workers (timeout)."""
-        self.all_final.wait(timeout_s)
-        missing = sorted(set(self.workers.values()) - set(self.results))
-        if missing:
-            log.error("final results of worker(s) %s did not arrive within %.0f s; their measurements are missing",
-                      ", ".join(map(str, missing)), timeout_s)
-        self._flush()
-        return missing
-
-    def final_timeout_s(self) -> float:
-        grace = self.plan.stop_grace_s if self.plan is not None else 30.0
-        return grace + FINAL_MARGIN_S
-
-    def totals(self) -> dict[str, Any]:
-        """Progress summed over workers (the same keys as one load process's progress line)."""
-        lines = list(self.progress.values())
-        out: dict[str, Any] = {"workers": self.n}
-        for key in ("sent", "done", "failed", "in_flight", "output_tokens", "warmup_done"):
-            out[key] = sum(int(p.get(key, 0) or 0) for p in lines)
-        phases = {p.get("phase") for p in lines}
-        for phase in ("warmup", "measure", "drain", "done"):
-            if phase in phases:
-                out["phase"] = phase
-                break
-        out["elapsed_s"] = max((p.get("elapsed_s", 0.0) for p in lines), default=0.0)
-        out["cpu_pct"] = max((p.get("cpu_pct", 0.0) for p in lines if p.get("phase") != "done"), default=0.0)
-        plan = self.plan
-        if plan is not None:
-            out["duration_s"] = plan.scenario["load"].get("duration_s")
-            out["requests_target"] = plan.scenario["load"].get("requests")
-        return out
-
-    def _flush(self) -> None:
-        for f in (self._requests, self._progress_file):
-            if f is not None:
-                try:
-                    f.flush()
-                except (OSError, ValueError):
-                    pass
-
-    def close(self) -> None:
-        for f in (self._requests, self._progress_file):
-            if f is not None:
-                try:
-                    f.close()
-                except (OSError, ValueError):
-                    pass
-        self._requests = self._progress_file = None
-
-
-# ====================================================================== headless entry points
 def _emit(line: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(line) + "\n")
     sys.stdout.flush()

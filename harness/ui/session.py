@@ -26,7 +26,8 @@ import gevent.event
 from locust.env import Environment
 
 from harness.errors import UserError
-from harness.load.distributed import Collector
+from harness.load.collector import Collector
+from harness.load.messages import Delta
 from harness.metrics.stall_meter import StallMeterProcess
 from harness.results.layout import RunDir, default_run_dir
 from harness.run import finish, prepare
@@ -257,10 +258,10 @@ class RunSession:
         if run is not None and not run.finalizing and (not run.users_seen or run.users_seen[-1] != user_count):
             run.users_seen.append(int(user_count))
 
-    def _on_delta(self, _worker: int, data: dict[str, Any]) -> None:
+    def _on_delta(self, _worker: int, delta: Delta) -> None:
         run = self.run
-        if run is not None and data.get("metrics"):
-            run.live.add(data["metrics"])
+        if run is not None and delta.metrics:
+            run.live.add(delta.metrics)
             self._view_cache = None
 
     def _on_event(self, name: str, line: dict[str, Any]) -> None:

@@ -1,0 +1,212 @@
+"""The master half of distributed load: hands out the workers' shares, gathers their deltas and
+final results (typed messages: harness.load.messages), writes the run directory's files.
+
+Used by the headless master (harness.load.distributed) and the web UI's session (harness.ui).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gevent
+import gevent.event
+from locust.env import Environment
+from locust.runners import MasterRunner
+
+from harness.load.messages import Delta, Final, Plan, Stop
+from harness.load.plan import LoadPlan
+
+log = logging.getLogger("harness.distributed")
+
+#: after the workers were told to stop: how long beyond their drain grace the master waits
+FINAL_MARGIN_S = 15.0
+
+
+class Collector:
+    """The master half: hands out shares, gathers deltas and final results, writes the run files.
+
+    Works with a MasterRunner (workers in other processes or machines) and with a LocalRunner
+    (a WorkerAgent in the same process). Callbacks run in the messaging greenlet; keep them short.
+    """
+
+    def __init__(
+        self,
+        environment: Environment,
+        *,
+        on_delta: Callable[[int, Delta], None] | None = None,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.env = environment
+        self.on_delta = on_delta
+        self.on_event = on_event or (lambda _name, _line: None)
+        self.run_id: str | None = None
+        self.run_dir: Path | None = None
+        self.plan: LoadPlan | None = None
+        self.workers: dict[str, int] = {}
+        self.n = 0
+        self.progress: dict[int, dict[str, Any]] = {}
+        self.results: dict[int, dict[str, Any]] = {}
+        self.reasons: dict[int, str] = {}
+        self.started: set[int] = set()
+        self.drained: set[int] = set()
+        self.all_final = gevent.event.Event()
+        self.stop_sent = False
+        self._requests: Any = None
+        self._progress_file: Any = None
+        runner = environment.runner
+        runner.register_message(Delta.TYPE, self._on_delta)
+        runner.register_message(Final.TYPE, self._on_final)
+
+    # ---------------------------------------------------------------- hand-out
+    def clients(self) -> list[str]:
+        """Client ids of the workers that take part, in the master's stable worker order."""
+        runner = self.env.runner
+        if isinstance(runner, MasterRunner):
+            nodes = runner.clients.ready + runner.clients.spawning + runner.clients.running
+            return sorted((n.id for n in nodes), key=runner.get_worker_index)
+        return ["local"]
+
+    def begin(self, plan: LoadPlan, run_dir: Path, clients: list[str] | None = None) -> None:
+        self.close()
+        clients = self.clients() if clients is None else clients
+        self.run_id = uuid.uuid4().hex[:12]
+        self.run_dir = Path(run_dir)
+        self.plan = plan
+        self.n = len(clients)
+        self.workers = {cid: k for k, cid in enumerate(clients)}
+        self.progress, self.results, self.reasons = {}, {}, {}
+        self.started, self.drained = set(), set()
+        self.all_final = gevent.event.Event()
+        self.stop_sent = False
+        self._requests = open(self.run_dir / "requests.jsonl", "a", buffering=1 << 16)
+        self._progress_file = open(self.run_dir / "progress.jsonl", "a", buffering=1)
+        if not clients:
+            self.all_final.set()
+            return
+        for cid, k in self.workers.items():
+            share = plan.model_copy(update={"worker": k, "workers": self.n})
+            self.env.runner.send_message(Plan.TYPE, Plan(run=self.run_id, plan=share.model_dump(mode="json")).wire(),
+                                         client_id=cid)
+
+    # ---------------------------------------------------------------- messages
+    def _mine(self, m: Delta | Final) -> bool:
+        return self.run_id is not None and m.run == self.run_id
+
+    def _on_delta(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        data = Delta.of(msg.data)
+        if not self._mine(data):
+            return
+        k = int(data.worker)
+        if data.requests and self._requests is not None:
+            self._requests.write(data.requests)
+        progress = data.progress or {}
+        self.progress[k] = progress
+        if self._progress_file is not None and progress:
+            self._progress_file.write(json.dumps(progress) + "\n")
+        for line in data.events:
+            event = line.get("event")
+            if event == "window_start":
+                first = not self.started
+                self.started.add(k)
+                if first:
+                    self.on_event("window_start", line)
+            elif event == "window_end":
+                self.on_event("worker_window_end", {**line, "worker": k})
+            elif event == "drained":
+                self.drained.add(k)
+                if len(self.drained) == self.n:
+                    self.on_event("drained", line)
+        if self.on_delta is not None:
+            self.on_delta(k, data)
+
+    def _on_final(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        data = Final.of(msg.data)
+        if not self._mine(data):
+            return
+        k = int(data.worker)
+        result = data.result
+        self.results[k] = result
+        self.reasons[k] = data.reason
+        if self.run_dir is not None:
+            path = self.run_dir / (f"load_result.w{k}.json" if self.n > 1 else "load_result.json")
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(json.dumps(result))
+            os.replace(tmp, path)
+        if k not in self.drained:
+            self.drained.add(k)
+            if len(self.drained) == self.n:
+                self.on_event("drained", {"event": "drained", "t": time.time()})
+        if len(self.results) == self.n:
+            self._flush()
+            self.all_final.set()
+        self.on_event("final", {"worker": k, "reason": self.reasons[k]})
+
+    # ---------------------------------------------------------------- the end
+    def stop_workers(self) -> None:
+        """Ask every worker that has not reported yet to stop and report (once)."""
+        if self.run_id is None or self.stop_sent:
+            return
+        self.stop_sent = True
+        for cid, k in self.workers.items():
+            if k not in self.results:
+                self.env.runner.send_message(Stop.TYPE, Stop(run=self.run_id).wire(), client_id=cid)
+
+    def wait_finals(self, timeout_s: float) -> list[int]:
+        """Wait until every worker's final result arrived; returns the missing workers (timeout)."""
+        self.all_final.wait(timeout_s)
+        missing = sorted(set(self.workers.values()) - set(self.results))
+        if missing:
+            log.error("final results of worker(s) %s did not arrive within %.0f s; their measurements are missing",
+                      ", ".join(map(str, missing)), timeout_s)
+        self._flush()
+        return missing
+
+    def final_timeout_s(self) -> float:
+        grace = self.plan.stop_grace_s if self.plan is not None else 30.0
+        return grace + FINAL_MARGIN_S
+
+    def totals(self) -> dict[str, Any]:
+        """Progress summed over workers (the same keys as one load process's progress line)."""
+        lines = list(self.progress.values())
+        out: dict[str, Any] = {"workers": self.n}
+        for key in ("sent", "done", "failed", "in_flight", "output_tokens", "warmup_done"):
+            out[key] = sum(int(p.get(key, 0) or 0) for p in lines)
+        phases = {p.get("phase") for p in lines}
+        for phase in ("warmup", "measure", "drain", "done"):
+            if phase in phases:
+                out["phase"] = phase
+                break
+        out["elapsed_s"] = max((p.get("elapsed_s", 0.0) for p in lines), default=0.0)
+        out["cpu_pct"] = max((p.get("cpu_pct", 0.0) for p in lines if p.get("phase") != "done"), default=0.0)
+        plan = self.plan
+        if plan is not None:
+            out["duration_s"] = plan.scenario["load"].get("duration_s")
+            out["requests_target"] = plan.scenario["load"].get("requests")
+        return out
+
+    def _flush(self) -> None:
+        for f in (self._requests, self._progress_file):
+            if f is not None:
+                try:
+                    f.flush()
+                except (OSError, ValueError):
+                    pass
+
+    def close(self) -> None:
+        for f in (self._requests, self._progress_file):
+            if f is not None:
+                try:
+                    f.close()
+                except (OSError, ValueError):
+                    pass
+        self._requests = self._progress_file = None
+
+
+# ====================================================================== headless entry points
