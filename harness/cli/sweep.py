@@ -61,7 +61,7 @@ def _run(args: argparse.Namespace) -> int:
     _signals_to_interrupt()
     metrics = None
     if args.metrics_port:
-        from harness.metrics.exporter import MetricsServer
+        from harness.metrics.exporter_server import MetricsServer
 
         metrics = MetricsServer(args.metrics_port, args.metrics_host).start()
     try:

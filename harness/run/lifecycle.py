@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from harness.errors import RunFailed, UserError
-from harness.metrics.exporter import open_run as open_metrics
+from harness.metrics.exporter_server import open_run as open_metrics
 from harness.metrics.stall_meter import StallMeter
 from harness.results.console import Progress, print_summary
 from harness.results.layout import RunDir

@@ -74,7 +74,7 @@ class SweepOptions:
     run_fn: RunFn | None = None  # default: harness.run.lifecycle.run_scenario (looked up at call time)
     probe_interval_s: float = 0.5
     port_free_timeout_s: float = 30.0
-    metrics_server: Any = None  # a started harness.metrics.exporter.MetricsServer: live metrics across cells
+    metrics_server: Any = None  # a started harness.metrics.exporter_server.MetricsServer: live metrics across cells
     #: called with (config, base URL, its first complete cell) while the config's engine is still up,
     #: after its cells and quality pass: `harness sweep --capacity-search` searches the capacity
     #: there (harness.capacity sits beside this layer, so the CLI above both wires it in)

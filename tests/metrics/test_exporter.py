@@ -24,7 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness.errors import UserError
 from harness.metrics import exporter
 from harness.load.live_metrics import wrap_report
-from harness.metrics.exporter import HISTOGRAMS, LoadMetrics, MetricsServer, RunMetrics
+from harness.metrics.exporter import HISTOGRAMS, LoadMetrics
+from harness.metrics.exporter_server import MetricsServer, RunMetrics, open_run
 from harness.metrics.record import RequestRecord
 from harness.scenario.models import Scenario
 
@@ -241,7 +242,7 @@ def test_off_unless_the_runner_asked(monkeypatch: pytest.MonkeyPatch) -> None:
         metrics_port = None
         metrics_server = None
 
-    assert exporter.open_run(Opts(), "r", SCENARIO, "m") is None
+    assert open_run(Opts(), "r", SCENARIO, "m") is None
 
 
 def test_run_scenario_final_values_equal_the_summary(tmp_path: Path) -> None:
