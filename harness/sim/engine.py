@@ -139,7 +139,7 @@ class Engine(EngineBase):
                 prev_deadline = None
                 continue
             duration = self.cost.step_seconds(prefill, decode, context, self.spec_k > 0)
-            duration += self.graphs.step(prefill, decode)
+            duration += self.graphs.step(prefill, len(items))  # graphs are per batch of sequences (x 1+k with speculation)
             duration += self.lora_load_s / self.cfg.speed  # adapters loaded into GPU slots for this step
             now = loop.time()
             # Start from the previous deadline unless we fell more than a few ms behind.

@@ -41,7 +41,9 @@ class GraphPool:
         stats.gpu_used_bytes = min(total, int(cfg.gpu_memory_used_gib * GIB) + engine)
 
     def step(self, prefill: int, decode: int) -> float:
-        """Seconds this step stalls for a recompile (0 for captured or mixed prefill steps)."""
+        """Seconds this step stalls for a recompile (0 for captured or mixed prefill steps).
+        `decode`: sequences in the decode step (vLLM scales its capture sizes by 1 + k with
+        speculative decoding, so a size counts sequences, not their draft tokens)."""
         if self.largest is None or prefill or decode <= self.largest or decode in self.seen:
             return 0.0
         self.seen.add(decode)

@@ -404,8 +404,11 @@ class TelemetrySession:
         used = (acc.gauges.get("sim_gpu_used_bytes") if acc is not None else None) or []
         if used:  # the simulated engine has no NVML; it exports its modelled device memory (audit D20)
             total = acc.gauges.get("sim_gpu_total_bytes") or []
+            tot = int(total[-1]) if total else None
             return {"available": True, "source": "simulated engine (sim_gpu_memory_used_bytes)", "simulated": True,
-                    "used_max_bytes": int(max(used)), "total_bytes": int(total[-1]) if total else None, "samples": len(used)}
+                    "used_max_bytes": int(max(used)), "total_bytes": tot, "samples": len(used),
+                    # the shape NVML's block has (one simulated device), so readers need no special case
+                    "per_gpu": [{"index": 0, "name": "simulated GPU", "used_max_bytes": int(max(used)), "total_bytes": tot}]}
         return gpu_unavailable(self._gpu_reason or "no GPU memory source")
 
     def _telemetry_extra(self) -> dict[str, Any]:
