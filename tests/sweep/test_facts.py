@@ -118,8 +118,17 @@ def test_tgi_engine_facts():
                      "kv_cache_dtype": "Fp8e4m3fn", "cudagraph_sizes": [1, 2, 4, 8], "cudagraph_count": 4}
 
 
-def test_llamacpp():
-    # the lines a real llama-server prints (llama.cpp of llama-cpp-python 0.3.36, tools/setup_llamacpp.sh)
+def test_llamacpp_default_verbosity():
+    # what a real llama-server prints at its default verbosity (llama.cpp of llama-cpp-python 0.3.36)
+    facts = get_kind("llamacpp").startup_facts((DATA / "llamacpp_0.3.36_startup.log").read_text())
+    assert facts == {"n_slots": 2, "n_ctx_slot": 2048, "kv_unified": False, "n_ctx": 4096, "kv_cache_tokens": 4096,
+                     "max_model_len": 2048}
+    unified = "srv    load_model: initializing, n_slots = 4, n_ctx_slot = 8192, kv_unified = 'true'\n"
+    assert get_kind("llamacpp").startup_facts(unified)["kv_cache_tokens"] == 8192
+
+
+def test_llamacpp_verbose_context_lines():
+    # the llama_context lines appear only at a higher -lv; when present they are taken as printed
     log = (
         "llama_context: n_ctx                 = 4096\n"
         "llama_context: n_ctx_seq             = 2048\n"

@@ -41,7 +41,8 @@ class GpuMemory:
                 head = f"; GPU memory used max {used / 2**30:.1f} of {total / 2**30:.1f} GiB ({100 * (1 - used / total):.0f}% headroom)"
             kvtxt = f", KV cache {kv} GiB / {facts.get('kv_cache_tokens', '?')} tokens" if kv is not None else (
                 f", KV cache {facts['kv_cache_tokens']:,} tokens" if isinstance(facts.get("kv_cache_tokens"), int) else "")
-            return StepResult(self.name, "kept", f"the engine starts at {flag} {shown}{kvtxt}{head}.", dict(ctx.current), [tried_row(m)])
+            at = f"at {flag} {shown}" if knob.flag is not None else f"(engine kind {ctx.tune.engine.kind} has no memory fraction: {knob.why_missing})"
+            return StepResult(self.name, "kept", f"the engine starts {at}{kvtxt}{head}.", dict(ctx.current), [tried_row(m)])
         why = m.failure or "did not start"
         if knob.flag is None:
             return StepResult(self.name, "failed", f"the engine does not start ({why}) and engine kind {ctx.tune.engine.kind} "
