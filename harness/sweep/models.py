@@ -34,8 +34,24 @@ def _check_flag_names(flags: dict[str, Any]) -> dict[str, Any]:
     return flags
 
 
+def _engine_kind_names() -> tuple[str, ...]:
+    """One module per engine kind in harness/sweep/engines (each registers itself in KINDS under
+    its module's name; tests/sweep/test_kinds_literal.py checks the two agree): the `kind` choices
+    follow the files, so a new engine kind is one file, not an edit here too."""
+    import pkgutil
+    from pathlib import Path
+
+    folder = Path(__file__).with_name("engines")  # read, not imported: the kinds import this module
+    first = ("vllm", "sglang", "tgi", "llamacpp", "sim", "transformers", "custom", "external")  # the documented order
+    found = {m.name for m in pkgutil.iter_modules([str(folder)]) if m.name != "base" and not m.name.startswith("_")}
+    return tuple(k for k in first if k in found) + tuple(sorted(found - set(first)))
+
+
+EngineKindName = Literal[_engine_kind_names()]  # type: ignore[valid-type]
+
+
 class EngineSpec(Strict):
-    kind: Literal["vllm", "sglang", "tgi", "llamacpp", "sim", "transformers", "custom", "external"]
+    kind: EngineKindName
     command: Annotated[list[str], Field(min_length=1)] | None = Field(
         default=None,
         description="argv list (never run through a shell) with {port}, {model}, {host} placeholders; "
