@@ -24,7 +24,7 @@ def sim_runs(tmp_path_factory):
     procs = {}
     for name, sim_args in variants.items():  # the three runs share the machine alike
         cmd = [sys.executable, "-m", "harness.cli.main", "run", str(SCENARIO), "--out", str(root / name),
-               "--duration", "3", "--quiet", "--no-report", "--sim-args", sim_args]
+               "--duration", "5", "--quiet", "--no-report", "--sim-args", sim_args]
         procs[name] = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for name, proc in procs.items():
         out, _ = proc.communicate(timeout=180)
