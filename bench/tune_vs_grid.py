@@ -118,7 +118,9 @@ def grid_answer(index: dict[str, Any]) -> dict[str, Any] | None:
 def same_answer(tune_flags: dict[str, Any], grid_flags: dict[str, Any], keys: list[str]) -> bool:
     t = {flag_key(k): v for k, v in tune_flags.items()}
     g = {flag_key(k): v for k, v in grid_flags.items()}
-    return all(t.get(k) == g.get(k) for k in keys)
+    # a flag left unset is the engine's default: prefix caching unset is prefix caching on
+    defaults = {"enable-prefix-caching": True}
+    return all(t.get(k, defaults.get(k)) == g.get(k, defaults.get(k)) for k in keys)
 
 
 def main() -> int:
