@@ -22,6 +22,7 @@ from harness.run.instruments import Instruments
 from harness.run.prefix_cache import hit_rate_warning, workload_max_hit_rate
 from harness.run.prepare import Prepared
 from harness.scenario.models import Scenario
+from harness.workload.arrivals import get_arrival
 from harness.workload.generator import expected_prefix_hit_rate
 
 
@@ -34,8 +35,7 @@ def load_block(scenario: Scenario) -> dict[str, Any]:
         block["concurrency"] = load.requests
     elif load.open_loop:
         block.update(rate=load.rate, arrival=load.arrival, burstiness=load.burstiness, max_in_flight=load.max_in_flight)
-        if load.trace is not None:
-            block["trace"] = load.trace.model_dump()
+        block.update(get_arrival(load.arrival).summary(load))  # the pattern's own inputs (a trace's file)
     else:
         block["concurrency"] = load.concurrency
     return block

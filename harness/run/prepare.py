@@ -18,7 +18,7 @@ from harness.run.prefix_cache import CacheIsolation, isolate, post_reset
 from harness.run.target import _auth_headers, calibrate_tokens, preflight
 from harness.scenario.loader import dump_scenario
 from harness.scenario.models import Scenario
-from harness.workload.arrivals.trace import load_gaps
+from harness.workload.arrivals import get_arrival
 from harness.workload.fingerprint import fingerprint
 from harness.workload.generator import WorkloadGenerator
 from harness.workload.tokenizers import load_tokenizer
@@ -62,8 +62,7 @@ def start(scenario: Scenario, run_dir: RunDir, scenario_path: str | None, scenar
         scenario_dir = Path(scenario_path).parent if scenario_path else Path(".")
     tokenizer = load_tokenizer(scenario.workload.tokenizer, scenario_dir)
     WorkloadGenerator(scenario, tokenizer, scenario_dir)  # a bad dataset file fails here, in one line
-    if scenario.load.trace is not None:
-        load_gaps(scenario.load.trace, scenario_dir)
+    get_arrival(scenario.load.arrival).check(scenario.load, scenario_dir)  # a bad trace file fails here
     if check_quality and scenario.quality is not None:
         from harness.quality.dataset import load_quality_set
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.scenario.models import Scenario
+from harness.workload.arrivals import get_arrival
 from harness.workload.builtin_tokenizer import BuiltinTokenizer
 
 #: the run records the tokenizer that sized its prompts; with none given it is the built-in one
@@ -47,11 +48,8 @@ def fingerprint_parts(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_
 
             ds = sess["dataset"]
             cls["session"] = {**sess, "dataset": {**ds, "path": file_id(ds["path"], base_dir, "session dataset")}}
-    load = dict(data["load"])
-    if load.get("trace"):  # a trace's content defines the arrivals, not where the file lives
-        from harness.workload.files import file_id
-
-        load["trace"] = {**load["trace"], "path": file_id(load["trace"]["path"], base_dir, "load.trace.path")}
+    # the arrival pattern says what of its inputs defines the work (a trace's content, not its path)
+    load = get_arrival(scenario.load.arrival).fingerprint(dict(data["load"]), base_dir)
     return {
         "workload": _digest(workload),
         "sampling": _digest(data["sampling"]),

@@ -19,33 +19,13 @@ from harness.workload.arrivals import get_arrival
 
 
 def arrival_offsets(load: Load, seed: int, base_dir: Path | None = None) -> Iterator[float]:
-    """Seconds from the window start of request 0, 1, 2, ... (unbounded). `base_dir`: where a
-    trace's relative path starts (the scenario file's folder)."""
+    """Seconds from the window start of request 0, 1, 2, ... (unbounded): the pattern named by
+    `load.arrival` (harness.workload.arrivals), ramped. `base_dir`: where a relative input path of
+    the pattern (a trace file) starts (the scenario file's folder)."""
     assert load.rate is not None
     rng = np.random.default_rng([seed, 1])
     ramp = load.ramp_s
-    u = 0.0
-    constant = load.arrival == "constant"
-    gaps = None
-    if load.arrival == "trace":
-        assert load.trace is not None  # validated
-        from harness.workload.arrivals.trace import load_gaps, trace_rate
-
-        raw = load_gaps(load.trace, base_dir)
-        gaps = (raw * (trace_rate(raw) / load.rate)).tolist()  # the trace's shape at the scenario's rate
-    else:
-        process = get_arrival(load.arrival)
-    index = 0
-    while True:
-        if constant:
-            u = index / load.rate  # first request at 0; no float drift from summing 1/rate
-            index += 1
-        elif gaps is not None:
-            if index:  # request 0 at 0, then the trace's gaps, cycling
-                u += gaps[(index - 1) % len(gaps)]
-            index += 1
-        else:
-            u += process.gap(rng, load.rate, load.burstiness)
+    for u in get_arrival(load.arrival).steady_offsets(load, rng, base_dir):
         if ramp > 0:
             yield math.sqrt(2 * ramp * u) if u <= ramp / 2 else u + ramp / 2
         else:

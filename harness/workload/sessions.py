@@ -15,6 +15,7 @@ engine always computes one); turn 1 can hit only a system prompt an earlier sess
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,18 +67,25 @@ def turn_label(turn: int) -> str:
     return str(turn) if turn < TURN_GROUPS else f"{TURN_GROUPS}+"
 
 
-def sample_think(dist: Any, rng: np.random.Generator) -> float:
-    if isinstance(dist, FixedTime):
-        return dist.value
-    if isinstance(dist, UniformTime):
-        return float(rng.uniform(dist.min, dist.max))
-    if isinstance(dist, ExponentialTime):
-        value = float(rng.exponential(dist.mean)) if dist.mean > 0 else 0.0
-    else:
-        assert isinstance(dist, LogNormalTime)
-        mu = np.log(dist.mean) - dist.sigma**2 / 2
-        value = float(rng.lognormal(mu, dist.sigma))
-    return min(value, dist.max) if dist.max is not None else value
+def _lognormal_think(d: LogNormalTime, rng: np.random.Generator) -> float:
+    mu = np.log(d.mean) - d.sigma**2 / 2  # the given mean is the distribution's mean
+    return float(rng.lognormal(mu, d.sigma))
+
+
+#: think-time distributions (scenario `think_time_s: {dist: ...}`): one sampler each, by its `dist`;
+#: the open-loop arrival of a session's later turn is its previous reply's end plus this draw
+THINK_TIMES: dict[str, Callable[[Any, np.random.Generator], float]] = {
+    "fixed": lambda d, rng: d.value,
+    "uniform": lambda d, rng: float(rng.uniform(d.min, d.max)),
+    "exponential": lambda d, rng: float(rng.exponential(d.mean)) if d.mean > 0 else 0.0,
+    "lognormal": _lognormal_think,
+}
+
+
+def sample_think(dist: FixedTime | UniformTime | ExponentialTime | LogNormalTime, rng: np.random.Generator) -> float:
+    value = THINK_TIMES[dist.dist](dist, rng)
+    cap = dist.max if isinstance(dist, (ExponentialTime, LogNormalTime)) else None  # uniform's max is its range
+    return min(value, cap) if cap is not None else value
 
 
 def parse_conversation(obj: Any, where: str) -> RecordedConversation:

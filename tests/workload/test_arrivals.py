@@ -96,7 +96,7 @@ def test_worker_share_partitions_the_stream() -> None:
 def test_unknown_arrival_lists_choices() -> None:
     with pytest.raises(UserError) as info:
         get_arrival("bursty")
-    assert info.value.lines == ["unknown arrival process 'bursty'; choose one of: constant, gamma, poisson"]
+    assert info.value.lines == ["unknown arrival process 'bursty'; choose one of: constant, gamma, poisson, trace"]
 
 
 # ---------------------------------------------------------------- lengths

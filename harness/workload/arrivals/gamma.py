@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.workload.arrivals import ARRIVALS
+from harness.workload.arrivals import ARRIVALS, GapPattern
 
 
-class Gamma:
+class Gamma(GapPattern):
     def gap(self, rng: np.random.Generator, rate: float, burstiness: float) -> float:
         return float(rng.gamma(burstiness, 1.0 / (rate * burstiness)))
 

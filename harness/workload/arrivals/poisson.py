@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.workload.arrivals import ARRIVALS
+from harness.workload.arrivals import ARRIVALS, GapPattern
 
 
-class Poisson:
+class Poisson(GapPattern):
     def gap(self, rng: np.random.Generator, rate: float, burstiness: float) -> float:
         return float(rng.exponential(1.0 / rate))
 

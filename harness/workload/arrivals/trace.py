@@ -8,15 +8,19 @@ logged in the same tick) are kept: they are the bursts. No randomness: the seed 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from harness.errors import UserError
-from harness.scenario.models import Trace
-from harness.workload.files import resolve
+from harness.scenario.models import Load, Trace
+from harness.workload.arrivals import ARRIVALS, Pattern
+from harness.workload.files import file_id, resolve
 
 _UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 MAX_PROBLEMS = 5
@@ -67,3 +71,33 @@ def load_gaps(trace: Trace, base_dir: Path | None) -> np.ndarray:
 def trace_rate(gaps: np.ndarray) -> float:
     """The trace's own mean rate (requests per second)."""
     return float(len(gaps) / gaps.sum())
+
+
+class TracePattern(Pattern):
+    """`arrival: trace` with `load.trace`: the file is read (and checked) once per schedule."""
+
+    def steady_offsets(self, load: Load, rng: np.random.Generator, base_dir: Path | None) -> Iterator[float]:
+        assert load.trace is not None and load.rate is not None  # validated
+        raw = load_gaps(load.trace, base_dir)
+        gaps = (raw * (trace_rate(raw) / load.rate)).tolist()  # the trace's shape at the scenario's rate
+        u = 0.0
+        yield u  # request 0 at 0, then the trace's gaps, cycling
+        for gap in itertools.cycle(gaps):
+            u += gap
+            yield u
+
+    def check(self, load: Load, base_dir: Path | None) -> None:
+        if load.trace is not None:
+            load_gaps(load.trace, base_dir)
+
+    def fingerprint(self, load: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
+        if not load.get("trace"):
+            return load
+        # a trace's content defines the arrivals, not where the file lives
+        return {**load, "trace": {**load["trace"], "path": file_id(load["trace"]["path"], base_dir, "load.trace.path")}}
+
+    def summary(self, load: Load) -> dict[str, Any]:
+        return {"trace": load.trace.model_dump()} if load.trace is not None else {}
+
+
+ARRIVALS.add("trace", TracePattern())
