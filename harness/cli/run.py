@@ -9,6 +9,7 @@ from harness.cli.run_flags import (add_run_flags, chosen_percentiles, duration_a
                                    warmup_arg, write_exports)
 from harness.cli.run_outcome import add_outcome_flags, outcome, parse_thresholds, prepare_out
 from harness.results.layout import default_run_dir
+from harness.scenario.choices import API_NAMES
 from harness.signals import stop_on_term_and_hup
 
 
@@ -21,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", action="append", help="base URL of an OpenAI-compatible server (default: start the "
                    "simulated engine); repeat it for a fleet of replicas (target.endpoints, routed by target.routing)")
     p.add_argument("--model", help="model name (default: the first one /v1/models lists)")
-    p.add_argument("--api", choices=["openai-chat", "openai-completions"], help="API to call")
+    p.add_argument("--api", choices=API_NAMES, help="API to call")
     p.add_argument("--out", type=Path, help="run directory (default: results/<UTC time>-<scenario name>)")
     p.add_argument("-u", "--concurrency", "--users", type=int, help="closed loop with N users (replaces the file's load mode)")
     p.add_argument("--rate", type=float, help="open loop at R requests/s (replaces the file's load mode)")

@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from harness import limits
 from harness.scenario.checks import check_header, check_url
+from harness.scenario.choices import ApiName, ArrivalName
 from harness.scenario.durations import Seconds, rename_duration_key
 
 
@@ -266,7 +267,7 @@ class Load(Strict):
     offline: bool = False
     concurrency: Annotated[int, Field(gt=0), _within(limits.CONCURRENCY)] | None = None
     rate: Annotated[float, Field(gt=0)] | None = None
-    arrival: Literal["poisson", "gamma", "constant", "trace"] = "poisson"
+    arrival: ArrivalName = "poisson"  # one module per pattern in harness/workload/arrivals
     trace: Trace | None = None
     burstiness: Annotated[float, Field(gt=0)] = 1.0
     max_in_flight: Annotated[int, Field(gt=0), _within(limits.IN_FLIGHT)] = 1024
@@ -326,7 +327,7 @@ class Sampling(Strict):
 
 class Target(Strict):
     url: str | None = Field(default=None, description="Base URL; none = start the built-in simulated engine")
-    api: Literal["openai-chat", "openai-completions"] = "openai-chat"
+    api: ApiName = "openai-chat"  # one module per API in harness/client/adapters
     model: str | None = Field(default=None, description="Model name; none = the first of /v1/models")
     api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = Field(
         default=None, description="Name of the environment variable holding the API key (never the key)"

@@ -61,8 +61,20 @@ def text_field(obj: dict[str, Any], name: str) -> str:
     return value
 
 
-def get_adapter(name: str) -> ApiAdapter:
-    # import the built-in adapters so they register themselves
-    from harness.client.adapters import openai_chat, openai_completions  # noqa: F401
+def register_all() -> None:
+    """Import every adapter module of this folder, so each registers itself (a new API is one
+    file: its module name with `-` for `_` is its name, which the scenario's `target.api` choices
+    read from the folder, harness.scenario.choices)."""
+    import importlib
+    import pkgutil
 
+    from harness.client import adapters
+
+    for module in pkgutil.iter_modules(adapters.__path__):
+        if module.name != "base" and not module.name.startswith("_"):
+            importlib.import_module(f"{adapters.__name__}.{module.name}")
+
+
+def get_adapter(name: str) -> ApiAdapter:
+    register_all()
     return ADAPTERS.get(name)
