@@ -6,6 +6,9 @@ is handed out and ends when the stop condition is met (duration or request count
 handed out inside the window are measured to completion (drain), so the window's wall time is
 extended to the last completion. Nothing here imports gevent: the caller supplies the clock
 and sleeps, which keeps the controller testable without Locust.
+
+Its other jobs are mixed in from their own modules: multi-turn sessions (harness.load.sessions),
+fleets and adapters (harness.load.fleet), progress lines and the result (harness.load.tally).
 """
 
 from __future__ import annotations
@@ -28,18 +31,19 @@ from harness.client.request import (
 )
 from harness.load.deadlines import request_timeout_s
 from harness.load.failures import FailureWatch
+from harness.load.fleet import FleetTurns
+from harness.load.phases import DONE, DRAIN, MEASURE, WARMUP
 from harness.load.plan import LoadPlan
+from harness.load.sessions import SessionTurns
+from harness.load.tally import Tally
 from harness.metrics.record import RequestRecord
 from harness.metrics.recorder import ALL, MetricSet
 from harness.scenario.models import Scenario
 from harness.workload.generator import PlannedRequest, WorkloadGenerator
 from harness.workload.schedule import arrival_offsets, worker_share
-from harness.load.routing import FleetState, PrefixOverlap, make_router
-from harness.load.turns import DONE, DRAIN, MEASURE, WARMUP, FleetTurns, SessionTurns
-from harness.workload.sessions import Conversation, turn_label
 from harness.workload.tokenizers import load_tokenizer
 
-MIN_CPU_INTERVAL_S = 0.5
+__all__ = ["DONE", "DRAIN", "MEASURE", "WARMUP", "Item", "LoadController", "Pause"]
 
 
 class Item:
@@ -71,7 +75,7 @@ PAUSE_POLL_NS = 2_000_000
 OFFLINE_POLL_NS = 50_000_000
 
 
-class LoadController(FleetTurns, SessionTurns):
+class LoadController(FleetTurns, SessionTurns, Tally):
     def __init__(self, plan: LoadPlan, emit: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.plan = plan
         self.scenario = Scenario.model_validate(plan.scenario)
@@ -137,18 +141,9 @@ class LoadController(FleetTurns, SessionTurns):
         self.cpu_samples: list[float] = []
         self._last_cpu = (time.process_time(), time.perf_counter())
         self.on_done: Callable[[], None] = lambda: None
-        # ---- multi-turn sessions (harness.workload.sessions): conversations with a turn in flight,
-        # and the system prompts already sent (turn 1 of a later session can hit those)
-        self._conv_of: dict[str, Conversation] = {}
-        self._systems_seen: set[tuple[str, int]] = set()
-        self._open_sessions: dict[int, Conversation] = {}  # measured sessions not ended yet
-        self._adapters_seen: set[tuple[int, str]] = set()  # (endpoint, adapter) asked for since the start
-        # ---- fleets (harness.load.routing): several endpoints, a routing policy, prefix overlap
-        self.endpoints: list[str] = list(sc.target.endpoints or [plan.target_url])
-        self.fleet = FleetState(len(self.endpoints))
-        self.router = make_router(sc.target.routing)
-        self.overlap = PrefixOverlap(len(self.endpoints)) if len(self.endpoints) > 1 else None
-        self._routed: dict[str, Item] = {}  # request id -> item, until its record is interpreted
+        self._init_sessions()  # multi-turn sessions (harness.load.sessions)
+        # fleets (harness.load.fleet): several endpoints, a routing policy, prefix overlap
+        self._init_fleet(list(sc.target.endpoints or [plan.target_url]))
 
     # ------------------------------------------------------------------ phases
     def start(self) -> None:
@@ -375,22 +370,7 @@ class LoadController(FleetTurns, SessionTurns):
             intended_input_tokens=p.input_tokens,
             warmup=p.warmup,
         )
-        labels: tuple[tuple[str, str], ...] = ()
-        if p.session is not None:
-            rec.session, rec.turn = p.index, p.turn
-            labels = (("turn", turn_label(p.turn)),)
-            self._conv_of[item.request_id] = p.session
-        if p.adapter is not None:
-            # the first request to an adapter on an endpoint since it started (this process's view) pays its load
-            key = (item.endpoint, p.adapter)
-            cold = key not in self._adapters_seen
-            self._adapters_seen.add(key)
-            labels += (("adapter", p.adapter), ("adapter_load", "cold" if cold else "warm"))
-        if self.fleet.n > 1:
-            labels += (("endpoint", self.endpoints[item.endpoint].split("//", 1)[-1]),)
-            if not p.warmup and self.overlap is not None:
-                self._routed[item.request_id] = item
-        rec.labels = labels
+        rec.labels = self._session_labels(rec, item) + self._fleet_labels(item)
         return rec
 
     def finish(self, rec: RequestRecord) -> bool:
@@ -421,9 +401,7 @@ class LoadController(FleetTurns, SessionTurns):
                 self.requests_file.write(json.dumps(line, separators=(",", ":")) + "\n")
         if conv is not None:
             self._session_advance(rec, conv)
-        routed = self._routed.pop(rec.request_id, None) if self._routed else None
-        if routed is not None:
-            self._count_overlap(routed)
+        self._fleet_recorded(rec)
         reason = self.failures.observe(rec)
         if reason is not None:
             self.emit({"event": "abort", "reason": reason, "t": time.time()})
@@ -435,100 +413,6 @@ class LoadController(FleetTurns, SessionTurns):
         """A closed-loop user waits `delay_s` after a refused or failed request (load.backoff)."""
         self.backoffs += 1
         self.backoff_s += delay_s
-
-    # ------------------------------------------------------------------ progress
-    @property
-    def in_flight_sent(self) -> int:
-        """Requests on the wire: open loop hands arrivals out ahead of their intended times, and
-        those still waiting to be sent are not in flight (audit D9: "in-flight 142" at 5 s)."""
-        return max(0, self.in_flight - self.scheduled - max(0, self._warm_unsent))
-
-    def shown_phase(self) -> str:
-        """The phase as a person should read it: open loop enters DRAIN as soon as the last
-        arrival inside the window has been handed out, but the window lasts until its end."""
-        if self.phase == DRAIN and self.window_end_ns is not None and perf_ns() < self.window_end_ns:
-            return MEASURE
-        return self.phase
-
-    def progress(self) -> dict[str, Any]:
-        now_cpu = (time.process_time(), time.perf_counter())
-        wall = now_cpu[1] - self._last_cpu[1]
-        cpu_pct = 100.0 * (now_cpu[0] - self._last_cpu[0]) / max(wall, 1e-9)
-        self._last_cpu = now_cpu
-        # a very short interval (the call right after start, the last one after the stop) is
-        # mostly start-up or shut-down work, not the load: it would read as a saturated client
-        if self.phase in (MEASURE, DRAIN) and wall >= MIN_CPU_INTERVAL_S:
-            self.cpu_samples.append(cpu_pct)
-        now = perf_ns()
-        elapsed = (now - self.window_start_ns) / 1e9 if self.window_start_ns else 0.0
-        load = self.scenario.load
-        line = {
-            "t": time.time(),
-            "phase": self.shown_phase(),
-            "worker": self.plan.worker,
-            "elapsed_s": round(elapsed, 3),
-            "duration_s": load.duration_s,
-            "requests_target": load.requests,
-            "sent": self.sent - self.scheduled,
-            "done": self.done,
-            "failed": self.failed,
-            "in_flight": self.in_flight_sent,
-            "scheduled": self.scheduled,
-            "output_tokens": self.output_tokens,
-            "warmup_done": self.warm_done,
-            "cpu_pct": round(cpu_pct, 1),
-        }
-        self.progress_file.write(json.dumps(line) + "\n")
-        self.requests_file.flush()
-        return line
-
-    def result(self) -> dict[str, Any]:
-        """Everything the orchestrator needs to build summary.json for this process."""
-        start = self.window_start_ns
-        end_candidates = [t for t in (self.window_end_ns, self.last_done_ns) if t is not None]
-        end = max(end_candidates) if end_candidates else start
-        duration = (end - start) / 1e9 if start is not None and end is not None else 0.0
-        diffs = self.usage_diffs
-        cpu = self.cpu_samples
-        for conv in list(self._open_sessions.values()):  # still thinking when the window ended: cut
-            self._session_over(conv)
-        return {
-            "worker": self.plan.worker,
-            "metrics": self.metrics.to_dict(),
-            "window": {
-                "start": self.window_start_wall,
-                "end": (self.window_start_wall or 0) + duration if self.window_start_wall else None,
-                "duration_s": duration,
-                "warmup_s": (start - self.started_ns) / 1e9 if start else 0.0,
-                "warmup_requests": self.warm_done,
-                # from the stop condition (duration or count) to the last completion: the window
-                # includes it because every request handed out inside it is measured to the end
-                "drain_s": max(0.0, (end - self.window_end_ns) / 1e9) if end is not None and self.window_end_ns else 0.0,
-            },
-            "sent": self.sent,
-            "cut_at_end": self.cut_at_end,
-            "abort_reason": self.failures.abort_reason,
-            "backoffs": self.backoffs,
-            "backoff_s": round(self.backoff_s, 3),
-            "error_lines_suppressed": dict(self.failures.suppressed),
-            "timing": {
-                "clock_by_request": self.reads_clock,
-                "coalesced_reads": self.coalesced_reads,
-            },
-            "usage_check": {
-                "requests_with_usage": len(diffs),
-                "prompt_tokens_mean_diff": (sum(diffs) / len(diffs)) if diffs else None,
-                "max_diff": max((abs(d) for d in diffs), default=None),
-                "output_tokenizer_disagreements": self.output_disagreements,
-                "tokenizer": self.tokenizer.id,
-            },
-            "client": {
-                "cpu_max_pct": max(cpu) if cpu else None,
-                "cpu_mean_pct": (sum(cpu) / len(cpu)) if cpu else None,
-            },
-            **({"fleet": {"endpoints": self.endpoints, "routing": self.scenario.target.routing,
-                          "sent": self.fleet.sent, **self.overlap.summary()}} if self.overlap is not None else {}),
-        }
 
     def close(self) -> None:
         for f in (self.requests_file, self.progress_file):

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from harness.load import controller as ctl
+from harness.load import sessions, tally
 from harness.load.controller import DONE, DRAIN, MEASURE, WARMUP, LoadController
 from harness.load.plan import LoadPlan
 from harness.metrics.recorder import ALL
@@ -36,7 +37,8 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     c = Clock()
-    monkeypatch.setattr(ctl, "perf_ns", c)
+    for module in (ctl, sessions, tally):  # the controller and its session and reporting halves
+        monkeypatch.setattr(module, "perf_ns", c)
     return c
 
 
