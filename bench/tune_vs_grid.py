@@ -11,6 +11,7 @@ from each index.json.
 
     python bench/tune_vs_grid.py results/tune/storm            # run the grid for this tune dir
     python bench/tune_vs_grid.py results/tune/storm --plan     # print the grid, run nothing
+    python bench/tune_vs_grid.py results/tune/storm --estimate # grid time from the tune's per-start cost
     python bench/tune_vs_grid.py --table bench/results/tune_vs_grid.json
 """
 
@@ -53,7 +54,7 @@ def _add(values: list[Any], v: Any) -> None:
 
 
 def grid_values(tune: dict[str, Any], tune_file: dict[str, Any]) -> dict[str, list[Any]]:
-    """Per flag: the current value, then every value a step tried, then the steps' default values."""
+    """Per flag: the current value, then every value a step tried or derived, then the steps' default values."""
     base = {flag_key(k): v for k, v in (tune_file.get("base") or {}).items()}
     values: dict[str, list[Any]] = {}
     for step in tune["steps"]:
@@ -62,10 +63,20 @@ def grid_values(tune: dict[str, Any], tune_file: dict[str, Any]) -> dict[str, li
                 k = flag_key(k)
                 if k != "max-model-len" and base.get(k) != v:
                     _add(values.setdefault(k, [base.get(k)]), v)
+        # values a step derived but did not need to start (the guide's formula decided first, or
+        # its precondition did not hold): a grid has no such shortcut and runs them all
+        if step["step"] in ("max-num-seqs", "max-num-batched-tokens"):
+            d = step.get("details") or {}
+            for v in [*(d.get("candidates") or []), *(d.get("formula") or [])]:
+                if base.get(step["step"]) != v:
+                    _add(values.setdefault(step["step"], [base.get(step["step"])]), v)
     for k, defaults in DEFAULT_VALUES.items():
         cur = base.get(k, True if k == "enable-prefix-caching" else None)
         for v in defaults:
             _add(values.setdefault(k, [cur]), v)
+    for k, vs in values.items():  # the current value first, the rest in order (a stable grid)
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in vs[1:]):
+            values[k] = [vs[0], *sorted(vs[1:])]
     spec = (tune_file.get("candidates") or {}).get("speculative-config")
     if spec or "speculative-config" in base:
         for v in [None, *(spec or [])]:
@@ -127,6 +138,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("tune_dirs", nargs="*", type=Path)
     ap.add_argument("--plan", action="store_true", help="print each grid, run nothing")
+    ap.add_argument("--estimate", action="store_true",
+                    help="do not run the grid: its engine time = configs x the tune's mean engine seconds per start "
+                         "(every start has the same warmup and window); the answers are not compared")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "tune_vs_grid.json")
     args = ap.parse_args()
     rows = json.loads(args.out.read_text()) if args.out.is_file() else {}
@@ -135,6 +149,17 @@ def main() -> int:
         n = len(list(itertools.product(*sweep["vary"]["flags"].values())))
         print(f"{tune['name']}: grid over {', '.join(f'{k} {v}' for k, v in sweep['vary']['flags'].items())} = {n} configs")
         if args.plan:
+            continue
+        if args.estimate:
+            t_starts, t_s = tune["cost"]["engine_starts"], tune["cost"]["engine_s"]
+            g_s = n * t_s / t_starts
+            rows[tune["name"]] = {
+                "grid_configs": n, "grid_starts": n, "grid_engine_min": round(g_s / 60, 2), "grid": "estimated",
+                "tune_starts": t_starts, "tune_engine_min": round(t_s / 60, 2), "ratio": round(t_s / g_s, 3),
+                "tune_answer": {k: tune["final"]["flags"].get(k) for k in sweep["vary"]["flags"]},
+                "grid_answer": None, "same_answer": None,
+            }
+            print(json.dumps(rows[tune["name"]]))
             continue
         grid_dir = tune_dir / "grid"
         grid_file = tune_dir / "grid.yaml"
@@ -156,12 +181,13 @@ def main() -> int:
             "same_answer": same,
         }
         print(json.dumps(rows[tune["name"]]))
-    if not args.plan:
+    if not args.plan:  # (--estimate rows are written too, marked "grid": "estimated")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(rows, indent=2) + "\n")
     for name, r in rows.items():
         print(f"{name:<22} tune {r['tune_starts']} starts {r['tune_engine_min']:.1f} engine-min | grid {r['grid_starts']} starts "
-              f"{r['grid_engine_min']:.1f} engine-min | tune/grid {r['ratio']} | same answer: {r['same_answer']}")
+              f"{r['grid_engine_min']:.1f} engine-min{' (estimated)' if r.get('grid') == 'estimated' else ''} | tune/grid {r['ratio']} | "
+              f"same answer: {r['same_answer']}")
     return 0
 
 

@@ -7,7 +7,9 @@ noise as `harness compare` judges it (bootstrap over time slices of the run, and
 repeat above every baseline repeat when there are repeats), and it is not worse that way on any
 scenario. When no request of the current best met the SLOs on a scenario, a relative change has
 no base; there the candidate is better when its share of requests within the SLOs is higher
-beyond noise (one-sided Fisher exact test). Anything else is a tie, broken by the capacity under the SLOs (highest load level held)
+beyond noise (one-sided Fisher exact test). In a closed loop whose time slices are shorter than
+a request (waves of completions), a tie is decided by the per-request goodput of Little's law
+(harness/tune/closed_loop.py) when it agrees with the measured change. Anything else is a tie, broken by the capacity under the SLOs (highest load level held)
 when capacity levels were measured; otherwise the current best is kept.
 """
 
@@ -20,6 +22,7 @@ from typing import Any
 from harness.report.compare import Options, compare_runs
 from harness.report.data import load_run
 from harness.report.metrics import METRICS
+from harness.tune.closed_loop import per_request_goodput
 from harness.tune.measure import Measurement
 
 
@@ -36,8 +39,11 @@ class Judgement:
             iv = r.get("interval")
             bit = f"{s}: {r['verdict']}"
             zero = next((t for t in r.get("tests") or () if "Fisher" in t), None)
+            loop = r.get("closed_loop")
             if zero:
                 bit += f" ({zero})"
+            elif loop:
+                bit += f" ({ch:+.1f}% measured; time-slice interval too wide; {loop})"
             elif ch is not None:
                 bit += f" ({ch:+.1f}%"
                 if iv:
@@ -81,6 +87,23 @@ def from_zero(incumbent: Measurement, candidate: Measurement, scenario: str, alp
             "test": f"0 of {n_b} requests within the SLOs vs {k_c} of {n_c} (one-sided Fisher exact p={p:.2g})"}
 
 
+def closed_loop_verdict(base: list, cand: list, change: float, threshold_pct: float, confidence: float) -> tuple[str, str | None]:
+    """A goodput tie whose time-slice interval is too wide for the window (closed loop, slices
+    shorter than a request): decided by the per-request goodput (harness/tune/closed_loop.py)
+    when both it and the measured change move beyond the threshold the same way and its
+    interval excludes zero. ('tie', None) when that test does not apply."""
+    loop = per_request_goodput(base, cand, confidence)
+    if loop is None:
+        return "tie", None
+    lo, hi = loop["interval"]
+    lch = loop["change_pct"]
+    if change > threshold_pct and lch > threshold_pct and lo > 0:
+        return "better", loop["test"]
+    if change < -threshold_pct and lch < -threshold_pct and hi < 0:
+        return "worse", loop["test"]
+    return "tie", loop["test"]
+
+
 def _goodput_metric(m: Measurement) -> str:
     return "goodput_rps" if m.metric("goodput_req_per_s") is not None else "rps"
 
@@ -106,10 +129,15 @@ def judge(incumbent: Measurement, candidate: Measurement, threshold_pct: float =
         if zero is not None:
             verdict = zero["verdict"]
             tests.append(zero["test"])
+        loop_text = None
+        if zero is None and verdict == "tie" and row.change is not None and abs(row.change) > threshold_pct:
+            verdict, loop_text = closed_loop_verdict(base, cand, row.change, threshold_pct, opts.confidence)
+            if loop_text:
+                tests.append(loop_text)
         out[scenario] = {
             "metric": key, "baseline": row.baseline, "candidate": row.candidate, "change_pct": row.change,
             "interval": list(row.interval) if row.interval else None, "tests": tests, "compare_verdict": row.verdict,
-            "verdict": verdict,
+            "verdict": verdict, **({"closed_loop": loop_text} if loop_text else {}),
         }
     verdicts = [r["verdict"] for r in out.values()]
     if "worse" in verdicts:

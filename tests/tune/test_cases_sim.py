@@ -164,19 +164,16 @@ def test_speculation_is_turned_off_at_128_users(tmp_path):
     s = step(doc, "speculative")
     on = next(t for t in s["tried"] if t["flags"].get("speculative-config"))
     off = next(t for t in s["tried"] if not t["flags"].get("speculative-config"))
-    # the direction the guide warns about holds on every run: without speculation, more req/s
+    # the direction the guide warns about: without speculation, more req/s
     assert off["goodput_req_per_s"] > on["goodput_req_per_s"], (on, off)
-    if s["verdict"] == "changed":
-        assert "turning speculation off wins beyond noise" in s["reason"] and "high-concurrency" in s["reason"]
-        assert "speculative-config" not in doc["final"]["flags"]
-        assert not any("speculative" in a for a in doc["final"]["command"])
-        beats_baseline(doc)
-    else:
-        # 8-s closed-loop windows at 128 users complete in waves, so the time-slice bootstrap's
-        # interval is wide (+15% measured, interval [-48, +75]% on a loaded box): the judge may
-        # call it a tie, and then keeps the current flags and says so
-        assert s["verdict"] == "kept" and "no gain beyond noise" in s["reason"], s["reason"]
-        assert doc["final"]["flags"].get("speculative-config")
+    # 8-s closed-loop windows at 128 users complete in waves, so the compare's time-slice
+    # interval is wide; the per-request (Little's law) goodput decides, and the reason says so
+    assert s["verdict"] == "changed", s["reason"]
+    assert "turning speculation off wins beyond noise" in s["reason"] and "high-concurrency" in s["reason"]
+    assert "Little's law" in s["reason"] and "req/s" in s["reason"] and "interval" in s["reason"]
+    assert "speculative-config" not in doc["final"]["flags"]
+    assert not any("speculative" in a for a in doc["final"]["command"])
+    beats_baseline(doc)
 
 
 @pytest.mark.slow

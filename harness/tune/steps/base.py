@@ -83,17 +83,19 @@ def one_flag(
     values: list[Any],
     disqualify: Callable[[Measurement], str | None] | None = None,
     accept_tie_when: Callable[[Measurement, Measurement], str | None] | None = None,
+    suffix: str = "",
 ) -> tuple[StepResult | None, Measurement | None, list[tuple[Any, Measurement, Judgement | None]]]:
     """Measure the current best and `flag` at each of `values` (the others held), pick the
     candidate that beats the current best beyond noise (best goodput first).
 
     Returns (a finished StepResult when nothing could be measured, else None; the winner or None;
-    every (value, measurement, judgement)). `disqualify` names why a candidate may not win (a
+    every (value, measurement, judgement)). `suffix` names a second sweep of the same step (a
+    later round of candidates; the incumbent is reused, not started again). `disqualify` names why a candidate may not win (a
     storm); `accept_tie_when` names why a tie may still be taken (it removes a storm)."""
     current = ctx.current
     sets = [current] + [merged(current, {flag: v}) for v in values]
     sets_unique = list({flags_key(s): s for s in sets}.values())
-    ms = ctx.measure(step, sets_unique)
+    ms = ctx.measure(step, sets_unique, suffix=suffix)
     if ms is None:
         return ctx.budget_skip(step), None, []
     inc = ms[0]

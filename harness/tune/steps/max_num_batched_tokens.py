@@ -5,8 +5,10 @@ p99 on the mix, since a large budget lets one long prefill stall every decoding 
 ITL spikes) while a small one makes long prompts slower to start. The step runs when the
 baseline shows decode stalls (ITL p99 at least twice p50) or the tune file lists budgets. A
 candidate wins on goodput beyond noise, or, at equal goodput (the TTFT SLO still holding), on
-ITL p99 lower beyond noise: the budget that protects decode latency. Among budgets that do, the
-largest wins: a smaller one only makes long prompts slower to start.
+ITL p99 lower beyond noise: the budget that protects decode latency. The guide's 512 runs first;
+when it wins and leaves no stall (ITL p99 below 2x p50) the step stops there, otherwise 2048 is
+measured too, and among budgets that win the largest is taken: a smaller one only makes long
+prompts slower to start.
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ def itl_p99_change(inc: Measurement, cand: Measurement, threshold_pct: float) ->
     if "worse" in vs:
         return "worse", text
     return ("better" if "better" in vs else "tie"), text
+
+
+def stalls(m: Measurement) -> bool:
+    """Decode stalls remain: ITL p99 at least STALL_RATIO times p50 (unknown counts as a stall)."""
+    p50, p99 = m.metric("itl_p50_ms"), m.metric("itl_p99_ms")
+    return not (p50 and p99 is not None and p99 / p50 < STALL_RATIO)
 
 
 def longest_prompt(scenarios: list[Any]) -> int | None:
@@ -95,38 +103,59 @@ class MaxNumBatchedTokens:
             if chunked is not None and flag_of(ctx.current, chunked) is False:
                 c[chunked] = True  # a budget below the prompt length needs chunked prefill
             change[v] = c
-        sets = [ctx.current] + [merged(ctx.current, change[v]) for v in values]
-        ms = ctx.measure(self.name, sets)
-        if ms is None:
-            return ctx.budget_skip(self.name)
-        inc = ms[0]
         from harness.tune.judge import judge
 
-        rows, winners = [tried_row(inc)], []
-        for v, m in zip(values, ms[1:]):
-            j = judge(inc, m, ctx.threshold_pct)
-            itl, itl_text = itl_p99_change(inc, m, ctx.threshold_pct) if m.ok else ("worse", "did not run")
-            rows.append(tried_row(m, j, itl_p99_vs_current=itl_text))
-            if m.ok and (j.verdict == "better" or (j.verdict == "tie" and itl == "better")):
-                winners.append((j.verdict == "better", v if isinstance(v, (int, float)) else 0, v, m, j, itl_text))
+        # the guide's 512 first: when it wins and leaves no stall (ITL p99 below 2x p50), larger
+        # budgets are not started; they run when it loses (e.g. long prompts miss the TTFT SLO)
+        # or still stalls. Candidates from the tune file run together.
+        rounds = [values] if given or GUIDE_START not in values or len(values) == 1 else [
+            [GUIDE_START], [v for v in values if v != GUIDE_START]]
+        rows: list[dict[str, Any]] = []
+        winners: list[tuple[Any, ...]] = []
+        measured: list[tuple[Any, Measurement]] = []
+        not_started = ""
+        for r, vals in enumerate(rounds):
+            sets = [ctx.current] + [merged(ctx.current, change[v]) for v in vals]
+            ms = ctx.measure(self.name, sets, suffix="-more" if r else "")
+            if ms is None:
+                if r:
+                    break  # the first round decides alone
+                return ctx.budget_skip(self.name)
+            inc = ms[0]
+            if not rows:
+                rows.append(tried_row(inc))
+            for v, m in zip(vals, ms[1:]):
+                j = judge(inc, m, ctx.threshold_pct)
+                itl, itl_text = itl_p99_change(inc, m, ctx.threshold_pct) if m.ok else ("worse", "did not run")
+                rows.append(tried_row(m, j, itl_p99_vs_current=itl_text))
+                measured.append((v, m))
+                if m.ok and (j.verdict == "better" or (j.verdict == "tie" and itl == "better")):
+                    winners.append((j.verdict == "better", v if isinstance(v, (int, float)) else 0, v, m, j, itl_text))
+            if r + 1 < len(rounds) and winners and not stalls(winners[0][3]):
+                later = ", ".join(map(str, rounds[r + 1]))
+                not_started = f" ({later} not started: {GUIDE_START} leaves no stall, ITL p99 below {STALL_RATIO:g}x p50)"
+                break
         cur_name = current if current is not None else "the default"
 
         def desc(v: Any, m: Measurement) -> str:
             return (f"{v}: goodput {fmt(m.goodput())} req/s, TTFT p50/p99 {fmt(m.metric('ttft_p50_ms'), '.0f')}/{fmt(m.metric('ttft_p99_ms'), '.0f')} ms, "
                     f"ITL p50/p99 {fmt(m.metric('itl_p50_ms'), '.1f')}/{fmt(m.metric('itl_p99_ms'), '.1f')} ms")
 
-        listing = "; ".join([desc(cur_name, inc)] + [desc(v, m) for v, m in zip(values, ms[1:])])
+        listing = "; ".join([desc(cur_name, inc)] + [desc(v, m) for v, m in measured])
         note = f" ({', '.join(map(str, dropped))} left out: below max-num-seqs {seqs})" if dropped else ""
+        note += not_started
         if not winners:
             return StepResult(self.name, "kept", f"{stall}; {listing}: no budget beats {cur_name} beyond noise on goodput "
                               f"or, at equal goodput, on ITL p99{note}.", dict(ctx.current), rows)
-        # goodput winners first; among the rest the largest budget that still protects decode
-        # latency, since a smaller one only makes long prefills slower (guide 000)
-        winners.sort(key=lambda w: (not w[0], -w[1]))
+        # goodput winners first; then budgets that leave no stall (ITL p99 below 2x p50) before
+        # those that only shrink it; among those the largest, since a smaller one only makes long
+        # prefills slower (guide 000)
+        winners.sort(key=lambda w: (not w[0], stalls(w[3]), -w[1]))
         by_goodput, _, v, m, j, itl_text = winners[0]
         why = f"goodput beyond noise ({j.text()})" if by_goodput else f"equal goodput within noise and {itl_text}"
         ctx.current = m.flags
-        return StepResult(self.name, "changed", f"{stall}; {listing}: {flag} {v} wins on {why}{note}.", dict(m.flags), rows)
+        return StepResult(self.name, "changed", f"{stall}; {listing}: {flag} {v} wins on {why}{note}.", dict(m.flags), rows,
+                          {"candidates": values})
 
 
 STEPS.add(MaxNumBatchedTokens.name, MaxNumBatchedTokens())
