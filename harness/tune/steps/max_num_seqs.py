@@ -67,7 +67,7 @@ class MaxNumSeqs:
         elif (waiting or 0) >= 1 and (kv_max is None or kv_max < 0.85):
             # requests wait, but not for a sequence slot: every user already ran at once, or the
             # running count stayed below the limit (they wait for the token budget or a prefill)
-            nothing = (f"{fmt(running, '.0f')} sequences ran at most ({self._below(running, expected, current)}) and "
+            nothing = (f"{fmt(running, '.0f')} sequences ran at most ({self._below(running, ctx.tune.load.concurrency, current)}) and "
                        f"{fmt(waiting, '.1f')} waited on average: they wait for the token budget or a prefill, not for a sequence slot, "
                        f"so raising max-num-seqs admits nothing; KV usage max {fmt(kv_max)}, {fmt(m.metric('preemptions'), '.0f')} preemptions")
         else:
@@ -88,9 +88,9 @@ class MaxNumSeqs:
         return not (isinstance(current, int) and running < current)
 
     @staticmethod
-    def _below(running: float | None, expected: int | None, current: Any) -> str:
-        if expected and running is not None and running >= expected:
-            return f"all {expected} users at once"
+    def _below(running: float | None, users: int | None, current: Any) -> str:
+        if users and running is not None and running >= users:
+            return f"all {users} users at once"
         return f"below the limit {current}"
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
