@@ -55,7 +55,9 @@ class Final:
         vs = vs_baseline(base, m, ctx.threshold_pct)
         ctx.final = m
         ctx.vs_baseline = vs
-        g = "; ".join(f"{s}: goodput {fmt(r['baseline'])} -> {fmt(r['candidate'])} req/s ({r['change_pct']:+.1f}%, {r['compare_verdict']})"
+        # where the time slices were too short for the requests, the per-request test decided: say so
+        g = "; ".join(f"{s}: goodput {fmt(r['baseline'])} -> {fmt(r['candidate'])} req/s ({r['change_pct']:+.1f}%, {r['compare_verdict']}"
+                      + (f" by time slices; decided by {r['closed_loop']}" if r.get("closed_loop") else "") + ")"
                       for s, r in vs["goodput"].items() if r.get("change_pct") is not None)
         same = m.flags == base.flags
         word = {"better": "beats the baseline beyond noise", "worse": "is worse than the baseline beyond noise",
