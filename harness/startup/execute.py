@@ -11,7 +11,6 @@ runs on it through the sweep executor's cell run (`steady/` holds that sweep ind
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import time
@@ -24,7 +23,7 @@ from harness.startup.plan import Start, StartupPlan
 from harness.startup.results import StartupResults
 from harness.sweep.engines import failure_hint, get_kind
 from harness.sweep.execute import STOP, SweepExecutor, SweepOptions
-from harness.sweep.flags import substitute
+from harness.sweep.engine_start import engine_cwd, engine_env
 from harness.sweep.launcher import EngineProcess, StartupFailed, free_port, wait_port_free
 
 
@@ -107,20 +106,9 @@ class StartupRunner:
             self._one_start(start, cache, keep_for=cell if want_cell else None, note=note)
 
     # ------------------------------------------------------------ one start
-    def _cwd(self) -> Path | None:
-        cwd = self.spec.engine.cwd
-        if cwd is None:
-            return None
-        path = Path(cwd)
-        return path if path.is_absolute() else (self.plan.source.parent / path).resolve()
-
     def _env(self, port: int, cache: Path, start: Start) -> dict[str, str]:
         spec = self.spec.engine
-        env = dict(os.environ)
-        env.update(self.kind.default_env(spec))
-        values = {"port": port, "model": spec.model, "host": spec.host}
-        for k, v in spec.env.items():
-            env[k] = substitute([v], values)[0]
+        env = engine_env(self.kind, spec, {"port": port, "model": spec.model, "host": spec.host})
         for var, sub in getattr(self.kind, "cache_env", {}).items():
             env[var] = str(cache / sub)
         if self.spec.cold_model and start.kind == "cold":
@@ -135,7 +123,8 @@ class StartupRunner:
         argv = self.plan.command(start.config, port)
         cache.mkdir(parents=True, exist_ok=True)
         log_rel = f"logs/{start.config.id}.log"
-        proc = EngineProcess(argv, self.out / log_rel, env=self._env(port, cache, start), cwd=self._cwd())
+        proc = EngineProcess(argv, self.out / log_rel, env=self._env(port, cache, start),
+                             cwd=engine_cwd(spec, self.plan.source.parent))
         base_url = f"http://{spec.host}:{port}"
         record: dict[str, Any] = {"id": start.id, "config_id": start.config.id, "kind": start.kind, "n": start.n,
                                   "argv": argv, "log": log_rel, "cache_dir": str(cache),

@@ -9,8 +9,6 @@ start is a clean one (the whole process group is gone and the port is free).
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -19,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
-from harness.scenario.models import Scenario, Warmup
-from harness.sweep.engines import failure_hint, get_kind
 from harness.results.engine_facts import max_len_warning
-from harness.sweep.flags import substitute
+from harness.scenario.models import Scenario
+from harness.sweep.cell import cell_entry, cell_run_options, cell_scenario
+from harness.sweep.engine_start import ENGINE_RECORD, build_engine, note_engine, stop_recorded_engine
+from harness.sweep.engines import failure_hint, get_kind
 from harness.sweep.launcher import (
     AttachedEngine,
     EngineProcess,
@@ -31,20 +30,12 @@ from harness.sweep.launcher import (
     StartupFailed,
     free_port,
     port_is_free,
-    start_ticks,
-    stop_leftover,
     wait_port_free,
 )
 from harness.sweep.plan import Cell, Config, Plan
 from harness.sweep.progress import Clock, Progress
 from harness.sweep.quality_step import SweepQuality
-from harness.sweep.results import (
-    SweepIndex,
-    atomic_write,
-    ranking_table,
-    read_run_summary,
-    run_metrics,
-)
+from harness.sweep.results import SweepIndex, ranking_table, read_run_summary
 
 RunFn = Callable[[Scenario, Any], Any]
 
@@ -93,12 +84,6 @@ def _default_run(scenario: Scenario, opts: Any) -> Any:
     from harness.run import lifecycle
 
     return lifecycle.run_scenario(scenario, opts)
-
-
-def _run_options(**kw: Any) -> Any:
-    from harness.run import RunOptions
-
-    return RunOptions(**kw)
 
 
 class SweepExecutor:
@@ -204,22 +189,6 @@ class SweepExecutor:
             self.progress.note(f"report not written: {type(exc).__name__}: {exc}")
 
     # ------------------------------------------------------------ one engine start
-    def _engine_env(self, port: int, replica: int = 0, devices: str = "") -> dict[str, str]:
-        spec = self.sweep.engine
-        env = dict(os.environ)
-        env.update(self.kind.default_env(spec))
-        values = {"port": port, "model": spec.model, "host": spec.host, "replica": replica, "devices": devices}
-        for k, v in spec.env.items():
-            env[k] = substitute([v], values)[0]
-        return env
-
-    def _cwd(self) -> Path | None:
-        cwd = self.sweep.engine.cwd
-        if cwd is None:
-            return None
-        path = Path(cwd)
-        return path if path.is_absolute() else (self.plan.base_dir / path).resolve()
-
     def _run_start(self, config: Config, cells: list[Cell]) -> None:
         spec = self.sweep.engine
         attached = spec.kind == "external"
@@ -239,32 +208,14 @@ class SweepExecutor:
                 self._record(cell, "failed", reason=reason, extra=common)
             return
 
-        proc: EngineProcess | AttachedEngine | FleetEngines
-        self._fleet_urls = [base_url]
-        if attached:
-            proc = AttachedEngine(base_url)
-        elif config.replicas > 1:
-            # a fleet: replica 0 on `port`, the others on free ports of their own, routed by the scenario
-            members = []
-            for r in range(config.replicas):
-                rport = port if r == 0 else free_port(spec.host)
-                member = EngineProcess(self.plan.command(config, rport, r), self.out / f"logs/{config.id}.r{r}.log",
-                                       env=self._engine_env(rport, r, self.plan.devices_of(config, r)), cwd=self._cwd())  # type: ignore[arg-type]
-                member.port = rport  # type: ignore[attr-defined]
-                members.append(member)
-                if r:
-                    self._fleet_urls.append(f"http://{spec.host}:{rport}")
-            proc = FleetEngines(members)
-            common.update(replicas=config.replicas, devices=config.devices, endpoints=list(self._fleet_urls))
-        else:
-            proc = EngineProcess(argv, self.out / log_rel, env=self._engine_env(port, 0, self.plan.devices_of(config, 0)), cwd=self._cwd())  # type: ignore[arg-type]
-            proc.port = port  # type: ignore[attr-defined]
-        if not attached:
-            common["devices"] = config.devices
+        launch = build_engine(self.plan, self.kind, config, self.out, port, argv, base_url)
+        proc = launch.proc
+        self._fleet_urls = launch.urls
+        common.update(launch.extra)
         self._current = proc
         try:
             proc.start(header=f"config {config.id}")
-            self._note_engine(proc)
+            note_engine(self.out, proc)
             wait = dict(timeout=spec.ready_timeout_s, interval=self.opts.probe_interval_s,
                         on_wait=lambda t, p: self.progress.waiting(t, p.detail), failure_hint=failure_hint)
             if isinstance(proc, FleetEngines):
@@ -349,27 +300,15 @@ class SweepExecutor:
             if cell.id not in self._recorded:
                 self._record(cell, "failed", reason=reason)
 
-    # a record of the running engine, so a resume after `kill -9` of the sweep can stop it
-    def _note_engine(self, proc: EngineProcess) -> None:
-        if proc.pid is None:
-            return
-        data = {"pgid": proc.pid, "start_ticks": start_ticks(proc.pid), "argv": proc.argv}
-        atomic_write(self.out / "engine.json", json.dumps(data) + "\n")
-
     def _stop_leftover(self) -> None:
-        path = self.out / "engine.json"
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return
-        if stop_leftover(int(data["pgid"]), data.get("start_ticks")):
-            self.progress.note(f"stopped an engine left running by the interrupted sweep (process group {data['pgid']})")
-        path.unlink(missing_ok=True)
+        pgid = stop_recorded_engine(self.out)
+        if pgid is not None:
+            self.progress.note(f"stopped an engine left running by the interrupted sweep (process group {pgid})")
 
     def _stop(self, proc: EngineProcess | AttachedEngine) -> None:
         spec = self.sweep.engine
         proc.stop(spec.stop_timeout_s)
-        (self.out / "engine.json").unlink(missing_ok=True)
+        (self.out / ENGINE_RECORD).unlink(missing_ok=True)
         if self._current is proc:
             self._current = None
         port = getattr(proc, "port", None)
@@ -382,22 +321,7 @@ class SweepExecutor:
 
     # ------------------------------------------------------------ one cell
     def _scenario_for(self, cell: Cell, first_after_start: bool) -> Scenario:
-        scenario = cell.resolved
-        urls = getattr(self, "_fleet_urls", [])
-        if len(urls) > 1:  # engine.replicas: the load is spread over the config's replicas
-            data = scenario.model_dump(mode="json")
-            data["target"].update(url=None, replicas=1, endpoints=urls)
-            scenario = Scenario.model_validate(data)
-        if scenario.quality is not None:  # the sweep runs the quality pass once per config itself
-            scenario = scenario.model_copy(update={"quality": None})
-        warm = self.sweep.warmup
-        if warm is not None:
-            if first_after_start or warm.every_cell:
-                w = Warmup(requests=warm.requests, duration_s=warm.duration_s)
-            else:
-                w = Warmup()
-            scenario = scenario.model_copy(update={"warmup": w})
-        return scenario
+        return cell_scenario(cell, self.sweep, getattr(self, "_fleet_urls", []), first_after_start)
 
     def run_cell_on(self, cell: Cell, base_url: str, proc: EngineProcess, startup_s: float, facts: dict[str, Any],
                     extra: dict[str, Any]) -> dict[str, Any]:
@@ -416,23 +340,9 @@ class SweepExecutor:
         if run_dir.exists():
             shutil.rmtree(run_dir)  # an earlier, unfinished attempt of this cell
         run_dir.parent.mkdir(parents=True, exist_ok=True)
-        opts = _run_options(
-            out_dir=run_dir,
-            target_url=base_url,
-            model=spec.served_model_name,
-            engine_kind=self.kind.telemetry_profile or self.kind.name,
-            show_progress=False,
-            write_report=False,
-            scenario_path=str(cell.scenario.path),
-            labels={
-                "config": cell.config.id, "sweep": self.sweep.name, "scenario": cell.scenario.name, "repeat": str(cell.repeat),
-                **({"load_level": cell.level.label} if cell.level else {}),
-            },
-            metrics_server=self.opts.metrics_server,
-            progress_sink=self.progress.cell_progress,
-            # the engine's log: the run counts what it says during the window (harness.diagnose)
-            engine_log=(self.out / extra["log"]) if extra.get("log") else None,
-        )
+        opts = cell_run_options(cell, self.sweep, self.kind, run_dir, base_url, self.opts.metrics_server,
+                                self.progress.cell_progress,
+                                (self.out / extra["log"]) if extra.get("log") else None)
         self.progress.cell_starting(cell.id, cell.what, cell.repeat)
         t0 = time.monotonic()
         started = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -476,30 +386,8 @@ class SweepExecutor:
         startup_facts: dict[str, Any] | None = None,
         extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        summary = read_run_summary(self.out / cell.run_dir)
-        entry: dict[str, Any] = {
-            "id": cell.id,
-            "config_id": cell.config.id,
-            "flags": cell.config.flags,
-            "scenario": cell.scenario.name,
-            "load_level": cell.level.label if cell.level else None,
-            "load": {cell.level.path: cell.level.value} if cell.level else None,
-            "repeat": cell.repeat,
-            "status": status,
-            "run_dir": cell.run_dir,
-            "startup_s": startup_s,
-            "startup_facts": startup_facts or {},
-            "reason": reason,
-            "varied": cell.config.varied,
-            "overrides": cell.overrides,
-            "scenario_path": str(cell.scenario.path),
-            "metrics": run_metrics(summary) if summary else {},
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            **(extra or {}),
-        }
-        if status == "complete" and summary is None:
-            entry["status"] = "partial"
-            entry["reason"] = reason or "the run wrote no summary.json"
+        entry = cell_entry(cell, status, reason, startup_s, startup_facts, extra,
+                           read_run_summary(self.out / cell.run_dir))
         self.index.record(entry)
         self._recorded.add(cell.id)
         if status == "failed" and "duration_s" not in entry:

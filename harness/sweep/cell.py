@@ -1,0 +1,89 @@
+"""One planned cell as the sweep runs it: the scenario it measures, the run's options, the index entry.
+
+Pure functions of the plan and what happened, so the executor (harness.sweep.execute) keeps only
+the walk and its failure policy, and what a cell measures and records can be read in one place.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.scenario.models import Scenario, Warmup
+from harness.sweep.plan import Cell
+from harness.sweep.results import run_metrics
+
+
+def cell_scenario(cell: Cell, sweep: Any, urls: list[str], first_after_start: bool) -> Scenario:
+    """The cell's scenario as run on this start: over the config's replicas, without the quality
+    pass (the sweep runs it once per config itself), with the sweep's warmup policy."""
+    scenario = cell.resolved
+    if len(urls) > 1:  # engine.replicas: the load is spread over the config's replicas
+        data = scenario.model_dump(mode="json")
+        data["target"].update(url=None, replicas=1, endpoints=urls)
+        scenario = Scenario.model_validate(data)
+    if scenario.quality is not None:
+        scenario = scenario.model_copy(update={"quality": None})
+    warm = sweep.warmup
+    if warm is not None:
+        if first_after_start or warm.every_cell:
+            w = Warmup(requests=warm.requests, duration_s=warm.duration_s)
+        else:
+            w = Warmup()
+        scenario = scenario.model_copy(update={"warmup": w})
+    return scenario
+
+
+def cell_run_options(cell: Cell, sweep: Any, kind: Any, run_dir: Path, base_url: str, metrics_server: Any,
+                     progress_sink: Any, engine_log: Path | None) -> Any:
+    """harness.run.RunOptions for the cell: no report or progress of its own, sweep labels."""
+    from harness.run import RunOptions
+
+    return RunOptions(
+        out_dir=run_dir,
+        target_url=base_url,
+        model=sweep.engine.served_model_name,
+        engine_kind=kind.telemetry_profile or kind.name,
+        show_progress=False,
+        write_report=False,
+        scenario_path=str(cell.scenario.path),
+        labels={
+            "config": cell.config.id, "sweep": sweep.name, "scenario": cell.scenario.name, "repeat": str(cell.repeat),
+            **({"load_level": cell.level.label} if cell.level else {}),
+        },
+        metrics_server=metrics_server,
+        progress_sink=progress_sink,
+        # the engine's log: the run counts what it says during the window (harness.diagnose)
+        engine_log=engine_log,
+    )
+
+
+def cell_entry(cell: Cell, status: str, reason: str | None, startup_s: float | None,
+               startup_facts: dict[str, Any] | None, extra: dict[str, Any] | None,
+               summary: dict[str, Any] | None) -> dict[str, Any]:
+    """The cell's index entry; a 'complete' run without summary.json is recorded as partial."""
+    entry: dict[str, Any] = {
+        "id": cell.id,
+        "config_id": cell.config.id,
+        "flags": cell.config.flags,
+        "scenario": cell.scenario.name,
+        "load_level": cell.level.label if cell.level else None,
+        "load": {cell.level.path: cell.level.value} if cell.level else None,
+        "repeat": cell.repeat,
+        "status": status,
+        "run_dir": cell.run_dir,
+        "startup_s": startup_s,
+        "startup_facts": startup_facts or {},
+        "reason": reason,
+        "varied": cell.config.varied,
+        "overrides": cell.overrides,
+        "scenario_path": str(cell.scenario.path),
+        "metrics": run_metrics(summary) if summary else {},
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        **(extra or {}),
+    }
+    if status == "complete" and summary is None:
+        entry["status"] = "partial"
+        entry["reason"] = reason or "the run wrote no summary.json"
+    return entry
