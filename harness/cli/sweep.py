@@ -126,7 +126,7 @@ def _print_validity(out: Path) -> None:
     """The report's validity box on the console too: read these before the numbers."""
     try:
         from harness.report.build import sweep_validity_items
-        from harness.report.data import load_sweep
+        from harness.report.sweep_data import load_sweep
 
         items = sweep_validity_items(load_sweep(out))
     except Exception as exc:  # noqa: BLE001 - a display must never turn a finished sweep into a failure

@@ -21,7 +21,8 @@ def build_document(path: Path | str):
     """Load a run or sweep directory and build its report Document (nothing written)."""
     from harness.errors import UserError
     from harness.report.build import build_run_report, build_sweep_report
-    from harness.report.data import kind_of, load_run, load_sweep
+    from harness.report.data import kind_of, load_run
+    from harness.report.sweep_data import load_sweep
 
     p = Path(path)
     if not p.is_dir():

@@ -26,7 +26,8 @@ from typing import Any
 
 from harness import __version__
 from harness.errors import UserError
-from harness.report.data import RUN_FILES, find_file, kind_of, load_run, load_sweep
+from harness.report.data import RUN_FILES, find_file, kind_of, load_run
+from harness.report.sweep_data import load_sweep
 
 DEFAULT_ROOT = Path("results/baselines")
 PREFIX = "baseline:"

@@ -9,7 +9,8 @@ from harness.report import diagnosis as D
 from harness.report import figures as F
 from harness.report import sweep_view as V
 from harness.report import tables as T
-from harness.report.data import RunData, SweepData
+from harness.report.data import RunData
+from harness.report.sweep_data import SweepData
 from harness.report.document import Bullets, Callout, Document, Figure, Heading, Paragraph, Table
 from harness.report.groups import fleet_table, group_tables, sessions_table
 from harness.report.metrics import MetricDef, fmt_num, fmt_pct

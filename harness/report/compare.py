@@ -22,7 +22,8 @@ from pathlib import Path
 
 
 from harness.errors import UserError
-from harness.report.data import RunData, SweepData
+from harness.report.data import RunData
+from harness.report.sweep_data import SweepData
 from harness.report.metrics import MetricDef
 from harness.report.compare_fingerprint import fingerprint_check
 from harness.report.compare_model import Options, Pair, Result, Row, Side, load_side

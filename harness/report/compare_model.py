@@ -9,14 +9,8 @@ from typing import Any
 
 from harness.errors import UserError
 from harness.report import baselines
-from harness.report.data import (
-    RunData,
-    SweepData,
-    kind_of,
-    load_run,
-    load_sweep,
-    run_subdirs,
-)
+from harness.report.data import RunData, kind_of, load_run, run_subdirs
+from harness.report.sweep_data import SweepData, load_sweep
 
 
 # ---------------------------------------------------------------- sides

@@ -3,7 +3,8 @@
 Any file of a run directory may be missing or cut short (a run that crashed, a copy in
 progress). Loading never fails on that: what is missing or damaged is listed in
 `RunData.notes`, in words a user can act on, and the report shows those notes at the top.
-When `summary.json` is missing, a partial summary is computed from `requests.jsonl`.
+When `summary.json` is missing, a partial summary is computed from `requests.jsonl`
+(harness.report.partial_summary). Sweep directories load in harness.report.sweep_data.
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 from pydantic import ValidationError
 
 from harness.errors import UserError
-from harness.metrics.table import BY_NAME, METRICS
+from harness.metrics.table import BY_NAME
 from harness.report import hdr
+from harness.report.partial_summary import summary_from_requests
 from harness.results.schema import RunSummary
-from harness.results.sweep_index import DEFAULT_ATTAINMENT, scenario_label
 
 RUN_FILES = ("summary.json", "histograms.json", "requests.jsonl", "engine_metrics.jsonl", "progress.jsonl")
 SWEEP_FILES = ("index.json", "sweep.yaml")
@@ -284,198 +284,6 @@ def _load_jsonl(run_dir: Path, name: str, notes: list[str], what: str) -> list[d
     if bad:
         notes.append(f"{name}: {bad} unreadable line(s) skipped (a run that stopped mid-write leaves a partial last line)")
     return rows
-
-
-def _pcts(values: list[float]) -> dict[str, Any]:
-    if not values:
-        return {"count": 0}
-    arr = np.asarray(values, dtype=float)
-    q = np.percentile(arr, [50, 90, 99, 99.9])
-    return {
-        "count": int(arr.size),
-        "mean": float(arr.mean()),
-        "p50": float(q[0]),
-        "p90": float(q[1]),
-        "p99": float(q[2]),
-        "p999": float(q[3]),
-        "max": float(arr.max()),
-        "min": float(arr.min()),
-    }
-
-
-def summary_from_requests(requests: list[dict[str, Any]], progress: list[dict[str, Any]]) -> RunSummary:
-    """A partial summary from per-request records (for runs that never wrote summary.json)."""
-    rows = [r for r in requests if not r.get("warmup")]
-    ok = [r for r in rows if not r.get("error")]
-    failed = [r for r in rows if r.get("error")]
-    errors: dict[str, int] = {}
-    for r in failed:
-        errors[str(r.get("error"))] = errors.get(str(r.get("error")), 0) + 1
-
-    def start_ns(r: dict[str, Any]) -> float | None:
-        v = r.get("intended_ns") if r.get("intended_ns") is not None else r.get("sent_ns")
-        return float(v) if isinstance(v, (int, float)) else None
-
-    starts = [s for s in (start_ns(r) for r in rows) if s is not None]
-    ends = [start_ns(r) + float(r["e2e_ms"]) * 1e6 for r in ok if start_ns(r) is not None and isinstance(r.get("e2e_ms"), (int, float))]
-    duration = (max(ends) - min(starts)) / 1e9 if starts and ends and max(ends) > min(starts) else 0.0
-
-    def block(sel: list[dict[str, Any]]) -> dict[str, Any]:
-        good = [r for r in sel if not r.get("error")]
-        inp = sum(int(r.get("input_tokens") or 0) for r in good)
-        out = sum(int(r.get("output_tokens") or 0) for r in good)
-        return {
-            "requests": {
-                "completed": len(good),
-                "failed": len(sel) - len(good),
-                "rps": len(good) / duration if duration else 0.0,
-            },
-            "tokens": {
-                "input_total": inp,
-                "output_total": out,
-                "input_per_s": inp / duration if duration else 0.0,
-                "output_per_s": out / duration if duration else 0.0,
-            },
-            "latency_ms": {  # the table's per-request fields (harness.metrics.table)
-                m.name: _pcts([float(r[m.record_field]) for r in good if isinstance(r.get(m.record_field), (int, float))])
-                for m in METRICS if m.record_field and not m.optional
-            },
-        }
-
-    overall = block(rows)
-    classes = sorted({str(r.get("class")) for r in rows if r.get("class") is not None})
-    data: dict[str, Any] = {
-        "requests": {**overall["requests"], "errors_by_kind": errors},
-        "tokens": overall["tokens"],
-        "latency_ms": overall["latency_ms"],
-        "per_class": {c: block([r for r in rows if r.get("class") == c]) for c in classes},
-        "window": {"duration_s": duration},
-        "status": "partial",
-        "validity": {"ok": False, "warnings": ["summary computed from requests.jsonl: ITL, engine telemetry and goodput are not available"]},
-    }
-    if progress:
-        data["window"]["start"] = progress[0].get("t")
-    return RunSummary.model_validate(data)
-
-
-# ---------------------------------------------------------------- sweep data
-@dataclass
-class Cell:
-    id: str
-    config_id: str
-    scenario: str
-    repeat: int
-    status: str
-    flags: dict[str, Any]
-    reason: str | None
-    startup_s: float | None
-    run_dir: Path | None
-    run: RunData | None = None
-    raw: dict[str, Any] = field(default_factory=dict)
-    #: the scenario file's name; `scenario` adds the load level (`mixed @ concurrency=16`) when
-    #: the sweep has `loads`, so configs are ranked and compared at equal load only
-    base_scenario: str = ""
-    load_level: str | None = None
-
-    @property
-    def usable(self) -> bool:
-        return self.run is not None and self.status in ("complete", "partial") and self.run.summary.requests.completed > 0
-
-
-@dataclass
-class SweepData:
-    path: Path
-    name: str
-    cells: list[Cell]
-    notes: list[str] = field(default_factory=list)
-    slo_attainment: float = DEFAULT_ATTAINMENT
-
-    @property
-    def configs(self) -> list[str]:
-        seen: list[str] = []
-        for c in self.cells:
-            if c.config_id not in seen:
-                seen.append(c.config_id)
-        return seen
-
-    @property
-    def scenarios(self) -> list[str]:
-        seen: list[str] = []
-        for c in self.cells:
-            if c.scenario not in seen:
-                seen.append(c.scenario)
-        return seen
-
-    def flags_of(self, config_id: str, varied_only: bool = True) -> dict[str, Any]:
-        """A config's flags; by default only those that differ between the sweep's configs (the
-        shared ones are `common_flags`)."""
-        for c in self.cells:
-            if c.config_id == config_id:
-                if not varied_only:
-                    return c.flags
-                common = self.common_flags()
-                return {k: v for k, v in c.flags.items() if k not in common}
-        return {}
-
-    def common_flags(self) -> dict[str, Any]:
-        """Flags every config sets to the same value (the sweep's base)."""
-        per_config: dict[str, dict[str, Any]] = {}
-        for c in self.cells:
-            per_config.setdefault(c.config_id, c.flags)
-        if len(per_config) < 2:
-            return {}
-        first, *rest = per_config.values()
-        return {k: v for k, v in first.items() if all(k in o and o[k] == v for o in rest)}
-
-    def cells_for(self, config_id: str, scenario: str) -> list[Cell]:
-        return [c for c in self.cells if c.config_id == config_id and c.scenario == scenario]
-
-
-def load_sweep(path: Path | str, load_runs: bool = True) -> SweepData:
-    sweep_dir = Path(path)
-    ipath = sweep_dir / "index.json"
-    if not ipath.is_file():
-        raise UserError(f"{sweep_dir}: no index.json; pass the directory `harness sweep` wrote (it holds index.json and one run directory per cell)")
-    try:
-        index = read_json(ipath)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"{ipath}: unreadable ({_short(exc)}); re-run `harness sweep --resume {sweep_dir}` to rewrite it") from None
-    if not isinstance(index, dict) or not isinstance(index.get("cells"), list):
-        raise UserError(f"{ipath}: expected an object with a 'cells' list; was it written by `harness sweep`?")
-    notes: list[str] = []
-    cells: list[Cell] = []
-    for i, raw in enumerate(index["cells"]):
-        if not isinstance(raw, dict):
-            notes.append(f"index.json: cells[{i}] is not an object; skipped")
-            continue
-        rd = raw.get("run_dir")
-        run_dir = (sweep_dir / rd) if isinstance(rd, str) and rd else None
-        cell = Cell(
-            id=str(raw.get("id") or f"cell{i}"),
-            config_id=str(raw.get("config_id") or "?"),
-            scenario=scenario_label({**raw, "scenario": raw.get("scenario") or "?"}),
-            base_scenario=str(raw.get("scenario") or "?"),
-            load_level=str(raw["load_level"]) if raw.get("load_level") else None,
-            repeat=int(raw.get("repeat") or 0),
-            status=str(raw.get("status") or "unknown"),
-            flags=raw.get("flags") if isinstance(raw.get("flags"), dict) else {},
-            reason=raw.get("reason"),
-            startup_s=raw.get("startup_s") if isinstance(raw.get("startup_s"), (int, float)) else None,
-            run_dir=run_dir,
-            raw=raw,
-        )
-        if load_runs and run_dir is not None and run_dir.is_dir() and any(find_file(run_dir, n) for n in RUN_FILES):
-            try:
-                cell.run = load_run(run_dir)
-            except UserError as exc:
-                notes.append(f"cell {cell.id}: {exc.lines[0]}")
-        elif load_runs and cell.status != "failed":
-            notes.append(f"cell {cell.id} ({cell.config_id} × {cell.scenario}): status {cell.status} but its run directory {rd!r} is missing")
-        cells.append(cell)
-    name = str(index.get("sweep") or sweep_dir.name)
-    att = index.get("slo_attainment")
-    attainment = float(att) if isinstance(att, (int, float)) and 0 < att <= 1 else DEFAULT_ATTAINMENT
-    return SweepData(path=sweep_dir, name=name, cells=cells, notes=notes, slo_attainment=attainment)
 
 
 # ---------------------------------------------------------------- what a directory is

@@ -10,7 +10,8 @@ from harness.errors import UserError
 from harness.report import sweep_view as V
 from harness.report.build import validity_items
 from harness.report.compare import Options, compare, render_markdown
-from harness.report.data import RunData, SweepData, kind_of, load_run, load_sweep
+from harness.report.data import RunData, kind_of, load_run
+from harness.report.sweep_data import SweepData, load_sweep
 from harness.report.document import Table
 from harness.report.metrics import METRICS, MetricDef, fmt_num, fmt_pct
 from harness.report.writers.markdown import table_md

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.report.data import Cell, RunData, SweepData
+from harness.report.data import RunData
+from harness.report.sweep_data import Cell, SweepData
 from harness.report.figures import SweepPoint
 from harness.report.metrics import METRICS, MetricDef
 

@@ -4,7 +4,8 @@ rendering), clear labels, and renders to a PNG."""
 from __future__ import annotations
 
 from harness.report.build import build_run_report, build_sweep_report
-from harness.report.data import load_run, load_sweep
+from harness.report.data import load_run
+from harness.report.sweep_data import load_sweep
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -117,7 +117,7 @@ def test_sweep_warning_shared_by_many_cells_is_one_line(tmp_path):
     """A warning every cell has (an engine without /metrics, a chat template's extra tokens) is one
     line naming how many cells, not one line per cell; a warning of one cell names that cell."""
     from harness.report.build import build_sweep_report
-    from harness.report.data import load_sweep
+    from harness.report.sweep_data import load_sweep
 
     from .fabricate import make_sweep
 

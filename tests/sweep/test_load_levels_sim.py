@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from harness.report.build import build_sweep_report
-from harness.report.data import load_sweep
+from harness.report.sweep_data import load_sweep
 
 SHIPPED = Path(__file__).resolve().parents[2] / "scenarios" / "sweeps" / "sim_spec_decode_load.yaml"
 
