@@ -24,6 +24,22 @@ def gpu_unavailable(reason: str) -> dict[str, Any]:
     return {"available": False, "reason": reason}
 
 
+def gpu_block(nvml: Any, acc: WindowAccumulator | None, reason: str | None) -> dict[str, Any]:
+    """GPU memory over the window: NVML where it sampled, else the simulated engine's modelled
+    device memory (it has no NVML; audit D20), else why there is none."""
+    if nvml is not None and nvml.active:
+        return nvml.block()
+    used = (acc.gauges.get("sim_gpu_used_bytes") if acc is not None else None) or []
+    if used:
+        total = acc.gauges.get("sim_gpu_total_bytes") or []  # type: ignore[union-attr]
+        tot = int(total[-1]) if total else None
+        return {"available": True, "source": "simulated engine (sim_gpu_memory_used_bytes)", "simulated": True,
+                "used_max_bytes": int(max(used)), "total_bytes": tot, "samples": len(used),
+                # the shape NVML's block has (one simulated device), so readers need no special case
+                "per_gpu": [{"index": 0, "name": "simulated GPU", "used_max_bytes": int(max(used)), "total_bytes": tot}]}
+    return gpu_unavailable(reason or "no GPU memory source")
+
+
 def empty_block(
     *,
     source: str = "none",

@@ -24,50 +24,33 @@ only the gauge samples are then partial.
 Before the window starts, transient failures are tolerated quietly (the engine may still be
 starting). The run goes on either way and the block says why values are null.
 
-Sources (harness.telemetry.sources, one class each behind the `Source` Protocol): direct scraping
-(default), a Prometheus server (`config.prometheus`), or none (disabled, no URL, an engine kind
-without /metrics). GPU memory: NVML when the target is this machine, or
-DCGM series in Prometheus mode.
+Sources (harness.telemetry.sources, one class each behind the `Source` Protocol, picked by its
+`choose_source`): direct scraping (default), a Prometheus server (`config.prometheus`), or none
+(disabled, no URL, an engine kind without /metrics). GPU memory: NVML when the target is this
+machine, or DCGM series in Prometheus mode (harness.telemetry.block.gpu_block). The per-scrape
+lines of engine_metrics.jsonl are written by harness.telemetry.scrape_log.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import pathlib
 import threading
 import time
 from typing import Any
 from urllib.parse import urlparse
 
-from harness.telemetry.block import build_block, empty_block, gpu_unavailable
+from harness.telemetry.block import build_block, empty_block, gpu_block, gpu_unavailable
 from harness.telemetry.exposition import Snapshot, TelemetryUnavailable
 from harness.telemetry.nvml import NvmlSampler, is_local_url
-from harness.telemetry.profiles import (
-    COUNTERS,
-    KIND_ALIASES,
-    KINDS_WITHOUT_METRICS,
-    PROFILES,
-    Profile,
-    detect,
-)
-from harness.telemetry.sources import DirectScrapes, PrometheusScrapes, Source
+from harness.telemetry.profiles import KIND_ALIASES, PROFILES, Profile, detect
+from harness.telemetry.scrape_log import ScrapeLog, canonical_values
+from harness.telemetry.sources import Source, choose_source
 from harness.telemetry.window import WindowAccumulator
 
 log = logging.getLogger("harness.telemetry")
 
-METRICS_FILE = "engine_metrics.jsonl"
 MAX_CONSECUTIVE_FAILURES = 3
-
-
-def canonical_values(profile: Profile, snap: Snapshot) -> dict[str, Any]:
-    """One scrape's canonical values: gauges, cumulative counters, capacity."""
-    out: dict[str, Any] = dict(profile.gauge_values(snap))
-    for c in COUNTERS:
-        out[f"{c}_total"] = profile.counter_total(snap, c)
-    out.update(profile.capacity(snap))
-    return out
 
 
 class TelemetrySession:
@@ -99,7 +82,6 @@ class TelemetrySession:
         hint = KIND_ALIASES.get(engine_kind or "", engine_kind or "")
         self._hint: Profile | None = PROFILES.get(hint) if hint in PROFILES else None
 
-        self._missing_reason: str | None = None
         self._warned = False
         self._disabled = False
         self._consecutive_failures = 0
@@ -117,28 +99,14 @@ class TelemetrySession:
         self._acc: WindowAccumulator | None = None
         self._baseline_late = False
         self._live: dict[str, Any] = {"ok": False}
-        self._jsonl: Any = None
+        self._jsonl: ScrapeLog | None = None
 
         #: where the engine's metrics come from (harness.telemetry.sources); None: no source
-        self._src: Source | None = None
-        read_timeout = float(config.timeout_s)
+        self._src: Source | None
+        self._missing_reason: str | None  # why there is no source, or what turned telemetry off
+        self._src, self._missing_reason = choose_source(config, target_url, engine_kind)
         #: the final scrape succeeded after periodic scrapes were turned off by transient failures
         self._final_recovered = False
-        if not config.enabled:
-            self._missing_reason = "telemetry disabled (telemetry.enabled: false)"
-        elif config.prometheus:
-            try:
-                self._src = PrometheusScrapes(config.prometheus, config.selector, read_timeout)
-            except TelemetryUnavailable as exc:
-                self._missing_reason = exc.reason
-        elif engine_kind in KINDS_WITHOUT_METRICS and not config.metrics_url:
-            self._missing_reason = KINDS_WITHOUT_METRICS[engine_kind]
-        else:
-            url = config.metrics_url or (target_url.rstrip("/") + "/metrics" if target_url else None)
-            if url:
-                self._src = DirectScrapes(url, read_timeout)
-            else:
-                self._missing_reason = "no target URL and no telemetry.metrics_url"
 
         self._nvml: NvmlSampler | None = None
         self._gpu_reason: str | None = None
@@ -161,11 +129,7 @@ class TelemetrySession:
                 return
             if self._missing_reason and self.source == "none":
                 self._warn(self._missing_reason, permanent=True)
-            try:
-                self.out_dir.mkdir(parents=True, exist_ok=True)
-                self._jsonl = open(self.out_dir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
-            except OSError as exc:
-                log.warning("engine telemetry: cannot write %s (%s); time series not saved", METRICS_FILE, exc)
+            self._jsonl = ScrapeLog(self.out_dir)
             self._thread = threading.Thread(target=self._run, name="harness-telemetry", daemon=True)
             self._thread.start()
 
@@ -391,25 +355,11 @@ class TelemetrySession:
             line["gpu_used_bytes"] = [g["used_bytes"] for g in gpu]
             self._live["gpu_used_bytes"] = line["gpu_used_bytes"]
         if self._jsonl is not None and (attempted or gpu is not None or marks):
-            try:
-                self._jsonl.write(json.dumps(line, allow_nan=False, default=_json_default) + "\n")
-                self._jsonl.flush()
-            except (OSError, ValueError):
-                pass
+            self._jsonl.write(line)
 
     # ================================================================== summary
     def _gpu_block(self, acc: Any = None) -> dict:
-        if self._nvml is not None and self._nvml.active:
-            return self._nvml.block()
-        used = (acc.gauges.get("sim_gpu_used_bytes") if acc is not None else None) or []
-        if used:  # the simulated engine has no NVML; it exports its modelled device memory (audit D20)
-            total = acc.gauges.get("sim_gpu_total_bytes") or []
-            tot = int(total[-1]) if total else None
-            return {"available": True, "source": "simulated engine (sim_gpu_memory_used_bytes)", "simulated": True,
-                    "used_max_bytes": int(max(used)), "total_bytes": tot, "samples": len(used),
-                    # the shape NVML's block has (one simulated device), so readers need no special case
-                    "per_gpu": [{"index": 0, "name": "simulated GPU", "used_max_bytes": int(max(used)), "total_bytes": tot}]}
-        return gpu_unavailable(self._gpu_reason or "no GPU memory source")
+        return gpu_block(self._nvml, acc, self._gpu_reason)
 
     def _telemetry_extra(self) -> dict[str, Any]:
         ms = self._scrape_ms
@@ -487,8 +437,3 @@ class TelemetrySession:
                 pass
         self._jsonl = None
 
-
-def _json_default(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return str(x)

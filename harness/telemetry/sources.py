@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 from harness.telemetry.block import build_block, empty_block, gpu_unavailable
 from harness.telemetry.direct import DirectSource
 from harness.telemetry.exposition import Snapshot, TelemetryUnavailable
-from harness.telemetry.profiles import Profile
+from harness.telemetry.profiles import KINDS_WITHOUT_METRICS, Profile
 from harness.telemetry.window import WindowAccumulator
 
 
@@ -161,3 +161,22 @@ class PrometheusScrapes:
         if nv.get("available"):
             return nv
         return gpu_unavailable(f"no DCGM_FI_DEV_FB_USED series for the engine's hosts on Prometheus; NVML: {nv['reason']}")
+
+
+def choose_source(config: Any, target_url: str | None, engine_kind: str | None) -> tuple[Source | None, str | None]:
+    """The run's source, or None and why there is none: disabled, a Prometheus server that cannot
+    be used, an engine kind without /metrics (unless `metrics_url` names one), no URL at all."""
+    read_timeout = float(config.timeout_s)
+    if not config.enabled:
+        return None, "telemetry disabled (telemetry.enabled: false)"
+    if config.prometheus:
+        try:
+            return PrometheusScrapes(config.prometheus, config.selector, read_timeout), None
+        except TelemetryUnavailable as exc:
+            return None, exc.reason
+    if engine_kind in KINDS_WITHOUT_METRICS and not config.metrics_url:
+        return None, KINDS_WITHOUT_METRICS[engine_kind]
+    url = config.metrics_url or (target_url.rstrip("/") + "/metrics" if target_url else None)
+    if url:
+        return DirectScrapes(url, read_timeout), None
+    return None, "no target URL and no telemetry.metrics_url"
