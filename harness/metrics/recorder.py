@@ -15,15 +15,20 @@ import numpy as np
 
 from harness.metrics.hdr import COUNT, LATENCY, Histogram
 from harness.metrics.record import RequestRecord, meets_slo
-from harness.metrics.table import HIST_NAMES, LATENCY_NAMES, METRICS
+from harness.metrics.table import HIST_NAMES, LATENCY_NAMES, METRICS, Metric
 
 ALL = "_all"
 #: histograms.json keys beside the classes: groupings ({"turn=3": class-shaped block}) and sessions
 GROUPS, SESSIONS = "_groups", "_sessions"
 RESERVED = (ALL, GROUPS, SESSIONS)
-__all__ = ["ALL", "HIST_NAMES", "LATENCY_NAMES", "ClassMetrics", "MetricSet"]  # the names come from the table
+__all__ = ["ALL", "HIST_NAMES", "LATENCY_NAMES", "ClassMetrics", "MetricSet", "histogram_for"]  # the names come from the table
 NS_PER_MS = 1e6
 _COUNTS = frozenset(m.name for m in METRICS if m.hdr == "count")
+
+
+def histogram_for(m: Metric) -> Histogram:
+    """An empty HDR histogram with the range the metric's table entry names."""
+    return Histogram(LATENCY if m.hdr == "latency" else COUNT)
 
 
 class ClassMetrics:
@@ -37,7 +42,7 @@ class ClassMetrics:
     FLUSH_AT = 16384
 
     def __init__(self) -> None:
-        self.hist: dict[str, Histogram] = {m.name: Histogram(LATENCY if m.hdr == "latency" else COUNT) for m in METRICS}
+        self.hist: dict[str, Histogram] = {m.name: histogram_for(m) for m in METRICS}
         self.counts: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
         self._pending: dict[str, array] = {name: array("q") for name in HIST_NAMES}

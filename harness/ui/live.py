@@ -1,7 +1,9 @@
 """Live statistics of the run in progress: the workers' interval HDR deltas merged.
 
 Percentiles are those of the measured window so far (lossless merges, not Locust's rounded
-buckets); rates and the chart's percentiles cover the last RATE_WINDOW_S seconds.
+buckets); rates and the chart's percentiles cover the last RATE_WINDOW_S seconds. The charted
+metrics are the metric table's "chart" entries (harness.metrics.table): their series are
+`<short>_p50` and `<short>_p99`, and `chart_specs` tells the page which charts to draw.
 """
 
 from __future__ import annotations
@@ -10,37 +12,56 @@ import time
 from collections import deque
 from typing import Any
 
-from harness.metrics.hdr import LATENCY, PERCENTILES, Histogram
-from harness.metrics.recorder import ALL, ClassMetrics, MetricSet
-from harness.metrics.table import shown
+from harness.metrics.hdr import PERCENTILES
+from harness.metrics.recorder import ALL, ClassMetrics, MetricSet, histogram_for
+from harness.metrics.table import Metric, shown
 
 RATE_WINDOW_S = 10.0
 SERIES_MAX = 900
 NS_PER_MS = 1e6
 
 
+CHART_STATS = ("p50", "p99")  # the lines of each metric chart
+
+
+def charted() -> tuple[Metric, ...]:
+    """The metrics the live page charts (read at call time: the table is the one place)."""
+    return shown("chart")
+
+
+def chart_key(m: Metric) -> str:
+    return m.short or m.name
+
+
+def chart_specs() -> list[dict[str, str]]:
+    """What the page needs to draw one chart per charted metric: its key (series `<key>_p50`,
+    `<key>_p99`, element `c-<key>`), title and unit."""
+    return [{"key": chart_key(m), "label": chart_key(m).upper(), "unit": m.ui_unit or m.unit} for m in charted()]
+
+
 class _Second:
-    """What the last-seconds view keeps of one second of deltas: counts per class, and the two
+    """What the last-seconds view keeps of one second of deltas: counts per class, and the
     histograms the charts need (all classes). Full per-class sets would cost ~1.3 MB each."""
 
-    __slots__ = ("t", "counts", "ttft", "itl")
+    __slots__ = ("t", "counts", "hist")
 
-    def __init__(self, t: int) -> None:
+    def __init__(self, t: int, metrics: tuple[Metric, ...]) -> None:
         self.t = t
         self.counts: dict[str, list[int]] = {}  # class -> [completed, output tokens]
-        self.ttft = Histogram(LATENCY)
-        self.itl = Histogram(LATENCY)
+        self.hist = {m.name: histogram_for(m) for m in metrics}
 
 
 class LiveStats:
     """Merges the workers' interval histograms: the whole window so far (lossless, every class
-    and metric), and per-second counts and TTFT/ITL histograms for the last RATE_WINDOW_S."""
+    and metric), and per-second counts and the charted metrics' histograms for the last RATE_WINDOW_S."""
 
     def __init__(self) -> None:
         self.total = MetricSet()
         self.recent: deque[_Second] = deque()
+        self.charted = charted()
         self.series: dict[str, list[Any]] = {k: [] for k in (
-            "t", "rps", "tok_s", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "kv", "running", "waiting", "users")}
+            "t", "rps", "tok_s", *(f"{chart_key(m)}_{p}" for m in self.charted for p in CHART_STATS),
+            "kv", "running", "waiting", "users")}
         self.first_t: float | None = None
 
     def add(self, metrics: dict[str, Any]) -> None:
@@ -51,14 +72,14 @@ class LiveStats:
         self.total.merge(delta)
         second = int(now)
         if not self.recent or self.recent[-1].t != second:
-            self.recent.append(_Second(second))
+            self.recent.append(_Second(second, self.charted))
         bucket = self.recent[-1]
         for name, cm in delta.by_class.items():
             c = bucket.counts.setdefault(name, [0, 0])
             c[0] += cm.counts["completed"]
             c[1] += cm.counts["output_tokens"]
-            bucket.ttft.merge(cm.hist["ttft"])
-            bucket.itl.merge(cm.hist["itl_token"])
+            for m in self.charted:
+                bucket.hist[m.name].merge(cm.hist[m.name])
         self._trim(now)
 
     def _trim(self, now: float) -> None:
@@ -86,18 +107,20 @@ class LiveStats:
     def sample(self, engine: dict[str, Any], users: int) -> None:
         """One chart point: last-window rates and percentiles (all classes), engine gauges."""
         rates = self.rates()[ALL]
-        ttft, itl = Histogram(LATENCY), Histogram(LATENCY)
+        merged = {m.name: histogram_for(m) for m in self.charted}
         for bucket in self.recent:
-            ttft.merge(bucket.ttft)
-            itl.merge(bucket.itl)
+            for name, h in merged.items():
+                h.merge(bucket.hist[name])
         s = self.series
         s["t"].append(round(time.time(), 1))
         s["rps"].append(round(rates["rps"], 3))
         s["tok_s"].append(round(rates["tok_s"], 1))
-        for key, h in (("ttft", ttft), ("itl", itl)):
-            for p in ("p50", "p99"):
-                s[f"{key}_{p}"].append(round(min(h.percentile(PERCENTILES[p]), h.max or 0) / NS_PER_MS, 3)
-                                       if h.count else None)
+        for m in self.charted:
+            h = merged[m.name]
+            scale = NS_PER_MS if m.unit == "ms" else 1
+            for p in CHART_STATS:
+                s[f"{chart_key(m)}_{p}"].append(round(min(h.percentile(PERCENTILES[p]), h.max or 0) / scale, 3)
+                                                if h.count else None)
         s["kv"].append(engine.get("kv_usage"))
         s["running"].append(engine.get("running"))
         s["waiting"].append(engine.get("waiting"))

@@ -6,6 +6,7 @@ from typing import Any
 
 from harness.metrics.recorder import ALL
 from harness.metrics.table import shown
+from harness.ui.live import chart_specs
 from harness.ui.live import class_view as _class_view
 
 UI_STATS = ("p50", "p90", "p99")  # the LLM tab's percentile columns per metric
@@ -58,6 +59,7 @@ def build_view(s: Any) -> dict[str, Any]:
         "scenarios": s.choices.names(),
         "host": s.env.host,
         "simulated": s.sim is not None and s.env.host == s.sim.url,
+        "charts": chart_specs(),  # the metric table's live charts; the page draws one per entry
     }
     if run is None:
         return out

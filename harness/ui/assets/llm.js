@@ -108,12 +108,29 @@ function render(v) {
   $("errors").querySelector("tbody").innerHTML = errs.map(([k, n]) => `<tr><td>${esc(k)}</td><td class="bad">${int(n)}</td></tr>`).join("");
 
   const s = v.series || {};
-  chart($("c-ttft"), s.t, [s.ttft_p50, s.ttft_p99], {});
-  chart($("c-itl"), s.t, [s.itl_p50, s.itl_p99], {});
+  const metricCharts = v.charts || [];
+  addMetricCharts(metricCharts);
+  for (const c of metricCharts) chart($(`c-${c.key}`), s.t, [s[`${c.key}_p50`], s[`${c.key}_p99`]], {});
   chart($("c-tok"), s.t, [s.tok_s, null, s.users], { right: [2] });
   chart($("c-eng"), s.t, [(s.kv || []).map((x) => (x === null || x === undefined ? null : 100 * x)), s.waiting, s.running],
         { right: [1, 2], leftMax: 100 });
   $("foot").textContent = v.run ? `Run ${v.run} · files: ${v.run_dir}` : "";
+}
+
+// One chart panel per metric the server lists (its metric table's live charts), ahead of the
+// fixed ones, added once: the page hard-codes no metric.
+function addMetricCharts(charts) {
+  const box = $("charts");
+  let before = box.firstElementChild;
+  for (const c of charts) {
+    if ($(`c-${c.key}`)) { before = $(`c-${c.key}`).parentElement.nextElementSibling; continue; }
+    const panel = document.createElement("div");
+    panel.className = "panel chart";
+    panel.innerHTML = `<h3>${esc(c.label)} <span class="hint">${esc(c.unit)}, last 10 s: <i class="sw a"></i>p50 <i class="sw b"></i>p99</span></h3>`
+      + `<svg id="c-${esc(c.key)}"></svg>`;
+    box.insertBefore(panel, before);
+    before = panel.nextElementSibling;
+  }
 }
 
 // A small line chart: series share the left axis, except those listed in opts.right (right axis).
