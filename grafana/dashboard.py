@@ -218,7 +218,9 @@ GPU_VAR = var_query("gpu_instance", "GPU exporter (DCGM)", "label_values(DCGM_FI
 QS = ((0.5, "p50"), (0.9, "p90"), (0.99, "p99"))
 
 
-def client_vs_engine(client: str, engine_names: str) -> list[dict[str, Any]]:
+def client_vs_engine(client: str, engine_names: str | None) -> list[dict[str, Any]]:
+    """Client quantiles of the harness histogram `client`, beside the engine's (None: none)."""
     out = [t(quantile(q, h(f"{client}_bucket")), f"client {name}") for q, name in QS]
-    out += [t(quantile(q, eng(engine_names)), f"engine {name}") for q, name in QS]
+    if engine_names is not None:
+        out += [t(quantile(q, eng(engine_names)), f"engine {name}") for q, name in QS]
     return out

@@ -1,12 +1,59 @@
-"""The tuning dashboard: the tuning guides' record list, what users feel (harness_ metrics, one
-panel per live metric of harness/metrics/table.py shown in Grafana) beside why (engine metrics, vLLM or
-SGLang names, GPU memory from DCGM)."""
+"""The tuning dashboard: the tuning guides' record list, what users feel (harness_ metrics) beside
+why (engine metrics, vLLM or SGLang names, GPU memory from DCGM).
+
+The client latency panels iterate the metric table (harness/metrics/table.py, place "grafana"):
+each such metric gets a p99 stat, a timeseries (beside the engine's own histogram where
+ENGINE_TWINS names one) and a line of the mean-latency panel, so a new metric needs no edit here.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dashboard import (GPU, GPU_VAR, HARNESS_VARS, MEASURED_OK, NOT_OK, OK, QS, RI, Board, both, client_vs_engine,
                        eng, engine_variables, h, mean, quantile, ratio, sgl, t, var_datasource, vllm)
-from harness.metrics.table import shown
+from harness.metrics.table import BY_NAME, Metric, shown
+
+
+@dataclass(frozen=True)
+class Twin:
+    """How the board shows one client metric: titles, and the engine histogram that means the same."""
+
+    title: str  # the timeseries panel
+    stat: str  # the p99 stat
+    engine: str | None = None  # __name__ regex of the engine's _bucket series (both engines); None: client only
+    description: str = ""
+
+
+#: metric table name -> its panel texts and engine counterpart (engine names are Grafana's business,
+#: not the table's); a metric without an entry gets its table label and a client-only panel
+ENGINE_TWINS: dict[str, Twin] = {
+    "ttft": Twin("TTFT", "TTFT p99 (client)", both("time_to_first_token_seconds_bucket", "time_to_first_token_seconds_bucket"),
+                 "Client: first content chunk, from the intended send in open loop. Engine: its own histogram."),
+    "itl_token": Twin("ITL (per token)", "ITL p99 (client, per token)",
+                      both("inter_token_latency_seconds_bucket", "inter_token_latency_seconds_bucket"),
+                      "Client: a chunk of k tokens after a gap g counts k samples of g/k."),
+    "tpot": Twin("TPOT per request", "TPOT p99 (client)",
+                 both("request_time_per_output_token_seconds_bucket", "request_time_per_output_token_seconds_bucket"),
+                 "(E2E - TTFT) / (output tokens - 1) per request."),
+    "e2e": Twin("E2E latency", "E2E p99 (client)", both("e2e_request_latency_seconds_bucket", "e2e_request_latency_seconds_bucket")),
+}
+
+
+def client_metrics() -> list[Metric]:
+    """The table's metrics this board shows, with their live histogram (display order)."""
+    return [m for m in shown("grafana") if m.live is not None]
+
+
+def twin(m: Metric) -> Twin:
+    return ENGINE_TWINS.get(m.name) or Twin(m.label, f"{m.label} p99 (client)")
+
+
+def series(name: str, suffix: str = "") -> str:
+    """A live metric's Prometheus series (`_bucket`, `_sum`, `_count`), by its table name."""
+    live = BY_NAME[name].live
+    assert live is not None, name
+    return live.prometheus + suffix
 
 
 def tuning() -> Board:
@@ -25,9 +72,8 @@ def tuning() -> Board:
            unit="reqps", decimals=2, stat_calc="mean", description="Measured requests that finished without error; mean over the range.")
     b.stat("Output tokens/s (client)", [t(f'sum(rate({h("harness_output_tokens_total")}[{RI}]))', "tok/s")],
            unit="short", decimals=0, stat_calc="mean")
-    b.stat("TTFT p99 (client)", [t(quantile(0.99, h("harness_ttft_seconds_bucket"), window="$__range", fn="increase"), "p99")], unit="s")
-    b.stat("ITL p99 (client, per token)", [t(quantile(0.99, h("harness_itl_seconds_bucket"), window="$__range", fn="increase"), "p99")], unit="s")
-    b.stat("E2E p99 (client)", [t(quantile(0.99, h("harness_e2e_seconds_bucket"), window="$__range", fn="increase"), "p99")], unit="s")
+    for m in client_metrics():
+        b.stat(twin(m).stat, [t(quantile(0.99, h(series(m.name, "_bucket")), window="$__range", fn="increase"), "p99")], unit="s")
     b.stat("Failed requests (client)", [t(f'sum(increase({h("harness_requests_total", NOT_OK)}[$__range])) or vector(0)', "failed")],
            unit="short", decimals=0, thresholds=[(None, "green"), (1, "red")])
     b.stat("KV cache usage (max)", [t(f"max(max_over_time({eng(kv)}[$__range]))", "max")], unit="percentunit",
@@ -53,22 +99,18 @@ def tuning() -> Board:
     ], unit="bytes", thresholds=[(None, "green"), (268435456, "orange"), (2147483648, "red")],
         description="Memory grown while serving (max - min over the range): CUDA-graph pool growth for uncaptured batch "
                     "sizes or fragmentation (guide 001, 2.2). `harness run` reports it in summary.json diagnosis.memory.")
-    b.stat("Send lag p99 (client)", [t(quantile(0.99, h("harness_send_lag_seconds_bucket"), window="$__range", fn="increase"), "p99")],
+    b.stat("Send lag p99 (client)", [t(quantile(0.99, h(series("send_lag", "_bucket")), window="$__range", fn="increase"), "p99")],
            unit="s", thresholds=[(None, "green"), (0.005, "orange"), (0.05, "red")],
            description="Open loop: actual minus intended send time. High = the client could not keep up.")
 
     b.row("Latency: client (harness) beside engine")
-    b.timeseries("TTFT", client_vs_engine("harness_ttft_seconds", both("time_to_first_token_seconds_bucket", "time_to_first_token_seconds_bucket")),
-                 unit="s", description="Client: first content chunk, from the intended send in open loop. Engine: its own histogram.")
-    b.timeseries("ITL (per token)", client_vs_engine("harness_itl_seconds", both("inter_token_latency_seconds_bucket", "inter_token_latency_seconds_bucket")),
-                 unit="s", description="Client: a chunk of k tokens after a gap g counts k samples of g/k.")
-    b.timeseries("E2E latency", client_vs_engine("harness_e2e_seconds", both("e2e_request_latency_seconds_bucket", "e2e_request_latency_seconds_bucket")), unit="s")
-    b.timeseries("TPOT per request", client_vs_engine("harness_tpot_seconds", both("request_time_per_output_token_seconds_bucket", "request_time_per_output_token_seconds_bucket")),
-                 unit="s", description="(E2E - TTFT) / (output tokens - 1) per request.")
-    b.timeseries("TTFT p99 by request class (client)", [t(quantile(0.99, h("harness_ttft_seconds_bucket"), by="le, class"), "{{class}}")], unit="s")
+    for m in client_metrics():
+        tw = twin(m)
+        b.timeseries(tw.title, client_vs_engine(series(m.name), tw.engine), unit="s", description=tw.description)
+    b.timeseries("TTFT p99 by request class (client)", [t(quantile(0.99, h(series("ttft", "_bucket")), by="le, class"), "{{class}}")], unit="s")
     b.timeseries("TTFT p99 and ITL p99 by sweep config (client)", [
-        t(quantile(0.99, h("harness_ttft_seconds_bucket"), by="le, config"), "TTFT {{config}}"),
-        t(quantile(0.99, h("harness_itl_seconds_bucket"), by="le, config"), "ITL {{config}}"),
+        t(quantile(0.99, h(series("ttft", "_bucket")), by="le, config"), "TTFT {{config}}"),
+        t(quantile(0.99, h(series("itl_token", "_bucket")), by="le, config"), "ITL {{config}}"),
     ], unit="s", description="Split by the config label a sweep (or `harness run --label config=...`) sets.")
 
     b.row("Throughput and load")
@@ -142,12 +184,12 @@ def tuning() -> Board:
     ], unit="mbytes", description="Framebuffer used and used+free, MiB, from dcgm-exporter.")
 
     b.row("Client health")
-    b.timeseries("Send lag (open loop)", [t(quantile(q, h("harness_send_lag_seconds_bucket")), name) for q, name in QS], unit="s",
+    b.timeseries("Send lag (open loop)", [t(quantile(q, h(series("send_lag", "_bucket"))), name) for q, name in QS], unit="s",
                  description="How late requests went out. Latencies count from the intended time regardless.")
     b.timeseries("Client CPU (cores)", [t(f'sum(rate({h("harness_client_cpu_seconds_total")}[{RI}]))', "load processes")], unit="short",
                  description="Near 1 core per load process = the client is saturated; use --processes.")
-    b.timeseries("Mean latency (client)", [  # the metric table's live histograms shown in Grafana
-        t(mean(h(f"harness_{m.live.name}_seconds_sum"), h(f"harness_{m.live.name}_seconds_count")), m.live.name.upper())
-        for m in shown("grafana") if m.live is not None
+    b.timeseries("Mean latency (client)", [
+        t(mean(h(series(m.name, "_sum")), h(series(m.name, "_count"))), m.live.name.upper())  # type: ignore[union-attr]
+        for m in client_metrics()
     ], unit="s")
     return b

@@ -95,7 +95,7 @@ class LoadMetrics:
         self._bounds_np: dict[str, Any] = {}
         reg = None  # never the global registry: the runner collects the files
         self.hist = {
-            name: Histogram(f"harness_{name}_seconds", doc, ["class"], buckets=buckets, registry=reg)
+            name: Histogram(_SOURCE[name].live.prometheus, doc, ["class"], buckets=buckets, registry=reg)  # type: ignore[union-attr]
             for name, (buckets, doc) in HISTOGRAMS.items()
         }
         self.requests = Counter("harness_requests", "Finished requests by class, outcome (ok or error kind) and phase (warmup, measure).",

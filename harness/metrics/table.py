@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 #: where a metric appears; an entry lists the places it belongs in
 #: console: `harness run`'s table; report: the report's class table; ui: the web UI's JSON per class;
 #: ui_table: a column group of Locust's LLM tab; compare: `harness compare --metrics`; grafana: the
-#: client mean-latency panel; sweep: p50/p99 columns of summary.csv and the sweep tables
-Place = Literal["console", "report", "ui", "ui_table", "compare", "grafana", "sweep"]
+#: tuning dashboard's client panels (a p99 stat, client beside engine, the mean); sweep: p50/p99 columns of summary.csv and the sweep tables;
+#: chart: a live chart (p50, p99 over the last seconds) of the web UI's /llm page
+Place = Literal["console", "report", "ui", "ui_table", "compare", "grafana", "sweep", "chart"]
 
 
 @dataclass(slots=True)
@@ -86,6 +87,11 @@ class Live:
     buckets: tuple[float, ...]  # seconds
     help: str
 
+    @property
+    def prometheus(self) -> str:
+        """The exported histogram's name (its series add _bucket, _sum, _count)."""
+        return f"harness_{self.name}_seconds"
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -123,17 +129,17 @@ _ALL_PLACES = frozenset({"console", "report", "ui", "ui_table", "compare", "graf
 
 #: the table, in storage order (histograms.json, summary.json latency_ms); `shown` sorts by `rank`
 METRICS: tuple[Metric, ...] = (
-    Metric("ttft", "TTFT", "ms", "latency", lambda d: d.ttft, _ALL_PLACES, 1, "ttft_ms", short="ttft",
+    Metric("ttft", "TTFT", "ms", "latency", lambda d: d.ttft, _ALL_PLACES | {"chart"}, 1, "ttft_ms", short="ttft",
            live=Live("ttft", TTFT_BUCKETS, "Time to first token (first content chunk), client side, from the intended send in open loop."),
            stats=("p50", "p90", "p99", "max"), rank=0),
     Metric("itl_chunk", "ITL per chunk", "ms", "latency", lambda d: d.gaps, frozenset({"console", "report"}), 2, rank=2),
-    Metric("itl_token", "ITL per token", "ms", "latency", _itl_token, _ALL_PLACES, 2, short="itl",
+    Metric("itl_token", "ITL per token", "ms", "latency", _itl_token, _ALL_PLACES | {"chart"}, 2, short="itl",
            live=Live("itl", ITL_BUCKETS, "Inter-token latency per token: a chunk of k tokens after a gap g gives k samples of g/k."), rank=1,
            ui_unit="ms/token", fallback="itl_chunk"),
     Metric("tpot", "TPOT", "ms", "latency", lambda d: None if d.tpot is None else round(d.tpot), _ALL_PLACES - {"sweep"}, 2,
            "tpot_ms", short="tpot",
            live=Live("tpot", ITL_BUCKETS, "Time per output token per request: (E2E - TTFT) / (output tokens - 1)."), rank=3),
-    Metric("e2e", "E2E latency", "ms", "latency", lambda d: d.e2e, frozenset({"console", "report", "ui", "compare", "sweep"}), 1,
+    Metric("e2e", "E2E latency", "ms", "latency", lambda d: d.e2e, frozenset({"console", "report", "ui", "compare", "sweep", "grafana"}), 1,
            "e2e_ms", short="e2e", stats=("p50", "p90", "p99", "max"), rank=4,
            live=Live("e2e", E2E_BUCKETS, "End-to-end request latency (last content chunk), client side.")),
     Metric("send_lag", "send lag (open loop)", "ms", "latency", lambda d: d.send_lag, frozenset({"console"}),

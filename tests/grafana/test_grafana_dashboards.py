@@ -216,3 +216,26 @@ def test_grafana_foundation_sdk_model_round_trip(path: Path) -> None:
     back = json.loads(json.dumps(model.to_json(), default=lambda o: o.to_json() if hasattr(o, "to_json") else str(o)))
     lost = _keys(d) - _keys(back)
     assert lost <= {"/annotations/list[]/builtIn", "/id", "/templating/list[]/definition"}, sorted(lost)
+
+
+def test_tuning_client_panels_follow_the_metric_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A metric the table shows in Grafana gets its p99 stat, its timeseries and a line of the mean
+    panel on the tuning board (grafana/tuning_board.py iterates harness/metrics/table.py)."""
+    import dataclasses
+
+    from harness.metrics import table
+
+    monkeypatch.syspath_prepend(str(GRAFANA))
+    import tuning_board
+
+    def panels_naming(series: str) -> list[str]:
+        return [p["title"] for p in panels(tuning_board.tuning().to_json())
+                if any(series in tgt["expr"] for tgt in p.get("targets", []))]
+
+    before = panels_naming("harness_send_lag_seconds")
+    assert before == ["Send lag p99 (client)", "Send lag (open loop)"]  # client health only
+    lag = table.BY_NAME["send_lag"]
+    shown_lag = dataclasses.replace(lag, places=lag.places | {"grafana"})
+    monkeypatch.setattr(table, "METRICS", tuple(shown_lag if m.name == "send_lag" else m for m in table.METRICS))
+    after = panels_naming("harness_send_lag_seconds")
+    assert set(after) - set(before) == {f"{lag.label} p99 (client)", lag.label, "Mean latency (client)"}
