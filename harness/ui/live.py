@@ -3,7 +3,8 @@
 Percentiles are those of the measured window so far (lossless merges, not Locust's rounded
 buckets); rates and the chart's percentiles cover the last RATE_WINDOW_S seconds. The charted
 metrics are the metric table's "chart" entries (harness.metrics.table): their series are
-`<short>_p50` and `<short>_p99`, and `chart_specs` tells the page which charts to draw.
+`<short>_p50` and `<short>_p99`, and `chart_specs` tells the page which charts to draw (`specs`
+likewise its p99 cards and per-class percentile columns, the "ui_table" place).
 """
 
 from __future__ import annotations
@@ -33,10 +34,15 @@ def chart_key(m: Metric) -> str:
     return m.short or m.name
 
 
+def specs(place: str) -> list[dict[str, str]]:
+    """What the page needs to show each metric of `place`: its key (the class rows' key; for
+    charts the series `<key>_p50`, `<key>_p99`, element `c-<key>`), title and unit."""
+    return [{"key": chart_key(m), "label": chart_key(m).upper(), "unit": m.ui_unit or m.unit} for m in shown(place)]
+
+
 def chart_specs() -> list[dict[str, str]]:
-    """What the page needs to draw one chart per charted metric: its key (series `<key>_p50`,
-    `<key>_p99`, element `c-<key>`), title and unit."""
-    return [{"key": chart_key(m), "label": chart_key(m).upper(), "unit": m.ui_unit or m.unit} for m in charted()]
+    """The live charts, one per metric of the table's "chart" place."""
+    return specs("chart")
 
 
 class _Second:

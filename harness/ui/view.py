@@ -6,7 +6,7 @@ from typing import Any
 
 from harness.metrics.recorder import ALL
 from harness.metrics.table import shown
-from harness.ui.live import chart_specs
+from harness.ui.live import chart_specs, specs
 from harness.ui.live import class_view as _class_view
 
 UI_STATS = ("p50", "p90", "p99")  # the LLM tab's percentile columns per metric
@@ -60,6 +60,7 @@ def build_view(s: Any) -> dict[str, Any]:
         "host": s.env.host,
         "simulated": s.sim is not None and s.env.host == s.sim.url,
         "charts": chart_specs(),  # the metric table's live charts; the page draws one per entry
+        "metrics": specs("ui_table"),  # its p99 cards and per-class percentile columns
     }
     if run is None:
         return out

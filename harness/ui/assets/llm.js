@@ -67,9 +67,9 @@ function render(v) {
   setValue("k-rps", all ? fmt(all.rps, 2) : DASH);
   setValue("k-tok", all ? fmt(all.tok_s, 0) : DASH);
   document.querySelectorAll(".rates-over").forEach((el) => { el.textContent = v.rates_over || "last 10 s"; });
-  setValue("k-ttft", all ? fmtMs(all.ttft.p99) : DASH, "ms");
-  setValue("k-itl", all ? fmtMs(all.itl.p99) : DASH, "ms");
-  setValue("k-tpot", all ? fmtMs(all.tpot.p99) : DASH, "ms");
+  const metrics = v.metrics || [];
+  addMetricCards(metrics);
+  for (const m of metrics) setValue(`k-${m.key}`, all && all[m.key] ? fmtMs(all[m.key].p99) : DASH, m.unit.startsWith("ms") ? "ms" : m.unit);
   $("k-req").innerHTML = all ? `${int(all.requests)}<span class="unit">/ ${int(all.failed)}</span>` : DASH;
   const p = v.progress || {};
   $("k-flight").innerHTML = v.run ? `${int(p.in_flight || 0)}<span class="unit">/ ${int(v.users)}</span>` : DASH;
@@ -88,6 +88,7 @@ function render(v) {
   setValue("e-pre", int(e.preemptions));
   setValue("e-hit", e.prefix_hit_rate === null || e.prefix_hit_rate === undefined ? DASH : fmt(100 * e.prefix_hit_rate, 1), "%");
 
+  classHeader(metrics);
   const tb = $("classes").querySelector("tbody");
   tb.innerHTML = rows.map((c, i) => {
     const total = i === rows.length - 1;
@@ -95,13 +96,11 @@ function render(v) {
     const cells = [
       `<td>${esc(c.name)}</td>`, `<td>${int(c.requests)}</td>`, `<td class="${c.failed ? "bad" : ""}">${int(c.failed)}</td>`,
       `<td>${fmt(rps, 2)}</td>`, `<td>${fmt(tok, 0)}</td>`,
-      ...["p50", "p90", "p99"].map((k, j) => `<td class="${j === 0 ? "sep" : ""}">${fmtMs(c.ttft[k])}</td>`),
-      ...["p50", "p90", "p99"].map((k, j) => `<td class="${j === 0 ? "sep" : ""}">${fmtMs(c.itl[k])}</td>`),
-      ...["p50", "p90", "p99"].map((k, j) => `<td class="${j === 0 ? "sep" : ""}">${fmtMs(c.tpot[k])}</td>`),
+      ...metrics.flatMap((m) => STATS.map((k, j) => `<td class="${j === 0 ? "sep" : ""}">${fmtMs((c[m.key] || {})[k])}</td>`)),
       `<td class="sep">${fmtS(c.e2e.p50)}</td>`, `<td>${fmtS(c.e2e.p99)}</td>`,
     ];
     return `<tr class="${total ? "total" : ""}">${cells.join("")}</tr>`;
-  }).join("") || `<tr><td colspan="16" class="na">No finished request in the measured window yet.</td></tr>`;
+  }).join("") || `<tr><td colspan="${7 + STATS.length * metrics.length}" class="na">No finished request in the measured window yet.</td></tr>`;
 
   const errs = Object.entries(v.errors || {});
   $("errors-panel").hidden = !errs.length;
@@ -115,6 +114,33 @@ function render(v) {
   chart($("c-eng"), s.t, [(s.kv || []).map((x) => (x === null || x === undefined ? null : 100 * x)), s.waiting, s.running],
         { right: [1, 2], leftMax: 100 });
   $("foot").textContent = v.run ? `Run ${v.run} · files: ${v.run_dir}` : "";
+}
+
+// The metric cards and the class table's percentile columns follow the server's `metrics` list
+// (its metric table's "ui_table" entries); E2E closes the table, in seconds. Built once.
+const STATS = ["p50", "p90", "p99"];
+function addMetricCards(metrics) {
+  let after = $("k-tok").parentElement;
+  for (const m of metrics) {
+    const have = $(`k-${m.key}`);
+    if (have) { after = have.parentElement; continue; }
+    const card = document.createElement("div");
+    card.className = "card";
+    card.innerHTML = `<div class="label">${esc(m.label)} p99 <span class="hint">${esc(m.unit)}</span></div><div class="value" id="k-${esc(m.key)}">–</div>`;
+    after.after(card);
+    after = card;
+  }
+}
+function classHeader(metrics) {
+  const head = $("classes").querySelector("thead");
+  const key = metrics.map((m) => m.key).join(",");
+  if (head.dataset.metrics === key) return;
+  head.dataset.metrics = key;
+  head.innerHTML = `<tr class="group"><th></th><th colspan="4">Throughput</th>`
+    + metrics.map((m) => `<th colspan="${STATS.length}">${esc(m.label)} (${esc(m.unit)})</th>`).join("")
+    + `<th colspan="2">E2E (s)</th></tr>`
+    + `<tr><th class="l">Class</th><th>Requests</th><th>Failed</th><th>Req/s</th><th>Tok/s</th>`
+    + metrics.map(() => STATS.map((k) => `<th>${k}</th>`).join("")).join("") + `<th>p50</th><th>p99</th></tr>`;
 }
 
 // One chart panel per metric the server lists (its metric table's live charts), ahead of the
