@@ -25,10 +25,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.metrics.table import LATENCY_NAMES
+
 SCHEMA_VERSION = 1
 
-#: latency blocks in `latency_ms`, in display order
-LATENCY_METRICS = ("ttft", "itl_chunk", "itl_token", "tpot", "e2e", "send_lag")
+#: latency blocks in `latency_ms`, in the metric table's storage order (harness.metrics.table)
+LATENCY_METRICS: tuple[str, ...] = LATENCY_NAMES
 
 
 class Open(BaseModel):
