@@ -46,6 +46,28 @@ class Step(Protocol):
 STEPS: Registry[Step] = Registry("tune step")
 
 
+NO_MEASUREMENT = "no measurement of the current flags"
+
+
+def prologue(ctx: Any, step: str, vllm_flag: str, *, incumbent_first: bool = False,
+             missing: str = NO_MEASUREMENT) -> tuple[StepResult | None, Measurement | None]:
+    """What most steps check before anything else: that this engine kind has the step's flag (else
+    the context's skipped result) and that the current flags have a good measurement (else skipped,
+    `missing` saying why). Returns (the step's result when a check fails, else None; the
+    incumbent). `incumbent_first`: the steps that read the measurement before the flag say so first."""
+
+    def no_incumbent() -> StepResult | None:
+        inc = ctx.incumbent()
+        return StepResult(step, "skipped", missing, dict(ctx.current)) if inc is None or not inc.ok else None
+
+    checks = (no_incumbent, lambda: ctx.lacks(step, vllm_flag))
+    for check in reversed(checks) if not incumbent_first else checks:
+        done = check()
+        if done is not None:
+            return done, None
+    return None, ctx.incumbent()
+
+
 def fmt(v: float | None, spec: str = ".2f", unit: str = "") -> str:
     return "-" if v is None else f"{v:{spec}}{unit}"
 

@@ -9,7 +9,7 @@ from the measurement already taken (below 5%: a real but small benefit for this 
 from __future__ import annotations
 
 from harness.tune.measure import flag_of
-from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, tried_row
+from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, prologue, tried_row
 
 FLAG = "enable-prefix-caching"
 SMALL = 0.05
@@ -24,13 +24,10 @@ class CacheCheck:
     summary = "preemptions and prefix-cache hit rate; when prefix caching is off, on vs off (no start when it is on)"
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
-        lacks = ctx.lacks(self.name, FLAG)
-        if lacks is not None:
-            return lacks
+        done, inc = prologue(ctx, self.name, FLAG)
+        if done is not None:
+            return done
         flag = ctx.knob(FLAG).flag or FLAG
-        inc = ctx.incumbent()
-        if inc is None or not inc.ok:
-            return StepResult(self.name, "skipped", "no measurement of the current flags", dict(ctx.current))
         pre = inc.metric("preemptions")
         pre_text = f"{fmt(pre, '.0f')} preemptions, KV usage max {fmt(inc.metric('kv_usage_max'))}"
         if flag_of(ctx.current, flag) is not False:

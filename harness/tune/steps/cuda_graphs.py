@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.tune.measure import Measurement, flag_of
-from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, tried_row
+from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, prologue, tried_row
 
 KNOB = "cuda-graphs"
 
@@ -49,14 +49,11 @@ class CudaGraphs:
                "(startup saved vs steady-state lost); no start when graphs are on")
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
-        lacks = ctx.lacks(self.name, KNOB)
-        if lacks is not None:
-            return lacks
+        done, inc = prologue(ctx, self.name, KNOB)
+        if done is not None:
+            return done
         knob = ctx.knob(KNOB)
         flag: str = knob.flag  # type: ignore[assignment]
-        inc = ctx.incumbent()
-        if inc is None or not inc.ok:
-            return StepResult(self.name, "skipped", "no measurement of the current flags", dict(ctx.current))
         current = flag_of(ctx.current, flag)
         if current is None and knob.default_on:
             return StepResult(self.name, "kept", f"CUDA graphs are on (the engine's default; {flag} not set); nothing to try.",

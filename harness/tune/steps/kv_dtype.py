@@ -12,7 +12,7 @@ cannot win however fast it is, and the reason names its agreement and accuracy.
 from __future__ import annotations
 
 from harness.tune.quality import gate_available, refusal, row, verdict
-from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, tried_row
+from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, prologue, tried_row
 
 FLAG = "kv-cache-dtype"
 
@@ -22,12 +22,9 @@ class KvDtype:
     summary = "only when memory is the limit (preemptions or KV > 95%): FP8 KV cache / quantized checkpoints, accepted only with the quality gate passed"
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
-        lacks = ctx.lacks(self.name, FLAG)
-        if lacks is not None:
-            return lacks
-        inc = ctx.incumbent()
-        if inc is None or not inc.ok:
-            return StepResult(self.name, "skipped", "no measurement of the current flags", dict(ctx.current))
+        done, inc = prologue(ctx, self.name, FLAG)
+        if done is not None:
+            return done
         pre = inc.metric("preemptions") or 0.0
         kv = inc.metric("kv_usage_max")
         signals = f"{pre:.0f} preemptions, KV usage max {fmt(kv)} at {inc.expected_level}"

@@ -19,7 +19,7 @@ from harness.report.compare import Options, compare_runs
 from harness.report.data import load_run
 from harness.report.metrics import METRICS
 from harness.tune.measure import Measurement, flag_of, merged
-from harness.tune.steps.base import STEPS, StepResult, fmt, tried_row
+from harness.tune.steps.base import STEPS, StepResult, fmt, prologue, tried_row
 
 FLAG = "max-num-batched-tokens"
 CHUNKED = "enable-chunked-prefill"
@@ -69,12 +69,9 @@ class MaxNumBatchedTokens:
     summary = "when ITL p99 >= 2x p50 and prompts exceed 512 tokens (decodes stalled by prefills): chunked prefill at 512 and 2048 tokens; goodput first, then ITL p99"
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
-        inc = ctx.incumbent()
-        if inc is None or not inc.ok:
-            return StepResult(self.name, "skipped", "no measurement of the current flags", dict(ctx.current))
-        lacks = ctx.lacks(self.name, FLAG)
-        if lacks is not None:
-            return lacks
+        done, inc = prologue(ctx, self.name, FLAG, incumbent_first=True)
+        if done is not None:
+            return done
         flag = ctx.knob(FLAG).flag or FLAG
         chunked = ctx.knob(CHUNKED).flag  # None: the kind always chunks (nothing to switch on)
         p50, p99 = inc.metric("itl_p50_ms"), inc.metric("itl_p99_ms")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.tune.measure import Measurement, flag_of
-from harness.tune.steps.base import STEPS, StepResult, fmt, label, one_flag, storm, tried_row
+from harness.tune.steps.base import STEPS, StepResult, fmt, label, one_flag, prologue, storm, tried_row
 
 FLAG = "max-num-seqs"
 
@@ -94,12 +94,10 @@ class MaxNumSeqs:
         return f"below the limit {current}"
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
-        inc = ctx.incumbent()
-        if inc is None or not inc.ok:
-            return StepResult(self.name, "skipped", "no baseline measurement to derive candidates from", dict(ctx.current))
-        lacks = ctx.lacks(self.name, FLAG)
-        if lacks is not None:
-            return lacks
+        done, inc = prologue(ctx, self.name, FLAG, incumbent_first=True,
+                              missing="no baseline measurement to derive candidates from")
+        if done is not None:
+            return done
         flag = ctx.knob(FLAG).flag
         given = ctx.candidates(flag)
         values, why, nothing = (given, "the tune file's candidates", "") if given else self.derive(ctx, inc)

@@ -5,7 +5,7 @@ guide warns against."""
 
 from __future__ import annotations
 
-from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, tried_row
+from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, prologue, tried_row
 
 FLAG = "tensor-parallel-size"
 
@@ -15,12 +15,9 @@ class Parallelism:
     summary = "only when the model does not fit or one replica misses the SLOs at the expected load, with gpus > 1 and tensor-parallel-size candidates"
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
-        lacks = ctx.lacks(self.name, FLAG)
-        if lacks is not None:
-            return lacks
-        inc = ctx.incumbent()
-        if inc is None or not inc.ok:
-            return StepResult(self.name, "skipped", "no measurement of the current flags", dict(ctx.current))
+        done, inc = prologue(ctx, self.name, FLAG)
+        if done is not None:
+            return done
         frac = inc.metric("goodput_fraction")
         need = ctx.tune.slo_attainment
         fits = f"the model fits (KV cache {inc.facts.get('kv_cache_tokens', '?')} tokens)"

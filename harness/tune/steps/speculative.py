@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from harness.tune.measure import Measurement, flag_of
 from harness.tune.quality import refusal, row, verdict
-from harness.tune.steps.base import STEPS, StepResult, fmt, label, one_flag, tried_row
+from harness.tune.steps.base import STEPS, StepResult, fmt, label, one_flag, prologue, tried_row
 
 FLAG = "speculative-config"
 MIN_ACCEPTANCE = 0.5
@@ -29,12 +29,9 @@ class Speculative:
     summary = "only when decode time is most of E2E and speculative-config candidates are given; reject below 50% acceptance or lower goodput"
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
-        lacks = ctx.lacks(self.name, FLAG)
-        if lacks is not None:
-            return lacks
-        inc = ctx.incumbent()
-        if inc is None or not inc.ok:
-            return StepResult(self.name, "skipped", "no measurement of the current flags", dict(ctx.current))
+        done, inc = prologue(ctx, self.name, FLAG)
+        if done is not None:
+            return done
         e2e, ttft = inc.metric("e2e_p50_ms"), inc.metric("ttft_p50_ms")
         decode_share = (e2e - ttft) / e2e if e2e and ttft is not None else None
         limit = f"decode is {fmt((decode_share or 0) * 100, '.0f')}% of median E2E ({fmt(e2e, '.0f')} ms, TTFT p50 {fmt(ttft, '.0f')} ms)"
