@@ -11,7 +11,7 @@ gate and the baseline store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 DEFAULT_FORMATS = ("md", "html")
@@ -55,10 +55,23 @@ def write_report(path: Path | str, out: Path | str | None = None, formats: Seque
     return written[0]
 
 
+def write_report_or_say(write: Callable[[Path], Path], out: Path, say: Callable[[str], None], *,
+                        done: str = "report: {path}", failed: str = "report not written: {error}") -> Path | None:
+    """Write the report at the end of a sweep, startup plan or tune without risking what it
+    measured: a failure is one line through `say`, never raised (the results stand without it)."""
+    try:
+        path = write(out)
+        say(done.format(path=path))
+        return path
+    except Exception as exc:  # noqa: BLE001 - the measurements are already stored
+        say(failed.format(error=f"{type(exc).__name__}: {exc}"))
+        return None
+
+
 def _close(doc) -> None:
     """Drop the figures' canvases: long sweeps write many reports in one process."""
     for fig in doc.figures.values():
         fig.figure.clear()
 
 
-__all__ = ["DEFAULT_FORMATS", "build_document", "write_report"]
+__all__ = ["DEFAULT_FORMATS", "build_document", "write_report", "write_report_or_say"]

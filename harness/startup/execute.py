@@ -73,13 +73,10 @@ class StartupRunner:
         return self.results
 
     def _write_report(self) -> None:
-        try:
-            from harness.report.startup_view import write_startup_report
+        from harness.report import write_report_or_say
+        from harness.report.startup_view import write_startup_report
 
-            path = write_startup_report(self.out)
-            self._say(f"report: {path}")
-        except Exception as exc:  # the measurements stand without the report
-            self._say(f"report not written: {type(exc).__name__}: {exc}")
+        write_report_or_say(write_startup_report, self.out, self._say)  # the measurements stand without it
 
     def _run_config(self, config: Any) -> None:
         starts = [s for s in self.plan.starts if s.config.id == config.id]

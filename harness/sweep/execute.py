@@ -178,15 +178,9 @@ class SweepExecutor:
         target.write_text(text)
 
     def _write_report(self) -> None:
-        try:
-            from harness.report import write_report  # type: ignore[attr-defined]
-        except ImportError:
-            return
-        try:
-            path = write_report(self.out)
-            self.progress.note(f"report: {path}")
-        except Exception as exc:  # the sweep's results stand without the report
-            self.progress.note(f"report not written: {type(exc).__name__}: {exc}")
+        from harness.report import write_report, write_report_or_say
+
+        write_report_or_say(write_report, self.out, self.progress.note)  # the sweep's results stand without it
 
     # ------------------------------------------------------------ one engine start
     def _run_start(self, config: Config, cells: list[Cell]) -> None:

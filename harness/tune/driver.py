@@ -163,10 +163,8 @@ class Tuner:
         return {"name": name, "path": str(path)}
 
     def _write_report(self) -> None:
+        from harness.report import write_report_or_say
         from harness.tune.report import write_tune_report
 
-        try:
-            path = write_tune_report(self.out)
-            self.say(f"[tune] report: {path}")
-        except Exception as exc:  # the decisions stand without the report
-            self.say(f"  note: report not written: {type(exc).__name__}: {exc}")
+        write_report_or_say(write_tune_report, self.out, self.say,  # the decisions stand without the report
+                            done="[tune] report: {path}", failed="  note: report not written: {error}")
