@@ -61,6 +61,26 @@ def text_field(obj: dict[str, Any], name: str) -> str:
     return value
 
 
+def streaming_body(model: str, input_key: str, input_value: Any, prompt: Prompt, sampling: dict[str, Any],
+                   stream_options: dict[str, Any]) -> dict[str, Any]:
+    """The body OpenAI-style streaming APIs share; the API's input field (`messages`, `prompt`)
+    comes second, as the adapters always sent it."""
+    return {
+        "model": model,
+        input_key: input_value,
+        "max_tokens": prompt.max_tokens,
+        "stream": True,
+        "stream_options": stream_options,
+        **sampling,
+    }
+
+
+def choice_finish_reason(event: dict[str, Any]) -> str | None:
+    """The first choice's finish_reason (None without a choice): the same in both OpenAI APIs."""
+    choice = first_choice(event)
+    return choice.get("finish_reason") if choice is not None else None
+
+
 def register_all() -> None:
     """Import every adapter module of this folder, so each registers itself (a new API is one
     file: its module name with `-` for `_` is its name, which the scenario's `target.api` choices

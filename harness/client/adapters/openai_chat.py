@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.client.adapters.base import ADAPTERS, Prompt, first_choice, text_field
+from harness.client.adapters.base import ADAPTERS, Prompt, choice_finish_reason, first_choice, streaming_body, text_field
 
 
 class OpenAIChat:
@@ -23,14 +23,7 @@ class OpenAIChat:
             if prompt.prefix:
                 messages.append({"role": "system", "content": prompt.prefix})
             messages.append({"role": "user", "content": prompt.text})
-        return {
-            "model": model,
-            "messages": messages,
-            "max_tokens": prompt.max_tokens,
-            "stream": True,
-            "stream_options": stream_options,
-            **sampling,
-        }
+        return streaming_body(model, "messages", messages, prompt, sampling, stream_options)
 
     def content(self, event: dict[str, Any]) -> str | None:
         choice = first_choice(event)
@@ -44,8 +37,7 @@ class OpenAIChat:
         return reasoning + text if reasoning else text
 
     def finish_reason(self, event: dict[str, Any]) -> str | None:
-        choice = first_choice(event)
-        return choice.get("finish_reason") if choice is not None else None
+        return choice_finish_reason(event)
 
 
 ADAPTERS.add(OpenAIChat.name, OpenAIChat())

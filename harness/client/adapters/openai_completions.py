@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.client.adapters.base import ADAPTERS, Prompt, first_choice, text_field
+from harness.client.adapters.base import ADAPTERS, Prompt, choice_finish_reason, first_choice, streaming_body, text_field
 
 
 class OpenAICompletions:
@@ -13,14 +13,7 @@ class OpenAICompletions:
 
     def build_body(self, prompt: Prompt, model: str, sampling: dict[str, Any], stream_options: dict[str, Any]) -> dict[str, Any]:
         text = f"{prompt.prefix} {prompt.text}" if prompt.prefix else prompt.text
-        return {
-            "model": model,
-            "prompt": text,
-            "max_tokens": prompt.max_tokens,
-            "stream": True,
-            "stream_options": stream_options,
-            **sampling,
-        }
+        return streaming_body(model, "prompt", text, prompt, sampling, stream_options)
 
     def content(self, event: dict[str, Any]) -> str | None:
         choice = first_choice(event)
@@ -29,8 +22,7 @@ class OpenAICompletions:
         return text_field(choice, "text")
 
     def finish_reason(self, event: dict[str, Any]) -> str | None:
-        choice = first_choice(event)
-        return choice.get("finish_reason") if choice is not None else None
+        return choice_finish_reason(event)
 
 
 ADAPTERS.add(OpenAICompletions.name, OpenAICompletions())
