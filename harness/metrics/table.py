@@ -4,10 +4,11 @@ Each entry says what the metric is called (the key in histograms.json and summar
 `latency_ms`), its label and unit, how one request record yields its sample(s), the HDR range its
 histogram needs, its requests.jsonl field, its live Prometheus histogram (name, buckets; the load
 processes export it), and where it is shown. The recorder (harness.metrics.recorder), the live
-exporter (harness.metrics.exporter), the console table (harness.results.console), the report's
-tables and compare metrics (harness.report), the web UI's live tab (harness.ui) and the Grafana
-generator (grafana/generate.py) read this table, so adding a metric is one entry here plus its
-test (tests/metrics/test_table.py).
+exporter (harness.metrics.exporter), the summary schema's latency names (harness.results.schema),
+the console table (harness.results.console), the report's tables and compare metrics
+(harness.report), the sweep tables (harness.sweep.results), the web UI's LLM tab, cards and live
+charts (harness.ui) and the Grafana tuning board (grafana/tuning_board.py) read this table, so
+adding a metric is one entry here plus its test (tests/metrics/test_table.py).
 
 Values are derived once per request (`derive`): a `Derived` holds the request's start, TTFT, E2E,
 TPOT, send lag and content-chunk gaps, all integer nanoseconds from one monotonic clock except
