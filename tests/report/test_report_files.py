@@ -184,3 +184,32 @@ def test_sweep_report_shows_gpu_memory_and_false_flags_as_argv_spells_them(tmp_p
     assert "GPU mem (GiB)" in md and "| 30.0 |" in md
     assert "cb-use-cuda-graph False" not in md and "--no-cb-use-cuda-graph" in md
     assert "- scenario `chat`: **c1-seqs128** (--max-num-seqs 128, 8 users)" in md
+
+
+def test_html_tables_scroll_inside_their_own_box(fx, tmp_path):
+    """Audit D12: the sweep report's cells table was wider than the page. Every table sits in a
+    box that scrolls sideways on its own (tests/report/test_report_browser.py measures it in Chromium)."""
+    from html.parser import HTMLParser
+
+    out = tmp_path / "out"
+    write_report(fx["sweep"], out)
+    text = (out / "report.html").read_text()
+
+    class Parents(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.stack, self.tables = [], []
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "table":
+                self.tables.append(self.stack[-1] if self.stack else None)
+            self.stack.append((tag, dict(attrs).get("class")))
+
+        def handle_endtag(self, tag):
+            while self.stack and self.stack.pop()[0] != tag:
+                pass
+
+    parser = Parents()
+    parser.feed(text)
+    assert len(parser.tables) >= 3 and all(p == ("div", "tablewrap") for p in parser.tables), parser.tables
+    assert re.search(r"\.tablewrap\{[^}]*overflow-x:auto", text)

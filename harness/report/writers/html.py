@@ -14,7 +14,9 @@ CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#1b1f24;line-height:1.45}
 h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px solid #d0d7de;padding-bottom:.2em}
 .subtitle{color:#57606a;margin-top:0}
-table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.92em}
+.tablewrap{max-width:100%;overflow-x:auto;margin:.6em 0 1.2em}
+table{border-collapse:collapse;font-size:.92em}
+td.l{overflow-wrap:anywhere}
 th,td{border:1px solid #d0d7de;padding:.3em .6em}th{background:#f6f8fa}
 td.r,th.r{text-align:right;font-variant-numeric:tabular-nums}td.l,th.l{text-align:left}
 tr:nth-child(even) td{background:#fbfcfd}
@@ -61,14 +63,16 @@ def render(doc: Document) -> str:
             out.append(f'<div class="callout {block.kind}"><strong>{inline(block.title)}</strong>' + (f"<ul>{items}</ul>" if items else "") + "</div>")
         elif isinstance(block, Table):
             align = block.alignment()
-            rows = ["<table>"]
+            # wide tables (a sweep's cells: flags, load, a dozen figures) scroll inside their own box
+            # instead of widening the page past the text (audit D12)
+            rows = ['<div class="tablewrap"><table>']
             if block.caption:
                 rows.append(f"<caption>{inline(block.caption)}</caption>")
             rows.append("<thead><tr>" + "".join(f'<th class="{a}">{inline(c)}</th>' for c, a in zip(block.columns, align)) + "</tr></thead><tbody>")
             for row in block.rows:
                 cells = list(row) + [""] * (len(block.columns) - len(row))
                 rows.append("<tr>" + "".join(f'<td class="{a}">{inline(c)}</td>' for c, a in zip(cells, align)) + "</tr>")
-            rows.append("</tbody></table>")
+            rows.append("</tbody></table></div>")
             out.append("".join(rows))
             for note in block.notes:
                 out.append(f'<p class="tnote">{inline(note)}</p>')

@@ -1,0 +1,59 @@
+"""report.html in a real headless Chromium: the page is never wider than the window (audit D12:
+the sweep report's cells table was wider than the page, so the whole page scrolled sideways)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from harness.report import write_report
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (.ci/run installs it)"),
+    pytest.mark.skipif(not CHROMEDRIVER.exists(), reason="Debian's chromium-driver is not installed (.ci/run installs it)"),
+]
+
+
+@pytest.fixture
+def browser():
+    pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[test]')")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+                "--window-size=1024,900", f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}"):
+        opts.add_argument(arg)
+    opts.binary_location = str(CHROMIUM)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def test_sweep_report_page_is_not_wider_than_the_window(tmp_path: Path, browser) -> None:  # type: ignore[no-untyped-def]
+    """Config and scenario names as real sweeps have them: the cells table's cell ids and run
+    directories are long words that made the table (and so the page) wider than the window."""
+    from .fabricate import make_sweep
+
+    sweep = make_sweep(tmp_path / "sw", configs={"vllm-max-num-seqs-128-chunked-prefill-on": 1.25,
+                                                 "vllm-max-num-seqs-64-chunked-prefill-off": 1.0},
+                       scenarios=("long_prompt_short_output", "short_prompt_long_output"), failed_config=None, n=40)
+    out = tmp_path / "out"
+    write_report(sweep, out)
+    browser.get((out / "report.html").as_uri())
+    page = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+    assert page[0] <= page[1], f"the page is {page[0]} px wide in a {page[1]} px window"
+    # every table sits in a box that scrolls on its own if it still cannot fit: nothing is cut off
+    boxes = browser.execute_script(
+        "return [...document.querySelectorAll('table')].map(t => [t.parentElement.className, "
+        "getComputedStyle(t.parentElement).overflowX, t.getBoundingClientRect().width, t.parentElement.scrollWidth])")
+    assert len(boxes) >= 3 and all(cls == "tablewrap" and ov == "auto" for cls, ov, *_ in boxes), boxes
+    assert all(sw >= int(width) for _c, _o, width, sw in boxes)
