@@ -86,6 +86,12 @@ def install(s: Any, web_ui: Any) -> None:
 
     @app.after_request
     def add_llm_rows(resp: Response) -> Response:
+        if request.path in (f"{base}/", base or "/") and resp.mimetype == "text/html" and not resp.direct_passthrough:
+            # Locust's page: its tables render text only; links.js makes the LLM run tab's URLs clickable
+            page = resp.get_data(as_text=True)
+            if "</body>" in page:
+                resp.set_data(page.replace("</body>", f'<script src="{base}/llm/assets/links.js"></script></body>', 1))
+            return resp
         if request.path == f"{base}/stats/requests" and resp.mimetype == "application/json":
             try:
                 data = json.loads(resp.get_data())

@@ -149,6 +149,19 @@ def test_start_watch_stop_in_chromium(ui, browser) -> None:  # type: ignore[no-u
     d.find_element(By.XPATH, "//button[normalize-space()='Stop']").click()
     d.find_element(By.XPATH, "//button[@role='tab'][normalize-space()='LLM run']").click()
     wait.until(lambda drv: drv.find_elements(By.XPATH, "//tr[td[1]='State']/td[2][normalize-space()='finished']"))
+    # addresses are links, not plain text (audit D14): a click on the dashboard's opens it
+    dash_cell = wait.until(lambda drv: drv.find_elements(
+        By.XPATH, "//tr[td[1]='Live dashboard']/td[2][@data-harness-link='/llm']"))[0]
+    assert dash_cell.value_of_css_property("cursor") == "pointer"
+    assert not d.find_elements(By.XPATH, "//tr[td[1]='Run directory']/td[2][@data-harness-link]")  # a server path
+    handles = set(d.window_handles)
+    dash_cell.click()
+    WebDriverWait(d, 10).until(lambda drv: len(set(drv.window_handles) - handles) == 1)
+    (opened,) = set(d.window_handles) - handles
+    d.switch_to.window(opened)
+    WebDriverWait(d, 10).until(lambda drv: drv.current_url.endswith("/llm"))
+    d.close()
+    d.switch_to.window(locust_tab)
     _shot(d, "llm_run_tab.png")
 
     d.switch_to.window(d.window_handles[-1])
