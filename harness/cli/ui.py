@@ -42,6 +42,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="wait for workers from other machines (`harness worker --master-host THIS_HOST`)")
     p.add_argument("--master-bind-host", default="*", help="with --master: address workers connect to (default: all)")
     p.add_argument("--master-bind-port", type=int, default=5557, help="with --master: port (default 5557)")
+    p.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
+                   help="serve live harness_* Prometheus metrics (docs/grafana.md) on PORT while tests run (0: off); "
+                        "workers on other hosts count like local ones")
+    p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST", help="address for --metrics-port (default 127.0.0.1)")
     p.add_argument("--results", type=Path, default=Path("results"), help="where run directories go (default results/)")
     p.add_argument("--sim-args", default="", help='flags for the simulated engine, e.g. "--max-num-seqs 8"')
     p.add_argument("--stop-grace", type=float, default=30.0,
@@ -99,6 +103,10 @@ def locust_argv(args: argparse.Namespace) -> list[str]:
                  "--master-port", port]
     if args.master:
         argv += ["--master", "--master-bind-host", args.master_bind_host, "--master-bind-port", str(args.master_bind_port)]
+    if args.metrics_port:
+        if not 0 < args.metrics_port < 65536:
+            raise UserError(f"--metrics-port {args.metrics_port}: not a port number")
+        argv += ["--metrics-port", str(args.metrics_port), "--metrics-host", args.metrics_host]
     if args.no_telemetry:
         argv.append("--no-telemetry")
     if args.no_reset_prefix_cache:

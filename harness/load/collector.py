@@ -20,7 +20,7 @@ import gevent.event
 from locust.env import Environment
 from locust.runners import MasterRunner
 
-from harness.load.messages import Delta, Final, Plan, Stop
+from harness.load.messages import Delta, Final, Plan, Stage, Stop
 from harness.load.plan import LoadPlan
 
 log = logging.getLogger("harness.distributed")
@@ -157,6 +157,15 @@ class Collector:
         for cid, k in self.workers.items():
             if k not in self.results:
                 self.env.runner.send_message(Stop.TYPE, Stop(run=self.run_id).wire(), client_id=cid)
+
+    def stage(self, label: str, users: int) -> None:
+        """A LoadTestShape stage began: every worker labels the requests it sends from now on."""
+        if self.run_id is None or self.stop_sent:
+            return
+        for cid, k in self.workers.items():
+            if k not in self.results:
+                self.env.runner.send_message(Stage.TYPE, Stage(run=self.run_id, stage=label, users=users).wire(),
+                                             client_id=cid)
 
     def wait_finals(self, timeout_s: float) -> list[int]:
         """Wait until every worker's final result arrived; returns the missing workers (timeout)."""

@@ -79,6 +79,7 @@ class LoadController(FleetTurns, SessionTurns, Tally):
     def __init__(self, plan: LoadPlan, emit: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.plan = plan
         self.scenario = Scenario.model_validate(plan.scenario)
+        self.stage: str | None = plan.stage  # LoadTestShape stage (a worker's Stage message moves it on)
         sc = self.scenario
         self.tokenizer = load_tokenizer(sc.workload.tokenizer, Path(plan.scenario_dir))
         self.count_tokens = self.tokenizer.count
@@ -370,7 +371,8 @@ class LoadController(FleetTurns, SessionTurns, Tally):
             intended_input_tokens=p.input_tokens,
             warmup=p.warmup,
         )
-        rec.labels = self._session_labels(rec, item) + self._fleet_labels(item)
+        stage = (("stage", self.stage),) if self.stage is not None else ()  # LoadTestShape: the stage it was sent in
+        rec.labels = self._session_labels(rec, item) + stage + self._fleet_labels(item)
         return rec
 
     def finish(self, rec: RequestRecord) -> bool:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -46,8 +47,9 @@ from harness.load import user as user_module
 from harness.load.controller import DONE, LoadController
 from harness.load.collector import Collector
 from harness.load.gc_policy import GCPolicy
-from harness.load.messages import Delta, Final, Plan, Stop
+from harness.load.messages import Delta, Final, Plan, Stage, Stop
 from harness.load.plan import LoadPlan
+from harness.metrics.exporter import ENV_DIR, LiveCounts, MasterMetrics
 from harness.metrics.record import RequestRecord
 from harness.metrics.recorder import MetricSet
 
@@ -106,6 +108,7 @@ class _WorkerRun:
         self.wake = gevent.event.Event()
         self.progress: dict[str, Any] = {}
         self.progress_at = 0.0
+        self.live: LiveCounts | None = None  # plan.live_metrics: Prometheus counts for the master
 
 
 class WorkerAgent:
@@ -123,6 +126,7 @@ class WorkerAgent:
         runner = environment.runner
         runner.register_message(Plan.TYPE, self._on_plan)
         runner.register_message(Stop.TYPE, self._on_stop, concurrent=True)
+        runner.register_message(Stage.TYPE, self._on_stage)
         environment.events.test_start.add_listener(self._on_test_start)
         environment.events.test_stopping.add_listener(self._on_test_stopping)
         environment.events.quitting.add_listener(self._on_test_stopping)
@@ -145,7 +149,12 @@ class WorkerAgent:
         ctrl.requests_file.close()
         ctrl.requests_file = run.outbox  # type: ignore[assignment]
         ctrl.on_done = lambda: gevent.spawn(self._finish, "done")
-        user_module.install(ctrl, self._report)
+        if plan.live_metrics:
+            run.live = LiveCounts(ctrl)
+            runner = self.env.runner
+            run.live.users = lambda: runner.user_count
+        # export=False: whatever this host's environment says, the master exports our counts once
+        user_module.install(ctrl, self._report, export=False)
         self.run = run
         if self._test_running():
             self._start()  # LocalRunner: the plan arrives from inside test_start
@@ -154,6 +163,11 @@ class WorkerAgent:
         run = self.run
         if run is not None and Stop.of(msg.data).run == run.run_id:
             self._finish("stopped")
+
+    def _on_stage(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        run, m = self.run, Stage.of(msg.data)
+        if run is not None and m.run == run.run_id:
+            run.ctrl.stage = m.stage
 
     def _on_test_start(self, **_kw: Any) -> None:
         if self.run is not None and not self.run.started:
@@ -191,8 +205,11 @@ class WorkerAgent:
     def _report(self, rec: RequestRecord) -> None:
         self._locust_report(rec)
         run = self.run
-        if run is not None and not rec.warmup:
-            run.interval.record(rec)
+        if run is not None:
+            if run.live is not None:
+                run.live.observe(rec)
+            if not rec.warmup:
+                run.interval.record(rec)
 
     def _sender(self, run: _WorkerRun) -> None:
         while not run.finishing:
@@ -220,6 +237,7 @@ class WorkerAgent:
             events=events,
             metrics=interval.to_dict(with_all=False),  # classes, groupings (per turn, ...), sessions
             requests=run.outbox.take(),
+            live=run.live.take() if run.live is not None else {},
         ))
 
     def _send(self, msg: Delta | Final) -> None:
@@ -296,7 +314,20 @@ def run_master(plan: LoadPlan, expect_workers: int, bind_host: str, port: int, c
         elif name == "drained":
             _emit({"event": "drained", "t": line.get("t", time.time())})
 
-    collector = Collector(env, on_event=on_event)
+    # live metrics (the runner set PROMETHEUS_MULTIPROC_DIR for this process): the workers ship their
+    # counts in their deltas and this process writes them to the run's directory, once
+    sink = MasterMetrics() if plan.live_metrics and os.environ.get(ENV_DIR) else None
+
+    def on_delta(k: int, delta: Delta) -> None:
+        if sink is not None and delta.live:
+            sink.add(k, delta.live)
+
+    def on_event_live(name: str, line: dict[str, Any]) -> None:
+        if name == "final" and sink is not None:
+            sink.worker_done(line["worker"])
+        on_event(name, line)
+
+    collector = Collector(env, on_event=on_event_live, on_delta=on_delta)
     env.events.test_start.add_listener(lambda **_kw: collector.begin(plan, run_dir))
     stopping = gevent.event.Event()
 

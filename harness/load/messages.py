@@ -6,10 +6,14 @@ missing or unknown field fails loudly at the receiver instead of reading as None
 
     master -> worker   Plan    {run, plan}                 the LoadPlan with this worker's share
     master -> worker   Stop    {run}                       stop handing out work, drain, report
-    worker -> master   Delta   {run, worker, t, progress, events, metrics, requests}
+    master -> worker   Stage   {run, stage, users}         a LoadTestShape stage began: label the
+                                                           requests sent from now on with it
+    worker -> master   Delta   {run, worker, t, progress, events, metrics, requests, live}
                                                            every interval: histograms recorded since
                                                            the last delta, progress, window events,
-                                                           the finished requests' jsonl lines
+                                                           the finished requests' jsonl lines, and
+                                                           (plan.live_metrics) the live Prometheus
+                                                           counts since the last delta
     worker -> master   Final   {run, worker, result, reason}
                                                            the controller's complete result
 """
@@ -47,6 +51,13 @@ class Stop(Message):
 
 
 @dataclass
+class Stage(Message):
+    TYPE: ClassVar[str] = "harness_stage"
+    stage: str = ""
+    users: int = 0
+
+
+@dataclass
 class Delta(Message):
     TYPE: ClassVar[str] = "harness_delta"
     worker: int = 0
@@ -55,6 +66,7 @@ class Delta(Message):
     events: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)  # MetricSet.to_dict(with_all=False)
     requests: str = ""  # requests.jsonl lines
+    live: dict[str, Any] = field(default_factory=dict)  # harness.metrics.exporter.LiveCounts.take(), or {}
 
 
 @dataclass

@@ -26,3 +26,9 @@ class LoadPlan(BaseModel):
     stop_grace_s: float = 30.0  # how long in-flight requests may finish after the window ends
     progress_interval_s: float = 1.0
     gc_tune: bool = True
+    #: a Locust worker ships its live Prometheus counts to the master in every delta (the master
+    #: exports them: harness.metrics.exporter.MasterMetrics); set when the master serves /metrics
+    live_metrics: bool = False
+    #: a Locust LoadTestShape drives the users: the first stage's label (later ones arrive as Stage
+    #: messages); requests carry ("stage", label) so the summary has one block per stage
+    stage: str | None = None

@@ -113,8 +113,11 @@ def _prefetcher(ctrl: LoadController, limit: int) -> None:
             gevent.sleep(0.02)
 
 
-def install(controller: LoadController, report=None) -> Finisher:  # type: ignore[no-untyped-def]
-    """Make `controller` the source of work for LLMUser in this process."""
+def install(controller: LoadController, report=None, export: bool = True) -> Finisher:  # type: ignore[no-untyped-def]
+    """Make `controller` the source of work for LLMUser in this process.
+
+    `export=False`: this process never writes live Prometheus metrics itself (a Locust worker:
+    its counts travel to the master in its deltas, which exports them once)."""
     global CONTROLLER, FINISHER, PREFETCHER
     if FINISHER is not None:  # a previous run in this process (web UI, distributed worker: one per test)
         FINISHER.greenlet.kill(block=False)
@@ -123,7 +126,8 @@ def install(controller: LoadController, report=None) -> Finisher:  # type: ignor
     CONTROLLER = controller
     STOPPING.clear()
     # live Prometheus metrics (only when the runner set HARNESS_METRICS_DIR): observed in the Finisher
-    FINISHER = Finisher(controller, live_metrics.wrap_report(report or (lambda rec: None), controller))
+    report = report or (lambda rec: None)
+    FINISHER = Finisher(controller, live_metrics.wrap_report(report, controller) if export else report)
     load = controller.scenario.load
     limit = min(max(load.concurrency or 0, 16), 512) if not controller.open_loop else 64
     PREFETCHER = gevent.spawn(_prefetcher, controller, limit)

@@ -44,12 +44,15 @@ class RunMetrics:
     """One run's metrics directory and labels; collected by a `MetricsServer`."""
 
     def __init__(self, server: MetricsServer | None, run_id: str, scenario: Any, model: str | None,
-                 labels: dict[str, str] | None = None, own_server: bool = False) -> None:
+                 labels: dict[str, str] | None = None, own_server: bool = False, source: Any = None) -> None:
+        """`source`: the families to serve (a harness.metrics.exporter.MasterMetrics in this process,
+        the web UI's master); None: a fresh multiprocess directory the load processes write to."""
         labels = dict(labels or {})
         self.server = server
         self.own_server = own_server
-        self.dir = tempfile.mkdtemp(prefix="harness-metrics-")
-        self.env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": self.dir, ENV_DIR: self.dir}
+        self.source = source
+        self.dir = "" if source is not None else tempfile.mkdtemp(prefix="harness-metrics-")
+        self.env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": self.dir, ENV_DIR: self.dir} if self.dir else dict(os.environ)
         self.series_labels = {"run": run_id, "scenario": getattr(scenario, "name", str(scenario)),
                               "config": str(labels.get("config", "")), "model": model or ""}
         info = {_label_name(k): str(v) for k, v in labels.items()}
@@ -116,6 +119,12 @@ class RunMetrics:
             g = GaugeMetricFamily("harness_expected_prefix_hit_rate", "Prefix-cache hit rate the scenario's shared prefixes should give (0-1).", labels=names)
             g.add_metric(values, float(self.expected_prefix_hit_rate))
             out.append(g)
+        if self.source is not None:
+            for fam in self.source.collect():
+                m = Metric(fam.name, fam.documentation, fam.type, fam.unit)
+                m.samples = [s._replace(labels={**s.labels, **extra}) for s in fam.samples]
+                out.append(m)
+            return out
         if not os.path.isdir(self.dir):
             return out
         for fname in os.listdir(self.dir):  # live gauges of exited load processes no longer count
@@ -140,7 +149,8 @@ class RunMetrics:
                     self._final = self._collect()
                 except Exception:  # noqa: BLE001
                     self._final = []
-            shutil.rmtree(self.dir, ignore_errors=True)
+            if self.dir:
+                shutil.rmtree(self.dir, ignore_errors=True)
         if self.own_server and self.server is not None:
             self.server.close()
 

@@ -12,7 +12,7 @@ from harness.report.data import RunData
 from harness.report.document import Table
 from harness.results.schema import ClassBlock
 
-LABELS = {"turn": "Turn", "adapter": "Adapter", "endpoint": "Endpoint"}
+LABELS = {"turn": "Turn", "adapter": "Adapter", "endpoint": "Endpoint", "stage": "Stage"}
 
 
 def _ms(block: ClassBlock, metric: str, stat: str) -> str:
@@ -24,18 +24,30 @@ def _ms(block: ClassBlock, metric: str, stat: str) -> str:
 def group_tables(run: RunData) -> list[Table]:
     groups: dict[str, dict[str, Any]] = getattr(run.summary, "groups", None) or {}
     out: list[Table] = []
+    stages = {str(st.get("stage")): st for st in (getattr(run.summary, "load", None) or {}).get("stages") or []}
     for dim, blocks in groups.items():
         rows = []
+        staged = dim == "stage"  # a LoadTestShape's stages: each with its load and its own rates
         for value, raw in blocks.items():
             b = ClassBlock.model_validate(raw)
             done = b.requests.completed
             mean_in = f"{b.tokens.input_total / done:,.0f}" if done else "—"
             good = b.goodput.get("fraction")
-            rows.append([value, f"{done:,}", f"{b.requests.failed:,}", mean_in, _ms(b, "ttft", "p50"), _ms(b, "ttft", "p99"),
-                         _ms(b, "itl_token", "p50"), _ms(b, "e2e", "p99"), "—" if good is None else f"{100 * good:.0f} %"])
+            load = []
+            if staged:
+                st = stages.get(value, {})
+                secs = st.get("duration_s")
+                load = ["—" if st.get("users") is None else f"{st['users']:,}", "—" if secs is None else f"{secs:,.1f}",
+                        f"{b.requests.rps:,.2f}" if secs else "—"]
+            rows.append([value, *load, f"{done:,}", f"{b.requests.failed:,}", mean_in, _ms(b, "ttft", "p50"),
+                         _ms(b, "ttft", "p99"), _ms(b, "itl_token", "p50"), _ms(b, "e2e", "p99"),
+                         "—" if good is None else f"{100 * good:.0f} %"])
         label = LABELS.get(dim, dim)
-        out.append(Table([label, "Completed", "Failed", "Input tokens (mean)", "TTFT p50", "TTFT p99", "ITL p50", "E2E p99",
-                          "Good"], rows, caption=f"Per {label.lower()} (latencies in ms)"))
+        head = [label, *(["Users", "Seconds", "Requests/s"] if staged else []), "Completed", "Failed",
+                "Input tokens (mean)", "TTFT p50", "TTFT p99", "ITL p50", "E2E p99", "Good"]
+        caption = ("Per LoadTestShape stage: its users, its seconds in the window and its own latencies (ms)" if staged
+                   else f"Per {label.lower()} (latencies in ms)")
+        out.append(Table(head, rows, caption=caption))
     return out
 
 

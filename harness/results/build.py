@@ -145,7 +145,15 @@ def build_summary(
     overall = classes[ALL].summarize(duration)
     per_class = {name: cm.summarize(duration) for name, cm in sorted(classes.items()) if name != ALL}
     # groupings of the same requests (per turn, ...): one block per value, shaped like a class's
-    groups = {dim: {value: cm.summarize(duration) for value, cm in sorted(metrics.groups(dim).items(), key=_group_order)}
+    # a LoadTestShape's stages (load.stages): each stage's rates are per its own seconds in the window
+    spans = {str(st["stage"]): st.get("duration_s") for st in load.get("stages") or []}
+
+    def seconds(dim: str, value: str) -> float:
+        d = spans.get(value) if dim == "stage" else None
+        return float(d) if d else duration
+
+    groups = {dim: {value: cm.summarize(seconds(dim, value))
+                    for value, cm in sorted(metrics.groups(dim).items(), key=_group_order)}
               for dim in metrics.dimensions}
     usage = merged["usage"]
     completed = overall["requests"]["completed"]

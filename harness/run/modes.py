@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
+from harness.metrics.exporter import ENV_DIR
 from harness.registry import Registry
 from harness.results.layout import RunDir
 from harness.run.follow import signal_group
@@ -72,20 +73,24 @@ class Distributed:
     def start(self, prep: Prepared, opts: RunOptions, log: IO[str], env: dict[str, str] | None,
               started: Started) -> None:
         workers = started.processes = opts.distributed
-        plan = prep.plan(workers=workers, kernel_stamps=opts.kernel_stamps, stop_grace_s=opts.stop_grace_s)
+        # live metrics (env: the run's PROMETHEUS_MULTIPROC_DIR): the workers ship their counts to the
+        # master, which alone writes them, as for workers on other hosts (harness.metrics.exporter)
+        plan = prep.plan(workers=workers, kernel_stamps=opts.kernel_stamps, stop_grace_s=opts.stop_grace_s,
+                         live_metrics=env is not None)
         port = free_port()
         plan_path = prep.run_dir.plan
         plan_path.write_text(plan.model_dump_json(indent=2))
-        common = {"stderr": log, "env": env, **_POPEN}
         started.procs.append(subprocess.Popen(
             [sys.executable, "-m", "harness.load.distributed", "master", str(plan_path), "--expect-workers",
              str(workers), "--port", str(port)],
-            stdout=subprocess.PIPE, bufsize=1, **common,
+            stdout=subprocess.PIPE, bufsize=1, stderr=log, env=env, **_POPEN,
         ))
+        worker_env = None if env is None else {k: v for k, v in env.items()
+                                                if k not in ("PROMETHEUS_MULTIPROC_DIR", ENV_DIR)}
         for _ in range(workers):
             started.helpers.append(subprocess.Popen(
                 [sys.executable, "-m", "harness.load.distributed", "worker", "--master-port", str(port)],
-                stdout=log, **common))
+                stdout=log, stderr=log, env=worker_env, **_POPEN))
 
 
 def stop_helpers(helpers: list[subprocess.Popen[str]], timeout_s: float = 10.0) -> None:

@@ -49,6 +49,11 @@ def add_arguments(parser: Any) -> None:
     g.add_argument("--no-reset-prefix-cache", action="store_true", default=False, include_in_web_ui=False,
                    help="keep the engine's prefix cache between tests (default: reset it before each test, or salt "
                         "the prompts where it cannot be reset)")
+    g.add_argument("--metrics-port", type=int, default=0, include_in_web_ui=False,
+                   help="serve the harness_* Prometheus metrics of the current test on this port (0: off); every "
+                        "worker's requests count, local or on another host")
+    g.add_argument("--metrics-host", default="127.0.0.1", include_in_web_ui=False,
+                   help="address for --metrics-port (default 127.0.0.1)")
     # the plugin drives real engines: keep the UI on loopback unless told otherwise
     parser.set_defaults(web_host="127.0.0.1")
 

@@ -28,6 +28,8 @@ from locust.env import Environment
 from harness.errors import UserError
 from harness.load.collector import Collector
 from harness.load.messages import Delta
+from harness.metrics.exporter import MasterMetrics
+from harness.metrics.exporter_server import MetricsServer, RunMetrics
 from harness.metrics.stall_meter import StallMeterProcess
 from harness.results.layout import RunDir, default_run_dir
 from harness.run import finish, prepare
@@ -58,9 +60,13 @@ class Run:
         self.live = LiveStats()
         self.started = time.time()
         self.window_start: float | None = None
+        self.window_end: float | None = None  # the last worker's window end
         self.finished_at: float | None = None
         self.until_stopped = False
         self.users_seen: list[int] = []
+        #: LoadTestShape stages: [{"stage": "1", "users": 8, "t": unix start}], one per change of Locust's target users
+        self.stages: list[dict[str, Any]] = []
+        self.stop_t: float | None = None  # when the test was asked to end (Stop, the shape's end, the window)
         self.ending = False  # Stop pressed / every worker done: the end is under way
         self.finalizing = False
         self.finalized = gevent.event.Event()
@@ -70,6 +76,8 @@ class Run:
         self.engine_base: dict[str, Any] = {}
         self.prep: prepare.Prepared | None = None  # set once the run is prepared (harness.run.prepare)
         self.instruments: Instruments | None = None
+        self.metrics: RunMetrics | None = None  # --metrics-port: this test's harness_* series
+        self.exported: MasterMetrics | None = None  # ... fed by every worker's deltas
 
 
 class RunSession:
@@ -91,12 +99,14 @@ class RunSession:
         self.runs: dict[str, Path] = {}
         self.sim: Any = None
         self._view_cache: tuple[float, dict[str, Any]] | None = None
+        self.metrics_server: MetricsServer | None = None
         self.collector = Collector(environment, on_delta=self._on_delta, on_event=self._on_event)
         ev = environment.events
         ev.test_start.add_listener(self._on_test_start)
         ev.test_stopping.add_listener(self._on_test_stopping)
         ev.spawning_complete.add_listener(self._on_spawned)
         ev.quitting.add_listener(self._on_quitting)
+        gevent.spawn(self._stage_watch)
         self._prepare()
         self.ui_host = (environment.host or "").rstrip("/")  # what the form shows: --host or the simulator
         if environment.web_ui is not None:
@@ -106,6 +116,17 @@ class RunSession:
     # ---------------------------------------------------------------- startup
     def _prepare(self) -> None:
         """Check the scenario, set the form's defaults from it, start the simulator if needed."""
+        port = int(getattr(self.opts, "metrics_port", 0) or 0) if self.opts else 0
+        if port:
+            try:
+                self.metrics_server = MetricsServer(port, getattr(self.opts, "metrics_host", "") or "127.0.0.1").start()
+            except UserError as exc:
+                for line in exc.lines:
+                    print(f"harness: {line}", file=sys.stderr)
+                self.env.process_exit_code = 2
+                gevent.spawn_later(0.1, self.env.runner.quit)
+                return
+            print(f"harness: live metrics at {self.metrics_server.url}", file=sys.stderr)
         path = getattr(self.opts, "scenario", "") if self.opts else ""
         if not path:
             print("harness: no scenario given. Pass --scenario FILE (harness ui SCENARIO does); the web form "
@@ -214,7 +235,21 @@ class RunSession:
         instruments = Instruments(prep, StallMeterProcess(run_dir.root / "stall_meter.json")).start()
         run.instruments = instruments
         run.telemetry, run.stall = instruments.telemetry, instruments.stall
-        plan = prep.plan(stop_grace_s=float(getattr(self.opts, "stop_grace", 30.0)))
+        if self.metrics_server is not None:
+            # the workers (local, forked, or on other hosts) ship their counts in their deltas; this
+            # process alone exports them, so each request counts once wherever it was measured
+            run.exported = MasterMetrics()
+            run.metrics = RunMetrics(self.metrics_server, run.name, prep.scenario, run.info.get("model"),
+                                     prep.labels, source=run.exported)
+        # users Locust removes mid-test (a LoadTestShape's next stage, fewer users in the UI) finish the
+        # request in flight, up to the grace, instead of being killed mid-stream (a lost request, never
+        # recorded); Locust hands this to its workers with every spawn message
+        self.env.stop_timeout = max(float(getattr(self.env, "stop_timeout", 0) or 0), float(getattr(self.opts, "stop_grace", 30.0)))
+        users = int(getattr(self.env.runner, "target_user_count", 0) or 0)
+        if getattr(self.env, "shape_class", None) is not None:  # a LoadTestShape: one summary block per stage
+            run.stages = [{"stage": "1", "users": users, "t": time.time()}]
+        plan = prep.plan(stop_grace_s=float(getattr(self.opts, "stop_grace", 30.0)),
+                         live_metrics=self.metrics_server is not None, stage="1" if run.stages else None)
         run_dir.plan.write_text(plan.model_dump_json(indent=2))
         self.collector.begin(plan, run_dir.root)
         self.state = "warmup"
@@ -258,11 +293,30 @@ class RunSession:
         if run is not None and not run.finalizing and (not run.users_seen or run.users_seen[-1] != user_count):
             run.users_seen.append(int(user_count))
 
+    def _stage_watch(self) -> None:
+        """A LoadTestShape moved Locust's target user count: a new stage. The workers label the
+        requests they send from now on with it (harness.load.messages.Stage)."""
+        while True:
+            gevent.sleep(0.1)
+            run = self.run
+            if run is None or not run.stages or run.ending or self.state not in ("warmup", "measuring"):
+                continue
+            users = int(getattr(self.env.runner, "target_user_count", 0) or 0)
+            if users != run.stages[-1]["users"]:
+                label = str(len(run.stages) + 1)
+                run.stages.append({"stage": label, "users": users, "t": time.time()})
+                self.collector.stage(label, users)
+                log.info("harness: stage %s: %d users", label, users)
+
     def _on_delta(self, _worker: int, delta: Delta) -> None:
         run = self.run
-        if run is not None and delta.metrics:
+        if run is None:
+            return
+        if delta.metrics:
             run.live.add(delta.metrics)
             self._view_cache = None
+        if run.exported is not None and delta.live:
+            run.exported.add(_worker, delta.live)
 
     def _on_event(self, name: str, line: dict[str, Any]) -> None:
         run = self.run
@@ -273,10 +327,14 @@ class RunSession:
             self.state = "measuring"
             if run.instruments is not None:
                 run.instruments.window_start()
+        elif name == "worker_window_end":
+            run.window_end = max(run.window_end or 0.0, float(line.get("t") or time.time()))
         elif name == "drained":
             if run.instruments is not None:
                 run.instruments.window_end()
         elif name == "final":
+            if run.exported is not None:
+                run.exported.worker_done(int(line.get("worker", 0)))
             if self.state in ("warmup", "measuring"):
                 self.state = "draining"
             if self.collector.all_final.is_set() and not run.ending:
@@ -285,6 +343,7 @@ class RunSession:
 
     def _complete(self, run: Run) -> None:
         """Every worker reached the scenario's stop condition: write the run, then end the test."""
+        run.stop_t = run.stop_t or time.time()
         self._finalize(run, [])
         if self.headless:
             self.env.runner.quit()
@@ -304,6 +363,7 @@ class RunSession:
                 run.finalized.wait(120)
             return
         run.ending = True
+        run.stop_t = time.time()
         if not self.collector.all_final.is_set():
             self.state = "draining"
             self.collector.stop_workers()
@@ -340,6 +400,8 @@ class RunSession:
         finally:
             run.finished_at = time.time()
             self.collector.close()
+            if run.metrics is not None:
+                run.metrics.close()  # final values stay served until the next test attaches
             run.finalized.set()
         if self.state == "finished" and not getattr(self.opts, "no_report", False):
             if sync or self.headless:
@@ -364,7 +426,12 @@ class RunSession:
         if missing:
             warnings.append(f"the final results of worker(s) {', '.join(map(str, missing))} did not arrive within "
                             f"{collector.final_timeout_s():.0f} s: their requests are missing from these results")
-        if len(set(run.users_seen)) > 1:
+        if run.stages:
+            load["stages"] = _stage_spans(run)
+            if len(run.stages) > 1:
+                warnings.append("LoadTestShape: the overall block mixes its stages (" + " -> ".join(
+                    f"{s['users']} users" for s in run.stages) + "); each stage has its own block (groups.stage)")
+        elif len(set(run.users_seen)) > 1:
             warnings.append("the number of users changed during the test (" + " -> ".join(map(str, run.users_seen))
                             + "): the results mix load levels")
         if stopped_early:
@@ -401,6 +468,8 @@ class RunSession:
             run.stall.stop()
         if self.sim is not None:
             self.sim.stop()
+        if self.metrics_server is not None:
+            self.metrics_server.close()
 
     # ---------------------------------------------------------------- the view
 
@@ -415,6 +484,19 @@ class RunSession:
 
     def base_path(self) -> str:
         return (getattr(self.opts, "web_base_path", "") or "").rstrip("/")
+
+
+def _stage_spans(run: Run) -> list[dict[str, Any]]:
+    """summary.json load.stages: each stage's users and its seconds inside the measured window
+    (the rates of its block are per those seconds)."""
+    start = run.window_start if run.window_start is not None else run.stages[0]["t"]
+    end = min(t for t in (run.stop_t, run.window_end, time.time()) if t is not None)
+    out = []
+    for i, st in enumerate(run.stages):
+        t0 = max(st["t"], start)
+        t1 = run.stages[i + 1]["t"] if i + 1 < len(run.stages) else end
+        out.append({"stage": st["stage"], "users": st["users"], "duration_s": round(max(0.0, min(t1, end) - t0), 3)})
+    return out
 
 
 def _number(text: Any, name: str) -> float | None:

@@ -173,6 +173,46 @@ def test_two_processes_aggregate_exactly(tmp_path: Path) -> None:
     assert set(fams["harness_run_info"].samples[0].labels) >= set(extra)
 
 
+def test_workers_counts_shipped_to_a_master_aggregate_exactly() -> None:
+    """Locust workers (possibly on other hosts) export nothing themselves: each ships
+    `LiveCounts.take()` in its deltas (msgpack on the wire) and the master's `MasterMetrics`
+    applies them; served in memory by the master's RunMetrics, the series equal the naive reference."""
+    import msgpack
+
+    from harness.metrics.exporter import LiveCounts, MasterMetrics
+
+    recs = _records(1, 400)
+    master = MasterMetrics()
+    run = RunMetrics(None, "run-m", SCENARIO, "m", {"config": "c1"}, source=master)
+    workers = [LiveCounts(), LiveCounts()]
+    workers[0].users = lambda: 3
+    for k, share in enumerate((recs[:250], recs[250:])):
+        for i, rec in enumerate(share):
+            workers[k].observe(rec)
+            if i % 97 == 0:  # an interval delta now and then, through the wire format
+                master.add(k, msgpack.unpackb(msgpack.packb(workers[k].take())))
+        master.add(k, msgpack.unpackb(msgpack.packb(workers[k].take())))
+    fams = _families(run)
+    assert run.dir == "" and "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+    ref = _reference(recs)
+    for (cls, name), hd in ref["hist"].items():
+        samples = [s for s in fams[f"harness_{name}_seconds"].samples if s.labels.get("class") == cls]
+        assert [s.value for s in samples if s.name.endswith("_bucket")] == hd["le"], (cls, name)
+        (count,) = [s.value for s in samples if s.name.endswith("_count")]
+        (total,) = [s.value for s in samples if s.name.endswith("_sum")]
+        assert count == hd["count"] and total == pytest.approx(hd["sum"] / 1e9, rel=1e-9), (cls, name)
+        assert all(s.labels["run"] == "run-m" and s.labels["config"] == "c1" for s in samples)
+    got = {(s.labels["class"], s.labels["outcome"], s.labels["phase"]): s.value
+           for s in fams["harness_requests"].samples if s.name == "harness_requests_total"}
+    assert got == ref["requests"]
+    assert not any(s.name.endswith("_created") for f in fams.values() for s in f.samples)
+    assert [s.value for s in fams["harness_active_users"].samples] == [3]
+    master.worker_done(0)
+    master.worker_done(1)
+    assert [s.value for s in _families(run)["harness_active_users"].samples] == [0]
+    run.close()
+
+
 def test_live_gauges_count_only_running_processes(tmp_path: Path) -> None:
     run = RunMetrics(None, "run-2", SCENARIO, "m")
     try:
@@ -245,8 +285,10 @@ def test_off_unless_the_runner_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert open_run(Opts(), "r", SCENARIO, "m") is None
 
 
-def test_run_scenario_final_values_equal_the_summary(tmp_path: Path) -> None:
-    """End to end through the runner: the served final values equal summary.json exactly."""
+@pytest.mark.parametrize("mode", [{}, {"distributed": 2}], ids=["load-process", "master+2-workers"])
+def test_run_scenario_final_values_equal_the_summary(tmp_path: Path, mode: dict[str, int]) -> None:
+    """End to end through the runner: the served final values equal summary.json exactly; with a
+    Locust master and 2 workers too (the workers ship their counts, the master writes them once)."""
     from harness.run import RunOptions, run_scenario
 
     scenario = Scenario.model_validate({
@@ -260,7 +302,7 @@ def test_run_scenario_final_values_equal_the_summary(tmp_path: Path) -> None:
     server = MetricsServer(0).start()
     try:
         summary = run_scenario(scenario, RunOptions(out_dir=tmp_path / "run", show_progress=False, write_report=False,
-                                                    metrics_server=server, labels={"config": "k"}))
+                                                    metrics_server=server, labels={"config": "k"}, **mode))
         page = _scrape(server.url)  # the run has closed: frozen final values
     finally:
         server.close()
