@@ -36,3 +36,45 @@ def test_harness_debug_shows_the_traceback(tmp_path):
 
     proc = _patched_report(tmp_path, {**os.environ, "HARNESS_DEBUG": "1"})
     assert proc.returncode == 1 and "Traceback" in proc.stderr and "ZeroDivisionError" in proc.stderr
+
+
+def test_ctrl_c_while_the_commands_load_is_one_line(monkeypatch, capsys):
+    """Ctrl-C in the first moments of `harness run` (every command's module is being imported)
+    printed a KeyboardInterrupt traceback: now `interrupted`, exit 130, like later."""
+    import harness.cli.main as cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    try:
+        code = cli.main(["run", "scenarios/smoke.yaml"])
+    except KeyboardInterrupt:
+        raise AssertionError("KeyboardInterrupt escaped main: the user sees a traceback") from None
+    assert code == 130
+    assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_ctrl_c_while_the_load_process_starts_is_an_interruption_not_a_failure(tmp_path):
+    """SIGINT once the load plan is written (the load process is still importing Locust): the run
+    said `the load process failed before measuring anything` with exit 2 (a user error); now it is
+    `interrupted`, exit 130, and the run directory keeps what was written."""
+    import json
+    import signal
+    import time
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(json.dumps({"name": "s", "load": {"concurrency": 2, "duration_s": 30},
+                                    "workload": {"classes": [{"name": "a", "input_tokens": 16, "output_tokens": 8}]}}))
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "run", str(scenario), "--out", str(out),
+                             "--quiet", "--no-report", "--no-telemetry"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not (out / "load_plan.json").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err and "failed" not in err, err
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "interrupted", err
+    assert (out / "scenario.yaml").exists() and (out / "load_plan.json").exists()

@@ -55,8 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
     try:
+        parser = build_parser()  # imports every command: a Ctrl-C in these first moments is one line too
         args, rest = parser.parse_known_args(argv)
         if args.command is None:
             parser.print_help()

@@ -139,6 +139,10 @@ def _measure(prep: prepare.Prepared, opts: RunOptions, env: dict[str, str] | Non
     if not results and follower is not None and follower.engine_exit is not None:
         raise RunFailed(f"the simulated engine exited (code {follower.engine_exit[0]}) before anything was measured; "
                         f"see {run_dir.sim_log}", *tail(run_dir.sim_log, 3))
+    if not results and stopped_by is not None:
+        # Ctrl-C / SIGTERM while the load processes were still starting: nothing was measured, and
+        # that is the stop's doing, not a load process failure (the CLI prints one line, exit 130)
+        raise stopped_by
     if not results:
         raise UserError(f"the load process failed before measuring anything; see {run_dir.load_log}", *tail(run_dir.load_log))
     engine = instruments.stop_telemetry()
