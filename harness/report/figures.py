@@ -7,6 +7,8 @@ plotted in milliseconds.
 
 from __future__ import annotations
 
+import textwrap
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,7 +130,10 @@ def over_time_figure(
     fig = Figure(figsize=(9.0, 9.0), layout="constrained")
     axes = fig.subplots(4, 1, sharex=True)
     fig.suptitle("Over time (seconds since the first sample)")
-    no_engine = "no engine telemetry" + (f": {engine_missing}" if engine_missing else "")
+    # a panel's note is wrapped to the panel's width and kept out of the layout: a long reason (an
+    # unreachable engine's whole connection error) once squeezed the axes to nothing and printed
+    # matplotlib's "constrained_layout not applied" warning even with --quiet
+    no_engine = "\n".join(textwrap.wrap("no engine telemetry" + (f": {engine_missing}" if engine_missing else ""), 90)[:3])
 
     # warmup shading: progress phase "warmup", else the summary's window start
     warm_end = None
@@ -154,7 +159,7 @@ def over_time_figure(
             ax.set_ylim(0, max(peak * 1.3, 0.5))
         ax.text(0.99, 0.9, f"peak {peak:.1f} %", ha="right", va="top", transform=ax.transAxes, fontsize="small")
     else:
-        ax.text(0.5, 0.5, no_engine, ha="center", va="center", transform=ax.transAxes, color="#888")
+        ax.text(0.5, 0.5, no_engine, ha="center", va="center", transform=ax.transAxes, color="#888", fontsize="small", in_layout=False)
         ax.set_ylim(0, 100)
     ax.set_ylabel("KV usage (%)")
     ax.set_title("KV cache usage", loc="left", fontsize="medium")
@@ -172,7 +177,7 @@ def over_time_figure(
         ax.plot(tp, inflight, color="#7f7f7f", ls="--", lw=1, label="in flight (client)")
         drawn = True
     if not engine:
-        ax.text(0.5, 0.8, no_engine, ha="center", va="center", transform=ax.transAxes, color="#888")
+        ax.text(0.5, 0.8, no_engine, ha="center", va="center", transform=ax.transAxes, color="#888", fontsize="small", in_layout=False)
     ax.set_ylabel("requests")
     ax.set_title("Requests running and waiting in the engine", loc="left", fontsize="medium")
     if drawn:
@@ -189,7 +194,7 @@ def over_time_figure(
         ax.text(0.99, 0.9, f"{total:,.0f} in total" if total else "no preemptions", ha="right", va="top", transform=ax.transAxes, fontsize="small")
         ax.set_ylim(0, max(1.0, float(rate.max()) * 1.15))
     else:
-        ax.text(0.5, 0.5, no_engine if not engine else "engine reports no preemption counter", ha="center", va="center", transform=ax.transAxes, color="#888")
+        ax.text(0.5, 0.5, no_engine if not engine else "engine reports no preemption counter", ha="center", va="center", transform=ax.transAxes, color="#888", fontsize="small", in_layout=False)
     ax.set_ylabel("preemptions/s")
     ax.set_title("Preemptions", loc="left", fontsize="medium")
 

@@ -149,3 +149,22 @@ def test_latency_throughput_legend_fits_a_one_scenario_figure():
     box = fig.legends[0].get_window_extent(canvas.get_renderer())
     width = fig.get_figwidth() * fig.dpi
     assert box.x0 >= 0 and box.x1 <= width, (box, width)
+
+
+def test_a_long_missing_telemetry_reason_does_not_collapse_the_layout() -> None:
+    """A run whose engine died before the window (no request completed): the over-time figure's
+    note carried the whole connection error, constrained layout squeezed the axes to zero and
+    matplotlib printed a UserWarning on the console even with --quiet."""
+    import io
+    import warnings
+
+    from harness.report.figures import over_time_figure
+
+    reason = ("http://127.0.0.1:39197/metrics unreachable (\"HTTPConnection(host='127.0.0.1', port=39197): Failed to "
+              "establish a new connection: [Errno 111] Connection refused\")")
+    progress = [{"t": 100.0 + i, "phase": "warmup", "in_flight": 0, "done": 0, "output_tokens": 0} for i in range(3)]
+    fig = over_time_figure([], progress, {"start": None}, reason)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig.savefig(io.BytesIO(), format="png", dpi=100)
+    assert all(ax.get_position().height > 0.05 for ax in fig.axes)
