@@ -16,7 +16,7 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px soli
 .subtitle{color:#57606a;margin-top:0}
 .tablewrap{max-width:100%;overflow-x:auto;margin:.6em 0 1.2em}
 table{border-collapse:collapse;font-size:.92em}
-td.l{overflow-wrap:anywhere}
+td.l{overflow-wrap:break-word}
 th,td{border:1px solid #d0d7de;padding:.3em .6em}th{background:#f6f8fa}
 td.r,th.r{text-align:right;font-variant-numeric:tabular-nums}td.l,th.l{text-align:left}
 tr:nth-child(even) td{background:#fbfcfd}
