@@ -39,6 +39,7 @@ from harness.scenario.models import Scenario
 from harness.ui.guard import ScenarioChoices, check_form_host, fixed_target
 from harness.ui.live import LiveStats
 from harness.ui.routes import install
+from harness.ui.stages import load_warnings, stage_spans, watch_stages
 from harness.ui.view import build_view, engine_view
 
 log = logging.getLogger("harness.web")
@@ -106,7 +107,7 @@ class RunSession:
         ev.test_stopping.add_listener(self._on_test_stopping)
         ev.spawning_complete.add_listener(self._on_spawned)
         ev.quitting.add_listener(self._on_quitting)
-        gevent.spawn(self._stage_watch)
+        gevent.spawn(watch_stages, self)
         self._prepare()
         self.ui_host = (environment.host or "").rstrip("/")  # what the form shows: --host or the simulator
         if environment.web_ui is not None:
@@ -293,21 +294,6 @@ class RunSession:
         if run is not None and not run.finalizing and (not run.users_seen or run.users_seen[-1] != user_count):
             run.users_seen.append(int(user_count))
 
-    def _stage_watch(self) -> None:
-        """A LoadTestShape moved Locust's target user count: a new stage. The workers label the
-        requests they send from now on with it (harness.load.messages.Stage)."""
-        while True:
-            gevent.sleep(0.1)
-            run = self.run
-            if run is None or not run.stages or run.ending or self.state not in ("warmup", "measuring"):
-                continue
-            users = int(getattr(self.env.runner, "target_user_count", 0) or 0)
-            if users != run.stages[-1]["users"]:
-                label = str(len(run.stages) + 1)
-                run.stages.append({"stage": label, "users": users, "t": time.time()})
-                self.collector.stage(label, users)
-                log.info("harness: stage %s: %d users", label, users)
-
     def _on_delta(self, _worker: int, delta: Delta) -> None:
         run = self.run
         if run is None:
@@ -427,13 +413,8 @@ class RunSession:
             warnings.append(f"the final results of worker(s) {', '.join(map(str, missing))} did not arrive within "
                             f"{collector.final_timeout_s():.0f} s: their requests are missing from these results")
         if run.stages:
-            load["stages"] = _stage_spans(run)
-            if len(run.stages) > 1:
-                warnings.append("LoadTestShape: the overall block mixes its stages (" + " -> ".join(
-                    f"{s['users']} users" for s in run.stages) + "); each stage has its own block (groups.stage)")
-        elif len(set(run.users_seen)) > 1:
-            warnings.append("the number of users changed during the test (" + " -> ".join(map(str, run.users_seen))
-                            + "): the results mix load levels")
+            load["stages"] = stage_spans(run)
+        warnings += load_warnings(run)
         if stopped_early:
             warnings.append("the test was stopped before the scenario's stop condition")
         summary, metrics = finish.assemble(run.prep, results=results, engine=engine, stall=run.stall, status=status,
@@ -472,8 +453,6 @@ class RunSession:
             self.metrics_server.close()
 
     # ---------------------------------------------------------------- the view
-
-    # ---------------------------------------------------------------- the view
     def view(self) -> dict[str, Any]:
         now = time.time()
         if self._view_cache is not None and now - self._view_cache[0] < 1.0:
@@ -484,19 +463,6 @@ class RunSession:
 
     def base_path(self) -> str:
         return (getattr(self.opts, "web_base_path", "") or "").rstrip("/")
-
-
-def _stage_spans(run: Run) -> list[dict[str, Any]]:
-    """summary.json load.stages: each stage's users and its seconds inside the measured window
-    (the rates of its block are per those seconds)."""
-    start = run.window_start if run.window_start is not None else run.stages[0]["t"]
-    end = min(t for t in (run.stop_t, run.window_end, time.time()) if t is not None)
-    out = []
-    for i, st in enumerate(run.stages):
-        t0 = max(st["t"], start)
-        t1 = run.stages[i + 1]["t"] if i + 1 < len(run.stages) else end
-        out.append({"stage": st["stage"], "users": st["users"], "duration_s": round(max(0.0, min(t1, end) - t0), 3)})
-    return out
 
 
 def _number(text: Any, name: str) -> float | None:
