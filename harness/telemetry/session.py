@@ -4,8 +4,8 @@ Lifecycle, called by the run orchestrator (a plain process, no gevent):
 
     s = TelemetrySession(target_url=..., config=scenario.telemetry, out_dir=run_dir, ...)
     s.start()               # thread: one scrape every config.interval_s -> engine_metrics.jsonl
-    s.mark_window_start()   # after warmup: the next scrape (immediately) is the baseline
-    s.mark_window_end()     # after the last measured request: the next scrape is the final one
+    s.mark_window_start()   # after warmup: the baseline scrape starts at once
+    s.mark_window_end()     # after the last measured request: the final scrape starts at once
     engine = s.stop()       # the summary's `engine` block; never raises
     s.live()                # any time: latest canonical values, for live displays
 
@@ -14,6 +14,16 @@ bounded by `telemetry.timeout_s` (10 s, Prometheus' default: a busy vLLM on two 
 to serve /metrics, so a timeout tied to the interval lost whole windows). Each mark gets its own
 scrape, even when both marks arrive during one slow scrape, because counters are window deltas
 between exactly those two scrapes.
+
+A mark's scrape does not queue behind a periodic scrape in flight: it starts at once on a thread
+and connection of its own (`Source.twin`), so the end of a run waits for ONE scrape, at most one
+timeout. Queued behind it, a /metrics slowed to 5 s lengthened every run by 10 s, a hung one by
+two timeouts, and the baseline came up to a timeout late (issue #19). A periodic scrape that
+began before the baseline is not accumulated (no earlier scrape stands in for the baseline); one
+that answers after the final scrape began is dropped, failure included: accumulated after the
+final it would end the window late. Periodic scrapes pause while the baseline is in flight and
+stop at the end mark, so they never pile up (one thread, one at a time); the final scrape is
+applied only after the baseline, whichever answers first.
 
 Failure policy: the first failure logs ONE warning and records the reason; a permanent one (404,
 HTML/JSON, garbage) turns telemetry off at once, transient ones (timeout, refused) stop the
@@ -74,7 +84,12 @@ class TelemetrySession:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._end_done = threading.Event()
+        self._baseline_sent = threading.Event()
+        self._baseline_done = threading.Event()
         self._thread: threading.Thread | None = None
+        #: the marks' scrapes: a thread and a connection each (mark_window_start / _end)
+        self._final_thread: threading.Thread | None = None
+        self._mark_srcs: list[Source] = []
         self._result: dict | None = None
 
         # explicit profile: a typo is a user error, raised here (before the run), with the choices
@@ -93,7 +108,8 @@ class TelemetrySession:
         self._page_bytes = 0
 
         self._phase = "pre"  # pre -> window -> post
-        self._pending: list[str] = []
+        self._baseline_began = False
+        self._final_began = False  # from here on, periodic scrapes in flight are dropped
         self._t0: float | None = None
         self._t1: float | None = None
         self._acc: WindowAccumulator | None = None
@@ -136,21 +152,27 @@ class TelemetrySession:
     def mark_window_start(self) -> None:
         try:
             with self._lock:
+                if self._t0 is not None:
+                    return
                 self._t0 = time.time()
                 self._phase = "window"
-                self._pending.append("start")
-            self._ensure_started()
-            self._wake.set()
+                self._baseline_began = True
+                self._ensure_started()
+                if self._thread is not None:
+                    threading.Thread(target=self._mark, args=("start",), name="harness-telemetry-start", daemon=True).start()
         except Exception:
             log.exception("engine telemetry: mark_window_start failed")
 
     def mark_window_end(self) -> None:
         try:
             with self._lock:
+                if self._t1 is not None:
+                    return
                 self._t1 = time.time()
-                self._pending.append("end")
-            self._ensure_started()
-            self._wake.set()
+                self._ensure_started()
+                if self._thread is not None:
+                    self._final_thread = threading.Thread(target=self._mark, args=("end",), name="harness-telemetry-final", daemon=True)
+                    self._final_thread.start()
         except Exception:
             log.exception("engine telemetry: mark_window_end failed")
 
@@ -165,11 +187,12 @@ class TelemetrySession:
             if self._thread is not None:
                 if self._t1 is None and self._t0 is not None:
                     self.mark_window_end()
-                if self._t1 is not None:
+                if self._final_thread is not None:
                     self._end_done.wait(timeout=self._scrape_budget_s())
                 self._stopping.set()
                 self._wake.set()
-                self._thread.join(timeout=self._scrape_budget_s())
+                # not waiting for a periodic scrape in flight: its answer is dropped (_scrape)
+                self._thread.join(timeout=0.5)
             with self._lock:
                 self._result = self._build()
         except Exception as exc:
@@ -190,8 +213,8 @@ class TelemetrySession:
             self.start()
 
     def _scrape_budget_s(self) -> float:
-        """How long stop() waits for the final scrape: one in flight, then the final one (retried
-        only after a quick failure, so a hung endpoint costs two timeouts, not three)."""
+        """How long stop() waits for the final scrape: that one scrape (it does not queue behind a
+        periodic one), retried only after a quick failure, so a hung endpoint costs one timeout."""
         return self._src.budget_s() if self._src is not None else 2.0
 
     def _run(self) -> None:
@@ -212,52 +235,87 @@ class TelemetrySession:
         while True:
             self._wake.wait(max(0.0, next_due - time.monotonic()))
             self._wake.clear()
-            with self._lock:
-                marks, self._pending = self._pending, []
-            if self._stopping.is_set() and not marks:
+            if self._stopping.is_set():
                 return
-            if not marks and time.monotonic() < next_due:
+            if time.monotonic() < next_due:
                 continue
             started = time.monotonic()
-            # one scrape per mark: a window shorter than one slow scrape still gets a baseline
-            # and a final scrape of its own
-            for group in ([m] for m in marks) if marks else ([],):
+            with self._lock:
+                # the final scrape has the last word; the baseline in flight comes first
+                paused = self._t1 is not None or (self._baseline_began and not self._baseline_done.is_set())
+            if not paused:
                 try:
-                    self._tick(group)
+                    self._tick([])
                 except Exception as exc:
                     log.exception("engine telemetry: scrape loop error")
                     self._fail(TelemetryUnavailable(f"internal error: {type(exc).__name__}: {exc}", permanent=True))
             next_due = started + self.interval_s
 
-    def _tick(self, marks: list[str]) -> None:
+    def _mark(self, mark: str) -> None:
+        """A mark's scrape, at once, on a thread and connection of its own (module docstring)."""
+        try:
+            if mark == "end" and self._t0 is not None:
+                self._baseline_sent.wait(timeout=1.0)  # the baseline's request goes out first
+            with self._lock:
+                src = self._src.twin() if self._src is not None else None
+                if src is not None:
+                    self._mark_srcs.append(src)
+            self._tick([mark], src)
+        except Exception as exc:
+            log.exception("engine telemetry: %s scrape error", mark)
+            self._fail(TelemetryUnavailable(f"internal error: {type(exc).__name__}: {exc}", permanent=True))
+        finally:
+            with self._lock:
+                if mark == "end":
+                    self._phase = "post"
+            (self._end_done if mark == "end" else self._baseline_done).set()
+
+    def _tick(self, marks: list[str], src: Source | None = None) -> None:
+        src = src or self._src
         snap: Snapshot | None = None
         final = "end" in marks
-        # the final scrape is worth trying after transient failures (not after a permanent one)
-        attempted = self.source != "none" and (
-            not self._disabled or (final and self._acc is not None and not self._permanently_off())
-        )
+        with self._lock:
+            if final:
+                self._final_began = True
+            # a periodic scrape that began before the baseline: the baseline is a scrape of its own
+            before_baseline = not marks and not self._baseline_began
+            # the final scrape is worth trying after transient failures (not after a permanent one)
+            attempted = self.source != "none" and src is not None and (
+                not self._disabled
+                or (final and (self._acc is not None or not self._baseline_done.is_set()) and not self._permanently_off())
+            )
+        if "start" in marks:
+            self._baseline_sent.set()
         if attempted:
+            assert src is not None
             began = time.monotonic()
-            snap = self._scrape()
+            snap = self._scrape(src, periodic=not marks)
             # a refusal or a 503, not a hung endpoint (that would not answer a second time either)
             quick_failure = time.monotonic() - began < min(1.0, 0.5 * float(self.config.timeout_s))
             if snap is None and final and quick_failure and not self._permanently_off():
                 time.sleep(min(1.0, self.interval_s))
-                snap = self._scrape()
+                snap = self._scrape(src, periodic=False)
             if snap is not None and final and self._disabled:
                 self._final_recovered = True
+        if final and self._t0 is not None:  # applied after the baseline, whichever answered first
+            self._baseline_done.wait(timeout=self._scrape_budget_s())
         gpu = None
         with self._lock:
+            if not marks and (self._final_began or self._stopping.is_set()):
+                return  # answered after the final scrape began: dropped (see _scrape)
             if "start" in marks and self._nvml is not None:
                 self._nvml.reset_window()
             in_window = self._phase == "window" or "start" in marks or "end" in marks
             if self._nvml is not None and in_window:
                 gpu = self._nvml.sample()
-            if snap is not None and self._src is not None and self._src.live_window:
+            # a periodic scrape is not accumulated while the baseline is outstanding
+            accumulate = bool(marks) or (not before_baseline and self._baseline_done.is_set())
+            if snap is not None and self._src is not None and self._src.live_window and accumulate:
                 self._accumulate(snap, marks)
             if "end" in marks:
                 self._phase = "post"
-                self._end_done.set()
+            if "start" in marks:
+                self._baseline_done.set()
             self._record(snap, gpu, marks, attempted)
 
     def _permanently_off(self) -> bool:
@@ -267,8 +325,6 @@ class TelemetrySession:
         profile = self._profile
         if profile is None:
             return
-        if "start" not in marks and "start" in self._pending:
-            return  # a scrape that began before the mark: the marked one follows at once
         if "start" in marks or (self._phase == "window" and self._acc is None):
             if "start" not in marks:
                 self._baseline_late = True
@@ -276,19 +332,29 @@ class TelemetrySession:
         elif self._phase == "window" and self._acc is not None:
             self._acc.add(snap)  # the final scrape ("end" mark) included: phase turns post after
 
-    def _scrape(self) -> Snapshot | None:
-        assert self._src is not None
-        self._attempts += 1
+    def _scrape(self, src: Source, *, periodic: bool) -> Snapshot | None:
+        """One scrape of `src`; its outcome is applied under the lock. A periodic scrape that
+        answers after the final one began (or after stop()) is dropped, failure included: the
+        window ends at the final scrape, and a final scrape that succeeded is not a failure."""
         t = time.perf_counter()
         try:
-            snap, self._profile = self._src.scrape(self._profile, self._choose_profile)
+            snap, profile = src.scrape(self._profile, self._choose_profile)
+            error = None
         except TelemetryUnavailable as exc:
-            self._fail(exc)
-            return None
-        self._scrape_ms.append((time.perf_counter() - t) * 1000)
-        self._page_bytes = self._src.page_bytes or self._page_bytes
-        self._consecutive_failures = 0
-        return snap
+            snap, profile, error = None, None, exc
+        with self._lock:
+            if periodic and (self._final_began or self._stopping.is_set()):
+                log.debug("engine telemetry: a periodic scrape answered after the final one began; dropped")
+                return None
+            self._attempts += 1
+            if error is not None:
+                self._fail(error)
+                return None
+            self._profile = profile
+            self._scrape_ms.append((time.perf_counter() - t) * 1000)
+            self._page_bytes = src.page_bytes or self._page_bytes
+            self._consecutive_failures = 0
+            return snap
 
     def _choose_profile(self, names: set[str]) -> Profile:
         found = detect(names)
@@ -424,9 +490,12 @@ class TelemetrySession:
         )
 
     def _close(self) -> None:
+        with self._lock:  # a scrape thread still in flight writes nothing after this
+            jsonl, self._jsonl = self._jsonl, None
         for closer in (
-            (lambda: self._jsonl.close()) if self._jsonl else None,
+            (lambda: jsonl.close()) if jsonl else None,
             (lambda: self._src.close()) if self._src else None,
+            *((lambda src=src: src.close()) for src in self._mark_srcs),
             (lambda: self._nvml.close()) if self._nvml else None,
         ):
             if closer is None:
@@ -435,5 +504,4 @@ class TelemetrySession:
                 closer()
             except Exception:  # noqa: BLE001, S110 - closing after the block is built
                 pass
-        self._jsonl = None
 

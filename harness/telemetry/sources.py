@@ -37,6 +37,10 @@ class Source(Protocol):
     def budget_s(self) -> float:
         """How long stop() waits for the final scrape."""
 
+    def twin(self) -> Source:
+        """The same source on a connection of its own: a mark's scrape (baseline, final) runs at
+        once beside a periodic one still in flight (a requests.Session is not shared between threads)."""
+
     def window_block(self, session: Any) -> dict: ...
 
     def close(self) -> None: ...
@@ -67,9 +71,12 @@ class DirectScrapes:
         return snap, profile
 
     def budget_s(self) -> float:
-        """One scrape in flight, then the final one (retried only after a quick failure, so a hung
-        endpoint costs two timeouts, not three)."""
-        return 2 * sum(self.direct.timeout) + 3.0
+        """The final scrape alone (it does not wait for a periodic one in flight), retried only
+        after a quick failure (< 1 s, then 1 s apart), so a hung endpoint costs one timeout."""
+        return sum(self.direct.timeout) + 3.0
+
+    def twin(self) -> DirectScrapes:
+        return DirectScrapes(self.direct.url, self.direct.timeout[1])
 
     def window_block(self, session: Any) -> dict:
         raise NotImplementedError("direct scrapes accumulate the window live")
@@ -86,6 +93,7 @@ class PrometheusScrapes:
     def __init__(self, url: str, selector: Any, timeout_s: float) -> None:
         from harness.telemetry.promql import PrometheusSource
 
+        self._args = (url, selector, timeout_s)
         self.prom = PrometheusSource(url, selector, timeout_s=timeout_s)
         self.where = f"Prometheus {self.prom.url} (selector {self.prom.matchers or 'none'})"
 
@@ -100,6 +108,9 @@ class PrometheusScrapes:
 
     def budget_s(self) -> float:
         return self.prom.timeout_s + 1.0
+
+    def twin(self) -> PrometheusScrapes:
+        return PrometheusScrapes(*self._args)
 
     def close(self) -> None:
         self.prom.prom.close()

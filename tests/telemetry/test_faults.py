@@ -180,7 +180,7 @@ def test_both_marks_during_one_slow_scrape_get_a_scrape_each(fake_metrics: FakeM
 
 def test_hung_endpoint_final_scrape_not_retried(fake_metrics: FakeMetrics, tmp_path) -> None:
     """A final scrape that timed out is not retried (a hung engine will not answer a second time):
-    stop() waits for at most the in-flight scrape and the final one."""
+    stop() waits for the final scrape alone, not for a periodic one in flight."""
     fake_metrics.set(VLLM_A)
     s = started_window(fake_metrics.url, tmp_path, interval_s=5.0, timeout_s=0.5)
     time.sleep(0.3)

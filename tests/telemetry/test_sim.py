@@ -8,6 +8,7 @@ report a hit rate near the expected one; direct and Prometheus modes must agree 
 from __future__ import annotations
 
 import importlib.util
+import json
 import random
 import subprocess
 import sys
@@ -180,3 +181,41 @@ def test_sim_metrics_faults(tmp_path, caplog, fault: str, fragment: str) -> None
     assert_shape(b)
     assert fragment in b["telemetry"]["missing_reason"] and b["preemptions"]["count"] is None
     assert len(telemetry_warnings(caplog)) == 1
+
+
+def test_slow_metrics_the_marks_do_not_queue_behind_a_periodic_scrape(tmp_path) -> None:
+    """Issue #19: /metrics answering in 5 s, a periodic scrape in flight at each mark. Each mark's
+    scrape starts at once on its own connection instead of queuing behind it: the baseline answers
+    after one slow scrape, and stop() returns after one (about 5 s), not two (the rest of the
+    periodic one, then the final: about 9 s). The periodic scrape in flight at the end answers after
+    the final began and is dropped: the counters are still exact deltas between the baseline and
+    the final scrape."""
+    delay = 5.0
+    sim = Sim(tmp_path, "--num-gpu-blocks-override", "400", "--fault-metrics", "slow", "--fault-metrics-delay-s", str(delay))
+    try:
+        s = TelemetrySession(target_url=sim.url, config=Telemetry(interval_s=0.5, nvml=False), out_dir=tmp_path, engine_kind="sim")
+        s.start()  # its first periodic scrape: 0 .. 5 s
+        time.sleep(0.2)
+        s.mark_window_start()  # the baseline: 0.2 .. 5.2 s, beside the periodic one
+        t = time.monotonic()
+        jsonl = tmp_path / "engine_metrics.jsonl"
+        while time.monotonic() < t + 3 * delay and '"mark": "start"' not in (jsonl.read_text() if jsonl.exists() else ""):
+            time.sleep(0.05)
+        baseline_s = time.monotonic() - t
+        # the baseline has answered; the next periodic scrape (about 5.5 .. 10.5 s) is in flight
+        usage = drive(sim.url, ["bab bac bad"] * 6, concurrency=3, max_tokens=20)
+        s.mark_window_end()
+        t = time.monotonic()
+        b = s.stop()
+        stop_s = time.monotonic() - t
+    finally:
+        sim.close()
+    assert baseline_s < delay + 2.0, f"the baseline took {baseline_s:.1f} s: it waited for the periodic scrape in flight"
+    assert stop_s < delay + 2.0, f"stop() took {stop_s:.1f} s: it waited for the periodic scrape in flight too"
+    tel = b["telemetry"]
+    assert tel["missing_reason"] is None and tel["scrapes"] == 2
+    assert b["engine_latency_ms"]["e2e"]["count"] == 6
+    assert b["generation_tokens"] == sum(u["completion_tokens"] for u in usage) == 120
+    lines = [json.loads(x) for x in jsonl.read_text().splitlines()]
+    assert [x["mark"] for x in lines if x.get("mark")] == ["start", "end"]
+    assert len(lines) <= 3, lines  # the first periodic scrape, the marks; the one in flight at the end: dropped
