@@ -9,21 +9,17 @@ Lifecycle, called by the run orchestrator (a plain process, no gevent):
     engine = s.stop()       # the summary's `engine` block; never raises
     s.live()                # any time: latest canonical values, for live displays
 
-Nothing here blocks the caller for long: marks only wake the thread; scrapes run there, each
-bounded by `telemetry.timeout_s` (10 s, Prometheus' default: a busy vLLM on two cores took 2.1 s
-to serve /metrics, so a timeout tied to the interval lost whole windows). Each mark gets its own
-scrape, even when both marks arrive during one slow scrape, because counters are window deltas
-between exactly those two scrapes.
-
-A mark's scrape does not queue behind a periodic scrape in flight: it starts at once on a thread
-and connection of its own (`Source.twin`), so the end of a run waits for ONE scrape, at most one
-timeout. Queued behind it, a /metrics slowed to 5 s lengthened every run by 10 s, a hung one by
-two timeouts, and the baseline came up to a timeout late (issue #19). A periodic scrape that
-began before the baseline is not accumulated (no earlier scrape stands in for the baseline); one
-that answers after the final scrape began is dropped, failure included: accumulated after the
-final it would end the window late. Periodic scrapes pause while the baseline is in flight and
-stop at the end mark, so they never pile up (one thread, one at a time); the final scrape is
-applied only after the baseline, whichever answers first.
+Nothing here blocks the caller for long: marks only start a thread; scrapes run on threads, each
+bounded by `telemetry.timeout_s` (10 s, Prometheus' default: a busy vLLM on two cores took 2.1 s to
+serve /metrics, so a timeout tied to the interval lost whole windows). Each mark gets its own
+scrape, because counters are window deltas between exactly those two scrapes. A mark's scrape
+starts at once on a thread and connection of its own (`Source.twin`): queued behind a periodic
+scrape in flight, a /metrics slowed to 5 s made every run 10 s longer and the baseline late (issue
+#19); now the end of a run waits for ONE scrape, at most one timeout. A periodic scrape that began
+before the baseline is not accumulated; one answering after the final began is dropped, failure
+included (after the final it would end the window late). Periodic scrapes (one thread, never piling
+up) pause while the baseline is in flight and stop at the end mark; the final scrape is applied
+after the baseline, whichever answers first.
 
 Failure policy: the first failure logs ONE warning and records the reason; a permanent one (404,
 HTML/JSON, garbage) turns telemetry off at once, transient ones (timeout, refused) stop the
@@ -87,9 +83,8 @@ class TelemetrySession:
         self._baseline_sent = threading.Event()
         self._baseline_done = threading.Event()
         self._thread: threading.Thread | None = None
-        #: the marks' scrapes: a thread and a connection each (mark_window_start / _end)
         self._final_thread: threading.Thread | None = None
-        self._mark_srcs: list[Source] = []
+        self._mark_srcs: list[Source] = []  # the marks' own connections
         self._result: dict | None = None
 
         # explicit profile: a typo is a user error, raised here (before the run), with the choices
@@ -265,8 +260,8 @@ class TelemetrySession:
             log.exception("engine telemetry: %s scrape error", mark)
             self._fail(TelemetryUnavailable(f"internal error: {type(exc).__name__}: {exc}", permanent=True))
         finally:
-            with self._lock:
-                if mark == "end":
+            if mark == "end":
+                with self._lock:
                     self._phase = "post"
             (self._end_done if mark == "end" else self._baseline_done).set()
 
@@ -333,9 +328,8 @@ class TelemetrySession:
             self._acc.add(snap)  # the final scrape ("end" mark) included: phase turns post after
 
     def _scrape(self, src: Source, *, periodic: bool) -> Snapshot | None:
-        """One scrape of `src`; its outcome is applied under the lock. A periodic scrape that
-        answers after the final one began (or after stop()) is dropped, failure included: the
-        window ends at the final scrape, and a final scrape that succeeded is not a failure."""
+        """One scrape of `src`, applied under the lock; a periodic one answering after the final
+        began (or after stop()) is dropped, failure included: the window ends at the final."""
         t = time.perf_counter()
         try:
             snap, profile = src.scrape(self._profile, self._choose_profile)
@@ -344,7 +338,6 @@ class TelemetrySession:
             snap, profile, error = None, None, exc
         with self._lock:
             if periodic and (self._final_began or self._stopping.is_set()):
-                log.debug("engine telemetry: a periodic scrape answered after the final one began; dropped")
                 return None
             self._attempts += 1
             if error is not None:
