@@ -11,6 +11,9 @@ from __future__ import annotations
 
 #: fewer window scrapes than this -> KV/queue statistics are too thin to trust
 MIN_SCRAPES = 5
+#: a scrape slower than this share of the window (and than SLOW_SCRAPE_MS) blurs the window's edges
+SLOW_SCRAPE_SHARE = 0.1
+SLOW_SCRAPE_MS = 1000.0
 REL_MARGIN = 0.25
 #: (engine key, client key, quantiles, absolute margin ms, label)
 CHECKS = (
@@ -38,6 +41,7 @@ def reconcile(client_latency_ms: dict, engine: dict) -> list[str]:
             f"Only {scrapes} engine scrape(s) in the measured window: KV-usage and queue statistics rest on "
             f"too few samples; run longer or lower telemetry.interval_s."
         )
+    warnings += _slow_scrapes(tel)
     latency = engine.get("engine_latency_ms") or {}
     for ekey, ckey, quantiles, abs_ms, label in CHECKS:
         eng = latency.get(ekey) or {}
@@ -66,3 +70,18 @@ def reconcile(client_latency_ms: dict, engine: dict) -> list[str]:
                 )
     return warnings
 
+
+
+def _slow_scrapes(tel: dict) -> list[str]:
+    """A slow /metrics (audit reliability defect 16): the run no longer waits for it twice, but a
+    page built somewhere inside a multi-second answer is a snapshot of an unknown moment, so the
+    engine's counters (requests, tokens, preemptions, prefix hits) span a shifted, shorter window
+    than the client's. Said, so nobody reconciles the two totals as if they covered one window."""
+    slowest = (tel.get("scrape_ms") or {}).get("max")
+    window_s = tel.get("window_s")
+    if slowest is None or not window_s or slowest < max(SLOW_SCRAPE_MS, SLOW_SCRAPE_SHARE * window_s * 1000):
+        return []
+    span = tel.get("scraped_span_s")
+    covered = f"; its counters span {span:.1f} s of the {window_s:.1f} s window" if span is not None else ""
+    return [f"The engine's /metrics took up to {slowest / 1000:.1f} s to answer: each scrape shows the engine at "
+            f"an unknown moment inside that time{covered}, so engine totals need not match the client's."]

@@ -52,3 +52,15 @@ def test_too_few_scrapes_and_missing_telemetry() -> None:
     assert w == ["Engine telemetry incomplete: http://x/metrics returned 404."]
     assert reconcile(CLIENT_OK, empty_block(missing_reason="telemetry disabled (telemetry.enabled: false)")) == []
     assert reconcile({}, {}) == []
+
+
+def test_a_slow_metrics_endpoint_is_named_with_the_span_its_counters_cover() -> None:
+    slow = engine()
+    slow["telemetry"].update({"scrape_ms": {"mean": 5020.5, "max": 5025.7}, "window_s": 8.359, "scraped_span_s": 5.017})
+    w = reconcile(CLIENT_OK, slow)
+    assert w == ["The engine's /metrics took up to 5.0 s to answer: each scrape shows the engine at an unknown "
+                 "moment inside that time; its counters span 5.0 s of the 8.4 s window, so engine totals need "
+                 "not match the client's."]
+    quick = engine()
+    quick["telemetry"].update({"scrape_ms": {"mean": 40.0, "max": 650.0}, "window_s": 8.0, "scraped_span_s": 7.9})
+    assert reconcile(CLIENT_OK, quick) == []  # under 1 s: no warning
