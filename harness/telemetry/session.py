@@ -46,9 +46,10 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
-from harness.telemetry.block import build_block, empty_block, gpu_block, gpu_unavailable
+from harness.telemetry.block import empty_block, gpu_block, gpu_unavailable
 from harness.telemetry.exposition import Snapshot, TelemetryUnavailable
 from harness.telemetry.nvml import NvmlSampler, is_local_url
+from harness.telemetry.session_summary import session_block
 from harness.telemetry.profiles import KIND_ALIASES, PROFILES, Profile, detect
 from harness.telemetry.scrape_log import ScrapeLog, canonical_values
 from harness.telemetry.sources import Source, choose_source
@@ -82,6 +83,7 @@ class TelemetrySession:
         self._end_done = threading.Event()
         self._baseline_sent = threading.Event()
         self._baseline_done = threading.Event()
+        self._ready = threading.Event()  # NVML opened, the source checked: the marks' scrapes wait for it
         self._thread: threading.Thread | None = None
         self._final_thread: threading.Thread | None = None
         self._mark_srcs: list[Source] = []  # the marks' own connections
@@ -213,19 +215,10 @@ class TelemetrySession:
         return self._src.budget_s() if self._src is not None else 2.0
 
     def _run(self) -> None:
-        if self._nvml is not None:
-            reason = self._nvml.open() if is_local_url(self.target_url) else (
-                f"target {urlparse(self.target_url or '').hostname} is not this machine; NVML sees only local GPUs"
-            )
-            if reason:
-                self._gpu_reason = reason
-                self._nvml.close()
-                self._nvml = None
-        if self._src is not None:
-            try:
-                self._src.check()  # Prometheus: reachable, the selector matches (direct: nothing to check)
-            except TelemetryUnavailable as exc:
-                self._fail(exc, count_pre_window=True)
+        try:
+            self._open()
+        finally:
+            self._ready.set()
         next_due = time.monotonic()
         while True:
             self._wake.wait(max(0.0, next_due - time.monotonic()))
@@ -246,9 +239,26 @@ class TelemetrySession:
                     self._fail(TelemetryUnavailable(f"internal error: {type(exc).__name__}: {exc}", permanent=True))
             next_due = started + self.interval_s
 
+    def _open(self) -> None:
+        if self._nvml is not None:
+            reason = self._nvml.open() if is_local_url(self.target_url) else (
+                f"target {urlparse(self.target_url or '').hostname} is not this machine; NVML sees only local GPUs"
+            )
+            if reason:
+                self._gpu_reason = reason
+                self._nvml.close()
+                self._nvml = None
+        if self._src is not None:
+            try:
+                self._src.check()  # Prometheus: reachable, the selector matches (direct: nothing to check)
+            except TelemetryUnavailable as exc:
+                self._fail(exc, count_pre_window=True)
+
     def _mark(self, mark: str) -> None:
-        """A mark's scrape, at once, on a thread and connection of its own (module docstring)."""
+        """A mark's scrape, at once, on a thread and connection of its own (module docstring); after
+        the source check (a Prometheus that is not one is not asked again) and NVML's opening."""
         try:
+            self._ready.wait(timeout=self._scrape_budget_s())
             if mark == "end" and self._t0 is not None:
                 self._baseline_sent.wait(timeout=1.0)  # the baseline's request goes out first
             with self._lock:
@@ -437,50 +447,7 @@ class TelemetrySession:
         return self._t1 - self._t0
 
     def _build(self) -> dict:
-        profile_name = self._profile.name if self._profile else None
-        if self._src is not None and not self._src.live_window:
-            last = self._last_exc
-            # live polling may have given up (no data yet, a bad selector): the window query is
-            # still worth one attempt, unless the server was unreachable or refused us for good
-            if not (self._disabled and last is not None and (last.unreachable or last.permanent)):
-                return self._src.window_block(self)
-        acc = self._acc
-        if self.source == "none" or acc is None or acc.scrapes < 2:
-            reason = self._missing_reason
-            if reason is None:
-                reason = (
-                    "mark_window_start was never called" if self._t0 is None
-                    else "fewer than 2 successful scrapes in the measured window"
-                )
-            return empty_block(
-                source=self.source,
-                missing_reason=reason,
-                profile=profile_name,
-                expected_hit_rate=self.expected_hit_rate,
-                gpu_memory=self._gpu_block(),
-                scrapes=acc.scrapes if acc else 0,
-                extra_telemetry=self._telemetry_extra() if self.source != "none" else None,
-            )
-        reason = None
-        if self._final_recovered:
-            reason = (
-                f"gauges sampled only until periodic scrapes stopped ({self._missing_reason}); "
-                "counters span the whole window (baseline and final scrape succeeded)"
-            )
-        elif self._disabled:
-            reason = f"partial window: {self._missing_reason}"
-        elif self._consecutive_failures and self._phase == "post":
-            reason = f"final scrape failed ({self._missing_reason}); window ends at the last good scrape"
-        return build_block(
-            acc,
-            window_s=self._window_s(),
-            source=self.source,
-            scrapes=acc.scrapes,
-            missing_reason=reason,
-            expected_hit_rate=self.expected_hit_rate,
-            gpu_memory=self._gpu_block(acc),
-            extra_telemetry=self._telemetry_extra(),
-        )
+        return session_block(self)
 
     def _close(self) -> None:
         with self._lock:  # a scrape thread still in flight writes nothing after this
