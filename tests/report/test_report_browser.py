@@ -3,39 +3,21 @@ the sweep report's cells table was wider than the page, so the whole page scroll
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import pytest
 
+from chromium import MARKS, headless_chromium
+
 from harness.report import write_report
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (.ci/run installs it)"),
-    pytest.mark.skipif(not CHROMEDRIVER.exists(), reason="Debian's chromium-driver is not installed (.ci/run installs it)"),
-]
+pytestmark = MARKS
 
 
 @pytest.fixture
 def browser():
-    pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[test]')")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
-                "--window-size=1024,900", f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}"):
-        opts.add_argument(arg)
-    opts.binary_location = str(CHROMIUM)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
+    yield from headless_chromium(1024, 900)
 
 
 def test_sweep_report_page_is_not_wider_than_the_window(tmp_path: Path, browser) -> None:  # type: ignore[no-untyped-def]

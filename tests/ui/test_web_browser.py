@@ -13,27 +13,20 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from chromium import MARKS, headless_chromium
+
 from harness.run.target import free_port
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (.ci/run installs it)"),
-    # chromium without its driver (Debian ships them as two packages) must skip, not error in the fixture
-    pytest.mark.skipif(not CHROMEDRIVER.exists(),
-                       reason="Debian's chromium-driver is not installed (.ci/run installs it)"),
-]
+pytestmark = MARKS
 
 
 @pytest.fixture
@@ -76,20 +69,7 @@ def ui(tmp_path: Path):
 
 @pytest.fixture
 def browser():
-    pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[test]')")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
-                "--window-size=1500,1000", f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}"):
-        opts.add_argument(arg)
-    opts.binary_location = str(CHROMIUM)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
+    yield from headless_chromium(1500, 1000)
 
 
 def _shot(driver, name: str) -> None:  # type: ignore[no-untyped-def]
