@@ -11,15 +11,21 @@ in validation errors. So the choices are fixed when the UI starts and the browse
   a different host in the form is refused (`fixed_target`);
 - state-changing requests (POST /swarm, /stop, /stats/reset, ...) must come from the UI's own page:
   a foreign `Origin`, `Referer` or `Sec-Fetch-Site`, or, when the UI listens on loopback, a `Host`
-  that is not a loopback name (DNS rebinding), is refused with 403 (`refuse_cross_site`).
+  that is not a loopback name (DNS rebinding), is refused with 403 (`refuse_cross_site`);
+- reads are same-origin only: Locust's `CORS(app)` answers every route, the harness's /llm ones
+  included, with `Access-Control-Allow-Origin` set to the caller's Origin, so any page a browser on
+  the same machine opened could read the live stats, the logs and the run directory's absolute path
+  (audit R1). `SameOriginOnly` removes the CORS headers from every response: the UI's own page needs
+  none, and a page on another origin can no longer read what it fetches.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from harness.errors import UserError
@@ -161,3 +167,19 @@ def refuse_cross_site(method: str, headers: Mapping[str, str], loopback_only: bo
             return f"{name} {value!r} is not this UI ({host_header}); start and stop tests from the UI's own page"
         return None  # Origin checked; Referer only when there is no Origin
     return None
+
+
+class SameOriginOnly:
+    """WSGI middleware: no `Access-Control-*` header leaves the UI, so browsers let only the UI's own
+    pages read its answers. It wraps the whole app, so the CORS headers Locust's flask_cors adds in
+    its after_request hook and in its wrapped error handlers are removed alike."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+        self.app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            kept = [(k, v) for k, v in headers if not k.lower().startswith("access-control-")]
+            return start_response(status, kept, exc_info) if exc_info is not None else start_response(status, kept)
+
+        return self.app(environ, start)

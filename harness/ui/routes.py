@@ -1,7 +1,8 @@
 """The web UI's HTTP side: Locust's page extended (LLM tabs, rows), the /llm dashboard, run files.
 
 Flask routes on Locust's own app; every state-changing request passes the guard
-(harness.ui.guard): no cross-site POSTs, the form picks only scenarios the CLI allowed.
+(harness.ui.guard): no cross-site POSTs, the form picks only scenarios the CLI allowed, and no
+response carries CORS headers (another site's page cannot read the UI).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from harness.ui.guard import refuse_cross_site
+from harness.ui.guard import SameOriginOnly, refuse_cross_site
 from harness.metrics.table import shown
 from harness.ui.view import UI_STATS, llm_rows, run_rows
 
@@ -45,6 +46,7 @@ def install(s: Any, web_ui: Any) -> None:
         {"href": f"{base}/llm/api/live", "title": "LLM live values (JSON)"},
     ]
     app = web_ui.app
+    app.wsgi_app = SameOriginOnly(app.wsgi_app)  # type: ignore[method-assign]  # reads: same origin only (guard)
     auth = web_ui.auth_required_if_enabled
     loopback_only = _is_loopback_bind(getattr(s.opts, "web_host", "") or "")
 

@@ -111,6 +111,19 @@ def test_form_cannot_choose_scenario_path_host_or_come_from_another_site(ui_fact
         assert err.value.code == 403
         assert ui.get("/llm/api/live")["state"] == "idle" and _Capture.seen == []
 
+        # reads are same-origin only: no answer, a CORS preflight's included, lets another site's page
+        # read it (Locust's CORS(app) reflected any Origin: audit R1; the browser test has the page)
+        for method, path in (("GET", "/llm/api/live"), ("GET", "/stats/requests"), ("GET", "/logs"),
+                             ("GET", "/llm/runs/none/summary.json"), ("OPTIONS", "/llm/api/live")):
+            req = urllib.request.Request(ui.base + path, method=method, headers={
+                "Origin": "http://evil.example", "Access-Control-Request-Method": "GET"})
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    headers = dict(resp.headers)
+            except urllib.error.HTTPError as exc:
+                headers = dict(exc.headers)
+            assert not [h for h in headers if h.lower().startswith("access-control-")], (method, path, headers)
+
         # the UI's own page (same Origin) still starts and stops a test
         own = {"Origin": ui.base, "Sec-Fetch-Site": "same-origin"}
         status, res = _post(ui, "/swarm", {**form, "measured_window": "0",

@@ -156,3 +156,46 @@ def test_start_watch_stop_in_chromium(ui, browser) -> None:  # type: ignore[no-u
     summary = json.loads((run / "summary.json").read_text())
     assert summary["requests"]["completed"] > 0 and (run / "report.html").exists()
     assert summary["client"]["cut_at_end"] == 0
+
+
+def test_a_page_on_another_origin_cannot_read_the_ui(ui, browser) -> None:  # type: ignore[no-untyped-def]
+    """Audit R1: Locust's CORS(app) answered every GET with the caller's Origin allowed, so a page
+    served from anywhere else read the live stats, the logs and the run directory's path. Here a
+    page on another origin (another port) fetches them in Chromium and gets nothing back."""
+    import http.server
+    import threading
+
+    base, _tmp = ui
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<!doctype html><title>elsewhere</title><p>another site")
+
+        def log_message(self, *_a: object) -> None:
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        browser.set_script_timeout(20)
+        browser.get(f"http://127.0.0.1:{other.server_address[1]}/")
+        read = browser.execute_async_script("""
+            const [ui, done] = arguments, out = {};
+            (async () => {
+              for (const path of ["/llm/api/live", "/stats/requests", "/logs", "/tasks"]) {
+                try { out[path] = (await (await fetch(ui + path)).text()).slice(0, 80); }
+                catch (e) { out[path] = "blocked: " + e.name; }
+              }
+              done(out);
+            })();""", base)
+        assert read and all(v.startswith("blocked: TypeError") for v in read.values()), read
+        # the UI's own page still reads them
+        browser.get(base + "/llm")
+        own = browser.execute_async_script(
+            "const done = arguments[0]; fetch('/llm/api/live').then(r => r.json()).then(j => done(j.state));")
+        assert own == "idle"
+    finally:
+        other.shutdown()
