@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from fidelity import measure  # noqa: E402  (the same ground-truth server and join)
+from fidelity import measure, pct  # noqa: E402  (the same ground-truth server and join)
 CONFIGS = {
     "1": ("1 process", []),
     "p2": ("2 processes (independent)", ["--processes", "2"]),
@@ -55,8 +55,8 @@ def run_case(streams: int, itl_ms: float, tokens: int, rounds: int, extra: list[
         "streams": streams,
         "offered_ev_s": streams * 1000.0 / itl_ms,
         "delivered_ev_s": events / window,
-        "itl_err_p50_ms": float(np.percentile(errs, 50)) if errs else float("nan"),
-        "itl_err_p99_ms": float(np.percentile(errs, 99)) if errs else float("nan"),
+        "itl_err_p50_ms": pct(errs, 50),
+        "itl_err_p99_ms": pct(errs, 99),
         "client_cpu_max": summary["client"]["cpu_max_pct"],
         "coalesced": summary["timing"]["coalesced_reads"],
         "server_late_p99_ms": ticker.get("ticker_late_p99_ns", 0) / 1e6,

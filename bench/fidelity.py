@@ -27,6 +27,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.metrics import percentile  # noqa: E402
 
 
 def free_port() -> int:
@@ -36,7 +39,8 @@ def free_port() -> int:
 
 
 def pct(values, q):  # type: ignore[no-untyped-def]
-    return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else float("nan")
+    v = percentile.of_values(values, q)  # nearest rank, as the harness's own figures
+    return float("nan") if v is None else v
 
 
 def measure(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: int, server_cores: str | None,

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from harness.metrics import percentile
 from harness.registry import Registry
 
 
@@ -120,10 +121,7 @@ def chunk_times_s(r: dict[str, Any]) -> np.ndarray:
 
 
 def pct(values: np.ndarray | list[float], q: float) -> float | None:
-    arr = np.asarray(values, dtype=float)
-    if arr.size == 0:
-        return None
-    return float(np.percentile(arr, q))
+    return percentile.of_values(values, q)
 
 
 def rnd(x: float | None, nd: int = 3) -> float | None:

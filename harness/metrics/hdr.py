@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from harness.metrics import percentile
+
 #: latency range: 1 µs resolution floor (finer below 1 ms: 512 ns buckets) to one hour
 LATENCY_LOWEST_NS = 1_000
 LATENCY_HIGHEST_NS = 3_600 * 1_000_000_000
@@ -105,7 +107,34 @@ class Histogram:
         self.max = vmax if self.max is None else max(self.max, vmax)
 
     def percentile(self, pct: float) -> int:
-        return int(self._h.get_value_at_percentile(pct))
+        """Nearest-rank percentile (harness.metrics.percentile): the highest value equivalent to
+        the bucket holding the ceil(pct/100*N)-th smallest sample, kept within the exact
+        [min, max]. Never below that sample; above it by less than one part in 2**10 (3
+        significant figures). 0 for an empty histogram."""
+        return self.percentiles([pct])[0]
+
+    def percentiles(self, pcts: list[float] | tuple[float, ...]) -> list[int]:
+        """`percentile` for several percentiles with one pass over the counts."""
+        n = self.count
+        if n == 0:
+            return [0 for _ in pcts]
+        h = self._h
+        counts = np.ctypeslib.as_array(h.counts)[: h.counts_len]
+        nonzero = np.flatnonzero(counts)
+        cum = np.cumsum(counts[nonzero])
+        out: list[int] = []
+        for k in percentile.ranks(list(pcts), n).tolist():
+            if k >= n and self.max is not None:
+                out.append(int(self.max))  # the largest sample is known exactly
+                continue
+            index = int(nonzero[min(int(np.searchsorted(cum, k, side="left")), nonzero.size - 1)])
+            value = int(h.get_highest_equivalent_value(h.get_value_from_index(index)))
+            if self.max is not None:
+                value = min(value, int(self.max))
+            if self.min is not None:
+                value = max(value, int(self.min))
+            out.append(value)
+        return out
 
     def merge(self, other: Histogram) -> None:
         self._h.add(other._h)
@@ -160,10 +189,8 @@ class Histogram:
             out.update({"mean": None, **{k: None for k in PERCENTILES}, "min": None, "max": None})
             return out
         out["mean"] = self.sum / n / scale
-        pct = self._h.get_percentile_to_value_dict(list(PERCENTILES.values()))
-        for key, p in PERCENTILES.items():
-            # HDR reports a bucket's highest equivalent value; never beyond the exact max
-            out[key] = min(pct[p], self.max if self.max is not None else pct[p]) / scale
+        for key, value in zip(PERCENTILES, self.percentiles(list(PERCENTILES.values()))):
+            out[key] = value / scale
         out["min"] = (self.min or 0) / scale
         out["max"] = (self.max or 0) / scale
         if self.clamped_low or self.clamped_high:

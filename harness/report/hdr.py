@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from harness.metrics import percentile
+
 #: the x positions of a percentile plot: 0, 90, 99, 99.9, 99.99 sit at 0, 1, 2, 3, 4
 TAIL_TICKS = ((0.0, "0%"), (0.30103, "50%"), (1.0, "90%"), (2.0, "99%"), (3.0, "99.9%"), (4.0, "99.99%"))
 
@@ -31,14 +33,9 @@ class Hist:
         return int(self.counts.sum())
 
     def quantile(self, pct: float | np.ndarray) -> float | np.ndarray:
-        """Value at percentile(s) `pct` (0-100), HDR semantics: the smallest recorded value whose
-        cumulative count reaches ceil(pct/100 * total) (at least one)."""
-        cum = np.cumsum(self.counts)
-        total = cum[-1]
-        target = np.maximum(1, np.ceil(np.asarray(pct, dtype=float) / 100.0 * total))
-        idx = np.minimum(np.searchsorted(cum, target, side="left"), len(cum) - 1)
-        out = self.values[idx]
-        return float(out) if np.ndim(out) == 0 else out
+        """Value at percentile(s) `pct` (0-100) by nearest rank (harness.metrics.percentile): the
+        smallest recorded value whose cumulative count reaches ceil(pct/100 * total)."""
+        return percentile.of_counts(self.values, self.counts, pct)
 
     def mean(self) -> float:
         return float((self.values * self.counts).sum() / self.counts.sum())

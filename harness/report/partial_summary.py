@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.metrics import percentile
 from harness.metrics.table import METRICS
 from harness.results.schema import RunSummary
 
@@ -20,7 +21,7 @@ def _pcts(values: list[float]) -> dict[str, Any]:
     if not values:
         return {"count": 0}
     arr = np.asarray(values, dtype=float)
-    q = np.percentile(arr, [50, 90, 99, 99.9])
+    q = percentile.of_values_many(arr, (50.0, 90.0, 99.0, 99.9))
     return {
         "count": int(arr.size),
         "mean": float(arr.mean()),

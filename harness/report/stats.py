@@ -15,11 +15,12 @@ difference. Tricks that keep this fast on 100k-request runs:
 
 from __future__ import annotations
 
-from math import ceil, comb
+from math import comb
 from typing import Any
 
 import numpy as np
 
+from harness.metrics import percentile
 from harness.report import hdr
 
 
@@ -27,7 +28,7 @@ def quantile_draws(values: np.ndarray, pct: float, B: int, rng: np.random.Genera
     """(point estimate, B bootstrap draws) of the `pct` percentile of iid samples."""
     x = np.sort(np.asarray(values, dtype=float))
     n = x.size
-    k = min(n, max(1, ceil(pct / 100.0 * n)))
+    k = percentile.rank(pct, n)
     u = rng.beta(k, n - k + 1, size=B)
     idx = np.minimum((u * n).astype(np.int64), n - 1)
     return float(x[k - 1]), x[idx]
@@ -60,7 +61,7 @@ def hist_quantile_draws(h: hdr.Hist, pct: float | str, n_eff: int, B: int, rng: 
         var = float(((h.values - point) ** 2 * h.counts).sum() / max(1, h.total - 1))
         return point, rng.normal(point, np.sqrt(var / n), size=B)
     p = float(pct)
-    k = min(n, max(1, ceil(p / 100.0 * n)))
+    k = percentile.rank(p, n)
     u = rng.beta(k, n - k + 1, size=B)
     return float(h.quantile(p)), np.asarray(h.quantile(100.0 * u), dtype=float)
 
@@ -95,13 +96,11 @@ def cluster_quantile_draws(gaps: tuple[np.ndarray, np.ndarray], pcts: list[float
     _, o = np.unique(o, return_inverse=True)
     n_req = int(o.max()) + 1
     out: dict[float | str, tuple[float, list[float]]] = {}
-    base_cum = np.arange(1, v.size + 1, dtype=float)
     for p in pcts:
         if p == "mean":
             out[p] = (float(v.mean()), [])
         else:
-            k = np.searchsorted(base_cum, max(1.0, ceil(float(p) / 100.0 * v.size)))
-            out[p] = (float(v[min(k, v.size - 1)]), [])
+            out[p] = (float(v[percentile.rank(float(p), int(v.size)) - 1]), [])
     step = int(max(1, min(B, 4_000_000 // max(1, v.size))))  # resamples per vectorized chunk
     done = 0
     while done < B:
@@ -115,6 +114,7 @@ def cluster_quantile_draws(gaps: tuple[np.ndarray, np.ndarray], pcts: list[float
             if p == "mean":
                 vals = (w @ v.astype(np.float32)) / np.where(ok, total, 1)
             else:
+                # weights are integers, so the first cum >= p/100*total is the nearest rank
                 target = np.maximum(1.0, float(p) / 100.0 * total)
                 idx = np.minimum((cum < target[:, None]).sum(axis=1), v.size - 1)
                 vals = v[idx]

@@ -55,10 +55,8 @@ def chosen(histograms: dict[str, Any], percentiles: tuple[float, ...], group: st
         row.update({label(p): None for p in percentiles})
         if h.count:
             row["mean"] = h.sum / h.count / NS_PER_MS
-            top = h.max if h.max is not None else None
-            for p in percentiles:
-                v = h.percentile(p)
-                row[label(p)] = (min(v, top) if top is not None else v) / NS_PER_MS
+            for p, v in zip(percentiles, h.percentiles(list(percentiles))):
+                row[label(p)] = v / NS_PER_MS  # nearest rank, within [min, max] (harness.metrics.percentile)
             row["max"] = (h.max or 0) / NS_PER_MS
         out[metric] = row
     return out

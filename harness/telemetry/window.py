@@ -15,6 +15,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from harness.metrics import percentile
 from harness.telemetry.exposition import Labels, Snapshot
 from harness.telemetry.profiles.base import Profile
 
@@ -195,6 +196,5 @@ class WindowAccumulator:
         arr = np.asarray(values, dtype=float)
         out = {"mean": float(arr.mean()), "max": float(arr.max())}
         if percentiles:
-            out["p50"] = float(np.percentile(arr, 50))
-            out["p99"] = float(np.percentile(arr, 99))
+            out["p50"], out["p99"] = percentile.of_values_many(arr, (50.0, 99.0))
         return {k: out[k] for k in keys}

@@ -125,7 +125,7 @@ class LiveStats:
             h = merged[m.name]
             scale = NS_PER_MS if m.unit == "ms" else 1
             for p in CHART_STATS:
-                s[f"{chart_key(m)}_{p}"].append(round(min(h.percentile(PERCENTILES[p]), h.max or 0) / scale, 3)
+                s[f"{chart_key(m)}_{p}"].append(round(h.percentile(PERCENTILES[p]) / scale, 3)
                                                 if h.count else None)
         s["kv"].append(engine.get("kv_usage"))
         s["running"].append(engine.get("running"))
