@@ -13,6 +13,7 @@ Behaviour is chosen per request by the `model` field, so one server covers many 
   "midstream"   an error event inside the stream
   "empty"       role chunk, usage with 0 tokens, [DONE]
 N = max_tokens; ITL from the request's `itl_ms` extra field (default 1 ms).
+`FakeOpenAI.authorization` lists the Authorization header of every request (None when absent).
 """
 
 from __future__ import annotations
@@ -96,10 +97,16 @@ class FakeOpenAI:
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self.authorization: list[str | None] = []
+
+    @web.middleware
+    async def _record(self, request: web.Request, handler):  # type: ignore[no-untyped-def]
+        self.authorization.append(request.headers.get("Authorization"))
+        return await handler(request)
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        app = web.Application()
+        app = web.Application(middlewares=[self._record])
         app.router.add_post("/v1/chat/completions", _handle)
         app.router.add_post("/v1/completions", _handle)
         app.router.add_get("/v1/models", _models)

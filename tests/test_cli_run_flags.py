@@ -115,3 +115,29 @@ def test_bash_completion_completes_commands_flags_and_choices(tmp_path: Path) ->
     assert "--force" in _complete(script, "harness", "baseline", "save", "--f")
     zsh = harness("completion", "zsh").stdout
     assert zsh.startswith("autoload -U +X bashcompinit") and "complete -o filenames" in zsh
+
+
+def test_a_key_given_in_a_header_is_sent_but_written_nowhere(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Audit R2: `--header 'Authorization: Bearer ...'` put the key in clear into scenario.yaml and
+    load_plan.json. Now every file holds `[redacted]`, and every load process (one, several, a
+    Locust master's worker) still sends the real value."""
+    key = "sk-HDR-7f3a9cQ2-CLI"
+    for extra in ([], ["--processes", "2"], ["--distributed", "1"]):
+        out = tmp_path / f"run{len(extra)}{extra[-1] if extra else ''}"
+        fake_openai.authorization.clear()
+        proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url, "--requests", "6", "--warmup", "0",
+                       "--header", f"Authorization: Bearer {key}", "--header", "X-Team: bench", "--no-telemetry",
+                       "--no-report", "--quiet", "--out", str(out), *extra)
+        assert proc.returncode == 0, (extra, proc.stderr)
+        sent = [a for a in fake_openai.authorization if a is not None]
+        assert len(sent) >= 6 and set(sent) == {f"Bearer {key}"}, (extra, fake_openai.authorization)
+        written = [f.name for f in out.rglob("*") if f.is_file() and "7f3a9cQ2" in f.read_text(errors="replace")]
+        assert written == [], extra
+        headers = yaml.safe_load((out / "scenario.yaml").read_text())["target"]["headers"]
+        assert headers == {"Authorization": "[redacted]", "X-Team": "bench"}
+        assert (out / ("load_plan.w0.json" if "--processes" in extra else "load_plan.json")).is_file()
+    # a URL with user:password@ was written to scenario.yaml and quoted in the error: refused, masked
+    proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url.replace("//", "//user:pw-7f3a9cQ2@"),
+                   "--out", str(tmp_path / "urlcred"))
+    assert proc.returncode == 2 and "credentials in the URL" in proc.stderr and "7f3a9cQ2" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-MASK = "[redacted]"
+from harness.scenario.secrets import MASK  # one mask for files and echoes alike
 
 _PATTERNS = (
     re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{6,}"),  # Authorization schemes

@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT)
     args = p.parse_args(argv)
     if args.role == "master":
-        plan = LoadPlan.model_validate_json(args.plan.read_text())
+        plan = LoadPlan.read(args.plan)  # credential headers: from the environment
         return run_master(plan, args.expect_workers, args.bind_host, args.port, args.connect_timeout)
     return run_worker(args.master_host, args.master_port)
 

@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m harness.load.main PLAN.json", file=sys.stderr)
         return 2
     try:
-        plan = LoadPlan.model_validate_json(Path(argv[0]).read_text())
+        plan = LoadPlan.read(Path(argv[0]))  # credential headers: from the environment
         run(plan)
     except UserError as exc:
         for line in exc.lines:

@@ -1,13 +1,21 @@
 """The load plan: what the orchestrator hands to a load process (a JSON file).
 
 Importing this module does not import Locust or gevent, so the orchestrator can write plans.
+The file never holds a credential header's value (harness.scenario.secrets): `write` masks
+them, `read` takes the real values from the load process's environment, and a plan in memory
+(the web UI's, a Locust master's messages to its workers) keeps them.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+from harness.scenario.secrets import masked_scenario, restored_scenario, secrets_env
 
 
 class LoadPlan(BaseModel):
@@ -32,3 +40,20 @@ class LoadPlan(BaseModel):
     #: a Locust LoadTestShape drives the users: the first stage's label (later ones arrive as Stage
     #: messages); requests carry ("stage", label) so the summary has one block per stage
     stage: str | None = None
+
+    def write(self, path: Path) -> None:
+        """The plan as a file, credential headers masked."""
+        data = self.model_dump(mode="json")
+        data["scenario"] = masked_scenario(data["scenario"])
+        Path(path).write_text(LoadPlan.model_validate(data).model_dump_json(indent=2))
+
+    @classmethod
+    def read(cls, path: Path, env: Mapping[str, str] | None = None) -> LoadPlan:
+        """A plan file, with the masked headers' values from `env` (default: this process's)."""
+        plan = cls.model_validate_json(Path(path).read_text())
+        plan.scenario = restored_scenario(plan.scenario, os.environ if env is None else env)
+        return plan
+
+    def secrets_env(self) -> dict[str, str]:
+        """What a load process started on this plan's file needs in its environment."""
+        return secrets_env(self.scenario)

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
+from harness.load.plan import LoadPlan
 from harness.metrics.exporter import ENV_DIR
 from harness.registry import Registry
 from harness.results.layout import RunDir
@@ -59,11 +60,12 @@ class LocalProcesses:
             plan = prep.plan(worker=worker, workers=workers, kernel_stamps=opts.kernel_stamps,
                              stop_grace_s=opts.stop_grace_s)
             plan_path = prep.run_dir.root / (f"load_plan.w{worker}.json" if workers > 1 else "load_plan.json")
-            plan_path.write_text(plan.model_dump_json(indent=2))
+            plan.write(plan_path)
             # own session: Ctrl-C reaches us only and we stop the load gracefully; a killed harness
             # (SIGKILL) stops it too (die_with_parent); env: PROMETHEUS_MULTIPROC_DIR with live metrics
             started.procs.append(subprocess.Popen([sys.executable, "-m", "harness.load.main", str(plan_path)],
-                                                  stdout=subprocess.PIPE, stderr=log, bufsize=1, env=env, **_POPEN))
+                                                  stdout=subprocess.PIPE, stderr=log, bufsize=1,
+                                                  env=with_secrets(env, plan), **_POPEN))
 
 
 @MODES.register("distributed")
@@ -79,11 +81,11 @@ class Distributed:
                          live_metrics=env is not None)
         port = free_port()
         plan_path = prep.run_dir.plan
-        plan_path.write_text(plan.model_dump_json(indent=2))
+        plan.write(plan_path)
         started.procs.append(subprocess.Popen(
             [sys.executable, "-m", "harness.load.distributed", "master", str(plan_path), "--expect-workers",
              str(workers), "--port", str(port)],
-            stdout=subprocess.PIPE, bufsize=1, stderr=log, env=env, **_POPEN,
+            stdout=subprocess.PIPE, bufsize=1, stderr=log, env=with_secrets(env, plan), **_POPEN,
         ))
         worker_env = None if env is None else {k: v for k, v in env.items()
                                                 if k not in ("PROMETHEUS_MULTIPROC_DIR", ENV_DIR)}
@@ -91,6 +93,15 @@ class Distributed:
             started.helpers.append(subprocess.Popen(
                 [sys.executable, "-m", "harness.load.distributed", "worker", "--master-port", str(port)],
                 stdout=log, stderr=log, env=worker_env, **_POPEN))
+
+
+def with_secrets(env: dict[str, str] | None, plan: LoadPlan) -> dict[str, str] | None:
+    """The load process's environment: `env` (None: this process's) plus the plan's credential
+    headers, which its file holds masked (harness.scenario.secrets)."""
+    extra = plan.secrets_env()
+    if not extra:
+        return env
+    return {**(os.environ if env is None else env), **extra}
 
 
 def stop_helpers(helpers: list[subprocess.Popen[str]], timeout_s: float = 10.0) -> None:

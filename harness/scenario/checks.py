@@ -17,11 +17,17 @@ _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 def check_url(url: str, what: str = "URL") -> str:
     """An http(s) base URL with a host and a valid port, else ValueError saying which part is wrong."""
-    text = url.strip()
+    raw = url.strip()
     example = "e.g. http://127.0.0.1:8000"
+    parts = urlsplit(raw)
+    text = _without_userinfo(raw, parts.netloc)  # what the messages may quote
+    if "@" in parts.netloc:
+        # neither the client nor urllib sends user:password@ (it read as a host name), and the URL
+        # is written to scenario.yaml: a credential belongs in a header or in target.api_key_env
+        raise ValueError(f"{text!r}: credentials in the URL (user:password@) are not sent; remove them and give "
+                         "the key by target.api_key_env (--api-key-env NAME) or a header (--header 'Authorization: ...')")
     if any(c.isspace() for c in text) or not text:
         raise ValueError(f"{text!r} is not a {what} (no spaces allowed; {example})")
-    parts = urlsplit(text)
     if not parts.scheme or "://" not in text:
         raise ValueError(f"{text!r} is not a {what}: it needs http:// or https:// ({example})")
     if parts.scheme not in ("http", "https"):
@@ -37,6 +43,13 @@ def check_url(url: str, what: str = "URL") -> str:
     if parts.query or parts.fragment:
         raise ValueError(f"{text!r}: a base URL takes no ?query or #fragment ({example})")
     return text
+
+
+def _without_userinfo(url: str, netloc: str) -> str:
+    """`url` with its user:password@ part masked, for messages."""
+    if "@" not in netloc:
+        return url
+    return url.replace(netloc, "[redacted]@" + netloc.rpartition("@")[2], 1)
 
 
 def check_header(name: str, value: str) -> None:

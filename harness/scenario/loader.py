@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from harness.errors import UserError
 from harness.scenario.models import Scenario
+from harness.scenario.secrets import masked_scenario
 from harness.scenario.yaml_io import load_yaml_file
 
 M = TypeVar("M", bound=BaseModel)
@@ -126,4 +127,5 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
 
 
 def dump_scenario(scenario: Scenario) -> str:
-    return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+    """The scenario as a file (a run directory's scenario.yaml): credential headers masked."""
+    return yaml.safe_dump(masked_scenario(scenario.model_dump(mode="json")), sort_keys=False)

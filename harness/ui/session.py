@@ -251,7 +251,7 @@ class RunSession:
             run.stages = [{"stage": "1", "users": users, "t": time.time()}]
         plan = prep.plan(stop_grace_s=float(getattr(self.opts, "stop_grace", 30.0)),
                          live_metrics=self.metrics_server is not None, stage="1" if run.stages else None)
-        run_dir.plan.write_text(plan.model_dump_json(indent=2))
+        plan.write(run_dir.plan)  # credential headers masked in the file; the in-memory plan keeps them
         self.collector.begin(plan, run_dir.root)
         self.state = "warmup"
         users = int(getattr(self.env.runner, "target_user_count", 0) or 0)
