@@ -19,6 +19,7 @@ except ImportError:  # pragma: no cover - orjson is a dependency, keep working w
     from json import JSONDecodeError as _DecodeError
     from json import loads as _loads
 
+from harness.client import server_timing
 from harness.client.adapters.base import ApiAdapter
 from harness.metrics.record import RequestRecord
 
@@ -41,6 +42,7 @@ def interpret(
     texts: list[str] = []
     cumulative: list[int | None] = []
     usage: dict[str, Any] | None = None
+    usage_event: dict[str, Any] | None = None  # the last event with usage: the server's timings ride on it
     done = False
     last_choice_event: dict[str, Any] | None = None
     content_of = adapter.content
@@ -66,7 +68,7 @@ def interpret(
         if ev_usage is not None:
             _check_usage(ev_usage, payload)
         if ev_usage:
-            usage = ev_usage
+            usage, usage_event = ev_usage, event
         try:
             text = content_of(event)
         except (ValueError, TypeError, AttributeError, IndexError, KeyError) as exc:
@@ -88,6 +90,15 @@ def interpret(
         rec.input_tokens = usage.get("prompt_tokens")
         details = usage.get("prompt_tokens_details") or {}
         rec.cached_tokens = details.get("cached_tokens")
+    # the server's own timing of the request: read once, from the final events only (never per token)
+    for final in (usage_event, last_choice_event):
+        timing = server_timing.read(final) if final is not None else None
+        if timing is not None:
+            rec.server_timing = timing.source
+            rec.server_queue_ns = None if timing.queue_ms is None else round(timing.queue_ms * 1e6)
+            rec.server_prefill_ns = None if timing.prefill_ms is None else round(timing.prefill_ms * 1e6)
+            rec.server_decode_ns = None if timing.decode_ms is None else round(timing.decode_ms * 1e6)
+            break
     full_text = "".join(texts)
     if rec.session is not None:  # a multi-turn session sends this reply back as history
         rec.reply_text = full_text

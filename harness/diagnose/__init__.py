@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.diagnose import enginelog, interference, memory, timeslices  # noqa: F401 - register the analyses
+from harness.diagnose import ttft_parts  # noqa: F401 - registers its findings rule
 from harness.diagnose.base import ANALYSES, DiagnoseOptions, RunInputs
 from harness.diagnose.enginelog import LogWindow
 from harness.diagnose.findings import findings, headline

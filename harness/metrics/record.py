@@ -52,6 +52,11 @@ class RequestRecord:
     turn: int = 0  # multi-turn: 1-based turn number
     ideal_cached_tokens: int | None = None  # multi-turn: what a large prefix cache could serve
     reply_text: str | None = None  # the streamed reply, kept only when a session needs it (never written)
+    #: the server's own timing of this request (harness.client.server_timing): which source, and ns
+    server_timing: str | None = None
+    server_queue_ns: int | None = None
+    server_prefill_ns: int | None = None
+    server_decode_ns: int | None = None
     _derived: Derived | None = field(default=None, repr=False, compare=False)
 
     def derived(self) -> Derived:
@@ -123,7 +128,24 @@ class RequestRecord:
             **({"session": self.session, "turn": self.turn, "ideal_cached_tokens": self.ideal_cached_tokens}
                if self.session is not None else {}),
             **({"labels": dict(self.labels)} if self.labels else {}),
+            **(self._server_json() if self.server_timing is not None else {}),
         }
+
+    def _server_json(self) -> dict[str, Any]:
+        """The server's own timing, and TTFT split into its parts (ms; parts the server does not
+        report are absent): send lag + network + queue + prefill = the client's TTFT."""
+        ms = 1e6
+
+        def v(ns: int | None) -> float | None:
+            return None if ns is None else round(ns / ms, 3)
+
+        out: dict[str, Any] = {"server": {"timing": self.server_timing, "queue_ms": v(self.server_queue_ns),
+                                          "prefill_ms": v(self.server_prefill_ns), "decode_ms": v(self.server_decode_ns)}}
+        d = self.derived()
+        if d.ttft is not None:
+            parts = {"send_lag": d.send_lag, "network": d.network, "queue": d.queue, "prefill": d.prefill}
+            out["ttft_parts_ms"] = {k: v(x) for k, x in parts.items() if x is not None}
+        return out
 
 
 def meets_slo(rec: RequestRecord, slo: dict[str, float | None]) -> bool:

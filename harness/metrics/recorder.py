@@ -16,6 +16,7 @@ import numpy as np
 from harness.metrics.hdr import COUNT, LATENCY, Histogram
 from harness.metrics.record import RequestRecord, meets_slo
 from harness.metrics.table import HIST_NAMES, LATENCY_NAMES, METRICS, Metric
+from harness.metrics.ttft_parts import TtftParts
 
 ALL = "_all"
 #: histograms.json keys beside the classes: groupings ({"turn=3": class-shaped block}) and sessions
@@ -45,6 +46,7 @@ class ClassMetrics:
         self.hist: dict[str, Histogram] = {m.name: histogram_for(m) for m in METRICS}
         self.counts: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
+        self.parts = TtftParts()  # TTFT split with the server's timing, by TTFT (the tail's shares)
         self._pending: dict[str, array] = {name: array("q") for name in HIST_NAMES}
         self._n_pending = 0
 
@@ -58,12 +60,20 @@ class ClassMetrics:
         c["good"] += good
         c["input_tokens"] += rec.input_tokens if rec.input_tokens is not None else rec.intended_input_tokens
         c["output_tokens"] += rec.output_tokens or 0
+        prompt = rec.input_tokens if rec.input_tokens is not None else rec.intended_input_tokens
         if rec.cached_tokens is not None:  # usage.prompt_tokens_details (servers that report it)
             c["cached_tokens"] += rec.cached_tokens
             c["with_cached_usage"] += 1
+            c["cached_prompt_tokens"] += prompt  # the prompts those cached tokens are a share of
+        if rec.ideal_cached_tokens is not None:  # what the workload allows (sessions, hash-block traces)
+            c["ideal_cached_tokens"] += rec.ideal_cached_tokens
+            c["ideal_prompt_tokens"] += prompt
         c[f"output_source:{rec.output_source}"] += 1
+        if rec.server_timing is not None:
+            c[f"server_timing:{rec.server_timing}"] += 1
         p = self._pending
         d = rec.derived()
+        self.parts.record(rec.request_id, rec.server_timing is not None, d)
         for m in METRICS:  # each metric's samples of this request (harness.metrics.table)
             v = m.sample(d)
             if v is None:
@@ -97,6 +107,7 @@ class ClassMetrics:
             self.hist[name].merge(hist)
         self.counts.update(other.counts)
         self.errors.update(other.errors)
+        self.parts.merge(other.parts)
 
     def to_dict(self) -> dict[str, Any]:
         self.flush()
@@ -104,6 +115,7 @@ class ClassMetrics:
             "hist": {name: h.to_dict() for name, h in self.hist.items()},
             "counts": dict(self.counts),
             "errors": dict(self.errors),
+            "ttft_parts": self.parts.to_dict(),
         }
 
     @classmethod
@@ -113,7 +125,26 @@ class ClassMetrics:
             out.hist[name] = Histogram.from_dict(hd)
         out.counts.update(data.get("counts", {}))
         out.errors.update(data.get("errors", {}))
+        if data.get("ttft_parts"):
+            out.parts = TtftParts.from_dict(data["ttft_parts"])
         return out
+
+    def cache(self) -> dict[str, Any] | None:
+        """Prefix-cache outcome of these requests: the share of prompt tokens the server said it
+        served from cache (usage.prompt_tokens_details.cached_tokens, over the requests that
+        reported it), beside the share the workload allows (sessions, hash-block traces)."""
+        c = self.counts
+        if not c["with_cached_usage"] and not c["ideal_prompt_tokens"]:
+            return None
+        reported, ideal = c["cached_prompt_tokens"], c["ideal_prompt_tokens"]
+        return {
+            "requests_reporting": c["with_cached_usage"],
+            "prompt_tokens": reported,
+            "cached_tokens": c["cached_tokens"],
+            "hit_rate": (c["cached_tokens"] / reported) if reported else None,
+            "ideal_cached_tokens": c["ideal_cached_tokens"] if ideal else None,
+            "ideal_hit_rate": (c["ideal_cached_tokens"] / ideal) if ideal else None,
+        }
 
     def summarize(self, duration_s: float) -> dict[str, Any]:
         self.flush()
@@ -144,6 +175,8 @@ class ClassMetrics:
                 "fraction": (c["good"] / (completed + failed)) if (completed + failed) else None,
                 "rps": _rate(c["good"], dur),
             },
+            **({"cache": cache} if (cache := self.cache()) is not None else {}),
+            **({"ttft_breakdown": parts} if (parts := self.parts.summarize()) is not None else {}),
         }
 
 

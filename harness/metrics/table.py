@@ -49,6 +49,12 @@ class Derived:
     gaps: list[int]  # consecutive content-chunk gaps
     gap_tokens: list[int]  # tokens of the chunk that ends each gap
     chunk_tokens: list[int]
+    #: TTFT's parts by the server's own timing (harness.client.server_timing), None where not reported:
+    #: queue and prefill as the server measured them; network the rest of the client's TTFT after
+    #: send lag, queue and prefill (the wire both ways, HTTP, the server's frontend, detokenizing)
+    queue: int | None = None
+    prefill: int | None = None
+    network: int | None = None
 
 
 def derive(rec: RequestRecord) -> Derived:
@@ -61,12 +67,18 @@ def derive(rec: RequestRecord) -> Derived:
         tpot = (last - first) / (n - 1) if n is not None and n >= 2 else None
     else:
         ttft = e2e = tpot = None
+    send_lag = rec.sent_ns - rec.intended_ns if rec.intended_ns is not None else None
+    queue, prefill = rec.server_queue_ns, rec.server_prefill_ns
+    network = None
+    if ttft is not None and queue is not None and prefill is not None:
+        network = ttft - (send_lag or 0) - queue - prefill
     return Derived(
         start=start, ttft=ttft, e2e=e2e, tpot=tpot,
-        send_lag=rec.sent_ns - rec.intended_ns if rec.intended_ns is not None else None,
+        send_lag=send_lag,
         gaps=[b - a for a, b in zip(times, times[1:])] if len(times) > 1 else [],
         gap_tokens=rec.chunk_tokens[1:len(times)],
         chunk_tokens=rec.chunk_tokens,
+        queue=queue, prefill=prefill, network=network,
     )
 
 
@@ -146,7 +158,15 @@ METRICS: tuple[Metric, ...] = (
     Metric("send_lag", "send lag (open loop)", "ms", "latency", lambda d: d.send_lag, frozenset({"console"}),
            2, "send_lag_ms", optional=True, rank=5,
            live=Live("send_lag", SEND_LAG_BUCKETS, "Open loop: actual send time minus intended send time.")),
-    Metric("tokens_per_chunk", "tokens per chunk", "", "count", lambda d: d.chunk_tokens, frozenset(), 2, rank=6),
+    # TTFT decomposed with the server's own per-request timing (present only where the server reports it)
+    Metric("ttft_queue", "TTFT part: queue (server)", "ms", "latency", lambda d: d.queue, frozenset(), 2,
+           optional=True, rank=7),
+    Metric("ttft_prefill", "TTFT part: prefill (server)", "ms", "latency", lambda d: d.prefill, frozenset(), 2,
+           optional=True, rank=8),
+    # a histogram holds no negative values: a (mis-joined) negative rest is clamped here, raw in requests.jsonl
+    Metric("ttft_network", "TTFT part: network + HTTP", "ms", "latency",
+           lambda d: None if d.network is None else max(0, d.network), frozenset(), 2, optional=True, rank=9),
+    Metric("tokens_per_chunk", "tokens per chunk", "", "count", lambda d: d.chunk_tokens, frozenset(), 2, rank=10),
 )
 
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}

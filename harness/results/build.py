@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from harness import __version__
 from harness.metrics.recorder import ALL, MetricSet
 from harness.results.schema import RunSummary
+from harness.results.server_timing import server_timing_block
 
 CPU_SATURATED_PCT = 90.0
 #: a share of failed requests that makes the latencies unrepresentative (they describe survivors)
@@ -200,6 +201,9 @@ def build_summary(
         client=client,
         engine=engine or {},
         status=status,
+        cache=overall.get("cache"),
+        ttft_breakdown=overall.get("ttft_breakdown"),
+        server_timing=server_timing_block(classes[ALL].counts, completed, bool(merged.get("fleets"))),
     )
     if groups:
         summary.groups = groups

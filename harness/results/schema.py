@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.metrics.table import LATENCY_NAMES
+from harness.results.schema_traffic import CacheOutcome, ServerTiming, TtftBreakdown
 
 SCHEMA_VERSION = 1
 
@@ -71,6 +72,8 @@ class ClassBlock(Open):
     latency_ms: dict[str, Dist] = Field(default_factory=dict)
     tokens_per_chunk: Dist = Field(default_factory=Dist)
     goodput: dict[str, Any] = Field(default_factory=dict)
+    cache: CacheOutcome | None = None  # prefix-cache outcome (servers that report cached tokens)
+    ttft_breakdown: TtftBreakdown | None = None  # TTFT split with the server's own timing
 
 
 class Finding(Open):
@@ -103,6 +106,9 @@ class RunSummary(Open):
     latency_ms: dict[str, Dist] = Field(default_factory=dict)
     tokens_per_chunk: Dist = Field(default_factory=Dist)
     per_class: dict[str, ClassBlock] = Field(default_factory=dict)
+    cache: CacheOutcome | None = None  # every class together (harness.results.schema_traffic)
+    ttft_breakdown: TtftBreakdown | None = None
+    server_timing: ServerTiming | None = None  # whether the server timed each request, what is unknown
     # extra keys written only when there is something in them (older readers see no change):
     #   groups    the same requests grouped another way: {"turn": {"1": <ClassBlock>, ...}}
     #   sessions  multi-turn sessions: started/completed/cut, duration_s, ideal vs engine prefix hit rate

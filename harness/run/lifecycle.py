@@ -47,8 +47,6 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
         if target_url is None:
             args = sim_lora_args(scenario, opts.sim_args)  # the scenario's LoRA adapters, served by name
             n = scenario.target.replicas
-            if n > 1 and "--enable-prompt-tokens-details" not in args:
-                args.append("--enable-prompt-tokens-details")  # each replica's cached tokens, per endpoint
             sim = EmbeddedSim(args, log_path=run_dir.sim_log).start()
             target_url = sim.url
             engine_kind = engine_kind or "sim"

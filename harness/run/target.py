@@ -39,11 +39,25 @@ def _http(method: str, url: str, body: dict[str, Any] | None = None, headers: di
         return exc.code, exc.read()
 
 
+def reporting_args(args: list[str]) -> list[str]:
+    """The built-in simulator reports what vLLM can be asked to: each request's cached prompt
+    tokens (`--enable-prompt-tokens-details`) and its own timing of the request
+    (`--enable-per-request-metrics`, which vLLM refuses beside `--disable-log-stats`), so every
+    run on it carries the cache outcome and the TTFT split per request."""
+    out = list(args)
+    if "--enable-prompt-tokens-details" not in out:
+        out.append("--enable-prompt-tokens-details")
+    if "--enable-per-request-metrics" not in out and "--disable-log-stats" not in out:
+        out.append("--enable-per-request-metrics")
+    return out
+
+
 class EmbeddedSim:
-    """The built-in simulated engine as a child process on a free loopback port."""
+    """The built-in simulated engine as a child process on a free loopback port (reporting cached
+    tokens and per-request timings: `reporting_args`)."""
 
     def __init__(self, args: list[str], log_path: Path, ready_timeout_s: float = 60.0) -> None:
-        self.args = list(args)
+        self.args = reporting_args(args)
         self.log_path = log_path
         self.ready_timeout_s = ready_timeout_s
         self.port = free_port()

@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--enable-request-id-headers", action="store_true", help="accepted; X-Request-Id is always echoed")
     g.add_argument("--enable-force-include-usage", action="store_true", help="usage on every streamed chunk")
     g.add_argument("--enable-prompt-tokens-details", action="store_true", help="usage.prompt_tokens_details.cached_tokens")
+    g.add_argument("--enable-per-request-metrics", action="store_true",
+                   help="a `metrics` object (queue, TTFT from scheduling, decode times) on the final usage chunk, as vLLM 0.32")
     g.add_argument("--trust-remote-code", action="store_true", help="accepted and ignored")
     g.add_argument("--seed", type=int, default=0)
 

@@ -244,6 +244,7 @@ class SimConfig:
     log_stats_interval: float
     force_include_usage: bool
     prompt_tokens_details: bool
+    per_request_metrics: bool
     scripted: ScriptedConfig | None
     faults: FaultConfig = field(default_factory=FaultConfig)
     max_num_batched_tokens_set: bool = False
@@ -302,6 +303,9 @@ class SimConfig:
 
     @classmethod
     def from_args(cls, a) -> "SimConfig":  # type: ignore[no-untyped-def]
+        if a.enable_per_request_metrics and a.disable_log_stats:  # vLLM 0.32 refuses the pair at startup too
+            raise ConfigError("Error: --enable-per-request-metrics requires engine statistics logging; remove "
+                              "--disable-log-stats to enable per-request metrics.")
         if a.block_size not in ALLOWED_BLOCK_SIZES:
             raise ConfigError(f"argument --block-size: invalid choice: {a.block_size} (choose from {', '.join(map(str, ALLOWED_BLOCK_SIZES))})")
         for name in ("max_num_seqs", "max_num_batched_tokens", "num_gpu_blocks_override"):
@@ -409,6 +413,7 @@ class SimConfig:
             log_stats_interval=a.sim_log_stats_interval,
             force_include_usage=a.enable_force_include_usage,
             prompt_tokens_details=a.enable_prompt_tokens_details,
+            per_request_metrics=a.enable_per_request_metrics,
             scripted=scripted,
             faults=FaultConfig(
                 error_rate=a.fault_error_rate,

@@ -89,6 +89,7 @@ class Engine(EngineBase):
             self._task.cancel()
 
     def submit(self, req: SimRequest) -> None:
+        req.queued = perf_counter()
         self._draw_disconnect(req)
         self._hash_blocks(req)
         self.waiting.append(req)

@@ -8,7 +8,7 @@ from time import perf_counter
 from harness.sim.config import SimConfig
 from harness.sim.metrics import Stats
 from harness.sim.request import FINISHED, SimRequest
-from harness.sim.sse import WORD_BYTES
+from harness.sim.sse import WORD_BYTES, request_metrics_json
 
 VOCAB_SIZE = len(WORD_BYTES)
 
@@ -66,7 +66,7 @@ class EngineBase:
         req.status = FINISHED
         req.finish_reason = reason
         if req.stream is not None and reason != "abort":
-            req.stream.finish()
+            req.stream.finish(request_metrics_json(req) if self.cfg.per_request_metrics else None)
         self.stats.finish(reason, req.arrival, req.first_sched, req.first_token, now, req.prompt_len,
                           len(req.out_ids), req.max_tokens, req.preemptions)
         if not req.done.done():

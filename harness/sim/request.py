@@ -15,7 +15,7 @@ class SimRequest:
         "lora",
         "rid", "response_id", "chat", "created", "prompt_len", "tokens", "out_ids", "max_tokens", "min_tokens",
         "ignore_eos", "arrival", "arrival_ns", "arrival_wall_ns", "stream", "transport", "done", "status",
-        "num_computed", "blocks", "block_hashes", "num_cached_blocks", "cached_tokens", "first_sched",
+        "queued", "num_computed", "blocks", "block_hashes", "num_cached_blocks", "cached_tokens", "first_sched",
         "first_token", "last_token", "preemptions", "finish_reason", "disconnect_after", "trace", "greedy",
     )
 
@@ -40,6 +40,7 @@ class SimRequest:
         self.transport = transport
         self.done: asyncio.Future = asyncio.get_running_loop().create_future()
         self.status = WAITING
+        self.queued: float | None = None  # perf_counter when the engine took it (vLLM's queued_ts)
         self.num_computed = 0
         self.blocks: list[int] = []
         self.block_hashes: list[int] = []

@@ -63,7 +63,7 @@ class ScriptedEngine(EngineBase):
     def submit(self, req: SimRequest) -> None:
         self._draw_disconnect(req)
         req.status = RUNNING
-        req.first_sched = req.arrival
+        req.queued = req.first_sched = req.arrival
         if req.stream is None:  # non-streaming: everything at the last token's due time
             due = req.arrival_ns + max(0, self.ttft_ns + self._jitter()) + (req.max_tokens - 1) * self.itl_ns
         else:

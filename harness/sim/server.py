@@ -32,7 +32,7 @@ from harness.sim.metrics import SimCollector, Stats, make_registry, render
 from harness.sim.protocol import ApiError, parse_generate
 from harness.sim.request import SimRequest
 from harness.sim.scripted import ScriptedEngine
-from harness.sim.sse import CONTENT, SSEStream, completion_body, new_trace_log
+from harness.sim.sse import CONTENT, SSEStream, completion_body, new_trace_log, request_metrics
 from harness.sim.trace import TraceWriter
 from harness.workload.builtin_tokenizer import VOCAB
 
@@ -198,6 +198,7 @@ class SimServer:
         out = completion_body(chat=chat, response_id=response_id, model=cfg.served_model_name, created=created,
                               text=text, finish=req.finish_reason or "length", prompt_tokens=req.prompt_len,
                               completion_tokens=len(req.out_ids), cached=cached,
+                              metrics=request_metrics(req) if cfg.per_request_metrics else None,
                               logprobs=logprobs_body(req, chat, params.logprobs) if params.logprobs is not None else None)
         full = web.json_response(out, headers=headers)
         await full.prepare(request)

@@ -119,18 +119,46 @@ class SSEStream:
             payload = b"".join((self._pre, text, self._mid, fin, stop, b"}\n\n"))
         return self._write(payload, n_tokens, CONTENT)
 
-    def finish(self) -> None:
-        """The usage chunk (when asked for) and `[DONE]`."""
+    def finish(self, metrics: bytes | None = None) -> None:
+        """The usage chunk (when asked for; with `metrics`, vLLM's per-request timings) and `[DONE]`."""
         if self.include_usage:
-            self._write(self._head + b'[],"usage":' + self._usage() + b"}\n\n", 0, USAGE)
+            tail = b',"metrics":' + metrics + b"}\n\n" if metrics is not None else b"}\n\n"
+            self._write(self._head + b'[],"usage":' + self._usage() + tail, 0, USAGE)
         self._send(DONE_FRAME, 0, DONE)
 
     def is_disconnected(self) -> bool:
         return self.closed or self.transport.is_closing()
 
 
+def request_metrics(req: Any) -> dict[str, float]:
+    """vLLM 0.32's per-request `metrics` (`--enable-per-request-metrics`, built from the engine's
+    RequestStateStats by build_per_request_timing_metrics): `time_to_first_token_ms` runs from the
+    first scheduling to the first token (the prefill, queue excluded), `queue_time_ms` from when the
+    engine took the request to its first scheduling, `generation_time_ms` from the first to the last
+    token. A field whose stamps are missing is left out, as vLLM's exclude_none does."""
+    out: dict[str, float] = {}
+    queued, sched, first, last = req.queued, req.first_sched, req.first_token, req.last_token
+    n = len(req.out_ids)
+    if sched is not None and first is not None:
+        out["time_to_first_token_ms"] = (first - sched) * 1000
+    if first is not None and last is not None:
+        out["generation_time_ms"] = (last - first) * 1000
+    if queued is not None and sched is not None:
+        out["queue_time_ms"] = (sched - queued) * 1000
+    if first is not None and last is not None and n > 1:
+        out["mean_itl_ms"] = (last - first) / (n - 1) * 1000
+    if sched is not None and last is not None and last > sched:
+        out["tokens_per_second"] = n / (last - sched)
+    return out
+
+
+def request_metrics_json(req: Any) -> bytes:
+    return json.dumps(request_metrics(req), separators=(",", ":")).encode()
+
+
 def completion_body(*, chat: bool, response_id: str, model: str, created: int, text: str, finish: str,
-                    prompt_tokens: int, completion_tokens: int, cached: int | None, logprobs: dict | None = None) -> dict:
+                    prompt_tokens: int, completion_tokens: int, cached: int | None, logprobs: dict | None = None,
+                    metrics: dict[str, float] | None = None) -> dict:
     """A non-streaming response, shaped like vLLM's."""
     usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
                              "completion_tokens": completion_tokens}
@@ -143,4 +171,7 @@ def completion_body(*, chat: bool, response_id: str, model: str, created: int, t
     else:
         choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish, "stop_reason": None}
         obj = "text_completion"
-    return {"id": response_id, "object": obj, "created": created, "model": model, "choices": [choice], "usage": usage}
+    body = {"id": response_id, "object": obj, "created": created, "model": model, "choices": [choice], "usage": usage}
+    if metrics is not None:
+        body["metrics"] = metrics
+    return body

@@ -161,6 +161,33 @@ def test_cached_tokens_from_prompt_details() -> None:
     assert rec.cached_tokens == 32
 
 
+def _with(line: bytes, **extra: Any) -> bytes:
+    body = json.loads(line[6:])
+    body.update(extra)
+    return b"data: " + json.dumps(body).encode()
+
+
+def test_server_timing_from_the_final_usage_chunk() -> None:
+    """vLLM 0.32 with --enable-per-request-metrics: `metrics` rides on the final usage chunk."""
+    usage = ev(usage={"prompt_tokens": 4, "completion_tokens": 2}, choices=False)
+    rec = run([(2_000, ev({"content": "a"})), (3_000, ev({"content": "b"})),
+               (4_000, _with(usage, metrics={"time_to_first_token_ms": 1.25, "queue_time_ms": 0.5,
+                                             "generation_time_ms": 3.0, "mean_itl_ms": 3.0})), (4_000, DONE)])
+    assert (rec.server_timing, rec.server_queue_ns, rec.server_prefill_ns, rec.server_decode_ns) == ("vllm", 500_000, 1_250_000, 3_000_000)
+
+
+def test_server_timing_of_llamacpp_and_junk() -> None:
+    last = ev({"content": "b"})
+    rec = run([(2_000, ev({"content": "a"})), (3_000, _with(last, timings={"prompt_ms": 2.5, "predicted_ms": 7.0})),
+               (4_000, DONE)])
+    assert (rec.server_timing, rec.server_queue_ns, rec.server_prefill_ns) == ("llama.cpp", None, 2_500_000)
+    # a `metrics` object that is not vLLM's (or no timing at all) leaves the request untimed, never fails it
+    for junk in ({"metrics": "fast"}, {"metrics": {"time_to_first_token_ms": "x"}}, {}):
+        rec = run([(2_000, ev({"content": "a"})), (3_000, _with(ev(usage={"completion_tokens": 1}, choices=False), **junk)),
+                   (4_000, DONE)])
+        assert rec.server_timing is None and rec.error_kind is None
+
+
 def test_completions_adapter() -> None:
     rec = run([(2_000, text_ev("")), (3_000, text_ev(" a")), (4_000, text_ev(" b", {"prompt_tokens": 2, "completion_tokens": 2})),
                (4_000, DONE)], adapter=COMPL)

@@ -175,7 +175,8 @@ def test_metricset_merge_of_two_workers_equals_one() -> None:
     direct.merge(w1)
     assert direct.classes[ALL].summarize(3.0) == whole.classes[ALL].summarize(3.0)
     enc = merged.encoded_histograms()
-    assert set(enc[ALL]) == {"ttft", "itl_chunk", "itl_token", "tpot", "e2e", "send_lag", "tokens_per_chunk"}
+    assert set(enc[ALL]) == {"ttft", "itl_chunk", "itl_token", "tpot", "e2e", "send_lag", "tokens_per_chunk",
+                        "ttft_queue", "ttft_prefill", "ttft_network"}
 
 
 def test_zero_duration_gives_zero_rates() -> None:

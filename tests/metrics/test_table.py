@@ -17,9 +17,11 @@ MS = 1_000_000
 
 
 def _record(**kw) -> RequestRecord:  # type: ignore[no-untyped-def]
-    """Intended at 100 ms, sent at 103 ms; content chunks at 150, 160, 190 ms (1, 1, 3 tokens)."""
+    """Intended at 100 ms, sent at 103 ms; content chunks at 150, 160, 190 ms (1, 1, 3 tokens); the
+    server says it queued the request 20 ms and prefilled it in 25 ms."""
     base = dict(index=0, class_name="c", intended_ns=100 * MS, sent_ns=103 * MS,
-                chunk_ns=[150 * MS, 160 * MS, 190 * MS], chunk_tokens=[1, 1, 3], output_tokens=5)
+                chunk_ns=[150 * MS, 160 * MS, 190 * MS], chunk_tokens=[1, 1, 3], output_tokens=5,
+                server_timing="vllm", server_queue_ns=20 * MS, server_prefill_ns=25 * MS)
     return RequestRecord(**{**base, **kw})
 
 
@@ -31,6 +33,9 @@ EXPECTED = {
     "itl_chunk": [10 * MS, 30 * MS],
     "itl_token": [10 * MS, 10 * MS, 10 * MS, 10 * MS],  # the 3-token chunk: 3 samples of 30/3
     "tokens_per_chunk": [1, 1, 3],
+    "ttft_queue": 20 * MS,
+    "ttft_prefill": 25 * MS,
+    "ttft_network": 2 * MS,  # TTFT 50 - send lag 3 - queue 20 - prefill 25: the rest
 }
 
 
@@ -49,6 +54,16 @@ def test_closed_loop_and_short_answers() -> None:
     assert BY_NAME["send_lag"].sample(d) is None
     assert BY_NAME["tpot"].sample(d) is None  # one token: no TPOT
     assert BY_NAME["itl_token"].sample(d) == []
+    assert BY_NAME["ttft_network"].sample(d) == 2 * MS  # closed loop: no send lag in TTFT (47 - 20 - 25)
+
+
+def test_ttft_parts_need_the_servers_timing() -> None:
+    d = derive(_record(server_timing=None, server_queue_ns=None, server_prefill_ns=None))
+    assert [BY_NAME[m].sample(d) for m in ("ttft_queue", "ttft_prefill", "ttft_network")] == [None] * 3
+    d = derive(_record(server_timing="llama.cpp", server_queue_ns=None))  # no queue time: no network part
+    assert BY_NAME["ttft_prefill"].sample(d) == 25 * MS and BY_NAME["ttft_network"].sample(d) is None
+    # a negative rest (the server's stamps do not fit the client's TTFT) is clamped in the histogram
+    assert BY_NAME["ttft_network"].sample(derive(_record(server_prefill_ns=40 * MS))) == 0
 
 
 def test_tpot_is_not_integer_divided() -> None:

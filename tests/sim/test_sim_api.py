@@ -207,3 +207,39 @@ def test_ignore_eos_true_gives_exactly_max_tokens(eos_srv):
                     for _ in range(6)]
             return await asyncio.gather(*reqs)
     assert [o["usage"]["completion_tokens"] for _, _, o in run(go())] == [40] * 6
+
+
+@pytest.fixture(scope="module")
+def timed(sim):
+    return sim("--sim-speed", "20", "--enable-per-request-metrics", "--enable-prompt-tokens-details")
+
+
+def test_per_request_metrics_ride_on_the_final_usage_chunk(timed):
+    """vLLM 0.32's `metrics` object, in the same place: the final usage chunk (streaming) or the
+    body (not streaming); its queue + prefill fit inside the client's own time to the first token."""
+    prompt = words(200)
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            first = await stream(s, timed.url, chat_body(prompt, 6, stream_options={"include_usage": True}))
+            again = await stream(s, timed.url, chat_body(prompt, 6, stream_options={"include_usage": True}))
+            plain = await stream(s, timed.url, chat_body(prompt, 6))
+            _, _, body = await post_json(s, timed.url, "/v1/chat/completions", chat_body(prompt, 3, stream=False))
+            return first, again, plain, body
+    first, again, plain, body = run(go())
+    m = first.chunks[-1]["metrics"]
+    assert set(m) == {"time_to_first_token_ms", "generation_time_ms", "queue_time_ms", "mean_itl_ms", "tokens_per_second"}
+    assert m["queue_time_ms"] >= 0 and m["time_to_first_token_ms"] > 0
+    client_ttft_ms = (first.events[1][0] - first.sent_ns) / 1e6  # events[0] is the role-only chunk
+    assert m["queue_time_ms"] + m["time_to_first_token_ms"] < client_ttft_ms
+    assert m["mean_itl_ms"] == pytest.approx(m["generation_time_ms"] / 5)
+    assert first.chunks[-1]["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
+    assert again.chunks[-1]["usage"]["prompt_tokens_details"]["cached_tokens"] == 192  # 12 whole blocks of 16
+    assert not any("metrics" in c for c in plain.chunks)  # no usage chunk asked for: nowhere to put them (as vLLM)
+    assert set(body["metrics"]) == set(m)
+
+
+def test_per_request_metrics_need_log_stats(sim):
+    srv = sim("--enable-per-request-metrics", "--disable-log-stats", wait=False)
+    assert srv.proc.wait(20) != 0
+    assert "--enable-per-request-metrics requires engine statistics logging" in srv.stderr() + srv.stdout()

@@ -1,0 +1,58 @@
+"""Finding: which part of TTFT the slow requests spent their time in.
+
+With the server's own per-request timing joined to the client's stamps (summary.json
+`ttft_breakdown`, harness.metrics.ttft_parts), the p99 tail's TTFT is split into send lag,
+network + HTTP, queue and prefill. The part holding at least half of it names the limit: a queue
+means the engine is saturated, network + HTTP the client or the path to the server, send lag the
+client itself, prefill the prompts' own compute. Without server timing there is no finding (the
+report says which parts are unknown).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.diagnose.findings import rule
+from harness.results.schema import Finding
+
+DOMINANT = 0.5  # a part holding at least this share of the tail's TTFT names the limit
+
+#: part -> (title, what it means, advice, guide, knobs, severity)
+ADVICE: dict[str, tuple[str, str, str, str, list[str], float]] = {
+    "queue": ("TTFT tail is queueing", "the engine is saturated: requests wait for a place in the batch",
+              "add capacity (replicas) or lower the load; where KV usage has headroom raise --max-num-seqs toward the "
+              "expected concurrency (where it does not, lower it); scale on queue depth, not GPU utilization",
+              "000 Size the scheduler; 001 4.3", ["max_num_seqs"], 0.7),
+    "network": ("TTFT tail is network and HTTP", "the client or the network is the limit, not the engine",
+                "check the client's CPU (use --processes N), run the client next to the server, and look for a proxy "
+                "or router on the path; the engine answered in time", "", [], 0.6),
+    "send_lag": ("TTFT tail is send lag", "the client sent the requests late (open loop): the client is the limit",
+                 "add load processes (--processes N) or raise load.max_in_flight", "", [], 0.6),
+    "prefill": ("TTFT tail is prefill", "the prompts' own compute: long prompts, few cache hits",
+                "raise prefix-cache hits (shared prefixes, cache-aware routing), tune --max-num-batched-tokens for the "
+                "prompt mix, or add compute (tensor parallelism) when prompts are long",
+                "000 Tune --max-num-batched-tokens; 001 4.1", ["max_num_batched_tokens", "enable_prefix_caching"], 0.35),
+}
+LABEL = {"queue": "queue", "network": "network + HTTP", "send_lag": "send lag", "prefill": "prefill"}
+
+
+@rule("ttft_parts")
+def _ttft_parts(summary: dict[str, Any], diag: dict[str, Any]) -> Finding | None:
+    b = summary.get("ttft_breakdown") or {}
+    tail = b.get("tail") or {}
+    share = tail.get("share") or {}
+    if not b.get("requests") or not share:
+        return None
+    part, top = max(((p, s) for p, s in share.items() if isinstance(s, (int, float))), key=lambda x: x[1], default=(None, 0.0))
+    if part is None or top < DOMINANT or part not in ADVICE:
+        return None
+    title, meaning, advice, guide, knobs, severity = ADVICE[part]
+    mean_share = (b.get("share") or {}).get(part)
+    ttft_ms = sum(v for v in (tail.get("mean_ms") or {}).values() if isinstance(v, (int, float)))
+    mean_txt = f" (over all timed requests {100 * mean_share:.0f}%)" if isinstance(mean_share, (int, float)) else ""
+    return Finding(id="ttft_parts", severity=severity, title=title,
+                   text=f"TTFT p99 is {100 * top:.0f}% {LABEL[part]}{mean_txt}, {ttft_ms:,.0f} ms in the tail on average: "
+                        f"{meaning}",
+                   advice=advice, guide=guide, knobs=knobs,
+                   value={"part": part, "tail_share": top, "mean_share": mean_share, "tail_ttft_ms": ttft_ms,
+                          "tail_shares": share})
