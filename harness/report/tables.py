@@ -196,6 +196,14 @@ def measurement_table(run: RunData) -> Table:
                      f"threshold {fmt_num(_num(meter.get('threshold_ms')))} ms)"])
     elif isinstance(s.timing.get("stalls"), list):
         rows.append(["Host stalls in the window", f"{len(s.timing['stalls'])}"])
+    sim = (s.engine or {}).get("simulator")
+    if isinstance(sim, dict) and _num(sim.get("modelled_s")) is not None:
+        lag = sim.get("step_lag_ms") or {}
+        share = _num(sim.get("behind_share"))
+        rows.append(["Simulated engine behind its schedule",
+                     f"{fmt_num(_num(sim.get('behind_s')))} s ({fmt_pct(None if share is None else 100 * share)} of its busy time); "
+                     f"step lag p50 / p99 {fmt_num(_num(lag.get('p50')))} / {fmt_num(_num(lag.get('p99')))} ms "
+                     f"(mean step {fmt_num(_num(sim.get('mean_step_ms')))} ms)"])
     if _num(s.client.get("cpu_max_pct")) is not None:
         rows.append(["Client CPU max / mean", f"{fmt_pct(_num(s.client.get('cpu_max_pct')), 0)} / {fmt_pct(_num(s.client.get('cpu_mean_pct')), 0)}"])
     lag = s.latency_ms.get("send_lag")

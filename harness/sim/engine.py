@@ -14,6 +14,11 @@ Each iteration (an asyncio task, one "GPU step"):
      remaining budget waits, and a long prompt makes a long step that stalls every decode.
 3. Price the step with the cost model and sleep until its absolute deadline (the next step's
    clock starts from this deadline, not from when the work finished, so steps do not drift).
+   The simulator measures its own lag: how late each step woke against its deadline, and the
+   time its schedule fell behind for good (a step that could start only SLIP_S or more after the
+   previous deadline, because the process did not get the CPU in time). Both are on /metrics
+   (`sim_step_lag_seconds`, `sim_behind_seconds_total`, beside `sim_modelled_seconds_total`)
+   and in the log, and the harness marks a run invalid when they are large.
 4. Apply it: advance computed tokens, sample one token per finished prefill / decode (plus the
    accepted draft tokens), register newly full blocks in the prefix cache, stream the tokens,
    finish requests on `max_tokens` or a sampled EOS.
@@ -37,6 +42,11 @@ from harness.sim.memory import MemoryPlan
 from harness.sim.metrics import Stats
 from harness.sim.request import FINISHED, RUNNING, WAITING, SimRequest
 from harness.workload.builtin_tokenizer import VOCAB
+
+
+#: a step that starts this long after the previous one was due moves the schedule: the simulator
+#: fell behind its model (busy host) instead of catching up within the next step
+SLIP_S = 0.005
 
 
 class Engine(EngineBase):
@@ -143,8 +153,15 @@ class Engine(EngineBase):
             duration += self.graphs.step(prefill, len(items))  # graphs are per batch of sequences (x 1+k with speculation)
             duration += self.lora_load_s / self.cfg.speed  # adapters loaded into GPU slots for this step
             now = loop.time()
-            # Start from the previous deadline unless we fell more than a few ms behind.
-            start = prev_deadline if prev_deadline is not None and now - prev_deadline < 0.005 else now
+            # Start from the previous deadline unless we fell more than SLIP_S behind: then the
+            # schedule moves to now, and that time is lost for good (the simulator ran slower
+            # than its model: counted, so the harness can say so).
+            if prev_deadline is not None and now - prev_deadline < SLIP_S:
+                start = prev_deadline
+            else:
+                if prev_deadline is not None:
+                    self.stats.behind_s += now - prev_deadline
+                start = now
             deadline = start + duration
             if self._stall_every and deadline >= self._next_stall:
                 deadline += self.cfg.faults.stall_ms / 1000.0
@@ -153,7 +170,11 @@ class Engine(EngineBase):
                     self._next_stall = deadline + self._stall_every
             delay = deadline - loop.time()
             await asyncio.sleep(delay if delay > 0 else 0)
-            self.stats.iteration_tokens.observe(prefill + decode)
+            stats = self.stats
+            stats.lag(loop.time() - deadline)  # how late this step's tokens go out
+            stats.modelled_s += deadline - start
+            stats.steps += 1
+            stats.iteration_tokens.observe(prefill + decode)
             self._apply(items)
             self._update_gauges()
             prev_deadline = deadline

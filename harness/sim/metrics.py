@@ -32,6 +32,9 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
 REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
 ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 PREEMPTION_BUCKETS = (1, 2, 3, 4, 5, 10, 20)
+#: the simulator's own lateness (not a vLLM metric): fine where a step lasts a few milliseconds
+STEP_LAG_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
+                    0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 
@@ -114,11 +117,34 @@ class Stats:
         self.spec_draft_tokens = 0
         self.spec_accepted = 0
         self.spec_accepted_per_pos = [0] * spec_k
+        # the simulator's own lag (harness/sim/engine.py): how late each step's tokens went out
+        # against its schedule, the time its schedule fell behind for good (a step started more
+        # than SLIP_S after the previous one was due), and the modelled work it was scheduling
+        self.step_lag = Hist(STEP_LAG_BUCKETS)
+        self.step_lag_max = 0.0
+        self.behind_s = 0.0
+        self.modelled_s = 0.0
+        self.steps = 0
         # for the periodic log line
         self.log_prompt_tokens = 0
         self.log_generation_tokens = 0
         self.log_queries = 0
         self.log_hits = 0
+
+    def lag(self, lag_s: float) -> None:
+        """One step (or scripted tick) that went out `lag_s` after it was due."""
+        lag_s = max(0.0, lag_s)
+        self.step_lag.observe(lag_s)
+        if lag_s > self.step_lag_max:
+            self.step_lag_max = lag_s
+
+    def lag_summary(self) -> str:
+        """One line for the log: how far behind its own schedule the simulator fell."""
+        busy = self.modelled_s + self.behind_s
+        share = f" ({100 * self.behind_s / busy:.1f}% of {busy:.1f} s busy)" if busy > 0 else ""
+        mean = self.step_lag.sum / self.steps if self.steps else 0.0
+        return (f"Simulator lag: fell behind its schedule by {self.behind_s:.3f} s in total{share}; "
+                f"{self.steps} steps, lag mean {mean * 1e3:.2f} ms, max {self.step_lag_max * 1e3:.1f} ms")
 
     def finish(self, reason: str, arrival: float, first_sched: float | None, first_token: float | None,
                end: float, prompt_tokens: int, output_tokens: int, max_tokens: int, preemptions: int) -> None:
@@ -204,6 +230,16 @@ class SimCollector:
         yield hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", s.req_max_tokens)
         yield hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", s.iteration_tokens)
         yield hist("vllm:request_num_preemptions", "Number of preemptions per finished request.", s.req_preemptions)
+        # not vLLM metrics: the simulator says when it could not keep its own schedule (a busy
+        # host), so the harness can mark the run invalid instead of reporting a slower model
+        yield hist("sim_step_lag_seconds", "SIMULATOR lag: how late each engine step's (scripted: each timer tick's) "
+                   "tokens went out against the simulator's own schedule; not a vLLM metric.", s.step_lag)
+        yield counter("sim_behind_seconds", "SIMULATOR lag: total time the simulator's schedule fell behind and "
+                      "did not recover (steps started late); not a vLLM metric.", s.behind_s)
+        yield counter("sim_modelled_seconds", "SIMULATOR: total modelled engine-step time it scheduled (the busy "
+                      "time its cost model asked for); not a vLLM metric.", s.modelled_s)
+        yield gauge("sim_step_lag_max_seconds", "SIMULATOR lag: the largest step lag since start; not a vLLM metric.",
+                    s.step_lag_max)
         if self.plan is not None:
             yield self._cache_config_info()
         if s.gpu_total_bytes:  # not a vLLM metric: a simulator has no NVML, so it says what its device holds

@@ -45,6 +45,7 @@ class ScriptedEngine(EngineBase):
         self._stall_every_ns = int(faults.stall_every_s * 1e9) if faults.stall_ms > 0 else 0
         self._stall_ns = int(faults.stall_ms * 1e6)
         self._next_stall = 0
+        self._stall_end = 0  # end of the last injected stall (perf_counter_ns)
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -96,9 +97,14 @@ class ScriptedEngine(EngineBase):
         if self._stall_every_ns and now >= self._next_stall:
             # fault: stop writing for stall_ms; events that came due meanwhile go out in a burst
             self._next_stall = now + self._stall_ns + self._stall_every_ns
+            self._stall_end = now + self._stall_ns
             self._handle = self._loop.call_at((now + self._stall_ns) / 1e9 + self._offset, self._tick)  # type: ignore[union-attr]
             self._armed_for = now + self._stall_ns
             return
+        if heap:
+            # how late the earliest due event goes out (an injected stall's burst is on schedule)
+            self.stats.lag((now - max(heap[0][0], self._stall_end)) / 1e9)
+            self.stats.steps += 1
         count = 0
         while heap and heap[0][0] <= now:
             due, seq, req = heap[0]

@@ -232,6 +232,7 @@ class SimServer:
         s = self.stats
         last = perf_counter()
         preempt0 = s.num_preemptions
+        behind0, modelled0 = s.behind_s, s.modelled_s
         while True:
             await asyncio.sleep(interval)
             now = perf_counter()
@@ -253,6 +254,12 @@ class SimServer:
             if self.cfg.enable_prefix_caching and not self.cfg.scripted:
                 msg += f", Prefix cache hit rate: {(hits / queries * 100) if queries else 0.0:.1f}%"
             logs.log(logs.API, "loggers.py:257", msg)
+            behind, modelled = s.behind_s - behind0, s.modelled_s - modelled0
+            behind0, modelled0 = s.behind_s, s.modelled_s
+            if behind > 0.05 * (behind + modelled) and behind >= 0.01:
+                logs.log(logs.CORE, "sim", f"Simulator fell behind its schedule by {behind:.3f} s in the last "
+                         f"{dt:.0f} s ({100 * behind / (behind + modelled):.0f}% of its busy time): the host did not "
+                         "give it the CPU in time, so its timings are slower than its model", level="WARNING")
 
     async def trace_flusher(self) -> None:
         while True:
@@ -347,6 +354,7 @@ async def serve(cfg: SimConfig) -> int:
     await stop.wait()
 
     logs.log(logs.API, "launcher.py:80", "Shutting down FastAPI HTTP server.")
+    logs.log(logs.CORE, "sim", server.stats.lag_summary())
     server.engine.stop()
     for t in tasks:
         t.cancel()

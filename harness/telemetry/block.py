@@ -3,7 +3,8 @@
 Every key is always present; what the engine does not expose (or what telemetry could not read)
 is null. Keys: profile, kv_usage, kv_capacity_tokens, block_size, preemptions, prefix_cache,
 running, waiting, prompt_tokens, generation_tokens, spec_decode, gpu_memory, engine_latency_ms,
-telemetry.
+telemetry; plus `simulator` (its lag behind its own schedule) only for the simulated engine,
+which alone exposes it, so a real engine's block is unchanged.
 """
 
 from __future__ import annotations
@@ -146,4 +147,29 @@ def build_block(
     block["spec_decode"] = spec_decode_block(acc)
     for key in LATENCIES:
         block["engine_latency_ms"][key] = acc.histogram(key) or _none_latency()
+    sim = simulator_block(acc)
+    if sim is not None:  # only the simulated engine has this key
+        block["simulator"] = sim
     return block
+
+
+def simulator_block(acc: WindowAccumulator) -> dict[str, Any] | None:
+    """How far the simulated engine fell behind its own schedule over the window (None for a real
+    engine). `behind_s`: time its schedule slipped for good; `modelled_s`: the step time its cost
+    model asked for; `behind_share` = behind / (behind + modelled); `step_lag_ms`: how late each
+    step's tokens went out (p99 read off the simulator's buckets, with the bucket)."""
+    modelled = acc.counter("sim_modelled_s")
+    if modelled is None:
+        return None
+    behind = acc.counter("sim_behind_s") or 0.0
+    lag = acc.histogram("sim_step_lag") or {}
+    steps = lag.get("count") or 0
+    busy = behind + modelled
+    return {
+        "behind_s": round(behind, 4),
+        "modelled_s": round(modelled, 4),
+        "behind_share": round(behind / busy, 4) if busy > 0 else None,
+        "steps": steps,
+        "mean_step_ms": round(modelled / steps * 1e3, 3) if steps else None,
+        "step_lag_ms": {k: lag.get(k) for k in ("mean", "p50", "p99", "p99_bucket_ms")},
+    }

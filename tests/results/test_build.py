@@ -183,3 +183,35 @@ def test_a_roomy_kv_cache_is_not_flagged() -> None:
                                load={"mode": "closed"}, results=[_result(0, [_rec(i) for i in range(20)], 100.0, 10.0)],
                                engine={"kv_usage": {"max": 0.3}, "preemptions": {"count": 1, "per_s": 0.1}}, stall_meter=None)
     assert not any("KV-cache room" in w for w in summary.validity["warnings"])
+
+
+def _sim_block(behind_s: float, modelled_s: float, lag_p99_ms: float, mean_step_ms: float | None) -> dict[str, Any]:
+    return {"simulator": {"behind_s": behind_s, "modelled_s": modelled_s,
+                          "behind_share": behind_s / (behind_s + modelled_s) if behind_s + modelled_s else None,
+                          "steps": 1000, "mean_step_ms": mean_step_ms,
+                          "step_lag_ms": {"mean": 0.3, "p50": 0.1, "p99": lag_p99_ms, "p99_bucket_ms": [0, 1]}}}
+
+
+@pytest.mark.parametrize("engine, expected", [
+    # audit N6: the 64-user no-spec cell on a busy box, 32 % of its busy time behind
+    (_sim_block(1.71, 3.58, 7.6, 2.8), "fell behind its own schedule by 1.71 s (32% of its busy time, limit 5%)"),
+    (_sim_block(0.01, 5.0, 12.0, 8.9), "with steps 12.0 ms late at p99 against a 8.9-ms step"),
+    (_sim_block(0.0, 0.0, 9.0, None), "with steps 9.0 ms late at p99 against a 5.0-ms step"),  # scripted: client ITL
+])
+def test_a_simulated_engine_behind_its_schedule_invalidates_the_run(engine: dict[str, Any], expected: str) -> None:
+    summary, _ = build_summary(scenario={"name": "s", "fingerprint": {"value": "f"}},
+                               target={"url": "http://x", "api": "openai-chat", "model": "m"},
+                               load={"mode": "closed"}, results=[_result(0, [_rec(i) for i in range(20)], 100.0, 10.0)],
+                               engine=engine, stall_meter=None)
+    hit = [w for w in summary.validity["warnings"] if w.startswith("the simulated engine fell behind")]
+    assert hit and expected in hit[0], summary.validity
+    assert summary.validity["ok"] is False
+
+
+@pytest.mark.parametrize("engine", [_sim_block(0.03, 5.0, 1.5, 8.9), _sim_block(0.1, 5.0, 4.0, 8.9), {}])
+def test_a_simulator_on_schedule_or_a_real_engine_is_not_flagged(engine: dict[str, Any]) -> None:
+    summary, _ = build_summary(scenario={"name": "s", "fingerprint": {"value": "f"}},
+                               target={"url": "http://x", "api": "openai-chat", "model": "m"},
+                               load={"mode": "closed"}, results=[_result(0, [_rec(i) for i in range(20)], 100.0, 10.0)],
+                               engine=engine, stall_meter=None)
+    assert not any("simulated engine" in w for w in summary.validity["warnings"])

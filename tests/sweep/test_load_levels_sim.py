@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from simlag import retry_on_sim_lag
 
 from harness.report.build import build_sweep_report
 from harness.report.sweep_data import load_sweep
@@ -19,15 +20,16 @@ from harness.report.sweep_data import load_sweep
 SHIPPED = Path(__file__).resolve().parents[2] / "scenarios" / "sweeps" / "sim_spec_decode_load.yaml"
 
 
-def test_spec_decoding_at_two_loads(tmp_path):
-    pytest.importorskip("harness.sim.server")
+def _sweep_and_lesson(work: Path):
+    """One sweep at concurrency 1 and 64; asserts the guide's lesson on the simulated GPU."""
+    work.mkdir(parents=True)
     sweep = yaml.safe_load(SHIPPED.read_text())
     sweep["scenarios"] = [str((SHIPPED.parent / s).resolve()) for s in sweep["scenarios"]]
     sweep["loads"] = {"load.concurrency": [1, 64]}
     sweep["overrides"] = {"load.duration_s": 4, "warmup.duration_s": 1}
-    path = tmp_path / "sweep.yaml"
+    path = work / "sweep.yaml"
     path.write_text(yaml.safe_dump(sweep, sort_keys=False))
-    out = tmp_path / "out"
+    out = work / "out"
 
     proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "sweep", str(path), "--out", str(out)],
                           capture_output=True, text=True, timeout=300)
@@ -52,6 +54,14 @@ def test_spec_decoding_at_two_loads(tmp_path):
     high = e2e[("ngram-k3", "concurrency=64")] / e2e[("no-spec", "concurrency=64")]
     print(f"\nE2E p50 ratio ngram-k3 / no-spec: concurrency 1 {low:.2f}, concurrency 64 {high:.2f}")
     assert low < 0.7 and high > 1.0
+    return out, proc, rows
+
+
+def test_spec_decoding_at_two_loads(tmp_path):
+    pytest.importorskip("harness.sim.server")
+    # the lesson rests on the simulator's timing: on a busy host it can fall behind its schedule
+    # (audit N6); then the sweep is run once more, and a second miss fails with the lag figure
+    out, proc, rows = retry_on_sim_lag(_sweep_and_lesson, tmp_path)
 
     doc = build_sweep_report(load_sweep(out))
     lat = doc.figures["latency_vs_throughput"].figure

@@ -10,8 +10,14 @@ BLOCK_KEYS = {
 }
 
 
+#: the simulated engine's own lag (harness.telemetry.block.simulator_block): only the simulator has it
+SIMULATOR_KEYS = {"behind_s", "modelled_s", "behind_share", "steps", "mean_step_ms", "step_lag_ms"}
+
+
 def assert_shape(block: dict) -> None:
-    assert set(block) == BLOCK_KEYS
+    assert set(block) - {"simulator"} == BLOCK_KEYS
+    if "simulator" in block:
+        assert set(block["simulator"]) == SIMULATOR_KEYS and block["profile"] == "vllm"
     assert set(block["kv_usage"]) == {"mean", "p50", "p99", "max"}
     assert set(block["preemptions"]) == {"count", "per_s"}
     assert set(block["prefix_cache"]) == {"queries", "hits", "hit_rate", "expected_hit_rate"}

@@ -18,6 +18,10 @@ from harness.telemetry.profiles.base import PROFILES, Profile
 #: `sim_gpu_total_bytes` in engine_metrics.jsonl, labelled simulated by harness.diagnose.memory
 SIM_GPU = {"sim_gpu_used_bytes": "sim_gpu_memory_used_bytes", "sim_gpu_total_bytes": "sim_gpu_memory_total_bytes"}
 
+#: the simulator's own lag (harness/sim/engine.py): read into the engine block's `simulator`
+SIM_LAG_COUNTERS = {"sim_behind_s": ("sim_behind_seconds_total",), "sim_modelled_s": ("sim_modelled_seconds_total",)}
+SIM_LAG_HISTOGRAMS = {"sim_step_lag": ("sim_step_lag_seconds",)}
+
 
 class VllmProfile(Profile):
     def extra_gauges(self, snap: Snapshot) -> dict[str, float | None]:
@@ -78,6 +82,7 @@ VLLM = PROFILES.register("vllm")(
             "spec_drafts": _v("spec_decode_num_drafts_total"),
             "spec_draft_tokens": _v("spec_decode_num_draft_tokens_total"),
             "spec_accepted_tokens": _v("spec_decode_num_accepted_tokens_total"),
+            **SIM_LAG_COUNTERS,
         },
         labelled_counters={
             "spec_accepted_per_pos": (_v("spec_decode_num_accepted_tokens_per_pos_total"), "position"),
@@ -89,6 +94,7 @@ VLLM = PROFILES.register("vllm")(
             "queue": _v("request_queue_time_seconds"),
             "prefill": _v("request_prefill_time_seconds"),
             "decode": _v("request_decode_time_seconds"),
+            **SIM_LAG_HISTOGRAMS,
         },
         info_names=_v("cache_config_info") + tuple(SIM_GPU.values()),
     )

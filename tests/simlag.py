@@ -1,0 +1,80 @@
+"""For tests whose assertion rests on the simulated engine's timing: read its lag, retry once, and
+fail for the right reason.
+
+The simulator measures how far it fell behind its own schedule (harness/sim/engine.py); a run
+where it did carries a validity warning that starts with LAG_PREFIX, and the figures in
+`summary.json` `engine.simulator`. A timing assertion that fails while the simulator was behind
+says nothing about the code under test (the host did not give the simulator the CPU): such a test
+is run once more, and if it fails again with the simulator behind, it fails with the lag figure
+("simulator fell behind by ...") instead of flipping silently. A failure with the simulator on
+schedule is a real failure and is raised at once.
+
+    from simlag import retry_on_sim_lag
+
+    def test_x(tmp_path):
+        def attempt(out: Path) -> None:
+            ... run the sweep/run into `out`, assert on its timings ...
+        retry_on_sim_lag(attempt, tmp_path)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: the validity warning harness.results.build writes when the simulated engine fell behind
+LAG_PREFIX = "the simulated engine fell behind"
+
+
+def lag_warnings(summary: dict[str, Any]) -> list[str]:
+    """The simulated-engine lag warnings of one summary.json (empty when it kept its schedule)."""
+    validity = summary.get("validity") or {}
+    return [w for w in validity.get("warnings") or [] if isinstance(w, str) and w.startswith(LAG_PREFIX)]
+
+
+def lag_under(root: Path) -> list[str]:
+    """'<run dir>: <warning>' for every summary.json under `root` whose simulator fell behind."""
+    out: list[str] = []
+    if not root.exists():
+        return out
+    for path in sorted(root.rglob("summary.json")):
+        try:
+            summary = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(summary, dict):
+            continue
+        for w in lag_warnings(summary):
+            out.append(f"{path.parent.relative_to(root) if path.parent != root else '.'}: {w}")
+    return out
+
+
+def retry_on_sim_lag(attempt: Callable[[Path], Any], tmp_path: Path, *, retries: int = 1) -> Any:
+    """Run `attempt(out_dir)`; when it fails an assertion while a simulated engine under `out_dir`
+    fell behind, run it again in a fresh directory (`retries` times); when it still fails so,
+    fail with the lag figures. Returns what the passing attempt returned."""
+    for i in range(retries + 1):
+        out = tmp_path / f"attempt-{i + 1}"
+        try:
+            return attempt(out)
+        except AssertionError as exc:
+            lagged = lag_under(out)
+            if not lagged:
+                raise
+            if i < retries:
+                print(f"\nsimulator fell behind on attempt {i + 1}; retrying once:\n  " + "\n  ".join(lagged[:4]))
+                continue
+            pytest.fail(f"simulator fell behind in all {retries + 1} attempts, so its timings are the host's, not "
+                        f"the model's ({len(lagged)} run(s)):\n  " + "\n  ".join(lagged[:6])
+                        + f"\nthe assertion that failed: {exc}", pytrace=False)
+    raise AssertionError("unreachable")
+
+
+def assert_sim_on_schedule(root: Path) -> None:
+    """Fail, with the figure, when any simulated engine under `root` fell behind its schedule."""
+    lagged = lag_under(root)
+    assert not lagged, "simulator fell behind:\n  " + "\n  ".join(lagged[:6])
