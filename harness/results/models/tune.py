@@ -1,0 +1,171 @@
+"""tune.json, typed (harness.tune.driver): every step's verdict with its reason, the flag sets it
+tried with their figures, the flags it chose, and the final comparison with the baseline.
+
+tune.json is rewritten after every step. The figures of a tried flag set (`Tried`) are the
+means over the scenarios at the expected load of its sweep cells' metrics (`CellMetrics` names),
+plus a few read from the cells' summary.json. Goodput is `goodput_req_per_s` here as in
+index.json (requests/s within every SLO; the plain request rate where no SLO is set).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from harness.results.models.base import Block, Num, Omit
+from harness.results.models.facts import FactNum
+from harness.results.models.sweep import FlagValue, Flags
+
+
+class GoodputJudgement(Block):
+    """One scenario's goodput, candidate vs incumbent, by the noise-aware compare (harness.tune.judge)."""
+
+    metric: str  # goodput_rps | rps (no SLO)
+    baseline: float | None = None
+    candidate: float | None = None
+    change_pct: float | None = None
+    interval: list[float] | None = None  # the change's confidence interval, %
+    tests: list[str] = Field(default_factory=list)
+    compare_verdict: str | None = None  # improved | REGRESSION | ok | ...
+    verdict: str  # better | worse | tie
+    closed_loop: Annotated[str | None, Omit] = None  # the per-request test that decided a tie
+
+
+class VsCurrent(Block):
+    verdict: str  # better | worse | tie
+    by: str  # goodput | capacity | failed | ""
+    per_scenario: dict[str, GoodputJudgement] = Field(default_factory=dict)
+
+
+class FindingBrief(Block):
+    id: str
+    text: str
+    advice: str = ""
+    knobs: list[str] = Field(default_factory=list)
+
+
+class TriedQuality(Block):
+    """The quality gate's verdict of a flag set (harness.tune.quality.row)."""
+
+    status: str
+    passed: bool | None = None
+    short: str = ""
+    reasons: list[str] = Field(default_factory=list)
+    exact_agreement: float | None = None
+    accuracy: float | None = None
+    accuracy_drop: float | None = None
+
+
+class Tried(Block):
+    """A flag set a step measured, with its figures (harness.tune.measure.Measurement.row)."""
+
+    flags: Flags = Field(default_factory=dict)
+    config_id: str
+    sweep: str  # the step's sweep directory under steps/
+    cells: list[str] = Field(default_factory=list)  # "<sweep>/<cell id>"
+    status: str  # complete | failed
+    reason: str | None = None
+    goodput_req_per_s: float | None = None  # requests/s within every SLO (req/s without an SLO)
+    goodput_fraction: float | None = None
+    req_per_s: float | None = None
+    capacity: dict[str, str | None] | None = None  # per scenario: the highest load level held within the SLOs
+    ttft_p50_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p99_ms: float | None = None
+    e2e_p50_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    output_tok_per_s: float | None = None
+    input_tok_per_s: float | None = None
+    kv_usage_max: float | None = None
+    kv_usage_mean: float | None = None
+    preemptions: float | None = None
+    prefix_hit_rate: float | None = None
+    spec_acceptance_rate: float | None = None
+    spec_mean_acceptance_length: float | None = None
+    gpu_memory_used_max_bytes: float | None = None
+    kv_cache_tokens: FactNum | None = None
+    itl_p99_inside_prefill_ms: float | None = None
+    recompilations: float | None = None
+    findings: list[FindingBrief] = Field(default_factory=list)
+    quality: TriedQuality | None = None
+    # what a step adds to the row
+    vs_current: Annotated[VsCurrent | None, Omit] = None
+    startup_s: Annotated[float | None, Omit] = None  # cuda-graphs: the start's cost
+    itl_p99_vs_current: Annotated[str | None, Omit] = None  # max-num-batched-tokens
+    storm: Annotated[str | None, Omit] = None  # max-num-seqs: the preemption storm it shows
+    low_acceptance: Annotated[str | None, Omit] = None  # speculative
+
+
+class Delta(Block):
+    """One metric of the final run against the baseline (harness compare's row)."""
+
+    baseline: float | None = None
+    final: float | None = None
+    change: float | None = None
+    unit: str = "%"
+    verdict: str
+    interval: list[float] | None = None
+
+
+class VsBaseline(Block):
+    verdict: str  # better | worse | same
+    goodput: dict[str, GoodputJudgement] = Field(default_factory=dict)
+    by: str = ""
+    regressions: list[str] = Field(default_factory=list)
+    deltas: dict[str, dict[str, Delta]] = Field(default_factory=dict)  # scenario -> metric key -> delta
+
+
+class StepDetails(Block):
+    """What a step records beside its verdict: where its candidates came from, the final comparison."""
+
+    derived: Annotated[str | None, Omit] = None  # max-num-seqs: how the candidates were derived
+    candidates: Annotated[list[FlagValue] | None, Omit] = None  # the values tried
+    formula: Annotated[list[Num] | None, Omit] = None  # max-num-seqs: what the formula gave when nothing was tried
+    vs_baseline: Annotated[VsBaseline | None, Omit] = None  # the final step
+
+
+class TuneStep(Block):
+    step: str
+    verdict: str  # changed | kept | skipped | failed
+    reason: str
+    tried: list[Tried] = Field(default_factory=list)
+    chosen: Flags = Field(default_factory=dict)
+    details: Annotated[StepDetails | None, Omit] = None
+
+
+class SavedBaseline(Block):
+    name: str
+    path: str
+
+
+class TuneFinal(Block):
+    flags: Flags = Field(default_factory=dict)
+    command: list[str] = Field(default_factory=list)
+    vs_baseline: VsBaseline | None = None
+    baseline: Annotated[SavedBaseline | None, Omit] = None  # the final run saved as `tune-<name>`
+
+
+class TuneCost(Block):
+    """What the tune spent (also DIR/cost.json, rewritten after every start and cell)."""
+
+    engine_starts: int = 0
+    measured_s: float = 0.0
+    engine_s: float = 0.0
+    wall_s: float = 0.0
+
+
+class TuneDoc(Block):
+    """tune.json (module doc)."""
+
+    schema_version: int = 1
+    name: str
+    tune_file: str
+    status: str  # complete | interrupted
+    updated: str | None = None
+    expected_load: dict[str, Num] = Field(default_factory=dict)  # {"load.concurrency": 8.0}
+    baseline_flags: Flags = Field(default_factory=dict)
+    steps: list[TuneStep] = Field(default_factory=list)
+    final: TuneFinal = Field(default_factory=TuneFinal)
+    cost: TuneCost = Field(default_factory=TuneCost)
