@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from harness.results.models.base import Block, Num, Omit
+from harness.results.models.base import Block, Num, Omit, Scalar
 
 
 class AnalysisError(Block):
@@ -124,8 +124,9 @@ class Diagnosis(Block):
     timeslices: Annotated[TimeslicesBlock | AnalysisError | None, Omit] = None
 
 
-#: a finding's figure: a number, or [first, last] of a drifted metric
-FindingValue = Num | None | list[Num | None]
+#: a finding's figure: a number, a name (the TTFT part), [first, last] of a drifted metric, or a
+#: figure per name (the TTFT tail's share per part)
+FindingValue = Scalar | list[Num | None] | dict[str, Num | None]
 
 
 class Finding(Block):

@@ -18,6 +18,7 @@ from pydantic import Field
 from harness.results.models.base import Block, Num, Omit, Record
 from harness.results.models.diagnosis import Diagnosis, Finding
 from harness.results.models.engine import EngineBlock, GaugeStats, KvUsage
+from harness.results.models.traffic import CacheOutcome, ServerTiming, TtftBreakdown
 
 SCHEMA_VERSION = 1
 
@@ -91,6 +92,9 @@ class ClassBlock(Block):
     latency_ms: dict[str, Dist] = Field(default_factory=dict)  # harness.metrics.table LATENCY_NAMES
     tokens_per_chunk: Dist = Field(default_factory=Dist)
     goodput: Goodput = Field(default_factory=Goodput)
+    #: prefix-cache outcome (servers that report cached tokens; workloads that know the ideal)
+    cache: Annotated[CacheOutcome | None, Omit] = None
+    ttft_breakdown: Annotated[TtftBreakdown | None, Omit] = None  # TTFT split with the server's own timing
 
 
 class GroupBlock(Block):
@@ -101,6 +105,8 @@ class GroupBlock(Block):
     latency_ms: dict[str, Spread] = Field(default_factory=dict)
     tokens_per_chunk: Spread = Field(default_factory=Spread)
     goodput: Goodput = Field(default_factory=Goodput)
+    cache: Annotated[CacheOutcome | None, Omit] = None
+    ttft_breakdown: Annotated[TtftBreakdown | None, Omit] = None
 
 
 class GoodputBlock(Block):
@@ -319,6 +325,11 @@ class RunSummary(Block):
     latency_ms: dict[str, Dist] = Field(default_factory=dict)
     tokens_per_chunk: Dist = Field(default_factory=Dist)
     per_class: dict[str, ClassBlock] = Field(default_factory=dict)
+    #: every class together (harness.results.models.traffic); the writer always sets the three
+    #: (absent from runs written before they existed)
+    cache: Annotated[CacheOutcome | None, Omit] = None
+    ttft_breakdown: Annotated[TtftBreakdown | None, Omit] = None
+    server_timing: Annotated[ServerTiming | None, Omit] = None  # whether the server timed each request
     goodput: GoodputBlock = Field(default_factory=GoodputBlock)
     usage_check: UsageCheck = Field(default_factory=UsageCheck)
     timing: Timing = Field(default_factory=Timing)

@@ -1,0 +1,77 @@
+"""summary.json blocks about what the traffic did to the engine: each request's cache outcome, and
+TTFT split with the server's own per-request timing (issue 28; harness.metrics.ttft_parts).
+
+Written per class and per grouping (`per_class.<c>.cache`, `groups.turn.<k>.cache`,
+`groups.endpoint.<e>.ttft_breakdown`, ...) by harness.metrics.recorder.ClassMetrics.summarize,
+where there is something in them; the run-level `server_timing` block by harness.results.build.
+Read by the report (harness.report.traffic) and the findings (harness.diagnose.ttft_parts).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from harness.results.models.base import Block, Omit
+
+
+class CacheOutcome(Block):
+    """Prefix-cache outcome of a set of requests."""
+
+    requests_reporting: int = 0  # requests whose usage carried prompt_tokens_details.cached_tokens
+    prompt_tokens: int = 0  # their prompt tokens
+    cached_tokens: int = 0  # of which the server said it served from its prefix cache
+    hit_rate: float | None = None  # cached_tokens / prompt_tokens
+    #: what a large-enough prefix cache could serve (sessions: the history; hash-block traces: the
+    #: blocks seen before), over the requests that know it; None when the workload does not say
+    ideal_cached_tokens: int | None = None
+    ideal_hit_rate: float | None = None
+
+
+class PartsMs(Block):
+    """TTFT's parts (ms): send lag (open loop) + network (the rest: wire, HTTP, the server's
+    frontend) + queue + prefill (as the server measured them) = the client's TTFT."""
+
+    send_lag: float | None = None
+    network: float | None = None
+    queue: float | None = None
+    prefill: float | None = None
+
+
+class TtftTail(Block):
+    """The parts over the requests of the TTFT tail (whole buckets from the top, >= 1% of them)."""
+
+    requests: int = 0
+    mean_ms: PartsMs = Field(default_factory=PartsMs)
+    share: PartsMs = Field(default_factory=PartsMs)  # each part's sum over the TTFT sum (0..1)
+    quantile: float = 0.99
+    ttft_from_ms: float | None = None  # the tail: requests whose TTFT is at least this (bucket floor)
+
+
+class SlowRequest(Block):
+    id: str
+    ttft_ms: float
+    parts_ms: PartsMs
+
+
+class TtftBreakdown(Block):
+    """Where TTFT went, over every request the server timed (`requests`), and over the p99 tail.
+    Only `requests` (0) and `partial` when no request could be split."""
+
+    requests: int = 0
+    mean_ms: Annotated[PartsMs, Omit] = Field(default_factory=PartsMs)
+    share: Annotated[PartsMs, Omit] = Field(default_factory=PartsMs)  # each part's sum over the TTFT sum
+    partial: int = 0  # requests the server timed without a queue time (llama.cpp): not split
+    tail: Annotated[TtftTail | None, Omit] = None
+    slowest: Annotated[list[SlowRequest], Omit] = Field(default_factory=list)
+
+
+class ServerTiming(Block):
+    """Run level: whether the server timed each request itself, and what could not be split."""
+
+    requests: int = 0  # completed measured requests
+    timed: int = 0  # of which the response carried the server's own timing
+    sources: list[str] = Field(default_factory=list)  # harness.client.server_timing readers seen
+    unknown: list[str] = Field(default_factory=list)  # TTFT parts no server reported
+    note: str = ""  # how to get them, or what the joined parts cover
