@@ -116,6 +116,24 @@ class Telemetry(Block):
     prometheus_interval_s: Annotated[Num | None, Omit] = None
 
 
+class StepLag(Block):
+    mean: float | None = None
+    p50: float | None = None
+    p99: float | None = None
+    p99_bucket_ms: list[float | None] | None = None
+
+
+class SimulatorLag(Block):
+    """How far the simulated engine fell behind its own schedule over the window (harness.telemetry.block)."""
+
+    behind_s: float  # time its schedule slipped for good
+    modelled_s: float  # the step time its cost model asked for
+    behind_share: float | None = None  # behind / (behind + modelled)
+    steps: int = 0
+    mean_step_ms: float | None = None
+    step_lag_ms: StepLag = Field(default_factory=StepLag)  # how late each step's tokens went out
+
+
 class EngineBlock(Record):
     """summary.json `engine` (module doc). Rates use the client's measured window."""
 
@@ -134,3 +152,4 @@ class EngineBlock(Record):
     #: ttft, itl, e2e, queue, prefill, decode (harness.telemetry.block.LATENCIES)
     engine_latency_ms: dict[str, EngineLatency] = Field(default_factory=dict)
     telemetry: Telemetry = Field(default_factory=Telemetry)
+    simulator: SimulatorLag | None = None  # the simulated engine only
