@@ -370,6 +370,29 @@ def test_window_reports_its_drain(tmp_path: Path, clock: Clock) -> None:
     assert w["duration_s"] == pytest.approx(13) and w["drain_s"] == pytest.approx(3)
 
 
+def test_open_loop_request_count_drains_from_the_last_send(tmp_path: Path, clock: Clock) -> None:
+    """Open loop with a request count: every arrival is handed out at once, ahead of its send
+    time; the window lasts until the last one is due and the drain runs from that send to the last
+    completion (audit N4: `--rate 8 --requests 150` reported "window 29.0 s (incl. 28.8 s drain)"
+    of a 20.7-s schedule, and "draining" from 1.1 s)."""
+    c = make(tmp_path, scenario({"rate": 10, "arrival": "constant", "requests": 20}))
+    c.start()
+    items = drain_items(c)
+    assert len(items) == 20 and c.phase == DRAIN  # internally the hand-out is over
+    last_send = max(it.intended_ns for it in items)
+    assert c.window_end_ns == last_send  # 1.9 s after the window opened
+    assert c.progress()["phase"] == MEASURE  # not "draining" while sends are still due
+    clock.advance(1.5)
+    assert c.progress()["phase"] == MEASURE
+    clock.advance(0.45)
+    assert c.progress()["phase"] == DRAIN
+    clock.advance(0.25)  # the last completion, 0.3 s after the last send
+    for it in items:
+        finish(c, it, clock=clock)
+    w = c.result()["window"]
+    assert w["drain_s"] == pytest.approx(0.3) and w["duration_s"] == pytest.approx(1.9 + 0.3)
+
+
 def test_tick_closes_the_window_when_every_user_is_busy(tmp_path: Path, clock: Clock) -> None:
     """Closed loop: with both users inside stalled requests nobody calls next_item(); the window
     still closes on time (audit High 2: a 3-s window was still measuring at 99 s)."""
