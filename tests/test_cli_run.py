@@ -83,6 +83,15 @@ def test_unknown_model_is_one_line_exit_2(fake_openai, tmp_path: Path) -> None: 
     assert proc.stderr.strip().splitlines() == [
         f"error: target.model 'nope' is not served by {fake_openai.url}; served: ok (use --model)"
     ]
+    # the corrected command runs in the same --out: the failed attempt measured nothing (audit N7:
+    # its scenario.yaml made the retry "not empty (an earlier run?)")
+    proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url, "--requests", "3", "--no-telemetry",
+                   "--no-report", "--quiet", "--out", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["requests"]["completed"] == 3
+    # a directory that holds a measured run is still refused
+    proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url, "--requests", "3", "--out", str(tmp_path / "r"))
+    assert proc.returncode == 2 and "not empty (an earlier run?)" in proc.stderr
 
 
 def test_bad_override_value_is_one_line_exit_2(tmp_path: Path) -> None:

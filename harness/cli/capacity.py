@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     from harness.capacity.search import TrialSettings, search_capacity
     from harness.errors import UserError
+    from harness.results.lock import lock_dir
     from harness.scenario import load_scenario
 
     if not 0 < args.attainment <= 1:
@@ -57,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, {"target.url": args.target, "target.model": args.model,
                                              "load.duration_s": args.duration, "warmup.duration_s": args.warmup})
     out = args.out or Path("results") / "capacity" / f"{scenario.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    lock_dir(out, "--out", "search directory")  # one writer at a time (harness.results.lock)
+    if any(out.iterdir()):  # its trials would append to an earlier search's trial directories
+        raise UserError(f"--out {out}: not empty (an earlier search?); choose a new directory")
     settings = TrialSettings(model=scenario.target.model, engine_kind=args.engine_kind, scenario_path=args.scenario,
                              processes=args.processes, early_stop=not args.no_early_stop, write_report=args.reports,
                              print_trials=not args.quiet)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness.errors import UserError
 from harness.results.layout import default_run_dir
+from harness.results.lock import lock_dir
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         baseline = read_quality_run(args.baseline)
         if baseline is None:
             raise UserError(f"--baseline {args.baseline}: no quality.jsonl there; give a directory written by harness quality, run or sweep")
-    out = args.out or default_run_dir(f"{scenario.name}-quality")
+    out = lock_dir(args.out or default_run_dir(f"{scenario.name}-quality"), "--out", "quality directory")
     url = args.target or scenario.target.url
     sim = None
     try:

@@ -1,19 +1,24 @@
 """`harness run`'s guard on --out and its verdict: exit status, thresholds (`--fail-on`).
 
 Why: reusing --out appended a second run to the first's jsonl files (refused now, as `sweep`
-does, unless --force clears the run files); and a run whose engine died or where most requests
-failed exited 0. Exit 1: the run failed (results kept, status in summary.json); exit 99
+does, unless --force clears the run files); two runs started at once on one --out both passed
+that check (the directory is locked now: harness.results.lock); a run that failed before it
+measured anything (a wrong --model, a target that is down) left scenario.yaml behind, and the
+corrected command was then refused as "not empty" (such a directory is reused now); and a run
+whose engine died or where most requests failed exited 0. Exit 1: the run failed (results kept, status in summary.json); exit 99
 (k6's code): a threshold from --fail-on or the scenario's `thresholds:` failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import shutil
 import sys
 from pathlib import Path
 
 from harness.errors import UserError
+from harness.results.lock import lock_dir
 from harness.results.schema import RunSummary
 from harness.results.verdict import RUN_FAILED_EXIT, failure_reason
 from harness.scenario import thresholds as th
@@ -21,8 +26,8 @@ from harness.scenario.models import Scenario
 
 #: what a run writes into its directory (--force removes these, nothing else)
 RUN_FILES = ("scenario.yaml", "summary.json", "histograms.json", "requests*.jsonl", "progress*.jsonl",
-             "engine_metrics.jsonl", "load_plan*.json", "load_result*.json", "load.log", "sim.log",
-             "report.md", "report.html", "*.tmp")
+             "engine_metrics.jsonl", "load_plan*.json", "load_result*.json", "load.log", "sim.log", "sim.r*.log",
+             "timeslices.json", "interference.json", "report.md", "report.html", "*.tmp")
 RUN_DIRS = ("report_files",)
 
 
@@ -48,13 +53,13 @@ def parse_thresholds(args: argparse.Namespace, scenario: Scenario) -> list[th.Th
 
 
 def prepare_out(out: Path, force: bool) -> None:
-    """Refuse a --out that holds files (a second run would be appended to the first's)."""
-    if not out.is_dir():
-        return
+    """Lock --out for this run and refuse it when it holds an earlier run (a second run would be
+    appended to the first's); what an attempt that measured nothing left is cleared instead."""
+    lock_dir(out)
     entries = list(out.iterdir())
     if not entries:
         return
-    if not force:
+    if not force and not measured_nothing(entries):
         raise UserError(f"--out {out}: not empty (an earlier run?); choose a new directory, "
                         "or add --force to delete its run files first")
     for pattern in RUN_FILES:
@@ -64,6 +69,19 @@ def prepare_out(out: Path, force: bool) -> None:
     for name in RUN_DIRS:
         if (out / name).is_dir():
             shutil.rmtree(out / name)
+
+
+def measured_nothing(entries: list[Path]) -> bool:
+    """Whether a directory's entries are only what a run that stopped before measuring leaves
+    (scenario.yaml, logs, a plan, empty request files): nothing there is worth keeping from a retry."""
+    for path in entries:
+        if not path.is_file() or not any(fnmatch.fnmatch(path.name, pat) for pat in RUN_FILES):
+            return False
+        if path.name in ("summary.json", "histograms.json") or path.name.startswith("load_result"):
+            return False
+        if path.name.startswith("requests") and path.stat().st_size > 0:
+            return False
+    return True
 
 
 def outcome(summary: RunSummary, out: Path, wanted: list[th.Threshold]) -> int:

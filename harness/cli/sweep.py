@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from harness.errors import UserError
+from harness.results.lock import lock_dir
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,9 +54,11 @@ def _run(args: argparse.Namespace) -> int:
         out = Path(args.resume)
         if not (out / "index.json").is_file():
             raise UserError(f"--resume {out}: no index.json there; give the directory of an earlier sweep")
+        lock_dir(out, "--resume", "sweep directory")  # one writer at a time (harness.results.lock)
     else:
         out = Path(args.out) if args.out else Path("results") / "sweeps" / f"{plan.sweep.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        if out.exists() and any(out.iterdir()):
+        lock_dir(out, "--out", "sweep directory")
+        if any(out.iterdir()):
             raise UserError(f"--out {out}: not empty; choose a new directory, or continue it with --resume {out}")
     after = _capacity_hook(args, plan, out) if args.capacity_search else None
     _signals_to_interrupt()

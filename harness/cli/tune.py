@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from harness.errors import UserError
+from harness.results.lock import lock_dir
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -42,9 +43,11 @@ def _run(args: argparse.Namespace) -> int:
         out = Path(args.resume)
         if not (out / "tune.json").is_file():
             raise UserError(f"--resume {out}: no tune.json there; give the directory of an earlier tune")
+        lock_dir(out, "--resume", "tune directory")  # one writer at a time (harness.results.lock)
     else:
         out = Path(args.out) if args.out else Path("results") / "tune" / f"{spec.file.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        if out.exists() and any(out.iterdir()):
+        lock_dir(out, "--out", "tune directory")
+        if any(out.iterdir()):
             raise UserError(f"--out {out}: not empty; choose a new directory, or continue it with --resume {out}")
     _signals_to_interrupt()
     outcome = Tuner(spec, out, resume=bool(args.resume), show_progress=not args.quiet).run()
