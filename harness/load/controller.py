@@ -375,6 +375,7 @@ class LoadController(FleetTurns, SessionTurns, Tally):
             intended_ns=item.intended_ns,
             intended_input_tokens=p.input_tokens,
             warmup=p.warmup,
+            ideal_cached_tokens=p.ideal_cached,  # a block trace's record (a session's turn: set when recorded)
         )
         stage = (("stage", self.stage),) if self.stage is not None else ()  # LoadTestShape: the stage it was sent in
         rec.labels = self._session_labels(rec, item) + stage + self._fleet_labels(item)

@@ -52,7 +52,7 @@ class SessionTurns:
         conv = item.planned.session
         if conv is None or not conv.more:
             return None
-        return conv.plan.turns[conv.turn - 1].think_s
+        return conv.think_after_s()
 
     def next_turn(self, item: Item) -> Item | None:
         """The session's next turn, once `item`'s record is interpreted (the reply is history).
@@ -67,7 +67,7 @@ class SessionTurns:
         warm = item.planned.warmup
         intended = None
         if item.intended_ns is not None:
-            intended = conv.last_end_ns + round(conv.plan.turns[conv.turn - 1].think_s * 1e9)
+            intended = conv.next_intended_ns()
         now = perf_ns()
         when = intended if intended is not None else now
         load = self.scenario.load

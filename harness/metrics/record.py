@@ -125,8 +125,9 @@ class RequestRecord:
             "status": self.http_status,
             "error": self.error_kind,
             "error_detail": self.error_detail[:300] if self.error_detail else None,
-            **({"session": self.session, "turn": self.turn, "ideal_cached_tokens": self.ideal_cached_tokens}
-               if self.session is not None else {}),
+            **({"session": self.session, "turn": self.turn} if self.session is not None else {}),
+            **({"ideal_cached_tokens": self.ideal_cached_tokens}
+               if self.session is not None or self.ideal_cached_tokens is not None else {}),
             **({"labels": dict(self.labels)} if self.labels else {}),
             **(self._server_json() if self.server_timing is not None else {}),
         }

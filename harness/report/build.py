@@ -13,7 +13,7 @@ from harness.report.data import RunData
 from harness.report.sweep_data import SweepData
 from harness.report.document import Bullets, Callout, Document, Figure, Heading, Paragraph, Table
 from harness.report.groups import fleet_table, group_tables, sessions_table
-from harness.report.traffic import cache_table, ttft_parts_blocks
+from harness.report.traffic import block_trace_table, cache_table, ttft_parts_blocks
 from harness.report.metrics import MetricDef, fmt_num, fmt_pct
 from harness.results.engine_facts import facts_line
 from harness.results.sweep_index import capacity, top_level
@@ -120,7 +120,7 @@ def build_run_report(run: RunData) -> Document:
     et = T.errors_table(run)
     if et is not None:
         doc.add(et)
-    for extra in (sessions_table(run), fleet_table(run), cache_table(run)):
+    for extra in (sessions_table(run), fleet_table(run), block_trace_table(run), cache_table(run)):
         if extra is not None:
             doc.add(extra)
     doc.add(*group_tables(run))

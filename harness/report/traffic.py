@@ -70,6 +70,23 @@ def cache_table(run: RunData) -> Table | None:
                         "(vLLM: --enable-prompt-tokens-details) or the workload does not say."])
 
 
+def block_trace_table(run: RunData) -> Table | None:
+    bt = run.summary.block_trace
+    if bt is None:
+        return None
+    block = f"{bt.engine_block}" + (f" (the engine's: {bt.engine_block_size})" if bt.engine_block_size not in (None, bt.engine_block) else "")
+    rows = [["Trace", f"`{bt.path}` ({bt.records:,} records, {bt.sessions:,} sessions, {bt.block_tokens}-token blocks)"],
+            ["Ideal hit rate, whole trace", _pct(bt.ideal_hit_rate_trace)],
+            ["Ideal hit rate, the requests sent", _pct(bt.ideal_hit_rate)],
+            ["Hit rate the server reported (usage cached tokens)", _pct(bt.server_hit_rate)],
+            ["Hit rate the engine counted (/metrics)", _pct(bt.engine_hit_rate)],
+            ["Requests", f"{bt.requests:,}"], ["Engine block size the ideal is cut to", block]]
+    return Table(["Hash-block trace replay", "Value"], rows, caption="Prefix reuse the trace allows, and what the engine made of it",
+                 notes=["Ideal: an unbounded prefix cache, requests in timestamp order: each request's leading blocks "
+                        "whose whole prefix an earlier request sent. Below it: evictions, or requests sharing a new "
+                        "prefix that arrived before the first had been computed."])
+
+
 def _breakdowns(run: RunData) -> dict[str, TtftBreakdown]:
     out: dict[str, TtftBreakdown] = {}
     classes = _classes(run)

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.metrics.table import LATENCY_NAMES
-from harness.results.schema_traffic import CacheOutcome, ServerTiming, TtftBreakdown
+from harness.results.schema_traffic import BlockTraceReplay, CacheOutcome, ServerTiming, TtftBreakdown
 
 SCHEMA_VERSION = 1
 
@@ -109,6 +109,7 @@ class RunSummary(Open):
     cache: CacheOutcome | None = None  # every class together (harness.results.schema_traffic)
     ttft_breakdown: TtftBreakdown | None = None
     server_timing: ServerTiming | None = None  # whether the server timed each request, what is unknown
+    block_trace: BlockTraceReplay | None = None  # a replayed hash-block trace: ideal vs measured hit rate
     # extra keys written only when there is something in them (older readers see no change):
     #   groups    the same requests grouped another way: {"turn": {"1": <ClassBlock>, ...}}
     #   sessions  multi-turn sessions: started/completed/cut, duration_s, ideal vs engine prefix hit rate

@@ -17,6 +17,7 @@ from harness.metrics.recorder import MetricSet
 from harness.results.build import build_summary
 from harness.results.layout import write_json_atomic
 from harness.results.schema import RunSummary
+from harness.results.trace_replay import block_trace_block
 from harness.results.verdict import most_failed
 from harness.run.instruments import Instruments
 from harness.run.prefix_cache import hit_rate_warning, workload_max_hit_rate
@@ -81,6 +82,7 @@ def conclude(prep: Prepared, summary: RunSummary, engine: dict[str, Any], instru
         from harness.results.offline import offline_facts
 
         offline_facts(summary, prep.run_dir.requests, scenario.load.requests or 0)
+    summary.block_trace = block_trace_block(scenario, prep.scenario_dir, summary)  # None without a block trace
     if instruments.telemetry is not None:
         warnings = engine_reconcile(summary, engine)
         too_warm = hit_rate_warning(engine, workload_max_hit_rate(scenario, expected_prefix_hit_rate(scenario)))

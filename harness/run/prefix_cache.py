@@ -91,8 +91,8 @@ def isolate(scenario: Scenario, base_url: str, headers: dict[str, str], reset: b
 def workload_max_hit_rate(scenario: Scenario, expected: float | None) -> float | None:
     """The hit rate the workload can produce: the shared-prefix expectation, 0 for a workload that
     shares nothing, None when unknown (dataset prompts may share text)."""
-    if any(c.dataset is not None or c.session is not None for c in scenario.workload.classes):
-        return None  # sessions' histories are meant to hit; their ideal is summary.sessions.ideal_prefix_hit_rate
+    if any(c.dataset is not None or c.session is not None or c.block_trace is not None for c in scenario.workload.classes):
+        return None  # sessions' histories and block traces are meant to hit; their ideals are in summary.json
     return expected if expected is not None else 0.0
 
 

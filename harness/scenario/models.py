@@ -137,6 +137,7 @@ class Dataset(Strict):
 
 
 from harness.scenario.session import SessionSpec  # noqa: E402 - needs the length models above
+from harness.scenario.block_trace import BlockTrace  # noqa: E402
 
 AdapterName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/@+-]+$")]
 
@@ -181,12 +182,21 @@ class RequestClass(Strict):
     dataset: Dataset | None = None
     shared_prefix: SharedPrefix | None = None
     session: SessionSpec | None = Field(default=None, description="multi-turn conversations (harness.scenario.session)")
+    block_trace: BlockTrace | None = Field(default=None, description="prompts, lengths and sessions from a trace of "
+                                           "hashed prefix blocks (Mooncake format; harness.scenario.block_trace)")
     adapters: Annotated[Adapters | None, AfterValidator(_unique_adapters)] = Field(
         default=None, description="LoRA adapters this class asks for (overrides workload.adapters)")
     slo: SLO | None = None
 
     @model_validator(mode="after")
     def _lengths(self) -> RequestClass:
+        if self.block_trace is not None:
+            extra = [k for k in ("input_tokens", "output_tokens", "dataset", "shared_prefix", "session")
+                     if getattr(self, k) is not None]
+            if extra:
+                raise ValueError(f"{', '.join(extra)}: a block_trace class takes its prompts, lengths and sessions "
+                                 "from the trace; remove them")
+            return self
         if self.session is not None:
             extra = [k for k in ("input_tokens", "output_tokens", "dataset", "shared_prefix") if getattr(self, k) is not None]
             if extra:
@@ -406,6 +416,31 @@ class Scenario(Strict):
     telemetry: Telemetry = Field(default_factory=Telemetry)
     quality: QualitySpec | None = Field(default=None, description="output-quality check (harness quality; sweeps)")
     thresholds: list[str] = Field(default_factory=list, description='conditions that fail the run, e.g. "error_rate>1%"')
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_arrivals(cls, data: Any) -> Any:
+        """`load.arrival: trace` with a block_trace class and no `load.trace`: the arrivals are the
+        block trace's own timestamps (the file is named once)."""
+        if not isinstance(data, dict):
+            return data
+        load, workload = data.get("load"), data.get("workload")
+        if not (isinstance(load, dict) and load.get("arrival") == "trace" and load.get("trace") is None
+                and isinstance(workload, dict) and isinstance(workload.get("classes"), list)):
+            return data
+        traces = [c["block_trace"] for c in workload["classes"] if isinstance(c, dict) and isinstance(c.get("block_trace"), dict)]
+        if len(traces) == 1 and isinstance(traces[0].get("path"), str):
+            bt = traces[0]
+            data = {**data, "load": {**load, "trace": {"path": bt["path"], "field": "timestamp", "unit": bt.get("unit", "ms")}}}
+        return data
+
+    @model_validator(mode="after")
+    def _one_trace_class(self) -> Scenario:
+        classes = self.workload.classes
+        if any(c.block_trace is not None for c in classes) and len(classes) > 1:
+            raise ValueError("workload.classes: a block_trace class replays the trace request by request and must be "
+                             "the only class; run other classes in another scenario")
+        return self
 
     @field_validator("thresholds")
     @classmethod

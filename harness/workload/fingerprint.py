@@ -42,6 +42,11 @@ def fingerprint_parts(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_
             from harness.workload.files import file_id
 
             cls["dataset"] = {**cls["dataset"], "path": file_id(cls["dataset"]["path"], base_dir, "workload dataset")}
+        bt = cls.pop("block_trace", None)  # absent (not null) without one: older fingerprints stay what they were
+        if bt:  # a block trace: its content defines the prompts, lengths and arrivals, not where it lives
+            from harness.workload.files import file_id
+
+            cls["block_trace"] = {**bt, "path": file_id(bt["path"], base_dir, "workload block_trace")}
         sess = cls.get("session")
         if sess and sess.get("dataset"):  # recorded conversations: their content, not their path
             from harness.workload.files import file_id

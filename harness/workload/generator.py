@@ -18,15 +18,28 @@ import numpy as np
 
 from harness.errors import UserError
 from harness.scenario.models import RequestClass, Scenario, adapter_weights
+from harness.workload import block_trace
+from harness.workload.block_trace import BlockTraceFile, TraceRecord, TraceSession
 from harness.workload.builtin_tokenizer import VOCAB, BuiltinTokenizer
 from harness.workload.dataset import LoadedDataset, load_dataset
 from harness.workload.files import resolve
 from harness.workload.lengths import mean_length, sample_length
-from harness.workload.sessions import SYSTEM_DOMAIN, Conversation, RecordedConversation, load_conversations, plan_session
+from harness.workload.sessions import (
+    SYSTEM_DOMAIN,
+    Conversation,
+    RecordedConversation,
+    SessionPlan,
+    TurnPlan,
+    load_conversations,
+    plan_session,
+)
 from harness.workload.tokenizers import HFTokenizer
 
 MEASURED, WARMUP = 2, 3
 ADAPTER_DOMAIN = 9
+BLOCK_DOMAIN = 12  # the words of a block trace's blocks
+#: block texts kept per load process (a long trace reuses its blocks: drawn once, not per request)
+BLOCK_CACHE = 8192
 _VOCAB_ARRAY = np.array(VOCAB)
 
 
@@ -44,6 +57,7 @@ class PlannedRequest:
     session: Conversation | None = None  # a multi-turn session's history (harness.workload.sessions)
     turn: int = 0  # 1-based turn number within the session (0: not a session)
     adapter: str | None = None  # the LoRA adapter asked for as `model` (workload.adapters)
+    ideal_cached: int | None = None  # what an unbounded prefix cache could serve (a block trace's record)
 
 
 def calibration_text(n: int = 512) -> str:
@@ -97,6 +111,18 @@ class WorkloadGenerator:
                 pairs = adapter_weights(mix)
                 w = np.array([p[1] for p in pairs], dtype=float)
                 self._adapters[cls.name] = ([p[0] for p in pairs], np.cumsum(w / w.sum()))
+        #: a block_trace class (the only class when there is one): its file and the block texts drawn so far
+        self.block_trace: BlockTraceFile | None = None
+        self._blocks: dict[tuple[int, int, int], str] = {}
+        bt_cls = next((c for c in self.classes if c.block_trace is not None), None)
+        if bt_cls is not None:
+            assert bt_cls.block_trace is not None
+            self.block_trace = block_trace.load(bt_cls.block_trace, base_dir)
+            self._bt_spec = bt_cls.block_trace
+            load = scenario.load
+            # open loop: the arrival pattern scales the trace's gaps to load.rate; later turns the same way
+            tr = self.block_trace.rate
+            self._bt_scale = tr / load.rate if (load.rate is not None and tr) else 1.0
         #: class name -> its dataset (files read once, shared between classes naming the same one)
         self.datasets: dict[str, LoadedDataset] = {}
         loaded: dict[Path, LoadedDataset] = {}
@@ -146,6 +172,8 @@ class WorkloadGenerator:
         rng = np.random.default_rng([self.seed, WARMUP if warmup else MEASURED, index])
         ci = int(np.searchsorted(self._cum, rng.random(), side="right"))
         cls: RequestClass = self.classes[min(ci, len(self.classes) - 1)]
+        if cls.block_trace is not None:
+            return self._traced(cls, index, warmup)
         if cls.session is not None:
             return self.session_turn(Conversation(plan_session(
                 cls.session, cls.name, self.seed, index, warmup, self._session_words, self._systems.get(cls.name, []),
@@ -168,6 +196,55 @@ class WorkloadGenerator:
             rng = np.random.default_rng([self.seed, WARMUP if warmup else MEASURED, index, 6, self.salt])
         text = self._fit(_words(rng, self._n_words(own)), own)
         return PlannedRequest(index, cls.name, prefix, text, n_in, n_out, prefix_id, warmup)
+
+    # ---------------------------------------------------------------- block traces
+    def _block_text(self, warm: int, p: int, hid: int, tokens: int) -> str:
+        """Block `hid` of pass `p`: the same words wherever it appears; `tokens` < a block: its start."""
+        spec = self._bt_spec
+        key = (warm, p, hid)
+        full = self._blocks.get(key)
+        if full is None:
+            if len(self._blocks) >= BLOCK_CACHE:
+                self._blocks.pop(next(iter(self._blocks)))
+            rng = np.random.default_rng([self.seed, BLOCK_DOMAIN, warm, p, hid & 0xFFFFFFFFFFFF, *self._salt()])
+            full = self._blocks[key] = self._fit(_words(rng, self._n_words(spec.block_tokens)), spec.block_tokens)
+        if tokens >= spec.block_tokens:
+            return full
+        if isinstance(self.tokenizer, HFTokenizer):
+            return self.tokenizer.fit(full, tokens)
+        return " ".join(full.split(" ")[:self._n_words(tokens)])
+
+    def _trace_text(self, rec: TraceRecord, warm: int, p: int, index: int) -> str:
+        """The record's prompt: its blocks in order, then words of its own if input_length runs past them."""
+        spec = self._bt_spec
+        left, parts = rec.input_tokens, []
+        for hid in rec.hash_ids:
+            if left <= 0:
+                break
+            n = min(left, spec.block_tokens)
+            parts.append(self._block_text(warm, p, hid, n))
+            left -= n
+        if left > 0:
+            rng = np.random.default_rng([self.seed, BLOCK_DOMAIN, warm, p, -1 - index, rec.line, *self._salt()])
+            parts.append(self._fit(_words(rng, self._n_words(left)), left))
+        return " ".join(parts)
+
+    def _traced(self, cls: RequestClass, index: int, warmup: bool) -> PlannedRequest:
+        """Request `index` replays session index % n of the trace (pass index // n: fresh words)."""
+        bt = self.block_trace
+        assert bt is not None and cls.block_trace is not None
+        n = len(bt.sessions)
+        session, p, warm = bt.sessions[index % n], index // n, 1 if warmup else 0
+        engine_block = cls.block_trace.engine_block
+        if len(session) == 1:
+            rec = session[0]
+            return PlannedRequest(index, cls.name, "", self._trace_text(rec, warm, p, index), rec.input_tokens,
+                                  rec.output_tokens, None, warmup, ideal_cached=bt.ideal_tokens(rec, engine_block))
+        plan = SessionPlan(index, cls.name, warmup, "", 0, None,
+                           tuple(TurnPlan("", r.input_tokens, r.output_tokens, 0.0) for r in session))
+        conv = TraceSession(plan, records=session, build=lambda r: self._trace_text(r, warm, p, index),
+                            ideal=lambda r: bt.ideal_tokens(r, engine_block), scale=self._bt_scale)
+        return self.session_turn(conv)
 
     def _session_words(self, rng: np.random.Generator, n: int) -> str:
         return self._fit(_words(rng, n), n)

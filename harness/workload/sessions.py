@@ -208,6 +208,14 @@ class Conversation:
         text = "\n\n".join(m["content"] for m in msgs)
         return msgs, text, self.history_tokens + t.tokens, t.max_tokens
 
+    def think_after_s(self) -> float:
+        """The pause after the turn just answered: a closed-loop user waits it before the next turn."""
+        return self.plan.turns[self.turn - 1].think_s
+
+    def next_intended_ns(self) -> int:
+        """Open loop: when the next turn should be sent (the last reply's end plus the think time)."""
+        return self.last_end_ns + round(self.think_after_s() * 1e9)
+
     def ideal_cached(self, prompt_tokens: int, system_seen: bool, block: int = DEFAULT_BLOCK) -> int:
         """What a large-enough prefix cache serves of this turn's prompt (whole blocks)."""
         if self.turn == 0:

@@ -4,6 +4,10 @@ Only the pattern is taken from the trace: its inter-arrival gaps, scaled so thei
 the scenario's `rate` (bursts and lulls keep their shape at any load level), cycling when the
 trace ends. Timestamps are sorted first (logs are not always in order); gaps of zero (requests
 logged in the same tick) are kept: they are the bursts. No randomness: the seed plays no part.
+
+Records sharing a `session_id` are one session's turns: the session arrives at its earliest
+timestamp, and its later turns are sent when the previous one has ended (harness.workload.block_trace),
+so a session is one arrival here.
 """
 
 from __future__ import annotations
@@ -35,13 +39,17 @@ def load_gaps(trace: Trace, base_dir: Path | None) -> np.ndarray:
         raise UserError(f"load.trace.path: cannot read {p} ({exc.strerror}); paths are relative to the scenario file") from None
     stamps: list[float] = []
     problems: list[str] = []
+    starts: dict[Any, float] = {}  # session id -> its first (earliest) timestamp
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         try:
             value = json.loads(line)
+            sid = None
             if isinstance(value, dict):
+                sid = value.get("session_id")
+                sid = None if isinstance(sid, (dict, list)) else sid
                 value = value.get(trace.field)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError
@@ -57,7 +65,11 @@ def load_gaps(trace: Trace, base_dir: Path | None) -> np.ndarray:
                 problems.append(f"{p}: stopped after {MAX_PROBLEMS} bad lines")
                 break
             continue
-        stamps.append(float(value) * _UNIT[trace.unit])
+        if sid is None:
+            stamps.append(float(value) * _UNIT[trace.unit])
+        else:  # a session arrives once, at its first turn; later turns follow its previous turn's end
+            starts[sid] = min(starts.get(sid, math.inf), float(value) * _UNIT[trace.unit])
+    stamps.extend(starts.values())
     if problems:
         raise UserError(*problems)
     if len(stamps) < 2:
