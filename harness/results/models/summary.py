@@ -18,7 +18,7 @@ from pydantic import Field
 from harness.results.models.base import Block, Num, Omit, Record
 from harness.results.models.diagnosis import Diagnosis, Finding
 from harness.results.models.engine import EngineBlock, GaugeStats, KvUsage
-from harness.results.models.traffic import CacheOutcome, ServerTiming, TtftBreakdown
+from harness.results.models.traffic import BlockTraceReplay, CacheOutcome, ServerTiming, TtftBreakdown
 
 SCHEMA_VERSION = 1
 
@@ -330,6 +330,8 @@ class RunSummary(Block):
     cache: Annotated[CacheOutcome | None, Omit] = None
     ttft_breakdown: Annotated[TtftBreakdown | None, Omit] = None
     server_timing: Annotated[ServerTiming | None, Omit] = None  # whether the server timed each request
+    #: a replayed hash-block trace: the ideal hit rate beside the server's and the engine's
+    block_trace: Annotated[BlockTraceReplay | None, Omit] = None
     goodput: GoodputBlock = Field(default_factory=GoodputBlock)
     usage_check: UsageCheck = Field(default_factory=UsageCheck)
     timing: Timing = Field(default_factory=Timing)

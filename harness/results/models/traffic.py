@@ -75,3 +75,23 @@ class ServerTiming(Block):
     sources: list[str] = Field(default_factory=list)  # harness.client.server_timing readers seen
     unknown: list[str] = Field(default_factory=list)  # TTFT parts no server reported
     note: str = ""  # how to get them, or what the joined parts cover
+
+
+class BlockTraceReplay(Block):
+    """A replayed trace of hashed prefix blocks (harness.workload.block_trace): the hit rate its
+    block ids allow beside what the server and the engine measured (written by
+    harness.results.trace_replay in runs with a block_trace class)."""
+
+    path: str
+    content_id: str
+    records: int
+    sessions: int
+    block_tokens: int  # tokens per hash id
+    engine_block: int  # the block size the ideal is cut to (block_trace.engine_block)
+    engine_block_size: int | None = None  # the engine's own, from its telemetry (when it says)
+    trace_rate: float | None = None  # sessions per second at the trace's own pace
+    ideal_hit_rate_trace: float | None = None  # the whole trace, once through
+    requests: int = 0  # measured requests that completed
+    ideal_hit_rate: float | None = None  # over those requests
+    server_hit_rate: float | None = None  # usage.prompt_tokens_details.cached_tokens over those requests
+    engine_hit_rate: float | None = None  # the engine's prefix-cache counters over the window
