@@ -62,3 +62,20 @@ def die_with_parent() -> None:
     thread that lives as long as the run (the main thread)."""
     if _PRCTL is not None:
         _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+
+class ParentWatch:
+    """Whether the process that started this one is gone (a child's parent-pid changes when its
+    parent dies: it is re-parented to init or a subreaper).
+
+    Why: the parent-death signal is SIGTERM, which a load process takes as "stop gracefully": it
+    then drained its in-flight requests for up to the grace (40 s) and appended their lines to the
+    files of a run whose `harness run` had been killed with SIGKILL (audit R7). A process that
+    finds its parent gone stops at once instead; nobody will read what it would still write."""
+
+    def __init__(self) -> None:
+        self.parent_pid = os.getppid()
+
+    @property
+    def orphaned(self) -> bool:
+        return os.getppid() != self.parent_pid

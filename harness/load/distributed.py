@@ -49,6 +49,7 @@ from harness.load.collector import Collector
 from harness.load.gc_policy import GCPolicy
 from harness.load.messages import Delta, Final, Plan, Stage, Stop
 from harness.load.plan import LoadPlan
+from harness.signals import ParentWatch
 from harness.metrics.exporter import ENV_DIR, LiveCounts, MasterMetrics
 from harness.metrics.record import RequestRecord
 from harness.metrics.recorder import MetricSet
@@ -330,8 +331,12 @@ def run_master(plan: LoadPlan, expect_workers: int, bind_host: str, port: int, c
     collector = Collector(env, on_event=on_event_live, on_delta=on_delta)
     env.events.test_start.add_listener(lambda **_kw: collector.begin(plan, run_dir))
     stopping = gevent.event.Event()
+    parent = ParentWatch()
 
     def _stop(*_args: object) -> None:
+        if parent.orphaned:  # harness run was killed outright: nobody reads what a drain would write
+            collector.close()
+            os._exit(1)
         stopping.set()
 
     gevent.signal_handler(signal.SIGTERM, _stop)

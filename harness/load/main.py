@@ -3,7 +3,8 @@
 Runs Locust programmatically with the harness user, prints JSON lines on stdout for the
 orchestrator (progress every second, and window_start / window_end / drained events), and
 writes `load_result[.wN].json` at the end. SIGTERM/SIGINT stop the hand-out of new requests,
-let in-flight ones finish (up to the plan's grace), and still write every result.
+let in-flight ones finish (up to the plan's grace), and still write every result; when the
+orchestrator itself is gone (killed outright), it stops at once instead (signals.ParentWatch).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from harness.load.gc_policy import GCPolicy
 from harness.load.limits import raise_fd_limit
 from harness.load.plan import LoadPlan
 from harness.scenario.models import Scenario
+from harness.signals import ParentWatch
 
 
 def _emit(line: dict) -> None:
@@ -36,7 +38,19 @@ def _emit(line: dict) -> None:
     sys.stdout.flush()
 
 
+def _abandon(ctrl: LoadController) -> None:
+    """The orchestrator died (kill -9): keep the lines recorded so far (complete lines only: each
+    is one write) and exit without draining, so nothing more lands in the dead run's files."""
+    for f in (ctrl.requests_file, ctrl.progress_file):
+        try:
+            f.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(1)
+
+
 def run(plan: LoadPlan) -> dict:
+    parent = ParentWatch()
     setup_logging("WARNING")
     fd_note = raise_fd_limit(Scenario.model_validate(plan.scenario).load.users // plan.workers + 64)
     if plan.kernel_stamps:
@@ -53,6 +67,8 @@ def run(plan: LoadPlan) -> dict:
     spawn_rate = users / load.ramp_s if (load.ramp_s > 0 and not ctrl.open_loop) else float(users)
 
     def _stop(*_args: object) -> None:
+        if parent.orphaned:
+            _abandon(ctrl)  # the parent-death signal: the orchestrator is gone, stop now
         ctrl.stop()
         user_module.STOPPING.set()
 
@@ -61,6 +77,8 @@ def run(plan: LoadPlan) -> dict:
 
     def _progress() -> None:
         while not finished.is_set():
+            if parent.orphaned:
+                _abandon(ctrl)  # no parent-death signal came (its thread ended first), the watch saw it
             _emit({"event": "progress", **ctrl.progress()})
             gevent.sleep(plan.progress_interval_s)
 

@@ -220,3 +220,35 @@ def test_second_ctrl_c_stops_the_load_at_once(fake_openai, tmp_path: Path) -> No
     while _processes_mentioning(str(out / "load_plan.json")) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _processes_mentioning(str(out / "load_plan.json"))  # requests of 20 s would still be running
+
+
+def test_kill_9_of_harness_run_stops_its_load_process_at_once(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Audit R7: after `kill -9` of `harness run` its load process took the parent-death SIGTERM as a
+    graceful stop, drained for its grace (~40 s) and appended 21 lines to the dead run's files. Now
+    it sees its parent gone and stops at once; the lines recorded before the kill stay whole."""
+    path = tmp_path / "slow.yaml"
+    path.write_text(SCENARIO.replace("requests: 12}", "duration_s: 60}").replace("warmup: {requests: 2}\n", "")
+                    .replace("itl_ms: 0.5", "itl_ms: 20").replace("output_tokens: 12", "output_tokens: 100"))
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "run", str(path), "--target", fake_openai.url,
+                             "--model", "ok", "--out", str(out), "--no-telemetry", "--no-report", "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "HARNESS_TEST_KEY": SECRET})
+    progress = out / "progress.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if progress.exists() and any(json.loads(l)["in_flight"] > 0 and json.loads(l).get("done", 0) > 0
+                                     for l in progress.read_text().splitlines()):
+            break
+        time.sleep(0.1)
+    assert _processes_mentioning(str(out / "load_plan.json")), "the load process should be running"
+    proc.kill()
+    proc.wait(10)
+    deadline = time.monotonic() + 10
+    while _processes_mentioning(str(out / "load_plan.json")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes_mentioning(str(out / "load_plan.json")), "the load process outlived harness run"
+    lines = (out / "requests.jsonl").read_text().splitlines()
+    time.sleep(1.5)
+    assert (out / "requests.jsonl").read_text().splitlines() == lines  # nothing written after
+    assert all(json.loads(line)["id"] for line in lines)  # every line whole
+    assert not (out / "summary.json").exists()
