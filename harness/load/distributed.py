@@ -198,6 +198,9 @@ class WorkerAgent:
         run.sender = gevent.spawn(self._sender, run)
 
     def _emit(self, line: dict[str, Any]) -> None:
+        if line.get("event") == "window_start":
+            # Locust's own stats (RPS, Aggregated, CSV) count from the window, not the warmup
+            self.env.stats.reset_all()
         run = self.run
         if run is not None:
             run.events.append(line)

@@ -245,16 +245,20 @@ def locust_reporter(environment):  # type: ignore[no-untyped-def]
 
     Locust counts every event as a request, so a TTFT event beside the E2E one doubled its RPS
     and charts (audit D13: 18 req/s in Locust's header for 8 real). Its response time is the
-    E2E latency; TTFT, ITL and TPOT are in the LLM tab and the run's summary."""
+    E2E latency; TTFT, ITL and TPOT are in the LLM tab and the run's summary. Warmup requests
+    are not reported: Locust's Aggregated row, RPS and CSV count the measured requests only, as
+    summary.json does (audit N16: `Aggregated,56` = 52 measured + 4 warmup); the load process
+    resets Locust's stats when the window opens, so its RPS counts from there."""
     fire = environment.events.request.fire
 
     def report(rec: RequestRecord) -> None:
-        phase = "warmup " if rec.warmup else ""
+        if rec.warmup:
+            return
         if rec.ok:
-            fire(request_type="LLM", name=f"{phase}{rec.class_name} e2e", response_time=rec.e2e_ns / 1e6,
+            fire(request_type="LLM", name=f"{rec.class_name} e2e", response_time=rec.e2e_ns / 1e6,
                  response_length=rec.output_tokens or 0, exception=None, context={})
         else:
-            fire(request_type="LLM", name=f"{phase}{rec.class_name} e2e", response_time=0.0, response_length=0,
+            fire(request_type="LLM", name=f"{rec.class_name} e2e", response_time=0.0, response_length=0,
                  exception=Exception(f"{rec.error_kind}: {rec.error_detail}"[:200]), context={})
 
     return report

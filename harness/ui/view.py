@@ -91,7 +91,8 @@ def build_view(s: Any) -> dict[str, Any]:
                  for name, c in s.get("per_class", {}).items()}
         rates[ALL] = {"rps": s["requests"]["rps"], "tok_s": s["tokens"]["output_per_s"]}
         out["rates_over"] = "whole run"
-    classes = run.live.total.classes
+    # finished: the run's own metrics (what summary.json and the report say); live deltas before
+    classes = (run.final_metrics if run.final_metrics is not None else run.live.total).classes
     rows = [_class_view(name, cm, rates.get(name)) for name, cm in classes.items() if name != ALL]
     rows.append(_class_view("All classes", classes[ALL], rates.get(ALL)))
     out["classes"] = rows

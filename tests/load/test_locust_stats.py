@@ -20,6 +20,9 @@ for i in range(10):
     rec = RequestRecord(index=i, class_name="chat", sent_ns=0)
     rec.chunk_ns, rec.chunk_tokens, rec.output_tokens = [5_000_000, 9_000_000], [1, 1], 2
     report(rec)
+warm = RequestRecord(index=99, class_name="chat", sent_ns=0, warmup=True)
+warm.chunk_ns, warm.chunk_tokens, warm.output_tokens = [5_000_000], [1], 1
+report(warm)  # not measured: not in Locust's Aggregated row, RPS or CSV (audit N16)
 bad = RequestRecord(index=10, class_name="chat", sent_ns=0)
 bad.error_kind, bad.error_detail = "http_5xx", "boom"
 report(bad)

@@ -184,7 +184,32 @@ def test_ui_with_two_worker_processes_merges_their_shares(ui_factory) -> None:  
     assert summary["client"]["processes"] == 2 and summary["status"] == "complete"
     assert all(n > 0 for n in counts) and summary["requests"]["completed"] == sum(counts)
     assert live["classes"][-1]["requests"] == sum(counts)
+    _assert_cards_are_the_summary(live, summary)  # a run that ended by itself (audit N5)
     ui.wait_for(lambda: ui.get("/llm/api/live")["locust_state"] == "stopped", 20, "Locust to show the test stopped")
+
+
+def test_a_run_that_ends_by_itself_shows_summary_json_figures(ui_factory) -> None:  # type: ignore[no-untyped-def]
+    """One process, 16 users, a window that ends on its own (audit N5: after `harness ui
+    scenarios/mixed.yaml` finished, the cards and table said 150 requests and TTFT p99 488.9 ms
+    while the banner, summary.json and report said 152 and 327 ms)."""
+    ui = ui_factory()
+    live = ui.get("/llm/api/live")
+    res = ui.post("/swarm", {"user_count": "16", "spawn_rate": "16", "host": live["host"], "measured_window": "4"})
+    assert res.get("success"), res
+    ui.wait_for(lambda: ui.get("/llm/api/live")["state"] == "finished", 60, "the run to finish on its own")
+    live = ui.get("/llm/api/live")
+    summary = json.loads((Path(live["run_dir"]) / "summary.json").read_text())
+    _assert_cards_are_the_summary(live, summary)
+
+
+def _assert_cards_are_the_summary(live: dict, summary: dict) -> None:
+    per_class = {**summary["per_class"], "All classes": summary}
+    for row in live["classes"]:
+        block = per_class[row["name"]]
+        assert (row["requests"], row["failed"]) == (block["requests"]["completed"], block["requests"]["failed"]), row["name"]
+        for metric, key in (("ttft", "ttft"), ("itl_token", "itl"), ("tpot", "tpot"), ("e2e", "e2e")):
+            for p in ("p50", "p90", "p99"):
+                assert row[key][p] == pytest.approx(block["latency_ms"][metric][p], rel=1e-9), (row["name"], metric, p)
 
 
 def test_without_a_scenario_the_plugin_says_how_to_give_one(tmp_path: Path) -> None:
