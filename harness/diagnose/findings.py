@@ -56,12 +56,19 @@ def _kv_pressure(summary: dict[str, Any], diag: dict[str, Any]) -> Finding | Non
         return None
     kv_txt = f"KV usage max {kv_max:.2f}" if kv_max is not None else "KV usage unknown"
     if pre:
+        # --kv-cache-memory-bytes sets the cache's size and overrides --gpu-memory-utilization: raising
+        # the fraction would change nothing, so the advice names the flag in effect
+        fixed = _num(eng.get("kv_cache_memory_bytes"))
+        more = (f"then raise --kv-cache-memory-bytes (now {fixed / 2**30:.2f} GiB; it overrides --gpu-memory-utilization) "
+                if fixed else "then raise --gpu-memory-utilization ")
+        value = {"kv_usage_max": kv_max, "preemptions": pre, **({"kv_cache_memory_bytes": fixed} if fixed else {})}
         return Finding(id="kv_pressure", severity=0.9, title="KV cache pressure: preemptions",
-                       text=f"{kv_txt} with {pre:.0f} preemptions", value={"kv_usage_max": kv_max, "preemptions": pre},
-                       advice="lower --max-num-seqs first, then --max-model-len; then raise --gpu-memory-utilization "
+                       text=f"{kv_txt} with {pre:.0f} preemptions", value=value,
+                       advice="lower --max-num-seqs first, then --max-model-len; " + more +
                               "if the GPU has safe headroom, or use --kv-cache-dtype fp8 (test quality)",
                        guide="000 Understand KV cache pressure; 001 2.1", knobs=["max_num_seqs", "max_model_len",
-                                                                                "gpu_memory_utilization", "kv_cache_dtype"])
+                                                                                "kv_cache_memory_bytes" if fixed else "gpu_memory_utilization",
+                                                                                "kv_cache_dtype"])
     if kv_max is not None and kv_max >= 0.95:
         return Finding(id="kv_pressure", severity=0.55, title="KV cache nearly full",
                        text=f"{kv_txt}, no preemptions yet", value={"kv_usage_max": kv_max, "preemptions": pre or 0},

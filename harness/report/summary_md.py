@@ -53,7 +53,9 @@ def _run_md(run: RunData) -> list[str]:
         bits.append(f"prefix cache hit rate {fmt_pct(100 * pc['hit_rate'], 0)}")
     gm = e.get("gpu_memory")
     if isinstance(gm, dict) and isinstance(gm.get("used_max_bytes"), (int, float)):
-        bits.append(f"GPU memory max {gm['used_max_bytes'] / 2**30:,.1f} GiB")
+        holding = [p for p in gm.get("processes") or [] if p.get("used_max_bytes")]
+        others = f" (device-wide: {len(holding)} processes, see the engine table)" if gm.get("note") and holding else ""
+        bits.append(f"GPU memory max {gm['used_max_bytes'] / 2**30:,.1f} GiB{others}")
     if bits:
         out += ["Engine: " + ", ".join(bits) + ".", ""]
     return out

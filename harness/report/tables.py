@@ -105,6 +105,8 @@ def engine_table(run: RunData) -> Table:
         used, total = _num(gm.get("used_max_bytes")), _num(gm.get("total_bytes"))
         share = f" of {fmt_bytes_gib(total)} ({fmt_pct(100 * used / total)})" if total else ""
         rows.append(["GPU memory used (max)", fmt_bytes_gib(used) + share + (" (simulated engine's model)" if gm.get("simulated") else "")])
+        if gm.get("note"):  # another process on the device: NVML counts it too
+            rows.append(["GPU memory note", str(gm["note"])])
     else:
         why = gm.get("reason") if isinstance(gm, dict) else None
         rows.append(["GPU memory used (max)", "not available" + (f": {why}" if why else "")])

@@ -85,8 +85,10 @@ def max_len_warning(facts: dict[str, Any], scenario: Scenario, name: str = "") -
         return None
     why = (f"auto-fit reduced it from {facts['max_model_len_auto_fit_from']:,} to fit the KV cache"
            if facts.get("max_model_len_auto_fit_from") else "as configured")
+    raise_flag = ("--kv-cache-memory-bytes (it sets the KV cache's size and overrides --gpu-memory-utilization)"
+                  if facts.get("kv_cache_set_by") == "kv_cache_memory_bytes" else "--gpu-memory-utilization")
     return (f"max_model_len is {final:,} ({why}) but scenario {name or 'the scenario'} asks for up to {need:,} "
-            "tokens: longer requests are rejected; raise --gpu-memory-utilization or set --max-model-len "
+            f"tokens: longer requests are rejected; raise {raise_flag} or set --max-model-len "
             "and lower --max-num-seqs")
 
 

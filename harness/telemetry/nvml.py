@@ -2,7 +2,10 @@
 
 NVML sees every GPU of *this* machine (it ignores CUDA_VISIBLE_DEVICES) and memory used by any
 process, so the numbers mean the engine's memory only when the engine runs here, alone on its
-GPUs; the session samples only when the target URL is local. No driver / no GPU is a normal case:
+GPUs; the session samples only when the target URL is local. The processes that hold GPU memory
+are read with each sample (`processes`: pid, command, most memory held); when more than one held
+memory in the window the block's `note` says that `used_max_bytes` counts them all (on the H200 a
+sweep cell showed 8.4 GiB: 4.2 of them another vLLM's). No driver / no GPU is a normal case:
 `open()` returns the reason and the block says {"available": false, "reason": ...}.
 `bench/telemetry_nvml_check.py` prints what this module reads, to check it on a GPU machine.
 """
@@ -25,6 +28,8 @@ class NvmlSampler:
         self._total: list[int] = []
         self.samples = 0
         self._v2 = False
+        self._procs: dict[int, int] = {}  # pid -> most GPU memory it held in the window
+        self._procs_ok = True
 
     def open(self) -> str | None:
         """Initialize NVML; None on success, else why GPU memory is unavailable."""
@@ -80,6 +85,20 @@ class NvmlSampler:
     def reset_window(self) -> None:
         self._max_used = [0] * len(self._handles)
         self.samples = 0
+        self._procs = {}
+
+    def _sample_processes(self) -> None:
+        """Fold the compute processes' memory into the window; a driver or sandbox that cannot
+        list them turns this off for good (the block then has no `processes`)."""
+        if not self._procs_ok:
+            return
+        try:
+            for h in self._handles:
+                for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(h):
+                    used = int(getattr(p, "usedGpuMemory", 0) or 0)
+                    self._procs[int(p.pid)] = max(self._procs.get(int(p.pid), 0), used)
+        except Exception:  # noqa: BLE001 - NVML_ERROR_NOT_SUPPORTED, no such function: leave it out
+            self._procs_ok = False
 
     def sample(self) -> list[dict[str, int]] | None:
         """Read all GPUs and fold into the window maxima; None (and no raise) on NVML errors."""
@@ -93,6 +112,7 @@ class NvmlSampler:
             self._max_used[g["index"]] = max(self._max_used[g["index"]], g["used_bytes"])
             self._total[g["index"]] = g["total_bytes"]
         self.samples += 1
+        self._sample_processes()
         return cur
 
     def block(self) -> dict[str, Any]:
@@ -113,7 +133,21 @@ class NvmlSampler:
             "samples": self.samples,
             "driver": self.driver,
             "memory_api": "v2 (used excludes driver-reserved memory)" if self._v2 else "v1 (used includes driver-reserved memory)",
+            **self._processes_block(),
         }
+
+    def _processes_block(self) -> dict[str, Any]:
+        if not self._procs_ok or not self._procs:
+            return {}
+        procs = sorted(({"pid": pid, "command": _command(pid), "used_max_bytes": used} for pid, used in self._procs.items()),
+                       key=lambda p: -p["used_max_bytes"])
+        out: dict[str, Any] = {"processes": procs}
+        holding = [p for p in procs if p["used_max_bytes"] > 0]
+        if len(holding) > 1:
+            parts = ", ".join(f"pid {p['pid']} {p['command'][:40]!r} {p['used_max_bytes'] / 2**30:.1f} GiB" for p in holding)
+            out["note"] = (f"NVML reads the whole device: {len(holding)} processes held GPU memory in the window "
+                           f"({parts}); used_max_bytes counts them all, not the engine alone")
+        return out
 
     def close(self) -> None:
         if self._nvml is not None:
@@ -126,6 +160,15 @@ class NvmlSampler:
             pynvml.nvmlShutdown()
         except Exception:  # noqa: BLE001, S110 - shutting down anyway
             pass
+
+
+def _command(pid: int) -> str:
+    """The process's command line, when this machine can see it (another container's cannot)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip() or "?"
+    except OSError:
+        return "?"
 
 
 def _text(x: Any) -> str:

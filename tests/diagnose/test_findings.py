@@ -23,3 +23,12 @@ def test_ranking_and_quiet_runs():
     ids = [f.id for f in findings({"engine": {}}, diag)]
     assert ids == ["recompilation", "memory_growth", "drift"], ids
     assert findings({"engine": {"kv_usage": {"max": 0.3}, "preemptions": {"count": 0}}}, {}) == []
+
+
+def test_kv_pressure_names_the_flag_that_sets_the_cache():
+    """With --kv-cache-memory-bytes the fraction does not size the KV cache: the advice names the
+    flag in effect (GPU_VLLM.md: 64 users, 283 preemptions, 136 GiB free on the card)."""
+    summary = {"engine": {"kv_usage": {"max": 0.997}, "preemptions": {"count": 283}, "kv_cache_memory_bytes": 1073741824}}
+    f = findings(summary, {})[0]
+    assert "raise --kv-cache-memory-bytes (now 1.00 GiB; it overrides --gpu-memory-utilization)" in f.advice
+    assert "raise --gpu-memory-utilization" not in f.advice and "kv_cache_memory_bytes" in f.knobs

@@ -175,3 +175,24 @@ def test_failure_hint_other_shapes():
     )
     assert failure_hint("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n").startswith("torch.OutOfMemoryError")
     assert failure_hint("all good\n") is None
+
+
+def test_vllm_0_26_gpu_log_with_kv_cache_memory_bytes():
+    """vLLM 0.26.0 (V2 model runner) on a GPU with --kv-cache-memory-bytes: the KV cache is
+    'reserved', not profiled (no 'Available KV cache memory' line), and the capture bars carry one
+    field, '(PIECEWISE)'. Lines in 0.26.0's formats (its gpu_worker.py, model_runner.py,
+    cudagraph_utils.py), as GPU_VLLM.md saw them on the H200."""
+    facts = get_kind("vllm").startup_facts((DATA / "vllm_0.26.0_h200_kv_bytes.log").read_text())
+    assert facts["kv_cache_gib"] == 1.0 and facts["kv_cache_set_by"] == "kv_cache_memory_bytes"
+    assert facts["initial_free_gib"] == 138.21
+    assert facts["cudagraph_captured"] == {"PIECEWISE": 51, "FULL": 51}
+    assert facts["graph_capture_bars_s"] == round(51 / 34.02 + 51 / 57.31, 3)
+    assert facts["cudagraph_count"] == 51 and facts["cudagraph_mode"] == "FULL_AND_PIECEWISE"
+    assert facts["kv_cache_tokens"] == 32768 and facts["max_model_len"] == 4096
+    assert facts["model_load_s"] == 0.912402 and facts["torch_compile_s"] == 16.84 and facts["init_engine_s"] == 41.75
+    assert facts["compile_cache_hit"] is False and facts["engine_version"] == "0.26.0"
+
+
+def test_vllm_profiled_kv_cache_is_not_called_set():
+    facts = get_kind("vllm").startup_facts("INFO 12-03 13:01:54 [gpu_worker.py:561] Available KV cache memory: 127.85 GiB\n")
+    assert facts["kv_cache_gib"] == 127.85 and "kv_cache_set_by" not in facts

@@ -114,3 +114,33 @@ def test_memory_api_v2_with_fallback(monkeypatch, v2_fails, api) -> None:
     s.sample()
     b = s.block()
     assert b["memory_api"].startswith(api) and b["used_max_bytes"] == 4 * GIB
+
+
+def test_another_process_on_the_gpu_is_named(monkeypatch) -> None:
+    """NVML is device-wide: when a second process holds GPU memory (on the H200 another vLLM held
+    4.2 of a sweep cell's 8.4 GiB), the block lists the processes and says used_max counts all."""
+    import os
+
+    fake = FakeNvml([[20 * GIB]])
+    own, other = os.getpid(), 2**22 + 7  # this process (its command line is readable) and one that is not here
+    fake.nvmlDeviceGetComputeRunningProcesses = lambda h: [types.SimpleNamespace(pid=own, usedGpuMemory=16 * GIB),
+                                                           types.SimpleNamespace(pid=other, usedGpuMemory=4 * GIB)]
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    s = NvmlSampler()
+    assert s.open() is None
+    s.sample()
+    b = s.block()
+    assert [(p["pid"], p["used_max_bytes"]) for p in b["processes"]] == [(own, 16 * GIB), (other, 4 * GIB)]
+    assert "python" in b["processes"][0]["command"] and b["processes"][1]["command"] == "?"
+    assert b["note"].startswith("NVML reads the whole device: 2 processes held GPU memory in the window")
+    assert "used_max_bytes counts them all" in b["note"]
+
+
+def test_one_process_gets_no_note(monkeypatch) -> None:
+    fake = FakeNvml([[20 * GIB]])
+    fake.nvmlDeviceGetComputeRunningProcesses = lambda h: [types.SimpleNamespace(pid=1, usedGpuMemory=16 * GIB)]
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    s = NvmlSampler()
+    s.open()
+    s.sample()
+    assert len(s.block()["processes"]) == 1 and "note" not in s.block()

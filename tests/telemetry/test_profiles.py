@@ -143,3 +143,26 @@ def test_vllm_spec_decode_per_position() -> None:
     assert sd["acceptance_rate"] == pytest.approx(180 / 300)
     assert sd["mean_acceptance_length"] == pytest.approx(1 + 180 / 100)
     assert sd["per_position"] == pytest.approx([0.8, 0.6, 0.4])
+
+
+def test_vllm_0_26_requeried_prefix_lookups_and_fixed_kv_cache() -> None:
+    """vLLM 0.26.0 under queueing with --kv-cache-memory-bytes (tests/telemetry/data): lookups
+    outnumber prompt tokens 9.2x, so hits/queries (21.6%) weighs requests by their admission
+    attempts; the cached prompt tokens, counted once per request, give 50%. The cache's size was
+    set by the flag, and the block says so."""
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "data" / "vllm_0.26.0_kv_bytes_queueing.txt").read_text()
+    b = block("vllm", *text.split("=== scrape\n"))
+    pc = b["prefix_cache"]
+    assert pc["queries"] == 13447440 and pc["hits"] == 2900000
+    assert pc["lookups_per_prompt_token"] == pytest.approx(13447440 / 1461600)
+    assert pc["lookup_hit_rate"] == pytest.approx(2900000 / 13447440)
+    assert pc["hit_rate"] == pytest.approx(0.5) and pc["hit_rate_from"] == "prompt_tokens_cached"
+    assert b["kv_cache_memory_bytes"] == 1073741824 and b["kv_capacity_tokens"] == 32768
+    assert b["preemptions"]["count"] == 283
+
+
+def test_vllm_prefix_rate_stays_lookups_without_requeries() -> None:
+    b = block("vllm", pages.VLLM_A, pages.VLLM_B, pages.VLLM_C)
+    assert "hit_rate_from" not in b["prefix_cache"] and "kv_cache_memory_bytes" not in b

@@ -27,6 +27,13 @@ VLLM_FACTS = [
     fact(r"Loading model weights took ([\d.]+) GB", "model_load_gib"),
     fact(r"Available KV cache memory: ([\d.]+) GiB", "kv_cache_gib"),
     fact(r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache", "kv_cache_gib"),  # CPU build
+    # --kv-cache-memory-bytes (0.11+; 0.26.0 on the H200): the size is set, not profiled, and
+    # gpu_memory_utilization does not apply; the free memory at start tells whether another process
+    # holds part of the GPU
+    fact(r"Initial free memory ([\d.]+) GiB, reserved ([\d.]+) GiB memory for KV Cache as specified by kv_cache_memory_bytes",
+         "initial_free_gib", "kv_cache_gib"),
+    fact(r"(reserved) [\d.]+ GiB memory for KV Cache as specified by kv_cache_memory_bytes", "kv_cache_set_by",
+         convert=lambda _: "kv_cache_memory_bytes"),
     fact(r"Loading weights took ([\d.]+) seconds", "weights_load_s"),
     fact(r"Initializing model took ([\d.]+) seconds", "init_model_s"),  # CPU build: before the weights
     fact(r"# (?:GPU|CPU) blocks: (\d+)", "num_gpu_blocks"),
@@ -75,7 +82,8 @@ def _stamp_s(stamp: str) -> float:
     return (t - dt.datetime(2001, 1, 1)).total_seconds()
 
 
-_CAPTURE_BAR = r"Capturing CUDA graphs \(([^,()]+), (\w+)\):[^\r\n]*?\| *(\d+)/(\d+) \[[\d:]+<[\d:?]+, *([\d.]+)(s/it|it/s)\]"
+#: tqdm bars: "(mixed prefill-decode, PIECEWISE)" (V1 model runner), "(PIECEWISE)" (0.26's V2 runner)
+_CAPTURE_BAR = r"Capturing CUDA graphs \(([^,()]+)(?:, (\w+))?\):[^\r\n]*?\| *(\d+)/(\d+) \[[\d:]+<[\d:?]+, *([\d.]+)(s/it|it/s)\]"
 
 
 class VLLM(HttpEngine):
@@ -99,7 +107,7 @@ class VLLM(HttpEngine):
         bars: dict[str, int] = {}
         seconds: dict[str, float] = {}
         for m in last_matches(_CAPTURE_BAR, log_text):
-            key = f"{m.group(1).strip()} {m.group(2)}"
+            key = f"{m.group(1).strip()} {m.group(2)}" if m.group(2) else m.group(1).strip()
             n, rate = int(m.group(4)), float(m.group(5))
             bars[key] = n
             if m.group(3) == m.group(4) and rate > 0:  # a finished bar: n / rate is its duration

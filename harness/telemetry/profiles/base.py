@@ -26,6 +26,7 @@ COUNTERS = (
     "prefix_queries",
     "prefix_hits",
     "prompt_tokens",
+    "prompt_tokens_cached",  # vLLM: once per request (prefix_queries count every admission attempt)
     "generation_tokens",
     "requests_finished",
     "spec_drafts",

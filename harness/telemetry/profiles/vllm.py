@@ -5,7 +5,9 @@ prefix_cache_{queries,hits} (v0.8 counted *blocks*, current counts tokens: the h
 either way); time_per_output_token_seconds -> inter_token_latency_seconds. Current names come
 first so an engine exposing both during the deprecation period is counted once.
 KV capacity comes from `cache_config_info` labels (`kv_cache_size_tokens`, else
-`num_gpu_blocks * block_size`), summed over `engine` (data-parallel engine cores).
+`num_gpu_blocks * block_size`), summed over `engine` (data-parallel engine cores); the same labels
+say whether `--kv-cache-memory-bytes` fixed the cache's size (then `--gpu-memory-utilization`
+does not apply to it, and advice must name the flag that does).
 """
 
 from __future__ import annotations
@@ -29,8 +31,12 @@ class VllmProfile(Profile):
 
     def capacity(self, snap: Snapshot) -> dict[str, float | int | None]:
         per_engine: dict[str, tuple[float | None, int | None]] = {}
+        fixed: list[float] = []
         for labels, _value in snap.get("vllm_cache_config_info"):
             d = dict(labels)
+            set_bytes = _num(d.get("kv_cache_memory_bytes"))
+            if set_bytes:
+                fixed.append(set_bytes)
             block = _num(d.get("block_size"))
             tokens = _num(d.get("kv_cache_size_tokens"))
             blocks = _num(d.get("num_gpu_blocks")) or _num(d.get("num_gpu_blocks_override"))
@@ -39,11 +45,13 @@ class VllmProfile(Profile):
             per_engine[d.get("engine", "")] = (tokens, int(block) if block is not None else None)
         if not per_engine:
             return {"kv_capacity_tokens": None, "block_size": None}
+        extra = {"kv_cache_memory_bytes": int(sum(fixed))} if fixed else {}
         toks = [t for t, _ in per_engine.values() if t is not None]
         blocks = [b for _, b in per_engine.values() if b is not None]
         return {
             "kv_capacity_tokens": int(sum(toks)) if toks else None,
             "block_size": blocks[0] if blocks else None,
+            **extra,
         }
 
 
@@ -77,6 +85,7 @@ VLLM = PROFILES.register("vllm")(
             ),
             "prefix_hits": _v("prefix_cache_hits_total", "gpu_prefix_cache_hits_total", "gpu_prefix_cache_hits"),
             "prompt_tokens": _v("prompt_tokens_total"),
+            "prompt_tokens_cached": _v("prompt_tokens_cached_total"),
             "generation_tokens": _v("generation_tokens_total"),
             "requests_finished": _v("request_success_total"),
             "spec_drafts": _v("spec_decode_num_drafts_total"),
