@@ -1,7 +1,13 @@
-"""Build a random-weight Llama-style model (~0.8 B parameters, bf16) and a locally trained
-tokenizer for GPU sweeps on a node with no model hub.
+"""Build a random-weight Llama-style model (bf16) and a locally trained tokenizer for GPU sweeps
+on a node with no model hub.
 
-    python3 bench/gpu/build_model.py [OUT_DIR] [--size small|gpu]     (default /tmp/harness-gpu-model)
+    python3 bench/gpu/build_model.py [OUT_DIR] [--size small|gpu|llama8b]   (default /tmp/harness-gpu-model, gpu)
+
+Sizes: `small` 0.16 B, `gpu` 0.77 B, `llama8b` the shape of Llama-3-8B (8.03 B parameters,
+16.1 GB in bf16: hidden 4096, 32 layers, 32 query / 8 KV heads of 128, MLP 14336, a 128,256-row
+vocabulary with untied input and output embeddings, rope theta 500,000). Random weights give the
+real kernels' timings (the GEMMs, attention and the 128k-wide logits of a production 8B model);
+the trained tokenizer has 8,192 tokens, so the rows past it are padding that is never predicted.
 
 Reuses the tokenizer recipe of tools/build_tiny_model.py (byte-level BPE trained on the Python
 standard library, ChatML template). Special tokens and partial-UTF-8 tokens are never predicted
@@ -25,13 +31,17 @@ SIZES = {
     # hidden, intermediate, layers, heads, kv heads, head_dim  -> parameters (vocab 8192, tied)
     "small": (1024, 2816, 12, 16, 4, 64),  # ~0.16 B
     "gpu": (2048, 5632, 16, 16, 4, 128),  # ~0.77 B
+    "llama8b": (4096, 14336, 32, 32, 8, 128),  # 8.03 B with LLAMA3 below
 }
+#: the sizes that take Llama-3's vocabulary width, untied embeddings and rope theta
+LLAMA3 = {"llama8b": {"vocab_size": 128256, "tie_word_embeddings": False, "rope_theta": 500000.0}}
 
 
 def main(argv: list[str]) -> int:
     out = Path(argv[0]) if argv and not argv[0].startswith("--") else Path("/tmp/harness-gpu-model")
     size = argv[argv.index("--size") + 1] if "--size" in argv else "gpu"
-    if (out / "config.json").is_file() and any(out.glob("*.safetensors")):
+    done = out / ".harness-build-ok"  # written last: a build cut short (a 16 GB save) is not taken for a model
+    if done.is_file():
         print(f"model ready: {out}")
         return 0
     import torch
@@ -41,20 +51,31 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     build_tokenizer(out)
     vocab = json.loads((out / "tokenizer.json").read_text())["model"]["vocab"]
+    if size not in SIZES:
+        print(f"--size {size}: choose one of {', '.join(SIZES)}", file=sys.stderr)
+        return 2
     hidden, inter, layers, heads, kv, head_dim = SIZES[size]
+    shape = {"vocab_size": len(vocab), "tie_word_embeddings": True, **LLAMA3.get(size, {})}
+    extra = {"rope_theta": shape.pop("rope_theta")} if "rope_theta" in shape else {}
     config = LlamaConfig(
-        vocab_size=len(vocab), hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+        hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
         num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim, max_position_embeddings=8192,
-        tie_word_embeddings=True, torch_dtype="bfloat16", bos_token_id=0, eos_token_id=2, pad_token_id=4,
+        torch_dtype="bfloat16", bos_token_id=0, eos_token_id=2, pad_token_id=4, **shape, **extra,
     )
     torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.set_default_dtype(torch.bfloat16)  # an 8 B model initialised in float32 would take 32 GB first
     with torch.device(device):
         model = LlamaForCausalLM(config).to(torch.bfloat16)
+    # never predict special tokens, partial UTF-8 tokens, nor the padding rows past the tokenizer
+    silent = sorted(silent_ids(out) | set(range(len(vocab), config.vocab_size)))
     with torch.no_grad():
-        model.get_input_embeddings().weight[sorted(silent_ids(out))] = 0
+        model.get_output_embeddings().weight[silent] = 0
+        if not config.tie_word_embeddings:
+            model.get_input_embeddings().weight[sorted(silent_ids(out))] = 0
     model.save_pretrained(out, safe_serialization=True)
     params = sum(p.numel() for p in model.parameters())
+    done.write_text(f"{size} {params}\n")
     print(f"model ready: {out} ({params / 1e9:.2f} B parameters, {time.monotonic() - t0:.1f} s on {device})")
     return 0
 
