@@ -59,7 +59,9 @@ def plan_memory(cfg: SimConfig) -> MemoryPlan:
         raise StartupError(f"ValueError: GPU memory utilization must be within (0, 1]. Got {util}.")
     free = total - int(cfg.gpu_memory_used_gib * GIB)
     requested = int(total * util)
-    if cfg.kv_cache_memory_bytes is None and requested > free:
+    # vLLM 0.26.0 checks the fraction at worker start (v1/worker/utils.py request_memory) before it
+    # looks at --kv-cache-memory-bytes, so another process's memory fails the default even then
+    if requested > free:
         raise StartupError(
             f"ValueError: Free memory on device ({free / GIB:.2f}/{total / GIB:.2f} GiB) on startup is less than "
             f"desired GPU memory utilization ({util}, {requested / GIB:.2f} GiB). Decrease GPU memory utilization "
