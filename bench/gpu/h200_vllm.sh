@@ -99,7 +99,8 @@ done_or_run() {  # $1 = phase; true when it finished in an earlier call and --re
 
 start_server() {  # $1 = log file, rest = extra vLLM flags; sets SERVER_PID (the server itself, not a subshell)
   local log=$1; shift
-  setsid nohup python3 -m vllm.entrypoints.cli.main serve "$MODEL" --host 127.0.0.1 --port 8000 "$@" \
+  setsid nohup python3 -m vllm.entrypoints.cli.main serve "$MODEL" --host 127.0.0.1 --port 8000 \
+    --enable-prompt-tokens-details --enable-per-request-metrics "$@" \
     >"$log" 2>&1 </dev/null &
   SERVER_PID=$!
   local t0=$SECONDS
