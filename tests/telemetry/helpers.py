@@ -12,15 +12,20 @@ BLOCK_KEYS = {
 
 #: the simulated engine's own lag (harness.telemetry.block.simulator_block): only the simulator has it
 SIMULATOR_KEYS = {"behind_s", "modelled_s", "behind_share", "steps", "mean_step_ms", "step_lag_ms"}
+#: keys a block carries only in some runs: a KV cache sized by --kv-cache-memory-bytes; prefix
+#: lookups re-counted while requests wait (the hit rate then comes from the cached prompt tokens)
+OPTIONAL_KEYS = {"kv_cache_memory_bytes"}
+REQUERY_KEYS = {"hit_rate_from", "lookup_hit_rate", "lookups_per_prompt_token", "cached_prompt_tokens"}
 
 
 def assert_shape(block: dict) -> None:
-    assert set(block) - {"simulator"} == BLOCK_KEYS
+    assert BLOCK_KEYS <= set(block) - {"simulator"} <= BLOCK_KEYS | OPTIONAL_KEYS
     if "simulator" in block:
         assert set(block["simulator"]) == SIMULATOR_KEYS and block["profile"] == "vllm"
     assert set(block["kv_usage"]) == {"mean", "p50", "p99", "max"}
     assert set(block["preemptions"]) == {"count", "per_s"}
-    assert set(block["prefix_cache"]) == {"queries", "hits", "hit_rate", "expected_hit_rate"}
+    keys = set(block["prefix_cache"]) - {"queries", "hits", "hit_rate", "expected_hit_rate"}
+    assert keys in (set(), REQUERY_KEYS), keys
     assert set(block["running"]) == set(block["waiting"]) == {"mean", "max"}
     assert set(block["engine_latency_ms"]) == {"ttft", "itl", "e2e", "queue", "prefill", "decode"}
     for v in block["engine_latency_ms"].values():
