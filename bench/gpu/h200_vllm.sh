@@ -205,7 +205,7 @@ EOF
   local d=$W/capacity
   [ -e "$d" ] && [ "$RESUME" -eq 0 ] && mv "$d" "$d.$(date +%s)"
   within 40 python3 -m harness.cli.main capacity bench/gpu/vllm/capacity.yaml --target http://127.0.0.1:8000 \
-    --model "$MODEL" --out "$d" --precision 0.1 --max-trials 8
+    --model "$MODEL" --out "$d" --precision 0.1 --max-trials 6
   local rc=$?
   cp "$W/capacity-serve.log" "$d/" 2>/dev/null
   stop_server
