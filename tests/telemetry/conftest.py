@@ -37,13 +37,19 @@ class FakeMetrics:
     def __init__(self) -> None:
         self.status, self.content_type, self.body, self.delay_s = 200, "text/plain; version=0.0.4", "", 0.0
         self.hits = 0
+        self.holding = False  # hold(): each request waits for its release()
+        self.held: list[threading.Event] = []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 fake.hits += 1
                 if fake.delay_s:
-                    time.sleep(fake.delay_s)
+                    time.sleep(fake.delay_s)  # a slow endpoint: the delay is the behaviour under test
+                if fake.holding:
+                    gate = threading.Event()
+                    fake.held.append(gate)
+                    gate.wait(timeout=120)
                 body = fake.body.encode() if isinstance(fake.body, str) else fake.body
                 try:
                     self.send_response(fake.status)
@@ -69,7 +75,22 @@ class FakeMetrics:
     def set(self, body: str | bytes, *, status: int = 200, content_type: str | None = "text/plain; version=0.0.4", delay_s: float = 0.0) -> None:
         self.body, self.status, self.content_type, self.delay_s = body, status, content_type, delay_s
 
+    def hold(self) -> None:
+        """Requests from now on are held unanswered until released, however long that takes: a
+        /metrics slower than anything the test does, without a guessed delay."""
+        self.holding = True
+
+    def release(self, index: int | None = None) -> None:
+        """Answer the `index`-th held request (in arrival order), or all of them and stop holding."""
+        if index is None:
+            self.holding = False
+            for gate in self.held:
+                gate.set()
+        else:
+            self.held[index].set()
+
     def close(self) -> None:
+        self.release()
         self.server.shutdown()
         self.server.server_close()
 

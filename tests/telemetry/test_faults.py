@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 
 import pytest
@@ -15,27 +16,38 @@ from .conftest import FakeMetrics, free_port
 from .helpers import assert_all_null, assert_shape, telemetry_warnings
 from .pages import VLLM_A, VLLM_B
 
+from waiting import HANG_S, lines_of, wait_for_lines, wait_until  # noqa: E402
+
 INTERVAL = 0.2
 
 
-def run_window(url: str, tmp_path, seconds: float = 0.7, **kw) -> tuple[dict, float]:
+def run_window(url: str, tmp_path, attempts: int, hits=lambda: 0, **kw) -> tuple[dict, int]:
+    """A window in which the session makes `attempts` failing scrapes (baseline, then periodic),
+    then three more intervals in which a retry storm would show; returns the block and the scrapes
+    stop() itself made (`hits()` before and after: a disabled session makes none)."""
     s = TelemetrySession(target_url=url, config=Telemetry(interval_s=INTERVAL, nvml=False, **kw), out_dir=tmp_path)
     s.start()
     s.mark_window_start()
-    time.sleep(seconds)
+    wait_for_lines(tmp_path / "engine_metrics.jsonl", attempts, f"{attempts} failed scrape(s) logged")
+    time.sleep(3 * INTERVAL)  # not a wait for anything: the time in which a storm would show
     s.mark_window_end()
-    t = time.perf_counter()
+    before = hits()
     block = s.stop()
-    return block, time.perf_counter() - t
+    return block, hits() - before
 
 
 def started_window(url: str, tmp_path, **kw) -> TelemetrySession:
-    """A session whose measured window has begun (the baseline scrape is under way)."""
+    """A session whose measured window has begun and whose baseline scrape has been logged."""
     kw.setdefault("interval_s", INTERVAL)
     s = TelemetrySession(target_url=url, config=Telemetry(nvml=False, **kw), out_dir=tmp_path)
     s.start()
     s.mark_window_start()
+    wait_until(lambda: any('"mark": "start"' in x for x in lines_of(tmp_path / "engine_metrics.jsonl")), "the baseline scrape")
     return s
+
+
+def failed_scrapes(tmp_path) -> int:
+    return sum('"ok": false' in x for x in lines_of(tmp_path / "engine_metrics.jsonl"))
 
 
 @pytest.mark.parametrize(
@@ -54,34 +66,33 @@ def started_window(url: str, tmp_path, **kw) -> TelemetrySession:
 def test_bad_endpoint_degrades_cleanly(fake_metrics: FakeMetrics, tmp_path, caplog, status, ctype, body, fragment, max_hits) -> None:
     caplog.set_level(logging.INFO, logger="harness.telemetry")
     fake_metrics.set(body, status=status, content_type=ctype)
-    block, stop_s = run_window(fake_metrics.url, tmp_path)
+    block, stop_hits = run_window(fake_metrics.url, tmp_path, max_hits, lambda: fake_metrics.hits)
     assert_shape(block)
     assert_all_null(block)
     tel = block["telemetry"]
     assert tel["source"] == "direct" and fragment in tel["missing_reason"]
     assert len(telemetry_warnings(caplog)) == 1, telemetry_warnings(caplog)
     assert fake_metrics.hits <= max_hits  # disabled after a permanent error / 3 in a row: no storm
-    assert stop_s < 1.0
+    assert stop_hits == 0  # off means off: stop() does not try a final scrape either
     lines = (tmp_path / "engine_metrics.jsonl").read_text().splitlines()
     assert lines and '"ok": false' in lines[0]
 
 
 def test_slow_endpoint_times_out_and_is_disabled(fake_metrics: FakeMetrics, tmp_path, caplog) -> None:
     fake_metrics.set(VLLM_A, delay_s=3.0)
-    block, stop_s = run_window(fake_metrics.url, tmp_path, seconds=3.4, timeout_s=1.0)
+    block, stop_hits = run_window(fake_metrics.url, tmp_path, 3, lambda: fake_metrics.hits, timeout_s=1.0)
     assert_shape(block)
     assert "timed out" in block["telemetry"]["missing_reason"]
     assert len(telemetry_warnings(caplog)) == 1
     assert fake_metrics.hits <= 3
-    assert stop_s < 2.5
+    assert stop_hits == 0  # three timeouts in a row: off, and stop() does not wait for a fourth
 
 
 def test_refused_connection(tmp_path, caplog) -> None:
-    block, stop_s = run_window(f"http://127.0.0.1:{free_port()}", tmp_path, seconds=0.8)
+    block, _ = run_window(f"http://127.0.0.1:{free_port()}", tmp_path, 3)
     assert_shape(block)
     assert "unreachable" in block["telemetry"]["missing_reason"]
     assert len(telemetry_warnings(caplog)) == 1
-    assert stop_s < 1.0
 
 
 def test_failures_before_the_window_are_tolerated_quietly(fake_metrics: FakeMetrics, tmp_path, caplog) -> None:
@@ -89,13 +100,15 @@ def test_failures_before_the_window_are_tolerated_quietly(fake_metrics: FakeMetr
     fake_metrics.set("starting", status=503)
     s = TelemetrySession(target_url=fake_metrics.url, config=Telemetry(interval_s=INTERVAL, nvml=False), out_dir=tmp_path)
     s.start()
-    time.sleep(1.0)  # ~5 failed scrapes
+    wait_until(lambda: fake_metrics.hits >= 5, "5 failed scrapes before the window")
     fake_metrics.set(VLLM_A)
-    time.sleep(0.3)
+    jsonl = tmp_path / "engine_metrics.jsonl"
+    wait_until(lambda: '"ok": true' in "".join(lines_of(jsonl)), "a good scrape before the window")
     s.mark_window_start()
-    time.sleep(0.5)
+    wait_until(lambda: any('"mark": "start"' in x for x in lines_of(jsonl)), "the baseline scrape")
     fake_metrics.set(VLLM_B)
-    time.sleep(0.3)
+    seen = fake_metrics.hits
+    wait_until(lambda: fake_metrics.hits > seen and len(lines_of(jsonl)) >= 3, "a scrape of page B")
     s.mark_window_end()
     block = s.stop()
     assert telemetry_warnings(caplog) == []
@@ -106,11 +119,11 @@ def test_failures_before_the_window_are_tolerated_quietly(fake_metrics: FakeMetr
 def test_one_transient_failure_in_the_window_recovers(fake_metrics: FakeMetrics, tmp_path, caplog) -> None:
     fake_metrics.set(VLLM_A)
     s = started_window(fake_metrics.url, tmp_path)
-    time.sleep(0.3)
     fake_metrics.set("overloaded", status=503)
-    time.sleep(0.3)
+    wait_until(lambda: failed_scrapes(tmp_path) >= 1, "a failed scrape in the window")
     fake_metrics.set(VLLM_B)
-    time.sleep(0.5)
+    good = len(lines_of(tmp_path / "engine_metrics.jsonl"))
+    wait_until(lambda: '"ok": true' in "".join(lines_of(tmp_path / "engine_metrics.jsonl")[good:]), "a good scrape after it")
     s.mark_window_end()
     block = s.stop()
     assert len(telemetry_warnings(caplog)) == 1
@@ -120,7 +133,7 @@ def test_one_transient_failure_in_the_window_recovers(fake_metrics: FakeMetrics,
 
 def test_explicit_profile_on_a_page_without_its_metrics(fake_metrics: FakeMetrics, tmp_path) -> None:
     fake_metrics.set("foo_bar 1\nbaz_qux 2\n")
-    block, _ = run_window(fake_metrics.url, tmp_path, profile="sglang")
+    block, _ = run_window(fake_metrics.url, tmp_path, 1, profile="sglang")
     assert "no sglang metrics" in block["telemetry"]["missing_reason"]
 
 
@@ -129,11 +142,10 @@ def test_final_scrape_recovers_counters_after_transient_failures(fake_metrics: F
     counter deltas (preemptions, prefix hits) span the whole window; gauges are marked partial."""
     fake_metrics.set(VLLM_A)
     s = started_window(fake_metrics.url, tmp_path)
-    time.sleep(0.3)
     fake_metrics.set("overloaded", status=503)
-    time.sleep(1.2)  # >= 3 failed scrapes: periodic scraping is off
+    wait_until(lambda: failed_scrapes(tmp_path) >= 3, "3 failed scrapes: periodic scraping is off")
     hits_while_off = fake_metrics.hits
-    time.sleep(0.6)
+    time.sleep(3 * INTERVAL)  # not a wait for anything: three intervals in which a scrape would show
     assert fake_metrics.hits == hits_while_off  # off means off until the final scrape
     fake_metrics.set(VLLM_B)
     s.mark_window_end()
@@ -148,7 +160,6 @@ def test_final_scrape_is_retried_once(fake_metrics: FakeMetrics, tmp_path) -> No
     """A failing final scrape is retried once before the window ends at the last good scrape."""
     fake_metrics.set(VLLM_A)
     s = started_window(fake_metrics.url, tmp_path, interval_s=5.0)
-    time.sleep(0.3)
     fake_metrics.set("overloaded", status=503)
     hits = fake_metrics.hits
     s.mark_window_end()
@@ -162,14 +173,17 @@ def test_both_marks_during_one_slow_scrape_get_a_scrape_each(fake_metrics: FakeM
     """A window shorter than one scrape (a busy engine serving /metrics slowly): the start and end
     marks arrive together, yet the baseline and the final scrape are two scrapes, so counters are
     window deltas instead of nothing."""
-    fake_metrics.set(VLLM_A, delay_s=0.5)
+    fake_metrics.set(VLLM_A)
+    fake_metrics.hold()  # every scrape waits for release(): a /metrics slower than the whole window
     s = TelemetrySession(target_url=fake_metrics.url, config=Telemetry(interval_s=INTERVAL, nvml=False), out_dir=tmp_path)
     s.start()
-    time.sleep(0.1)  # a scrape is in flight
+    wait_until(lambda: len(fake_metrics.held) >= 1, "a periodic scrape in flight")
     s.mark_window_start()
-    time.sleep(0.05)
+    wait_until(lambda: len(fake_metrics.held) >= 2, "the baseline scrape in flight beside it")
     s.mark_window_end()
-    fake_metrics.set(VLLM_B, delay_s=0.5)  # every scrape from here on (the in-flight one too) answers B
+    wait_until(lambda: len(fake_metrics.held) >= 3, "the final scrape in flight beside both")
+    fake_metrics.set(VLLM_B)  # every scrape in flight answers B
+    fake_metrics.release()
     block = s.stop()
     tel = block["telemetry"]
     assert tel["scrapes"] == 2 and tel["missing_reason"] is None
@@ -178,12 +192,45 @@ def test_both_marks_during_one_slow_scrape_get_a_scrape_each(fake_metrics: FakeM
     assert [x.get("mark") for x in lines if x.get("mark")] == ["start", "end"]
 
 
+def test_the_marks_do_not_queue_behind_a_periodic_scrape(fake_metrics: FakeMetrics, tmp_path) -> None:
+    """Issue #19: /metrics answering slowly, a periodic scrape in flight at each mark. Each mark's
+    scrape goes out at once on its own connection instead of queuing behind it, and stop() returns
+    when the final scrape has answered, with the periodic one still unanswered (its late answer is
+    dropped): the counters are exact deltas between the baseline and the final scrape."""
+    fake_metrics.set(VLLM_A)
+    fake_metrics.hold()
+    s = TelemetrySession(target_url=fake_metrics.url, config=Telemetry(interval_s=INTERVAL, nvml=False), out_dir=tmp_path)
+    s.start()
+    wait_until(lambda: len(fake_metrics.held) >= 1, "the first periodic scrape in flight")
+    s.mark_window_start()
+    wait_until(lambda: len(fake_metrics.held) >= 2, "the baseline sent beside the periodic scrape in flight")
+    fake_metrics.release(1)  # the baseline answers; the periodic scrape is still in flight
+    jsonl = tmp_path / "engine_metrics.jsonl"
+    wait_until(lambda: any('"mark": "start"' in x for x in lines_of(jsonl)), "the baseline logged")
+    fake_metrics.set(VLLM_B)
+    s.mark_window_end()
+    wait_until(lambda: len(fake_metrics.held) >= 3, "the final scrape sent beside the periodic scrape in flight")
+    fake_metrics.release(2)
+    stopped: list[dict] = []
+    stopper = threading.Thread(target=lambda: stopped.append(s.stop()), daemon=True)
+    stopper.start()
+    stopper.join(timeout=HANG_S)
+    assert stopped, "stop() waited for the periodic scrape in flight"
+    fake_metrics.release()  # the periodic scrape answers now, after the final one: dropped
+    block = stopped[0]
+    tel = block["telemetry"]
+    assert tel["missing_reason"] is None and tel["scrapes"] == 2
+    assert block["preemptions"]["count"] == 4 and block["prefix_cache"]["hits"] == 3000  # B - A
+    lines = [json.loads(x) for x in lines_of(jsonl)]
+    assert [x["mark"] for x in lines if x.get("mark")] == ["start", "end"]
+    assert len(lines) == 2, lines  # the periodic scrape in flight since the start: never logged
+
+
 def test_hung_endpoint_final_scrape_not_retried(fake_metrics: FakeMetrics, tmp_path) -> None:
     """A final scrape that timed out is not retried (a hung engine will not answer a second time):
     stop() waits for the final scrape alone, not for a periodic one in flight."""
     fake_metrics.set(VLLM_A)
     s = started_window(fake_metrics.url, tmp_path, interval_s=5.0, timeout_s=0.5)
-    time.sleep(0.3)
     fake_metrics.set(VLLM_B, delay_s=2.0)
     hits = fake_metrics.hits
     s.mark_window_end()
