@@ -2,7 +2,7 @@
 and stop kills the whole process group (including a worker that ignores SIGTERM)."""
 
 import os
-import time
+import signal
 
 import pytest
 
@@ -40,7 +40,7 @@ def test_readiness_per_kind(tmp_path, kind, style, early):
     proc, port, wait, seen = start(tmp_path, "--style", style, "--startup-delay", "0.6", kind=kind)
     try:
         started = wait()
-        assert started.startup_s >= 0.5
+        assert started.startup_s >= 0.6  # a lower bound the fake's sleep guarantees: cannot flake
         assert any(d.startswith(early) for d in seen), seen
         facts = get_kind(kind).startup_facts(started.log_text)
         if kind != "llamacpp":
@@ -57,7 +57,6 @@ def test_custom_ready_path(tmp_path):
     try:
         spec = EngineSpec(kind="custom", command=["x", "{port}"], ready_path="/v1/models")
         started = proc.wait_ready(lambda: get_kind("custom").probe(f"http://127.0.0.1:{port}", spec), 10, interval=0.05)
-        assert started.startup_s < 10
         assert get_kind("custom").reset_prefix_cache(f"http://127.0.0.1:{port}", spec).startswith("engine.reset_path is not set")
     finally:
         proc.stop(5)
@@ -65,10 +64,8 @@ def test_custom_ready_path(tmp_path):
 
 def test_exit_before_ready_fails_at_once_with_reason_and_tail(tmp_path):
     proc, port, wait, _ = start(tmp_path, "--num-gpu-blocks-override", "2", "--max-model-len", "2048")
-    t0 = time.monotonic()
     with pytest.raises(StartupFailed) as exc:
-        wait()
-    assert time.monotonic() - t0 < 5
+        wait()  # at the exit, not at the 20 s readiness timeout: the reason says which
     assert exc.value.reason.startswith("engine exited with code 1 before it was ready: ValueError: To serve at least one request")
     assert any("Engine core initialization failed" in line for line in exc.value.tail)
     proc.stop(5)
@@ -98,9 +95,8 @@ def test_stop_kills_the_whole_group(tmp_path, monkeypatch):
     wait()
     child = int(pidfile.read_text())
     assert group_alive(proc.pid)
-    t0 = time.monotonic()
-    proc.stop(timeout=0.5)  # both ignore SIGTERM: SIGKILL to the group after 0.5 s
-    assert time.monotonic() - t0 < 5
+    code = proc.stop(timeout=0.5)  # both ignore SIGTERM: SIGKILL to the group after 0.5 s
+    assert code == -signal.SIGKILL
     assert not group_alive(proc.pid)
     with pytest.raises(ProcessLookupError):
         _alive_or_raise(child)
@@ -112,10 +108,8 @@ def test_stop_graceful_is_quick(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_CHILD_PIDFILE", str(pidfile))
     proc, port, wait, _ = start(tmp_path, "--spawn-child")
     wait()
-    t0 = time.monotonic()
-    code = proc.stop(timeout=10)
-    assert time.monotonic() - t0 < 3
-    assert code is not None
+    code = proc.stop(timeout=120)
+    assert code == -signal.SIGTERM  # ended by the SIGTERM, not by the SIGKILL after the timeout
     assert not group_alive(proc.pid)
 
 
