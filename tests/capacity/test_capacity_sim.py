@@ -62,6 +62,7 @@ def test_an_over_saturated_trial_stops_early_and_says_why(sim, tmp_path: Path) -
     assert s["window"]["duration_s"] < 30  # of a 60 s window
 
 
+@pytest.mark.slow  # 6-9 trials of 6 s (~50 s); fast: the search on known boundaries (test_search.py), a trial over HTTP (above)
 def test_the_search_finds_the_cost_models_capacity(sim, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     capacity = predicted_capacity()  # about 2.7 req/s
     res = search_capacity(scenario(1.5, 6.0), tmp_path, attainment=0.9, precision=0.1, max_trials=9,

@@ -129,6 +129,23 @@ def test_cost_model_magnitudes():
     assert CostModel.from_config(cfg("--sim-speed", "2")).step_seconds(0, 1, 500, False) == pytest.approx(decode1 / 2)
 
 
+def test_speculation_wins_at_batch_1_and_loses_at_batch_64_on_a_compute_poor_gpu():
+    """The lesson of the shipped sim_spec_decode_load sweep, from the cost model alone (its end-to-end
+    sweep runs with -m slow): per emitted token, ngram k=3 at 60% acceptance (1 + .6 + .36 + .216 =
+    2.176 tokens a step) is cheaper at one sequence (memory-bound: the extra tokens ride along) and
+    dearer at 64 (compute-bound: 4 tokens verified per sequence for 2.2 kept)."""
+    flags = ("--sim-tflops", "150", "--max-model-len", "4096")
+    plain = CostModel.from_config(cfg(*flags))
+    spec = CostModel.from_config(cfg(*flags, "--speculative-config",
+                                     '{"method":"ngram","num_speculative_tokens":3,"acceptance_rate":0.6}'))
+    kept = 1 + 0.6 + 0.6**2 + 0.6**3
+
+    def per_token(batch: int) -> float:  # spec / plain seconds per emitted token, 1.5k tokens of context each
+        context = batch * 1500
+        return (spec.step_seconds(0, batch * 4, context, True) / (batch * kept)) / (plain.step_seconds(0, batch, context, False) / batch)
+    assert per_token(1) < 0.7 and per_token(64) > 1.0, (per_token(1), per_token(64))
+
+
 # -- flag parsing ----------------------------------------------------------------------------
 
 def test_human_readable_lengths():

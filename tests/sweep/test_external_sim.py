@@ -7,12 +7,14 @@ import json
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 import yaml
+from waiting import wait_until
 
 from harness.cli.main import main
+from harness.report.build import build_sweep_report
+from harness.report.sweep_data import load_sweep
 
 from .conftest import DATA
 
@@ -37,9 +39,7 @@ def test_load_levels_against_a_running_server(tmp_path, capsys):
     server = subprocess.Popen([sys.executable, "-m", "harness.sim", "--port", str(port), "--sim-speed", "20"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
-        while not _up(url) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_until(lambda: _up(url), f"the simulated engine at {url}")
         (tmp_path / "tiny.yaml").write_text((DATA / "tiny.yaml").read_text())
         sweep = {"name": "deployed", "engine": {"kind": "external", "url": url, "reset_path": "/reset_prefix_cache"},
                  "scenarios": ["tiny.yaml"], "loads": {"load.concurrency": [1, 4]}}
@@ -47,8 +47,11 @@ def test_load_levels_against_a_running_server(tmp_path, capsys):
         path.write_text(yaml.safe_dump(sweep))
         out = tmp_path / "out"
         assert main(["sweep", str(path), "--out", str(out), "--no-report"]) == 0
-        err = capsys.readouterr().err
-        assert "(a server already running: nothing is started)" in err
+        captured = capsys.readouterr()
+        assert "(a server already running: nothing is started)" in captured.err
+        # each level ranked on its own: the closing table has one block per level
+        assert "scenario tiny @ concurrency=1: configs ranked" in captured.out
+        assert "scenario tiny @ concurrency=4: configs ranked" in captured.out
 
         cells = json.loads((out / "index.json").read_text())["cells"]
         assert [(c["load_level"], c["status"], c["url"], c["argv"]) for c in cells] == [
@@ -59,6 +62,15 @@ def test_load_levels_against_a_running_server(tmp_path, capsys):
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+    # the report joins the config's levels into one curve per percentile, points labelled by load
+    doc = build_sweep_report(load_sweep(out))
+    for ax in doc.figures["latency_vs_throughput"].figure.axes:
+        curves = [ln for ln in ax.get_lines() if ln.get_label() == "_curve"]
+        assert len(curves) == 2 and all(len(ln.get_xdata()) == 2 for ln in curves)  # p50 and p99, 2 levels
+        assert sorted(t.get_text() for t in ax.texts) == ["1 user", "4 users"]
+    good = doc.figures["goodput"].figure.axes[0]
+    assert [c.get_label() for c in good.containers] == ["concurrency=1", "concurrency=4"]
 
     # the server is gone: the cells fail with the probe's reason, quickly
     sweep["engine"]["ready_timeout_s"] = 1

@@ -2,7 +2,12 @@
 shipped speculative-decoding sweep at two loads. One engine start per config; per-level cells in
 index.json and summary.csv; configs ranked at each load separately; the report joins each config's
 levels into a curve. The simulated GPU shows the guide's point: speculation wins at low
-concurrency and loses once big batches are compute-bound."""
+concurrency and loses once big batches are compute-bound.
+
+Slow (-m slow: two engines at 64 users, 35-50 s of CPU). The fast suite keeps each part, cheaper:
+the lesson from the cost model (tests/sim/test_sim_model_units.py), load levels on one engine with
+per-level cells and the report's per-config curves (tests/sweep/test_external_sim.py), ranking per
+level (tests/sweep/test_results.py)."""
 
 import csv
 import json
@@ -57,6 +62,7 @@ def _sweep_and_lesson(work: Path):
     return out, proc, rows
 
 
+@pytest.mark.slow
 def test_spec_decoding_at_two_loads(tmp_path):
     pytest.importorskip("harness.sim.server")
     # the lesson rests on the simulator's timing: on a busy host it can fall behind its schedule
