@@ -16,6 +16,7 @@ from matplotlib.figure import Figure as MplFigure
 from harness.report.data import RunData
 from harness.report.document import Block, Callout, Figure, Heading, Paragraph, Table
 from harness.report.figures import PALETTE, _style
+from harness.report.tables import bucket_quantile
 
 
 def findings_callout(run: RunData) -> Callout | None:
@@ -70,8 +71,10 @@ def diagnosis_blocks(run: RunData) -> list[Block]:
                  ["outside", str(inter["outside"]["count"]), _ms(inter["outside"]["p50_ms"]), _ms(inter["outside"]["p99_ms"])]]
         for key, label in (("itl", "engine's own ITL histogram"), ("prefill", "engine: prefill time per request"),
                            ("decode", "engine: decode time per request")):
-            if (eng.get(key) or {}).get("p50_ms") is not None:
-                rows2.append([label, "", _ms(eng[key].get("p50_ms")), _ms(eng[key].get("p99_ms"))])
+            e = eng.get(key) or {}
+            if e.get("p50_ms") is not None or e.get("p50_bucket_ms"):
+                rows2.append([label, "", bucket_quantile(e, "p50", value_key="p50_ms"),
+                              bucket_quantile(e, "p99", value_key="p99_ms")])
         blocks.append(Table(["ITL gaps (per chunk)", "gaps", "p50 (ms)", "p99 (ms)"], rows2,
                             caption=f"Long prefill = prompt of {inter['long_prompt_tokens']}+ tokens, from its send to its first token"))
     fig = interference_figure(run.path)

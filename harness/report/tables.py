@@ -146,9 +146,9 @@ def engine_table(run: RunData) -> Table:
         for key, label in (("ttft", "Engine-reported TTFT p50 / p99"), ("itl", "Engine-reported ITL p50 / p99"), ("queue", "Engine queue time p50 / p99"),
                            ("prefill", "Engine prefill time per request p50 / p99"), ("decode", "Engine decode time per request p50 / p99")):
             d = el.get(key)
-            if isinstance(d, dict) and _num(d.get("p50")) is not None:
+            if isinstance(d, dict) and (_num(d.get("p50")) is not None or d.get("p50_bucket_ms")):
                 mean = _num(d.get("mean"))
-                rows.append([label, f"{_bucket_quantile(d, 'p50')} / {_bucket_quantile(d, 'p99')} ms"
+                rows.append([label, f"{bucket_quantile(d, 'p50')} / {bucket_quantile(d, 'p99')} ms"
                              + (f"; mean {fmt_num(mean)} ms" if mean is not None else "") + " (from bucketed histograms)"])
     source = (tel or {}).get("source")
     rows.append(["Telemetry", f"{source or 'none'}, {tel.get('scrapes', 0) if tel else 0} scrapes" + (f"; missing: {missing}" if missing else "")])
@@ -158,14 +158,15 @@ def engine_table(run: RunData) -> Table:
                  notes=["From the engine's metrics endpoint over the measurement window; shared by all request classes."])
 
 
-def _bucket_quantile(d: dict, key: str) -> str:
+def bucket_quantile(d: dict, key: str, suffix: str = "_bucket_ms", value_key: str | None = None) -> str:
     """A quantile read off a bucketed histogram. Inside the first bucket (0 to its upper bound)
     linear interpolation only says "half the bucket": vLLM's queue-time buckets start at 300 ms,
-    so a 13 ms mean queue printed as a 150 ms p50 (audit D8). Say what is known instead."""
-    bucket = d.get(f"{key}_bucket_ms")
+    so a 13 ms mean queue printed as a 150 ms p50 (audit D8). Say what is known instead. Every
+    table that shows an engine histogram's quantile prints it through here."""
+    bucket = d.get(f"{key}{suffix}")
     if isinstance(bucket, list) and len(bucket) == 2 and _num(bucket[0]) == 0 and _num(bucket[1]) is not None:
         return f"< {fmt_num(_num(bucket[1]))} (first bucket)"
-    return fmt_num(_num(d.get(key)))
+    return fmt_num(_num(d.get(value_key or key)))
 
 
 def errors_table(run: RunData) -> Table | None:

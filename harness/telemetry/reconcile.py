@@ -50,14 +50,15 @@ def reconcile(client_latency_ms: dict, engine: dict) -> list[str]:
             continue
         for q in quantiles:
             c, e = cli.get(q), eng.get(q)
-            if c is None or e is None:
-                continue
             bucket = eng.get(f"{q}_bucket_ms")
+            if c is None or (e is None and not bucket):
+                continue
             if bucket:
                 upper = bucket[1]
                 if upper is None:  # engine quantile in the +Inf bucket: no upper bound to compare
                     continue
-                where = f"about {_fmt(e)} (histogram bucket {_fmt(bucket[0])}-{_fmt(upper)})"
+                where = (f"below {_fmt(upper)} (its first bucket)" if e is None else
+                         f"about {_fmt(e)} (histogram bucket {_fmt(bucket[0])}-{_fmt(upper)})")
             else:
                 upper = e
                 where = f"about {_fmt(e)}"

@@ -161,7 +161,8 @@ class WindowAccumulator:
         return {k: self.profile.collapse(v) or 0.0 for k, v in groups.items()}
 
     def histogram(self, canonical: str) -> dict | None:
-        """{p50, p99, mean, count, p50_bucket_ms, p99_bucket_ms} in ms, or None if not exposed."""
+        """{p50, p99, mean, count, p50_bucket_ms, p99_bucket_ms} in ms, or None if not exposed.
+        A quantile inside the first bucket is None, its bucket [0, bound] says what is known."""
         bases = self.profile.histograms.get(canonical, ())
         base = next((b for b in bases if self._present((f"{b}_bucket",))), None)
         if base is None:
@@ -184,7 +185,11 @@ class WindowAccumulator:
             est = histogram_quantile(q, buckets)
             if est is not None:
                 value, lo, hi = est
-                out[key] = value * scale
+                # inside the first bucket (0 to its bound) interpolation only says "half the
+                # bucket": vLLM's queue buckets start at 300 ms, so nothing waited read as a
+                # 150 ms p50 (audits D8, GPU_VLLM 1). Only "below the bound" is known: no number
+                # then, and the bucket says the bound.
+                out[key] = None if lo <= 0 < hi else value * scale
                 out[f"{key}_bucket_ms"] = [lo * scale, None if math.isinf(hi) else hi * scale]
         return out
 

@@ -38,3 +38,42 @@ def test_a_quantile_above_the_first_bucket_keeps_its_interpolated_value(tmp_path
     _with_queue(run, {"p50": 450.0, "p99": 980.0, "mean": 470.0, "count": 500,
                       "p50_bucket_ms": [300.0, 500.0], "p99_bucket_ms": [800.0, 1000.0]})
     assert _row(run, "Engine queue time").startswith("450 / 980 ms; mean 470 ms")
+
+
+def test_the_diagnosis_table_prints_a_first_bucket_quantile_as_the_engine_table_does(tmp_path):
+    """GPU_VLLM defect 1 / D8 remnant: the diagnosis table printed vLLM's prefill time as
+    '150.0 / 297.0' (interpolation inside the 0-300 ms bucket) while the engine table said
+    '< 300 (first bucket)'. The interference analysis now writes no number for it (null and the
+    bucket), and both tables print the same words."""
+    from harness.diagnose.interference import _engine_side
+    from harness.report.diagnosis import diagnosis_blocks
+    from harness.telemetry.window import histogram_quantile
+
+    # what telemetry writes for vLLM's prefill histogram when every prefill took < 300 ms
+    counts = [(0.3, 40.0), (0.5, 40.0), (0.8, 40.0), (float("inf"), 40.0)]
+    value, lo, hi = histogram_quantile(0.5, counts)
+    assert (value, lo, hi) == (0.15, 0.0, 0.3)  # Prometheus' interpolation: half the bucket
+    engine = {"engine_latency_ms": {
+        "prefill": {"p50": None, "p99": None, "mean": 12.5, "count": 40,
+                    "p50_bucket_ms": [0.0, 300.0], "p99_bucket_ms": [0.0, 300.0]},
+        "itl": {"p50": 31.0, "p99": 48.0, "mean": 32.0, "count": 900,
+                "p50_bucket_ms": [25.0, 50.0], "p99_bucket_ms": [25.0, 50.0]}}}
+    side = _engine_side({"engine": engine})
+    assert side["prefill"]["p50_ms"] is None and side["prefill"]["p50_bucket_ms"] == [0.0, 300.0]
+
+    run = make_run(tmp_path / "r")
+    path = run / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["engine"]["engine_latency_ms"].update(engine["engine_latency_ms"])
+    summary["diagnosis"] = {"interference": {
+        "verdict": "interference", "message": "m", "long_prompt_tokens": 1024,
+        "inside": {"count": 50, "p50_ms": 80.0, "p99_ms": 120.0}, "outside": {"count": 900, "p50_ms": 24.0, "p99_ms": 30.0},
+        "engine": side}}
+    path.write_text(json.dumps(summary))
+    loaded = load_run(run)
+    table = next(b for b in diagnosis_blocks(loaded) if getattr(b, "caption", "") and "Long prefill" in b.caption)
+    prefill = next(r for r in table.rows if r[0] == "engine: prefill time per request")
+    assert prefill[2:] == ["< 300 (first bucket)", "< 300 (first bucket)"]
+    itl = next(r for r in table.rows if r[0] == "engine's own ITL histogram")
+    assert itl[2:] == ["31.0", "48.0"]
+    assert _row(run, "Engine prefill time per request").startswith("< 300 (first bucket) / < 300 (first bucket) ms")

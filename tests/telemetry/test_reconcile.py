@@ -64,3 +64,12 @@ def test_a_slow_metrics_endpoint_is_named_with_the_span_its_counters_cover() -> 
     quick = engine()
     quick["telemetry"].update({"scrape_ms": {"mean": 40.0, "max": 650.0}, "window_s": 8.0, "scraped_span_s": 7.9})
     assert reconcile(CLIENT_OK, quick) == []  # under 1 s: no warning
+
+
+def test_an_engine_quantile_inside_the_first_bucket_is_compared_with_its_bound() -> None:
+    """A quantile inside the engine's first bucket has no number (audit D8), only its bound: the
+    client is still checked against that bound, and the text says "below", not a made-up value."""
+    eng = engine(ttft=(None, [0.0, 100.0]))
+    assert reconcile({"ttft": {"p50": 110.0}}, eng) == []
+    w = reconcile({"ttft": {"p50": 400.0}}, eng)
+    assert len(w) == 1 and "puts it at below 100 ms (its first bucket)" in w[0], w

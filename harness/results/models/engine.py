@@ -54,7 +54,9 @@ class SpecDecode(Block):
 
 
 class EngineLatency(Block):
-    """An engine histogram over the window, in ms (quantiles interpolated inside its buckets)."""
+    """An engine histogram over the window, in ms (quantiles interpolated inside its buckets). A
+    quantile inside the first bucket (0 to its bound) is null: only "below the bound" is known,
+    and `p50_bucket_ms` / `p99_bucket_ms` give that bound (audit D8)."""
 
     p50: float | None = None
     p99: float | None = None
