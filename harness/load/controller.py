@@ -8,7 +8,8 @@ extended to the last completion. Nothing here imports gevent: the caller supplie
 and sleeps, which keeps the controller testable without Locust.
 
 Its other jobs are mixed in from their own modules: multi-turn sessions (harness.load.sessions),
-fleets and adapters (harness.load.fleet), progress lines and the result (harness.load.tally).
+agentic sessions' fan-out and accounting (harness.load.agents), fleets and adapters
+(harness.load.fleet), progress lines and the result (harness.load.tally).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from harness.client.request import (
     build_payload,
     sampling_fields,
 )
+from harness.load.agents import AgentTurns
 from harness.load.deadlines import request_timeout_s
 from harness.load.failures import FailureWatch
 from harness.load.fleet import FleetTurns
@@ -75,7 +77,7 @@ PAUSE_POLL_NS = 2_000_000
 OFFLINE_POLL_NS = 50_000_000
 
 
-class LoadController(FleetTurns, SessionTurns, Tally):
+class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
     def __init__(self, plan: LoadPlan, emit: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.plan = plan
         self.scenario = Scenario.model_validate(plan.scenario)
@@ -342,6 +344,8 @@ class LoadController(FleetTurns, SessionTurns, Tally):
     def _item(self, planned: PlannedRequest, intended: int | None) -> Item:
         prompt = Prompt(planned.prefix, planned.text, planned.output_tokens, planned.messages)
         turn = f".{planned.turn}" if planned.turn else ""
+        agent = getattr(planned.session, "agent_id", None)  # a sub-agent: its own name (siblings share turns)
+        turn += f"a{agent}" if agent else ""
         rid = f"{'w' if planned.warmup else 'm'}{planned.index}{turn}-{os.getpid()}"
         return Item(planned, build_payload(self.spec, prompt, planned.adapter), intended, rid)
 

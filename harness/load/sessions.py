@@ -40,7 +40,7 @@ class SessionTurns:
             return ()
         rec.session, rec.turn = p.index, p.turn
         self._conv_of[item.request_id] = p.session
-        return (("turn", turn_label(p.turn)),)
+        return (("turn", turn_label(p.turn)),) + self._agent_labels(rec, p.session)  # type: ignore[attr-defined]
 
     def _cut_open_sessions(self) -> None:
         for conv in list(self._open_sessions.values()):  # still thinking when the window ended: cut
@@ -65,9 +65,17 @@ class SessionTurns:
         if conv is None or not conv.more:
             return None
         warm = item.planned.warmup
-        intended = None
-        if item.intended_ns is not None:
-            intended = conv.next_intended_ns()
+        intended = conv.next_intended_ns() if item.intended_ns is not None else None
+        if not self._turn_allowed(warm, intended):
+            self._session_over(conv)
+            return None
+        self._agent_wait(conv)  # type: ignore[attr-defined]
+        return self._hand_out(conv, intended, warm)
+
+    def _turn_allowed(self, warm: bool, intended: int | None) -> bool:
+        """Whether a session's next request may still go out: inside the warmup (its quota and
+        duration) or inside the measured window (its quota and duration; open loop, an intended
+        time before the window's end)."""
         now = perf_ns()
         when = intended if intended is not None else now
         load = self.scenario.load
@@ -79,19 +87,20 @@ class SessionTurns:
                 ok = when - self.started_ns < w.duration_s * 1e9
             if ok and intended is not None:
                 ok = intended < self._warm_window_due_ns()
-        else:
-            ok = self.phase == MEASURE or (self.phase == DRAIN and self.open_loop and self.window_end_ns is not None
-                                           and when < self.window_end_ns)
-            if ok and load.requests is not None and self.sent >= self._my_request_quota():
-                ok = False
-                if not self.open_loop:
-                    self._end_window()
-            if ok and load.duration_s is not None and self.window_start_ns is not None \
-                    and when - self.window_start_ns >= load.duration_s * 1e9:
-                ok = False
-        if not ok:
-            self._session_over(conv)
-            return None
+            return ok
+        ok = self.phase == MEASURE or (self.phase == DRAIN and self.open_loop and self.window_end_ns is not None
+                                       and when < self.window_end_ns)
+        if ok and load.requests is not None and self.sent >= self._my_request_quota():
+            ok = False
+            if not self.open_loop:
+                self._end_window()
+        if ok and load.duration_s is not None and self.window_start_ns is not None \
+                and when - self.window_start_ns >= load.duration_s * 1e9:
+            ok = False
+        return ok
+
+    def _hand_out(self, conv: Conversation, intended: int | None, warm: bool) -> Item:
+        """The conversation's next request, counted as handed out (in flight, sent, scheduled)."""
         nxt = self._item(self.generator.session_turn(conv), intended)
         self.in_flight += 1
         if warm:
@@ -109,6 +118,8 @@ class SessionTurns:
         conv.ended = True
         self._open_sessions.pop(id(conv), None)
         completed = not conv.more and not conv.failed
+        if self._agent_session_over(conv, completed):  # type: ignore[attr-defined]
+            return  # a sub-agent: its parent is the session
         self.metrics.sessions.session_end(conv.last_end_ns - conv.started_ns, conv.turn, completed)
 
     def _session_turn_done(self, rec: RequestRecord) -> None:
@@ -120,7 +131,7 @@ class SessionTurns:
         prompt = rec.input_tokens if rec.input_tokens is not None else rec.intended_input_tokens
         if conv.turn == 0:
             conv.started_ns = rec.start_ns
-            if not p.warmup:
+            if not p.warmup and getattr(conv, "parent", None) is None:  # a sub-agent is part of its parent's session
                 self._open_sessions[id(conv)] = conv
         if rec.ok:
             key = (p.class_name, p.system_id) if p.system_id is not None else None
@@ -128,6 +139,7 @@ class SessionTurns:
             if key is not None:
                 self._systems_seen.add(key)
         conv.last_end_ns = rec.chunk_ns[-1] if rec.chunk_ns else perf_ns()
+        self._agent_request_done(rec, conv)  # type: ignore[attr-defined]
         return None
 
     def _session_advance(self, rec: RequestRecord, conv: Conversation) -> None:

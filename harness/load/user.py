@@ -148,6 +148,94 @@ def _sleep_until(when_ns: int) -> None:
         gevent.sleep(0)
 
 
+class Streams:
+    """One keep-alive connection per endpoint (a fleet has several), opened on first use: a user's,
+    or a sub-agent's while it runs (a request holds its connection until its stream ends)."""
+
+    def __init__(self, ctrl: LoadController) -> None:
+        self.ctrl = ctrl
+        self.conns: dict[int, Connection] = {}
+
+    def conn(self, i: int):  # type: ignore[no-untyped-def]
+        conn = self.conns.get(i)
+        if conn is None:
+            ctrl = self.ctrl
+            endpoint = Endpoint.parse(ctrl.endpoints[i])
+            # plain HTTP: the process's epoll reactor reads every stream; TLS: a blocking reader each
+            conn_cls = Connection if endpoint.tls else ReactorConnection
+            conn = self.conns[i] = conn_cls(endpoint, timeout_s=ctrl.spec.timeout_s, kernel_stamps=ctrl.plan.kernel_stamps)
+        return conn
+
+    def close(self) -> None:
+        for conn in self.conns.values():
+            conn.close()
+
+
+def send(ctrl: LoadController, item, done: gevent.event.Event | None, streams: Streams):  # type: ignore[no-untyped-def]
+    """Route, wait for the intended send time (open loop), stream and stamp; the record goes to the
+    Finisher. Raises StopUser when the run stops before the send time (the item is given back)."""
+    i = ctrl.route(item)  # the endpoint (a fleet's routing policy; one endpoint: always 0)
+    conn = streams.conn(i)
+    if item.intended_ns is not None:
+        # open the connection shortly before the send time (not all at spawn), so connect
+        # time never shows up as send lag
+        early = item.intended_ns - perf_ns() - CONNECT_AHEAD_NS
+        if early > 0 and STOPPING.wait(early / 1e9):
+            ctrl.unsend(item)
+            raise StopUser()
+        try:
+            conn.connect()
+        except Exception:  # noqa: BLE001 - execute() records connect errors
+            pass
+        _sleep_until(item.intended_ns)
+    rec = ctrl.new_record(item)
+    me = gevent.getcurrent()
+    IN_FLIGHT.add(me)
+    try:
+        res = transfer(conn, ctrl.spec, item.payload, rec)
+    finally:
+        IN_FLIGHT.discard(me)
+        ctrl.release(item)
+    FINISHER.put(rec, res, done)  # type: ignore[union-attr]
+    return rec, res
+
+
+def run_session(ctrl: LoadController, item, streams: Streams, sender=None) -> None:  # type: ignore[no-untyped-def]
+    """Hold one conversation to its end: each turn is built once the Finisher has interpreted the
+    previous reply (idle time, off the read path); between turns the think time or the tool's
+    latency; an agentic step that fans out runs its sub-agents in parallel (each on connections
+    of its own, on this load process) and joins them before the parent continues. `sender`: sends
+    a turn (the user's `_send`, with its back-off; a sub-agent's: plain `send`)."""
+    while item is not None:
+        done = gevent.event.Event()
+        if sender is not None:
+            sender(ctrl, item, done)
+        else:
+            send(ctrl, item, done, streams)
+        done.wait()
+        subs = ctrl.fan_out(item)
+        if subs:
+            gevent.joinall([gevent.spawn(_sub_agent, ctrl, s) for s in subs])
+            ctrl.join(item)
+        think = ctrl.think_s(item)
+        if think is None:
+            return
+        if item.intended_ns is None and think > 0 and STOPPING.wait(think):
+            ctrl.next_turn(item)  # past the window now: counted as a cut session
+            return
+        item = ctrl.next_turn(item)
+
+
+def _sub_agent(ctrl: LoadController, item) -> None:  # type: ignore[no-untyped-def]
+    streams = Streams(ctrl)
+    try:
+        run_session(ctrl, item, streams)
+    except StopUser:
+        pass  # the run stopped before its send time: the item was given back
+    finally:
+        streams.close()
+
+
 class LLMUser(User):
     wait_time = constant(0)
     host = "http://127.0.0.1"  # the controller's plan holds the real target
@@ -158,23 +246,13 @@ class LLMUser(User):
         if ctrl is None:  # this process has no share of the test (its start failed, or it joined late)
             self.conn = None
             return
-        # one keep-alive connection per endpoint (a fleet has several), opened on first use
-        self.conns: dict[int, Connection] = {}
-        self.conn = self._conn(0)
-
-    def _conn(self, i: int):  # type: ignore[no-untyped-def]
-        conn = self.conns.get(i)
-        if conn is None:
-            ctrl = self.ctrl
-            endpoint = Endpoint.parse(ctrl.endpoints[i])
-            # plain HTTP: the process's epoll reactor reads every stream; TLS: a blocking reader each
-            conn_cls = Connection if endpoint.tls else ReactorConnection
-            conn = self.conns[i] = conn_cls(endpoint, timeout_s=ctrl.spec.timeout_s, kernel_stamps=ctrl.plan.kernel_stamps)
-        return conn
+        self.streams = Streams(ctrl)
+        self.conn = self.streams.conn(0)
 
     def on_stop(self) -> None:
-        for conn in getattr(self, "conns", {}).values():
-            conn.close()
+        streams = getattr(self, "streams", None)
+        if streams is not None:
+            streams.close()
 
     @task
     def one_request(self) -> None:
@@ -187,47 +265,14 @@ class LLMUser(User):
         if isinstance(item, Pause):  # open-loop warmup still sending: the window is not open yet
             _sleep_until(item.until_ns)
             return
-        while item is not None:
-            if item.planned.session is None:
-                self._send(ctrl, item, None)
-                return
-            # a multi-turn session: this user holds the conversation to its end. The next turn is
-            # built once the Finisher has interpreted the reply (idle time, off the read path).
-            done = gevent.event.Event()
-            self._send(ctrl, item, done)
-            done.wait()
-            think = ctrl.think_s(item)
-            if think is None:
-                return
-            if item.intended_ns is None and think > 0 and STOPPING.wait(think):
-                ctrl.next_turn(item)  # past the window now: counted as a cut session
-                return
-            item = ctrl.next_turn(item)
+        if item.planned.session is None:
+            self._send(ctrl, item, None)
+            return
+        # a multi-turn session: this user holds the conversation to its end
+        run_session(ctrl, item, self.streams, sender=self._send)
 
     def _send(self, ctrl: LoadController, item, done: gevent.event.Event | None) -> None:  # type: ignore[no-untyped-def]
-        i = ctrl.route(item)  # the endpoint (a fleet's routing policy; one endpoint: always 0)
-        conn = self.conn if i == 0 else self._conn(i)
-        if item.intended_ns is not None:
-            # open the connection shortly before the send time (not all at spawn), so connect
-            # time never shows up as send lag
-            early = item.intended_ns - perf_ns() - CONNECT_AHEAD_NS
-            if early > 0 and STOPPING.wait(early / 1e9):
-                ctrl.unsend(item)
-                raise StopUser()
-            try:
-                conn.connect()
-            except Exception:  # noqa: BLE001 - execute() records connect errors
-                pass
-            _sleep_until(item.intended_ns)
-        rec = ctrl.new_record(item)
-        me = gevent.getcurrent()
-        IN_FLIGHT.add(me)
-        try:
-            res = transfer(conn, ctrl.spec, item.payload, rec)
-        finally:
-            IN_FLIGHT.discard(me)
-            ctrl.release(item)
-        FINISHER.put(rec, res, done)  # type: ignore[union-attr]
+        rec, res = send(ctrl, item, done, self.streams)
         status = res.status if res is not None else None
         if item.intended_ns is None and backoff.should_back_off(status, rec.error_kind):
             # closed loop against a refusing or failing target: back off (harness.load.backoff)

@@ -50,6 +50,7 @@ class RequestRecord:
     labels: tuple[tuple[str, str], ...] = ()
     session: int | None = None  # multi-turn: the session's index
     turn: int = 0  # multi-turn: 1-based turn number
+    agent: str | None = None  # agentic sessions: the sub-agent that sent it ("<fan-out>.<agent>"), None: the parent
     ideal_cached_tokens: int | None = None  # multi-turn: what a large prefix cache could serve
     reply_text: str | None = None  # the streamed reply, kept only when a session needs it (never written)
     #: the server's own timing of this request (harness.client.server_timing): which source, and ns
@@ -126,6 +127,7 @@ class RequestRecord:
             "error": self.error_kind,
             "error_detail": self.error_detail[:300] if self.error_detail else None,
             **({"session": self.session, "turn": self.turn} if self.session is not None else {}),
+            **({"agent": self.agent} if self.agent is not None else {}),
             **({"ideal_cached_tokens": self.ideal_cached_tokens}
                if self.session is not None or self.ideal_cached_tokens is not None else {}),
             **({"labels": dict(self.labels)} if self.labels else {}),

@@ -201,6 +201,45 @@ class SessionStats:
         if completed and duration_ns is not None:
             self.duration.record(max(1, duration_ns))
 
+    def agent_end(self, conv: Any, completed: bool) -> None:
+        """An agentic session ended (harness.workload.agent.AgentConversation): its calls and, when
+        it completed, its parent's timeline: waiting on the engine, on tools, on the user, on
+        sub-agents (microseconds, so the counters stay integers and merge exactly)."""
+        c = self.counts
+        c["agent_sessions"] += 1
+        c["agent_calls"] += conv.calls
+        c["agent_tool_calls"] += conv.tool_calls
+        c["agent_fan_outs"] += conv.fan_outs
+        c["agent_subagents"] += conv.subagents
+        if completed and conv.started_ns is not None:
+            c["agent_completed"] += 1
+            c["agent_wall_us"] += max(0, conv.last_end_ns - conv.started_ns) // 1000
+            for key in ("engine_s", "tool_s", "think_s", "subagent_s", "sub_engine_s", "sub_tool_s"):
+                c[f"agent_{key[:-2]}_us"] += round(getattr(conv, key) * 1e6)
+
+    def _agent_summary(self) -> dict[str, Any] | None:
+        c = self.counts
+        n = c["agent_sessions"]
+        if not n:
+            return None
+        done, wall = c["agent_completed"], c["agent_wall_us"]
+        parts = {"engine": c["agent_engine_us"], "tools": c["agent_tool_us"], "think": c["agent_think_us"],
+                 "subagents": c["agent_subagent_us"]}
+        return {
+            "sessions": n,
+            "completed": done,
+            "calls_per_session": c["agent_calls"] / n,
+            "tool_calls": c["agent_tool_calls"],
+            "fan_outs": c["agent_fan_outs"],
+            "subagents": c["agent_subagents"],
+            # the completed sessions' parents: where their wall time went
+            "wall_s": wall / 1e6,
+            "waiting_s": {k: v / 1e6 for k, v in parts.items()},
+            "share": {k: (v / wall if wall else None) for k, v in parts.items()},
+            # the sub-agents' own requests and tools, summed (they run in parallel: may exceed the wall)
+            "subagent_work_s": {"engine": c["agent_sub_engine_us"] / 1e6, "tools": c["agent_sub_tool_us"] / 1e6},
+        }
+
     def turn(self, rec: RequestRecord) -> None:
         c = self.counts
         c["turns"] += 1
@@ -245,6 +284,7 @@ class SessionStats:
             "ideal_prefix_hit_rate": (c["ideal_cached_tokens"] / prompt) if prompt else None,
             "usage_cached_hit_rate": (c["usage_cached_tokens"] / prompt)
             if prompt and c["turns_with_cached_usage"] else None,
+            **({"agent": agent} if (agent := self._agent_summary()) is not None else {}),
         }
 
 

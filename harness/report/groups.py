@@ -12,7 +12,7 @@ from harness.report.data import RunData
 from harness.report.document import Table
 from harness.results.schema import ClassBlock
 
-LABELS = {"turn": "Turn", "adapter": "Adapter", "endpoint": "Endpoint", "stage": "Stage"}
+LABELS = {"turn": "Turn", "adapter": "Adapter", "endpoint": "Endpoint", "stage": "Stage", "call": "Call"}
 
 
 def _ms(block: ClassBlock, metric: str, stat: str) -> str:
@@ -92,6 +92,16 @@ def sessions_table(run: RunData) -> Table | None:
         ["Prefix cache hit rate: engine", pct(s.get("engine_prefix_hit_rate"))],
         ["Prefix cache hit rate: ideal for these conversations", pct(s.get("ideal_prefix_hit_rate"))],
     ]
+    a = s.get("agent") or {}
+    if a:
+        share, waits = a.get("share") or {}, a.get("waiting_s") or {}
+        rows += [
+            ["Agentic sessions ended / completed", f"{a.get('sessions', 0):,} / {a.get('completed', 0):,}"],
+            ["Requests per session; tool calls; fan-outs (sub-agents)",
+             f"{a.get('calls_per_session', 0):,.1f}; {a.get('tool_calls', 0):,}; {a.get('fan_outs', 0):,} ({a.get('subagents', 0):,})"],
+            *[[f"Completed sessions' wall time waiting on {label}", f"{waits.get(k) or 0:,.1f} s ({pct(share.get(k))})"]
+              for k, label in (("engine", "the engine"), ("tools", "tools"), ("think", "the user"), ("subagents", "sub-agents"))],
+        ]
     return Table(["Sessions", "Value"], rows, caption="Multi-turn sessions", notes=[
         "Ideal: each turn's prompt could reuse the previous turn's prompt and reply (whole 16-token blocks), "
         "turn 1 a system prompt an earlier session sent; an engine below it evicted or did not cache."])

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness.scenario.models import Dataset, LengthDist, SharedPrefix, _length_shorthand
+from harness.scenario.models import Dataset, Fixed, LengthDist, SharedPrefix, _length_shorthand
 
 
 class _Strict(BaseModel):
@@ -71,6 +71,57 @@ def _time_shorthand(value: Any) -> Any:
     return value
 
 
+class FanOut(_Strict):
+    """A tool call that delegates to N sub-agents: each starts from the parent's whole history plus
+    a task of its own, makes its own calls (tool calls between them), and returns its last reply;
+    the parent continues once every sub-agent has returned (joined)."""
+
+    probability: Annotated[float, Field(ge=0, le=1)] = Field(
+        default=0.25, description="chance that a tool call is a fan-out instead of a plain tool")
+    agents: LengthDist = Field(default_factory=lambda: Fixed(value=3), description="sub-agents per fan-out")
+    steps: LengthDist = Field(default_factory=lambda: Fixed(value=2), description="LLM calls each sub-agent makes")
+    task_tokens: LengthDist = Field(default_factory=lambda: Fixed(value=64), description="each sub-agent's task message")
+    result_tokens: LengthDist = Field(default_factory=lambda: Fixed(value=96),
+                                      description="max_tokens of a sub-agent's last call (what returns to the parent)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = {k: _length_shorthand(v) if k in ("agents", "steps", "task_tokens", "result_tokens") else v
+                    for k, v in data.items()}
+        return data
+
+
+class AgentSpec(_Strict):
+    """Agentic turns: after a user message the assistant calls tools (each call a short reply, then
+    the tool's result after its latency, then the next request with the whole history) before its
+    final answer; some calls fan out to sub-agents (`fan_out`)."""
+
+    tool_calls: LengthDist = Field(description="tool calls per user turn (each one more request)")
+    call_tokens: LengthDist = Field(default_factory=lambda: Fixed(value=32),
+                                    description="max_tokens of a request whose reply is a tool call")
+    tool_result_tokens: LengthDist = Field(description="length of a tool's result, sent back in the next request")
+    tool_latency_s: ThinkDist = Field(default_factory=lambda: FixedTime(value=0.0),
+                                      description="how long a tool takes before its result is sent back")
+    fan_out: FanOut | None = None
+    tool_format: Literal["openai", "text"] = Field(
+        default="openai", description="openai: assistant tool_calls + role 'tool' messages (what agents send); text: "
+        "the call as assistant text and the result as a user message (any chat template)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            for key in ("tool_calls", "call_tokens", "tool_result_tokens"):
+                if key in data:
+                    data[key] = _length_shorthand(data[key])
+            if "tool_latency_s" in data:
+                data["tool_latency_s"] = _time_shorthand(data["tool_latency_s"])
+        return data
+
+
 class SessionSpec(_Strict):
     turns: LengthDist | None = Field(default=None, description="user turns per session (a length distribution); "
                                      "with a dataset: at most this many of each recorded conversation's turns")
@@ -82,6 +133,8 @@ class SessionSpec(_Strict):
                                                "count (distinct prompts), fraction (of sessions that have one)")
     dataset: Dataset | None = Field(default=None, description="recorded conversations (ShareGPT conversations or "
                                     "chat messages): the user turns in order, the replies from the server")
+    agent: AgentSpec | None = Field(default=None, description="agentic turns: tool calls and sub-agent fan-out "
+                                    "between a user message and the final answer (harness.workload.agent)")
 
     @model_validator(mode="before")
     @classmethod
@@ -104,4 +157,6 @@ class SessionSpec(_Strict):
                                  "recorded conversations")
         elif self.user_tokens is not None:
             raise ValueError("user_tokens: a dataset's user turns have their own lengths; remove user_tokens")
+        if self.agent is not None and self.dataset is not None:
+            raise ValueError("agent: agentic sessions are generated (turns, user_tokens, output_tokens); remove dataset")
         return self

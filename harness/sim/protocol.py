@@ -69,6 +69,11 @@ def prompt_words(body: dict, chat: bool) -> list[str]:
             if not isinstance(m, dict):
                 raise ApiError(400, "each message must be an object", "messages")
             words.extend(_content_words(m.get("content")))
+            for call in m.get("tool_calls") or ():  # an assistant's tool call: the template renders name and arguments
+                fn = call.get("function") if isinstance(call, dict) else None
+                if isinstance(fn, dict):
+                    words.extend(str(fn.get("name") or "").split())
+                    words.extend(str(fn.get("arguments") or "").split())
         return words
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):

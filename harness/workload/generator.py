@@ -19,6 +19,7 @@ import numpy as np
 from harness.errors import UserError
 from harness.scenario.models import RequestClass, Scenario, adapter_weights
 from harness.workload import block_trace
+from harness.workload.agent import AGENT_DOMAIN, AgentConversation, agent_plan, plan_agent
 from harness.workload.block_trace import BlockTraceFile, TraceRecord, TraceSession
 from harness.workload.builtin_tokenizer import VOCAB, BuiltinTokenizer
 from harness.workload.dataset import LoadedDataset, load_dataset
@@ -175,9 +176,12 @@ class WorkloadGenerator:
         if cls.block_trace is not None:
             return self._traced(cls, index, warmup)
         if cls.session is not None:
-            return self.session_turn(Conversation(plan_session(
-                cls.session, cls.name, self.seed, index, warmup, self._session_words, self._systems.get(cls.name, []),
-                self._recorded.get(cls.name), self.tokenizer.count, self._salt())))
+            plan = plan_session(cls.session, cls.name, self.seed, index, warmup, self._session_words,
+                                self._systems.get(cls.name, []), self._recorded.get(cls.name), self.tokenizer.count,
+                                self._salt())
+            if cls.session.agent is not None:
+                return self.session_turn(self._agent(cls, plan, index, warmup))
+            return self.session_turn(Conversation(plan))
         if cls.dataset is not None:
             return self._replayed(cls, index, warmup, rng)
         assert cls.input_tokens is not None and cls.output_tokens is not None  # validated
@@ -196,6 +200,14 @@ class WorkloadGenerator:
             rng = np.random.default_rng([self.seed, WARMUP if warmup else MEASURED, index, 6, self.salt])
         text = self._fit(_words(rng, self._n_words(own)), own)
         return PlannedRequest(index, cls.name, prefix, text, n_in, n_out, prefix_id, warmup)
+
+    def _agent(self, cls: RequestClass, plan: SessionPlan, index: int, warmup: bool) -> AgentConversation:
+        """An agentic session: the system prompt of the session plan, steps of its own (workload.agent)."""
+        assert cls.session is not None and cls.session.agent is not None
+        rng = np.random.default_rng([self.seed, AGENT_DOMAIN, WARMUP if warmup else MEASURED, index, *self._salt()])
+        steps = plan_agent(cls.session, rng, self._session_words)
+        return AgentConversation(agent_plan(plan, steps), steps=steps, tool_format=cls.session.agent.tool_format,
+                                 count=self.tokenizer.count)
 
     # ---------------------------------------------------------------- block traces
     def _block_text(self, warm: int, p: int, hid: int, tokens: int) -> str:
@@ -254,7 +266,7 @@ class WorkloadGenerator:
         messages, text, n_in, n_out = conv.next_messages()
         p = conv.plan
         return PlannedRequest(p.index, p.class_name, "", text, n_in, n_out, p.system_id, p.warmup, messages,
-                              conv, conv.turn + 1, conv.adapter)
+                              conv, conv.turn_number(), conv.adapter)
 
     def _replayed(self, cls: RequestClass, index: int, warmup: bool, rng: np.random.Generator) -> PlannedRequest:
         records = self.datasets[cls.name].records

@@ -178,7 +178,7 @@ class Conversation:
     """One session's history as it went: mutated only when a turn's record is interpreted."""
 
     plan: SessionPlan
-    messages: list[dict[str, str]] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
     turn: int = 0  # 0-based index of the next turn to send
     history_tokens: int = 0  # system + user turns + replies so far (what the next prompt repeats)
     prev_total: int = 0  # the previous turn's prompt + reply tokens (what an engine could have cached)
@@ -201,12 +201,16 @@ class Conversation:
     def more(self) -> bool:
         return not self.failed and self.turn < len(self.plan.turns)
 
-    def next_messages(self) -> tuple[tuple[dict[str, str], ...], str, int, int]:
+    def next_messages(self) -> tuple[tuple[dict[str, Any], ...], str, int, int]:
         """(messages, the same as one text for completions APIs, intended prompt tokens, max_tokens)."""
         t = self.plan.turns[self.turn]
         msgs = (*self.messages, {"role": "user", "content": t.text})
         text = "\n\n".join(m["content"] for m in msgs)
         return msgs, text, self.history_tokens + t.tokens, t.max_tokens
+
+    def turn_number(self) -> int:
+        """The 1-based turn number of the next request (its per-turn group)."""
+        return self.turn + 1
 
     def think_after_s(self) -> float:
         """The pause after the turn just answered: a closed-loop user waits it before the next turn."""

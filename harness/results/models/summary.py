@@ -18,7 +18,7 @@ from pydantic import Field
 from harness.results.models.base import Block, Num, Omit, Record
 from harness.results.models.diagnosis import Diagnosis, Finding
 from harness.results.models.engine import EngineBlock, GaugeStats, KvUsage
-from harness.results.models.traffic import BlockTraceReplay, CacheOutcome, ServerTiming, TtftBreakdown
+from harness.results.models.traffic import AgentSessions, BlockTraceReplay, CacheOutcome, ServerTiming, TtftBreakdown
 
 SCHEMA_VERSION = 1
 
@@ -299,6 +299,7 @@ class Sessions(Block):
     ideal_cached_tokens: int = 0
     ideal_prefix_hit_rate: float | None = None  # what a large-enough prefix cache would hit
     usage_cached_hit_rate: float | None = None
+    agent: Annotated[AgentSessions | None, Omit] = None  # agentic sessions: calls, fan-outs, where the wall time went
     engine_prefix_hit_rate: Annotated[float | None, Omit] = None  # the engine's own, over the window
 
 

@@ -95,3 +95,33 @@ class BlockTraceReplay(Block):
     ideal_hit_rate: float | None = None  # over those requests
     server_hit_rate: float | None = None  # usage.prompt_tokens_details.cached_tokens over those requests
     engine_hit_rate: float | None = None  # the engine's prefix-cache counters over the window
+
+
+class AgentWaits(Block):
+    """Seconds of the completed agentic sessions' parents, by what they waited on."""
+
+    engine: float | None = None  # their own requests (send to last chunk)
+    tools: float | None = None  # the tools' latencies
+    think: float | None = None  # the user's think time between turns
+    subagents: float | None = None  # a fan-out's fork to its join
+
+
+class SubAgentWork(Block):
+    engine: float = 0.0  # the sub-agents' own requests, summed (in parallel: may exceed the wall)
+    tools: float = 0.0
+
+
+class AgentSessions(Block):
+    """Agentic sessions (harness.workload.agent; summary.json `sessions.agent`)."""
+
+    sessions: int = 0  # ended (completed or cut)
+    completed: int = 0
+    calls_per_session: float = 0.0  # requests, sub-agents' included
+    tool_calls: int = 0
+    fan_outs: int = 0
+    subagents: int = 0
+    wall_s: float = 0.0  # the completed sessions' wall time, summed
+    waiting_s: AgentWaits = Field(default_factory=AgentWaits)
+    share: AgentWaits = Field(default_factory=AgentWaits)  # of wall_s (the rest: the client between calls)
+    subagent_work_s: SubAgentWork = Field(default_factory=SubAgentWork)
+
