@@ -12,6 +12,8 @@ Behaviour is chosen per request by the `model` field, so one server covers many 
   "error429"    HTTP 429
   "midstream"   an error event inside the stream
   "empty"       role chunk, usage with 0 tokens, [DONE]
+  "chatml"      usage counts the prompt's words plus a ChatML-like template (5 per message + 4)
+  "scaled"      as chatml, but 10 % more tokens than words (a tokenizer that counts differently)
 N = max_tokens; ITL from the request's `itl_ms` extra field (default 1 ms).
 `FakeOpenAI.authorization` lists the Authorization header of every request (None when absent).
 """
@@ -44,6 +46,10 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     n = int(body.get("max_tokens", 8))
     itl = float(body.get("itl_ms", 1.0)) / 1000
     prompt_tokens = 7
+    if model in ("chatml", "scaled"):
+        messages = body.get("messages") or [{"content": body.get("prompt", "")}]
+        words = sum(len(str(m.get("content", "")).split()) for m in messages)
+        prompt_tokens = (round(1.1 * words) if model == "scaled" else words) + 5 * len(messages) + 4
     if model == "error500":
         return web.json_response({"error": {"message": "boom", "type": "internal"}}, status=500)
     if model == "error429":
@@ -80,7 +86,7 @@ async def _handle(request: web.Request) -> web.StreamResponse:
 
 
 async def _models(_request: web.Request) -> web.Response:
-    return web.json_response({"data": [{"id": "ok"}]})
+    return web.json_response({"data": [{"id": "ok"}, {"id": "chatml"}, {"id": "scaled"}]})
 
 
 async def _health(_request: web.Request) -> web.Response:

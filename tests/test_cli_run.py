@@ -81,7 +81,7 @@ def test_unknown_model_is_one_line_exit_2(fake_openai, tmp_path: Path) -> None: 
                    "--out", str(tmp_path / "r"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        f"error: target.model 'nope' is not served by {fake_openai.url}; served: ok (use --model)"
+        f"error: target.model 'nope' is not served by {fake_openai.url}; served: ok, chatml, scaled (use --model)"
     ]
     # the corrected command runs in the same --out: the failed attempt measured nothing (audit N7:
     # its scenario.yaml made the retry "not empty (an earlier run?)")

@@ -38,6 +38,7 @@ from harness.load.phases import DONE, DRAIN, MEASURE, WARMUP
 from harness.load.plan import LoadPlan
 from harness.load.sessions import SessionTurns
 from harness.load.tally import Tally
+from harness.metrics.prompt_fit import PromptFit
 from harness.metrics.record import RequestRecord
 from harness.metrics.recorder import ALL, MetricSet
 from harness.scenario.models import Scenario
@@ -128,6 +129,7 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
         self.coalesced_reads = 0
         self.reads_clock: dict[str, int] = {}
         self.usage_diffs: list[int] = []
+        self.usage_fit = PromptFit()  # server prompt tokens vs intended: offset, scale, scatter
         self.output_disagreements = 0
         self.cut_at_end = 0
         self.failures = FailureWatch()
@@ -403,6 +405,7 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
                 self.output_tokens += rec.output_tokens or 0
                 if rec.input_tokens is not None:
                     self.usage_diffs.append(rec.input_tokens - rec.intended_input_tokens)
+                    self.usage_fit.add(rec.intended_input_tokens, rec.input_tokens)
                 if rec.tokenizer_output_tokens is not None and rec.output_tokens is not None and rec.output_source != "tokenizer":
                     self.output_disagreements += rec.tokenizer_output_tokens != rec.output_tokens
             else:

@@ -105,6 +105,7 @@ class Tally:
                 "requests_with_usage": len(diffs),
                 "prompt_tokens_mean_diff": (sum(diffs) / len(diffs)) if diffs else None,
                 "max_diff": max((abs(d) for d in diffs), default=None),
+                "fit": self.usage_fit.to_dict(),  # merged exactly by harness.results.build
                 "output_tokenizer_disagreements": self.output_disagreements,
                 "tokenizer": self.tokenizer.id,
             },

@@ -215,7 +215,12 @@ def measurement_table(run: RunData) -> Table:
     uc = s.usage_check or {}
     if _num(uc.get("prompt_tokens_mean_diff")) is not None:
         mx = uc.get("max_diff", uc.get("prompt_tokens_max_diff"))
-        rows.append(["Server prompt tokens − intended", f"mean {fmt_num(_num(uc['prompt_tokens_mean_diff']))}, max {mx}"
+        fit = ""
+        if _num(uc.get("prompt_tokens_offset")) is not None:  # harness.metrics.prompt_fit
+            fit = (f"; constant offset {uc['prompt_tokens_offset']:+.1f} per request (a chat template's fixed tokens), "
+                   f"scale {100 * (_num(uc.get('prompt_tokens_scale_error')) or 0.0):+.1f}%, "
+                   f"scatter {fmt_num(_num(uc.get('prompt_tokens_residual_rms')))} rms")
+        rows.append(["Server prompt tokens − intended", f"mean {fmt_num(_num(uc['prompt_tokens_mean_diff']))}, max {mx}{fit}"
                      + (f" (tokenizer {uc['tokenizer']})" if uc.get("tokenizer") else "")])
     elif uc:
         rows.append(["Usage check", ", ".join(f"{k} {v}" for k, v in uc.items() if not isinstance(v, (dict, list)))])

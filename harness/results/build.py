@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from harness import __version__
+from harness.metrics.prompt_fit import PromptFit
 from harness.metrics.recorder import ALL, MetricSet
 from harness.results.schema import RunSummary
 from harness.results.server_timing import server_timing_block
@@ -42,7 +43,7 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
         "cut_at_end": 0,
         "coalesced_reads": 0,
         "clock_by_request": {},
-        "usage": {"n": 0, "sum_diff": 0.0, "max_diff": None, "disagree": 0, "tokenizer": None},
+        "usage": {"n": 0, "sum_diff": 0.0, "max_diff": None, "disagree": 0, "tokenizer": None, "fit": PromptFit()},
         "cpu_max": [],
         "cpu_mean": [],
         "warmup_requests": 0,
@@ -84,6 +85,7 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
             usage["sum_diff"] += (u.get("prompt_tokens_mean_diff") or 0.0) * n
             if u.get("max_diff") is not None:
                 usage["max_diff"] = max(usage["max_diff"] or 0, u["max_diff"])
+            usage["fit"].merge(PromptFit.from_dict(u.get("fit")))
         usage["disagree"] += u.get("output_tokenizer_disagreements", 0) or 0
         usage["tokenizer"] = u.get("tokenizer") or usage["tokenizer"]
         c = res.get("client", {})
@@ -193,6 +195,13 @@ def build_summary(
         "output_tokenizer_disagreements": usage["disagree"],
         "tokenizer": usage["tokenizer"],
     }
+    fit = usage["fit"].solve() if usage["fit"].n == usage["n"] else None  # results of older load processes lack it
+    if fit is not None:
+        # the chat template's constant, tolerated and reported; a mismatch beyond it is warned
+        usage_check["prompt_tokens_offset"] = round(fit["offset"], 2)
+        usage_check["prompt_tokens_scale_error"] = round(fit["scale_error"], 5)
+        usage_check["prompt_tokens_residual_rms"] = round(fit["residual_rms"], 2)
+        usage_check["prompt_tokens_mismatch"] = usage["fit"].mismatch()
     summary = RunSummary(
         harness_version=__version__,
         scenario=scenario,
@@ -264,16 +273,7 @@ def _validity(s: RunSummary, load: dict[str, Any], completed: int, extra: list[s
             f"open-loop sends ran late (send lag p99 {lag.p99:.1f} ms): raise load.max_in_flight or add processes; "
             "latencies are measured from the intended send times"
         )
-    mean_diff = s.usage_check.get("prompt_tokens_mean_diff")
-    if mean_diff is not None and abs(mean_diff) >= 1.0:
-        builtin = str(s.usage_check.get("tokenizer", "")).startswith("builtin")
-        hint = ("set workload.tokenizer to the model's tokenizer for exact lengths" if builtin else
-                "with the model's tokenizer set, this is what the chat template adds (openai-completions sends the "
-                "prompt as is)")
-        out.append(
-            f"the server counted {mean_diff:+.1f} prompt tokens per request on average vs the intended lengths "
-            f"(max {s.usage_check.get('max_diff')}); {hint}"
-        )
+    out.extend(_prompt_token_warnings(s.usage_check))
     src = s.tokens.output_count_source
     if src.get("tokenizer"):
         out.append(f"{src['tokenizer']} request(s) had no usage from the server: output tokens counted with the tokenizer")
@@ -290,6 +290,31 @@ def _validity(s: RunSummary, load: dict[str, Any], completed: int, extra: list[s
     # missing engine telemetry is reported by harness.telemetry.reconcile (passed in as `extra`)
     out.extend(extra)
     return out
+
+
+def _prompt_token_warnings(uc: dict[str, Any]) -> list[str]:
+    """The server's prompt counts against the intended lengths. A constant per-request offset is
+    the chat template's fixed tokens (ChatML: +9 on real vLLM) and is only reported; a warning
+    needs a real mismatch: a constant too large for a template, lengths off in proportion, or
+    per-request scatter (harness.metrics.prompt_fit). Runs without the fit (older load results)
+    keep the old rule: a mean difference of a token or more."""
+    mean_diff = uc.get("prompt_tokens_mean_diff")
+    if mean_diff is None:
+        return []
+    builtin = str(uc.get("tokenizer", "")).startswith("builtin")
+    hint = ("set workload.tokenizer to the model's tokenizer for exact lengths" if builtin else
+            "the model's tokenizer is set, so the server tokenizes or templates the prompt differently")
+    mismatch = uc.get("prompt_tokens_mismatch")
+    if mismatch is None:
+        if abs(mean_diff) < 1.0:
+            return []
+        return [f"the server counted {mean_diff:+.1f} prompt tokens per request on average vs the intended lengths "
+                f"(max {uc.get('max_diff')}); {hint}"]
+    if not mismatch:
+        return []
+    return [f"the server's prompt token counts disagree with the intended lengths beyond a constant chat-template "
+            f"offset ({uc.get('prompt_tokens_offset'):+.1f} per request): {'; '.join(mismatch)} (mean difference "
+            f"{mean_diff:+.1f}, max {uc.get('max_diff')}); {hint}"]
 
 
 def simulator_lag_warnings(engine: dict[str, Any], itl_p50_ms: float | None = None) -> list[str]:

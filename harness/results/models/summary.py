@@ -208,6 +208,13 @@ class UsageCheck(Block):
     max_diff: Num | None = None
     output_tokenizer_disagreements: int = 0
     tokenizer: str | None = None
+    # server - intended = offset + scale_error * intended + residual (harness.metrics.prompt_fit):
+    # the offset is the chat template's constant (tolerated); `prompt_tokens_mismatch` lists what
+    # goes beyond it (empty: the counts agree). Absent in runs before the fit.
+    prompt_tokens_offset: Annotated[float | None, Omit] = None
+    prompt_tokens_scale_error: Annotated[float | None, Omit] = None
+    prompt_tokens_residual_rms: Annotated[float | None, Omit] = None
+    prompt_tokens_mismatch: Annotated[list[str] | None, Omit] = None
 
 
 class StallMeter(Record):
