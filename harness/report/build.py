@@ -13,7 +13,7 @@ from harness.report.data import RunData
 from harness.report.sweep_data import SweepData
 from harness.report.document import Bullets, Callout, Document, Figure, Heading, Paragraph, Table
 from harness.report.groups import fleet_table, group_tables, sessions_table
-from harness.report.traffic import block_trace_table, cache_table, ttft_parts_blocks
+from harness.report.traffic import block_trace_table, cache_table, fleet_sweep_table, ttft_parts_blocks
 from harness.report.metrics import MetricDef, fmt_num, fmt_pct
 from harness.results.engine_facts import facts_line
 from harness.results.sweep_index import capacity, top_level
@@ -331,6 +331,10 @@ def build_sweep_report(sweep: SweepData) -> Document:
     doc.add(Heading("Ranking per scenario"))
     for scenario in sweep.scenarios:
         doc.add(_ranked_table(scenario, ranked[scenario], key, best.get(scenario)))
+
+    fleets = fleet_sweep_table(sweep)
+    if fleets is not None:
+        doc.add(Heading("Fleets"), fleets)
 
     diag = D.sweep_diagnosis_table(sweep)
     if diag is not None:

@@ -61,19 +61,33 @@ def fleet_table(run: RunData) -> Table | None:
 
     engines = {e["endpoint"]: e for e in f.get("engines") or []}
     hits = f.get("usage_cached_hit_rate") or {}
+    bal = f.get("balance") or {}
     rows = []
-    for url, sent in zip(f["endpoints"], f["sent"]):
+    for i, (url, sent) in enumerate(zip(f["endpoints"], f["sent"])):
         e = engines.get(url, {})
         w = e.get("waiting") or {}
         name = url.split("//", 1)[-1]
-        rows.append([name, f"{sent:,}", pct(hits.get(name)), pct(e.get("prefix_hit_rate")),
+
+        def at(key: str) -> Any:
+            xs = bal.get(key) or []
+            return xs[i] if i < len(xs) else None
+
+        def num(v: Any, fmt: str = ",.0f") -> str:
+            return "—" if v is None else format(v, fmt)
+
+        rows.append([name, f"{sent:,}", num(at("requests")), num(at("prompt_tokens")), pct(hits.get(name)),
+                     pct(e.get("prefix_hit_rate")), num(at("ttft_p50_ms"), ",.1f"), num(at("ttft_p99_ms"), ",.1f"),
                      "—" if w.get("mean") is None else f"{w['mean']:.1f} / {w.get('max', 0):.0f}"])
-    return Table(["Endpoint", "Requests sent", "Prefix hit (usage)", "Prefix hit (engine)", "Waiting mean / max"], rows,
-                 caption=f"Fleet: {len(f['endpoints'])} endpoints, routing {f['routing']}", notes=[
-                     f"Cross-replica prefix overlap: {pct(f.get('prefix_overlap'))} of {f.get('prefix_blocks', 0):,} "
-                     "prefix blocks were sent to more than one replica (what a distributed prefix cache would "
-                     f"deduplicate). Fleet prefix hit rate from usage: {pct(f.get('fleet_usage_cached_hit_rate'))}. "
-                     "Each replica's time series: engine_metrics.jsonl (first) and replicas/r<i>/engine_metrics.jsonl."])
+    notes = [f"Cross-replica prefix overlap: {pct(f.get('prefix_overlap'))} of {f.get('prefix_blocks', 0):,} "
+             "prefix blocks were sent to more than one replica (what a distributed prefix cache would "
+             f"deduplicate). Fleet prefix hit rate from usage: {pct(f.get('fleet_usage_cached_hit_rate'))}. "
+             "Each replica's time series: engine_metrics.jsonl (first) and replicas/r<i>/engine_metrics.jsonl."]
+    if bal.get("requests_max_over_mean") is not None:
+        notes.append(f"Load balance: the busiest replica completed {bal['requests_max_over_mean']:.2f}x the mean requests "
+                     f"and {bal.get('prompt_tokens_max_over_mean') or 0:.2f}x the mean prompt tokens (1.00 = an even spread).")
+    return Table(["Endpoint", "Requests sent", "Completed", "Prompt tokens", "Prefix hit (usage)", "Prefix hit (engine)",
+                  "TTFT p50", "TTFT p99", "Waiting mean / max"], rows,
+                 caption=f"Fleet: {len(f['endpoints'])} endpoints, routing {f['routing']} (latencies in ms)", notes=notes)
 
 
 def sessions_table(run: RunData) -> Table | None:

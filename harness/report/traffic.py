@@ -13,6 +13,7 @@ from typing import Any
 from matplotlib.figure import Figure as MplFigure
 
 from harness.report.data import RunData
+from harness.report.sweep_data import SweepData
 from harness.report.document import Block, Callout, Figure, Heading, Paragraph, Table
 from harness.results.schema import ClassBlock
 from harness.results.schema_traffic import CacheOutcome, ServerTiming, TtftBreakdown
@@ -172,3 +173,32 @@ def ttft_parts_blocks(run: RunData) -> list[Block]:
     if st is not None and st.timed < st.requests:
         blocks.append(Paragraph(f"{st.requests - st.timed:,} of {st.requests:,} requests carried no server timing."))
     return blocks
+
+
+def fleet_sweep_table(sweep: SweepData) -> Table | None:
+    """A sweep whose cells ran on fleets (routing policies, replica counts): each cell's prefix hit
+    rate, load balance and TTFT side by side (prefix-affinity against round-robin, ...)."""
+    rows = []
+    for c in sweep.cells:
+        run = c.run
+        f = getattr(run.summary, "fleet", None) if run is not None else None
+        if not f:
+            continue
+        f = f if isinstance(f, dict) else f.model_dump()
+        bal = f.get("balance") or {}
+        ttft = run.summary.latency_ms.get("ttft")  # type: ignore[union-attr]
+        ratio = bal.get("requests_max_over_mean"), bal.get("prompt_tokens_max_over_mean")
+        rows.append([c.config_id, c.scenario, str(c.repeat), str(f.get("routing")), str(len(f.get("endpoints") or [])),
+                     _pct(f.get("fleet_usage_cached_hit_rate")), _pct(f.get("prefix_overlap")),
+                     " / ".join(f"{n:,}" for n in bal.get("requests") or []) or "—",
+                     "—" if ratio[0] is None else f"{ratio[0]:.2f}", "—" if ratio[1] is None else f"{ratio[1]:.2f}",
+                     _ms(getattr(ttft, "p50", None)), _ms(getattr(ttft, "p99", None))])
+    if not rows:
+        return None
+    return Table(["Config", "Scenario", "Repeat", "Routing", "Replicas", "Prefix hit (usage)", "Cross-replica overlap",
+                  "Requests per replica", "Requests max/mean", "Prompt tokens max/mean", "TTFT p50", "TTFT p99"], rows,
+                 caption="Fleets side by side: the prefix cache each routing reaches, how evenly it spreads the load, and TTFT (ms)",
+                 align=["l", "l", "r", "l", "r", "r", "r", "r", "r", "r", "r", "r"],
+                 notes=["max/mean: the busiest replica's completed requests (prompt tokens) over the mean; 1.00 is an "
+                        "even spread. Cross-replica overlap: the share of prefix blocks sent to more than one replica."])
+

@@ -103,7 +103,8 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
 
 
 def _fleet(parts: list[dict[str, Any]], endpoints: dict[str, Any]) -> dict[str, Any]:
-    """The fleet block: endpoints, policy, requests sent to each, cross-replica prefix overlap.
+    """The fleet block: endpoints, policy, requests sent to each, cross-replica prefix overlap, and
+    the balance of the load over the replicas (requests and prompt tokens each completed, TTFT).
 
     Overlap is counted per load process (each sees its own prompts): with several processes
     the blocks and shared blocks are summed, so a block two processes sent to different replicas
@@ -121,7 +122,27 @@ def _fleet(parts: list[dict[str, Any]], endpoints: dict[str, Any]) -> dict[str, 
             "prefix_blocks": blocks, "on_several_endpoints": shared,
             "prefix_overlap": (shared / blocks) if blocks else None,
             "overlap_processes": len(parts),
-            "usage_cached_hit_rate": hit or None}
+            "usage_cached_hit_rate": hit or None,
+            "balance": _balance(first["endpoints"], endpoints)}
+
+
+def _balance(urls: list[str], endpoints: dict[str, Any]) -> dict[str, Any]:
+    """Per replica (in `urls` order): completed requests, prompt tokens, TTFT p50/p99; and how far
+    the busiest replica is above the mean (max / mean: 1.0 is an even spread)."""
+    blocks = [endpoints.get(u.split("//", 1)[-1], {}) for u in urls]
+    requests = [int(b.get("requests", {}).get("completed", 0)) for b in blocks]
+    tokens = [int(b.get("tokens", {}).get("input_total", 0)) for b in blocks]
+
+    def ratio(xs: list[int]) -> float | None:
+        mean = sum(xs) / len(xs) if xs else 0
+        return max(xs) / mean if mean else None
+
+    def ttft(b: dict[str, Any], stat: str) -> float | None:
+        return ((b.get("latency_ms") or {}).get("ttft") or {}).get(stat)
+
+    return {"requests": requests, "prompt_tokens": tokens, "requests_max_over_mean": ratio(requests),
+            "prompt_tokens_max_over_mean": ratio(tokens), "ttft_p50_ms": [ttft(b, "p50") for b in blocks],
+            "ttft_p99_ms": [ttft(b, "p99") for b in blocks]}
 
 
 def _group_order(item: tuple[str, Any]) -> tuple[int, float, str]:

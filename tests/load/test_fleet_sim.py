@@ -87,3 +87,21 @@ def test_session_affinity_keeps_a_session_on_one_replica(runs) -> None:  # type:
             homes.setdefault(r["session"], set()).add(r["labels"]["endpoint"])
     assert homes and all(len(h) == 1 for h in homes.values())
     assert len({e for h in homes.values() for e in h}) == 2
+
+
+@pytest.mark.parametrize("policy", ["round-robin", "prefix-affinity"])
+def test_balance_per_replica_is_reported(runs, policy: str) -> None:  # type: ignore[no-untyped-def]
+    """fleet.balance: each replica's completed requests, prompt tokens and TTFT (endpoint order),
+    and the busiest replica over the mean; the routings differ in hit rate, the figures sit side by side."""
+    s, _lines = runs[policy]
+    f = s["fleet"]
+    b = f["balance"]
+    eps = s["groups"]["endpoint"]
+    names = [u.split("//", 1)[-1] for u in f["endpoints"]]
+    assert b["requests"] == [eps[n]["requests"]["completed"] if n in eps else 0 for n in names]
+    assert b["prompt_tokens"] == [eps[n]["tokens"]["input_total"] if n in eps else 0 for n in names]
+    assert sum(b["requests"]) == s["requests"]["completed"]
+    assert b["requests_max_over_mean"] >= 1.0 and b["prompt_tokens_max_over_mean"] >= 1.0
+    assert b["ttft_p99_ms"] == [eps[n]["latency_ms"]["ttft"]["p99"] if n in eps else None for n in names]
+    if policy == "round-robin":
+        assert b["requests_max_over_mean"] < 1.2  # in turn: even

@@ -18,7 +18,14 @@ from pydantic import Field
 from harness.results.models.base import Block, Num, Omit, Record
 from harness.results.models.diagnosis import Diagnosis, Finding
 from harness.results.models.engine import EngineBlock, GaugeStats, KvUsage
-from harness.results.models.traffic import AgentSessions, BlockTraceReplay, CacheOutcome, ServerTiming, TtftBreakdown
+from harness.results.models.traffic import (
+    AgentSessions,
+    BlockTraceReplay,
+    CacheOutcome,
+    FleetBalance,
+    ServerTiming,
+    TtftBreakdown,
+)
 
 SCHEMA_VERSION = 1
 
@@ -289,6 +296,8 @@ class Fleet(Block):
     prefix_overlap: float | None = None  # share of prefix blocks sent to more than one replica
     overlap_processes: int = 1
     usage_cached_hit_rate: dict[str, float] | None = None  # per endpoint, from the server's usage
+    #: requests, prompt tokens and TTFT per replica, and the busiest over the mean (absent from older runs)
+    balance: Annotated[FleetBalance | None, Omit] = None
     fleet_usage_cached_hit_rate: float | None = None
     engines: Annotated[list[ReplicaFigures] | None, Omit] = None
 

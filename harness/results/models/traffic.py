@@ -125,3 +125,15 @@ class AgentSessions(Block):
     share: AgentWaits = Field(default_factory=AgentWaits)  # of wall_s (the rest: the client between calls)
     subagent_work_s: SubAgentWork = Field(default_factory=SubAgentWork)
 
+
+class FleetBalance(Block):
+    """How evenly a fleet's routing spread the load (summary.json `fleet.balance`), per replica in
+    `fleet.endpoints` order."""
+
+    requests: list[int] = Field(default_factory=list)  # completed
+    prompt_tokens: list[int] = Field(default_factory=list)
+    requests_max_over_mean: float | None = None  # the busiest replica over the mean: 1.0 is even
+    prompt_tokens_max_over_mean: float | None = None
+    ttft_p50_ms: list[float | None] = Field(default_factory=list)
+    ttft_p99_ms: list[float | None] = Field(default_factory=list)
+
