@@ -94,6 +94,22 @@ def test_unknown_model_is_one_line_exit_2(fake_openai, tmp_path: Path) -> None: 
     assert proc.returncode == 2 and "not empty (an earlier run?)" in proc.stderr
 
 
+def test_fail_on_invalid_exits_99_with_the_warnings_text(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """CI can fail a run that carries validity warnings (issue 25): here the server counts 10 %
+    more prompt tokens than intended (tests/fake_openai.py `scaled`)."""
+    path = tmp_path / "varied.yaml"
+    path.write_text(SCENARIO.replace("input_tokens: 6", "input_tokens: {dist: uniform, min: 20, max: 300}"))
+    proc = harness("run", str(path), "--target", fake_openai.url, "--model", "scaled", "--requests", "30",
+                   "--no-telemetry", "--no-report", "--quiet", "--fail-on", "invalid", "--out", str(tmp_path / "r"))
+    assert proc.returncode == 99, proc.stderr
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["validity"]["ok"] is False
+    assert "error: threshold invalid failed: the run has" in proc.stderr
+    for warning in summary["validity"]["warnings"]:
+        assert f"  - {warning}" in proc.stderr
+    assert "prompt token counts disagree" in proc.stderr
+
+
 def test_bad_override_value_is_one_line_exit_2(tmp_path: Path) -> None:
     path = _file(tmp_path)
     proc = harness("run", str(path), "--concurrency", "0")

@@ -34,7 +34,8 @@ RUN_DIRS = ("report_files",)
 def add_outcome_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fail-on", action="append", default=[], metavar="COND",
                    help='fail the run (exit 99) when COND holds, e.g. "error_rate>1%%", "slo_attainment<95%%", '
-                        '"ttft_p99>500ms"; repeatable; adds to the scenario\'s thresholds:')
+                        '"ttft_p99>500ms", or "invalid" (the run has validity warnings: each is printed); '
+                        'repeatable; adds to the scenario\'s thresholds:')
     p.add_argument("--force", action="store_true",
                    help="reuse a non-empty --out: delete the earlier run's files first (default: refuse)")
 

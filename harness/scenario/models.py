@@ -415,7 +415,7 @@ class Scenario(Strict):
     warmup: Warmup = Field(default_factory=Warmup)
     telemetry: Telemetry = Field(default_factory=Telemetry)
     quality: QualitySpec | None = Field(default=None, description="output-quality check (harness quality; sweeps)")
-    thresholds: list[str] = Field(default_factory=list, description='conditions that fail the run, e.g. "error_rate>1%"')
+    thresholds: list[str] = Field(default_factory=list, description='conditions that fail the run (exit 99), e.g. "error_rate>1%", or "invalid" (validity warnings)')
 
     @model_validator(mode="before")
     @classmethod

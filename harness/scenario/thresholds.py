@@ -2,8 +2,10 @@
 
 Why: CI must be able to gate on a single run (k6 `thresholds`, exit 99 when one fails). Each
 threshold names the condition that FAILS the run: `error_rate>1%`, `slo_attainment<95%`,
-`ttft_p99>500ms`, `output_tps<100`. They come from `--fail-on` (repeatable) and from the
-scenario's `thresholds:` list, and are checked against summary.json after the run.
+`ttft_p99>500ms`, `output_tps<100`, and `invalid`: the run carries validity warnings (a
+saturated client, host stalls, a simulated engine behind its schedule, ...), which otherwise
+only print. They come from `--fail-on` (repeatable) and from the scenario's `thresholds:` list,
+and are checked against summary.json after the run.
 No imports from the rest of harness: the scenario model validates them, the CLI evaluates them.
 """
 
@@ -24,6 +26,10 @@ _THROUGHPUTS = ("rps", "output_tps", "goodput_rps")
 _EXPR = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=|<|>)\s*([0-9]*\.?[0-9]+(?:e[+-]?\d+)?)\s*(%|ms|s)?\s*$", re.IGNORECASE)
 
 
+#: the condition that fails a run with validity warnings (summary.json validity.ok false)
+INVALID = "invalid"
+
+
 def known_metrics() -> list[str]:
     return [*_RATES, *_THROUGHPUTS, *(f"{m}_{s}" for m in _LATENCY for s in _STATS)]
 
@@ -41,10 +47,13 @@ class Threshold:
 
 
 def parse(text: str) -> Threshold:
-    """`metric op value[unit]`; ValueError naming what is wrong and what is allowed."""
+    """`metric op value[unit]`, or `invalid`; ValueError naming what is wrong and what is allowed."""
+    if text.strip().lower() == INVALID:
+        return Threshold(INVALID, INVALID, "", 0.0)
     m = _EXPR.match(text)
     if not m:
-        raise ValueError(f"{text!r}: expected METRIC<VALUE or METRIC>VALUE, e.g. error_rate>1% or ttft_p99>500ms")
+        raise ValueError(f"{text!r}: expected METRIC<VALUE or METRIC>VALUE, e.g. error_rate>1% or ttft_p99>500ms, "
+                         "or invalid (fail on validity warnings)")
     metric, op, number, unit = m.group(1).lower(), m.group(2), float(m.group(3)), (m.group(4) or "").lower()
     if metric not in known_metrics():
         raise ValueError(f"{text!r}: unknown metric {metric!r}; use error_rate, slo_attainment, rps, output_tps, "
@@ -97,6 +106,13 @@ def evaluate(thresholds: list[Threshold], summary: dict[str, Any]) -> list[str]:
     """One line per failed threshold (a metric the run does not have fails too: nothing to judge)."""
     out = []
     for t in thresholds:
+        if t.metric == INVALID:
+            validity = summary.get("validity") or {}
+            if not validity.get("ok", True):
+                warnings = [str(w) for w in validity.get("warnings") or []] or ["validity.ok is false"]
+                out.append(f"threshold invalid failed: the run has {len(warnings)} validity warning(s):")
+                out.extend(f"  - {w}" for w in warnings)
+            continue
         value = actual(summary, t.metric)
         if value is None:
             out.append(f"threshold {t.text} failed: the run has no {t.metric} (no request completed, or no slo set)")

@@ -49,6 +49,16 @@ def test_evaluate_reports_only_failed_thresholds() -> None:
     ]
 
 
+def test_invalid_fails_a_run_with_validity_warnings_and_prints_each() -> None:
+    t = th.parse("invalid")
+    assert t.metric == th.INVALID and th.parse(" INVALID ").metric == th.INVALID
+    warned = {**SUMMARY, "validity": {"ok": False, "warnings": ["host stalled 3 time(s)", "client saturated: 95% CPU"]}}
+    assert th.evaluate([t], warned) == ["threshold invalid failed: the run has 2 validity warning(s):",
+                                        "  - host stalled 3 time(s)", "  - client saturated: 95% CPU"]
+    assert th.evaluate([t], {**SUMMARY, "validity": {"ok": True, "warnings": []}}) == []
+    assert Scenario.model_validate(_scenario(thresholds=["invalid", "error_rate>1%"])).thresholds[0] == "invalid"
+
+
 def _scenario(**extra: object) -> dict:  # type: ignore[type-arg]
     return {"name": "t", "load": {"concurrency": 1, "requests": 1},
             "workload": {"classes": [{"name": "a", "input_tokens": 3, "output_tokens": 2}]}, **extra}
