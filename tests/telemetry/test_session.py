@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-import time
+from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -15,6 +16,17 @@ from harness.telemetry import TelemetrySession
 from .conftest import Exporter, FakeMetrics
 from .helpers import assert_all_null, assert_shape, telemetry_warnings
 from .pages import SGLANG_A, SGLANG_B
+
+from waiting import lines_of, wait_until  # noqa: E402
+
+
+def scraped(out: Path, what: str, match: Callable[[dict[str, Any]], Any], after: int = 0) -> int:
+    """Wait until engine_metrics.jsonl holds, past its first `after` lines, a scrape that `match`es;
+    returns how many lines it holds then (the next call's `after`)."""
+    def found() -> int | None:
+        lines = [json.loads(x) for x in lines_of(out / "engine_metrics.jsonl")]
+        return len(lines) if any(match(x) for x in lines[after:]) else None
+    return wait_until(found, what)
 
 
 @pytest.fixture
@@ -28,19 +40,18 @@ def test_direct_mode_equals_ground_truth_across_a_restart(exporter: Exporter, tm
     s = TelemetrySession(target_url=exporter.url, config=Telemetry(interval_s=0.2), out_dir=tmp_path,
                          expected_prefix_hit_rate=0.6, engine_kind="vllm")
     s.start()
-    time.sleep(0.4)
+    n = scraped(tmp_path, "a scrape before the window", lambda x: x.get("ok"))
     s.mark_window_start()
-    time.sleep(0.3)  # the baseline scrape happens on the thread, right after the mark
+    n = scraped(tmp_path, "the baseline scrape", lambda x: x.get("mark") == "start", n)
     exporter.cmd("active")
-    time.sleep(1.2)
+    n = scraped(tmp_path, "a scrape at the top KV level", lambda x: x.get("kv_usage") == pytest.approx(0.9), n)
     exporter.cmd("idle")
-    time.sleep(0.5)  # both sides of the restart get scraped
+    n = scraped(tmp_path, "an idle scrape before the restart", lambda x: x.get("kv_usage") == pytest.approx(0.05), n)
     exporter.cmd("reset")
     exporter.cmd("active")
-    time.sleep(1.0)
+    scraped(tmp_path, "an active scrape after the restart", lambda x: (x.get("kv_usage") or 0) > 0.05, n)
     truth = exporter.cmd("idle")
     live = s.live()
-    time.sleep(0.3)
     s.mark_window_end()
     block = s.stop()
 
@@ -63,7 +74,7 @@ def test_direct_mode_equals_ground_truth_across_a_restart(exporter: Exporter, tm
     assert block["kv_capacity_tokens"] == 2 * 16000 and block["block_size"] == 16
     assert block["running"]["max"] == 18.0  # 2 engines x round(0.9 * 10)
     assert block["telemetry"]["counter_resets"] >= 1
-    assert block["telemetry"]["scrapes"] >= 10 and block["telemetry"]["missing_reason"] is None
+    assert block["telemetry"]["scrapes"] >= 5 and block["telemetry"]["missing_reason"] is None
 
     assert live["ok"] and live["profile"] == "vllm" and "kv_usage" in live and live["preemptions_total"] is not None
     lines = [json.loads(x) for x in (tmp_path / "engine_metrics.jsonl").read_text().splitlines()]
@@ -77,7 +88,7 @@ def test_direct_mode_equals_ground_truth_across_a_restart(exporter: Exporter, tm
 def test_stop_without_marks_and_twice(exporter: Exporter, tmp_path) -> None:
     s = TelemetrySession(target_url=exporter.url, config=Telemetry(interval_s=0.2, nvml=False), out_dir=tmp_path)
     s.start()
-    time.sleep(0.3)
+    scraped(tmp_path, "a scrape", lambda x: x.get("ok"))
     block = s.stop()
     assert_shape(block)
     assert block["telemetry"]["missing_reason"] == "mark_window_start was never called"
@@ -88,7 +99,8 @@ def test_stop_without_end_mark_closes_the_window(exporter: Exporter, tmp_path) -
     s = TelemetrySession(target_url=exporter.url, config=Telemetry(interval_s=0.2, nvml=False), out_dir=tmp_path)
     s.start()
     s.mark_window_start()
-    time.sleep(0.5)
+    n = scraped(tmp_path, "the baseline scrape", lambda x: x.get("mark") == "start")
+    scraped(tmp_path, "a periodic scrape in the window", lambda x: x.get("ok") and x["phase"] == "window", n)
     block = s.stop()
     assert block["telemetry"]["missing_reason"] is None and block["telemetry"]["scrapes"] >= 2
     assert block["preemptions"]["count"] == 0
@@ -100,9 +112,11 @@ def test_explicit_profile_and_sglang_page(fake_metrics: FakeMetrics, tmp_path) -
                          metrics_url=fake_metrics.url + "/metrics"), out_dir=tmp_path)
     s.start()
     s.mark_window_start()
-    time.sleep(0.3)
+    n = scraped(tmp_path, "the baseline scrape", lambda x: x.get("mark") == "start")
     fake_metrics.set(SGLANG_B)
-    time.sleep(0.3)
+    seen = fake_metrics.hits
+    wait_until(lambda: fake_metrics.hits > seen, "a scrape of page B")
+    scraped(tmp_path, "the scrape of page B logged", lambda x: x.get("ok"), n)
     s.mark_window_end()
     block = s.stop()
     assert block["profile"] == "sglang" and block["preemptions"]["count"] == 7
