@@ -6,6 +6,7 @@ import sys
 import types
 
 import pytest
+from waiting import lines_of, wait_until
 
 from harness.scenario.models import Telemetry
 from harness.telemetry import TelemetrySession
@@ -83,9 +84,8 @@ def test_session_samples_only_local_targets(monkeypatch, tmp_path) -> None:
     for s in (remote, local):
         s.start()
         s.mark_window_start()
-    import time
-
-    time.sleep(0.35)
+    wait_until(lambda: any("gpu_used_bytes" in x for x in lines_of(tmp_path / "l" / "engine_metrics.jsonl")),
+               "a GPU memory sample of the local target")
     for s in (remote, local):
         s.mark_window_end()
     r, l_ = remote.stop(), local.stop()

@@ -7,6 +7,7 @@ a temp TSDB and a free port, and terminated after. Its readiness takes ~0.1 s bu
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -19,7 +20,21 @@ from harness.telemetry import TelemetrySession
 from .conftest import Exporter, FakeMetrics, Prometheus, free_port, needs_prometheus
 from .helpers import assert_all_null, assert_close_tree, assert_shape, telemetry_warnings
 
-from waiting import wait_until  # noqa: E402
+from waiting import lines_of, wait_until  # noqa: E402
+
+
+def both_scraped(dirs, what: str, match, after: tuple[int, ...] = (0, 0)) -> tuple[int, ...]:
+    """Wait until each session's engine_metrics.jsonl holds, past its first `after` lines, a scrape
+    that `match`es; returns the line counts then (the next call's `after`)."""
+    def found():
+        counts = []
+        for out, skip in zip(dirs, after):
+            lines = [json.loads(x) for x in lines_of(out / "engine_metrics.jsonl")]
+            if not any(match(x) for x in lines[skip:]):
+                return None
+            counts.append(len(lines))
+        return tuple(counts)
+    return wait_until(found, what)
 
 MIB = 1024 * 1024
 
@@ -58,21 +73,22 @@ def test_direct_and_prometheus_modes_agree(stack, tmp_path, caplog) -> None:
                               out_dir=tmp_path / "direct", expected_prefix_hit_rate=0.6)
     viaprom = TelemetrySession(target_url=exporter.url, config=Telemetry(interval_s=0.5, nvml=False, prometheus=prom.url,
                                selector='{job="engine"}'), out_dir=tmp_path / "prom", expected_prefix_hit_rate=0.6)
+    dirs = (tmp_path / "direct", tmp_path / "prom")
     direct.start()
     viaprom.start()
-    time.sleep(0.6)
+    n = both_scraped(dirs, "a scrape before the window", lambda x: x.get("ok"))
     direct.mark_window_start()
     viaprom.mark_window_start()
-    time.sleep(0.3)
+    n = both_scraped(dirs, "the baseline scrapes", lambda x: x.get("mark") == "start", n)
     exporter.cmd("active")
-    time.sleep(1.6)
+    n = both_scraped(dirs, "a scrape at the top KV level", lambda x: x.get("kv_usage") == pytest.approx(0.9), n)
     exporter.cmd("idle")
-    time.sleep(0.7)  # both sources see the pre-restart values
+    n = both_scraped(dirs, "the pre-restart idle values", lambda x: x.get("kv_usage") == pytest.approx(0.05), n)
     exporter.cmd("reset")
     exporter.cmd("active")
-    time.sleep(2.0)
+    # after the restart KV cycles up to 0.9 again: a scrape at 0.9 shows each source saw it active
+    both_scraped(dirs, "an active scrape after the restart", lambda x: x.get("kv_usage") == pytest.approx(0.9), n)
     truth = exporter.cmd("idle")
-    time.sleep(0.3)
     direct.mark_window_end()
     viaprom.mark_window_end()
     live = viaprom.live()
@@ -101,7 +117,7 @@ def test_direct_and_prometheus_modes_agree(stack, tmp_path, caplog) -> None:
     assert p["running"]["mean"] == pytest.approx(d["running"]["mean"], abs=1.6)
     assert p["running"]["max"] == d["running"]["max"] == 18.0
     assert p["preemptions"]["per_s"] == pytest.approx(d["preemptions"]["per_s"], rel=0.15)
-    assert p["telemetry"]["scrapes"] >= 8 and d["telemetry"]["scrapes"] >= 16
+    assert p["telemetry"]["scrapes"] >= 4 and d["telemetry"]["scrapes"] >= 4
     # GPU memory: DCGM series through Prometheus; nothing in direct mode on a GPU-less machine
     gm = p["gpu_memory"]
     assert gm["available"] and gm["source"] == "dcgm"

@@ -12,7 +12,6 @@ import json
 import random
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -23,6 +22,13 @@ from harness.telemetry import TelemetrySession
 
 from .conftest import PROMETHEUS, Prometheus, free_port
 from .helpers import assert_close_tree, assert_shape, telemetry_warnings
+
+from waiting import lines_of, wait_until  # noqa: E402
+
+
+def scraped(out, what: str, match) -> None:
+    """Wait until OUT/engine_metrics.jsonl holds a scrape that `match`es."""
+    wait_until(lambda: any(match(json.loads(x)) for x in lines_of(out / "engine_metrics.jsonl")), what)
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("harness.sim") is None or importlib.util.find_spec("harness.sim.__main__") is None,
@@ -41,18 +47,19 @@ class Sim:
             [sys.executable, "-m", "harness.sim", "--port", str(self.port), *COMMON, *flags],
             stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),  # noqa: SIM115
         )
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.skip(f"the simulated engine did not start: {self.log.read_text()[-600:]}")
-            try:
-                if requests.get(self.url + "/health", timeout=0.5).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.05)
-        self.close()
-        pytest.skip("the simulated engine did not become ready in 40 s")
+        try:
+            wait_until(self._healthy, "the simulated engine's /health", details=lambda: self.log.read_text()[-600:])
+        except AssertionError:
+            self.close()
+            raise
+
+    def _healthy(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the simulated engine exited at start: {self.log.read_text()[-600:]}")
+        try:
+            return requests.get(self.url + "/health", timeout=0.5).status_code == 200
+        except requests.RequestException:
+            return False
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -108,13 +115,15 @@ def test_kv_starved_preempts_and_both_modes_agree(starved, tmp_path, caplog) -> 
             target_url=sim.url, config=Telemetry(interval_s=0.5, nvml=False, prometheus=prom.url), out_dir=tmp_path / "p")
     for s in sessions.values():
         s.start()
-    drive(sim.url, [words(rng, 60)], 1)  # warmup, outside the window
-    time.sleep(0.7)  # Prometheus scrapes the post-warmup state before the window opens
+    warm = drive(sim.url, [words(rng, 60)], 1)  # warmup, outside the window
+    for name in sessions:  # each source (Prometheus too) has seen the post-warmup state
+        scraped(tmp_path / name[0], f"the {name} scrape of the post-warmup state",
+                lambda x: x.get("generation_tokens_total") == warm[0]["completion_tokens"])
     for s in sessions.values():
         s.mark_window_start()
-    time.sleep(0.2)
+    for name in sessions:
+        scraped(tmp_path / name[0], f"the {name} baseline scrape", lambda x: x.get("mark") == "start")
     usage = drive(sim.url, [words(rng, 60) for _ in range(36)], concurrency=12)
-    time.sleep(0.3)
     for s in sessions.values():
         s.mark_window_end()
     blocks = {k: s.stop() for k, s in sessions.items()}
@@ -151,9 +160,8 @@ def test_roomy_shared_prefix_hits_the_expected_rate(tmp_path) -> None:
         s.start()
         drive(sim.url, [prefix + " " + words(rng, 60)], 1)  # warmup fills the prefix cache
         s.mark_window_start()
-        time.sleep(0.2)
+        scraped(tmp_path, "the baseline scrape", lambda x: x.get("mark") == "start")
         drive(sim.url, [prefix + " " + words(rng, 60) for _ in range(24)], concurrency=6)
-        time.sleep(0.2)
         s.mark_window_end()
         b = s.stop()
     finally:
