@@ -87,6 +87,8 @@ ANALYSES: Registry[Analysis] = Registry("post-run analysis")
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
+    if not path.is_file():
+        return rows  # a device in its place (/dev/zero, /dev/full) would be read forever
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             for line in fh:

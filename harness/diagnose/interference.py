@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from harness.diagnose.base import ANALYSES, RunInputs, chunk_times_s, pct, rnd
+from harness.results.layout import write_text_atomic
 
 FILE = "interference.json"
 #: points kept for the time plot (the summary's figures use every gap)
@@ -161,7 +162,7 @@ def _write_plot_data(inp: RunInputs, a: np.ndarray, b: np.ndarray, gaps: np.ndar
         "median_ms": round(float(np.median(gaps)), 3),
     }
     try:
-        (inp.root / FILE).write_text(json.dumps(data) + "\n")
+        write_text_atomic(inp.root / FILE, json.dumps(data) + "\n")  # a full disk leaves no empty file
     except OSError:
         pass
 

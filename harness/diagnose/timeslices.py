@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from harness.diagnose.base import ANALYSES, RunInputs, chunk_times_s, pct, rnd, start_ns
+from harness.results.layout import write_text_atomic
 
 FILE = "timeslices.json"
 
@@ -58,7 +59,7 @@ class Timeslices:
         full = [s for s in slices if s["duration_s"] >= 0.5 * width and not s["drain"]]
         drift = steady_state(full)
         try:
-            (inp.root / FILE).write_text(json.dumps({"slice_s": width, "slices": slices}, indent=1) + "\n")
+            write_text_atomic(inp.root / FILE, json.dumps({"slice_s": width, "slices": slices}, indent=1) + "\n")
         except OSError:
             pass
         return {"slice_s": width, "count": len(slices), "file": FILE, "steady_state": drift}

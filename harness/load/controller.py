@@ -14,13 +14,14 @@ agentic sessions' fan-out and accounting (harness.load.agents), fleets and adapt
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from harness.client.adapters.base import Prompt, get_adapter
 from harness.client.http_stream import perf_ns
@@ -34,6 +35,7 @@ from harness.load.agents import AgentTurns
 from harness.load.deadlines import request_timeout_s
 from harness.load.failures import FailureWatch
 from harness.load.fleet import FleetTurns
+from harness.load.linefile import LineFile
 from harness.load.phases import DONE, DRAIN, MEASURE, WARMUP
 from harness.load.plan import LoadPlan
 from harness.load.sessions import SessionTurns
@@ -107,9 +109,11 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
         out = Path(plan.out_dir)
         suffix = f".w{plan.worker}" if plan.workers > 1 else ""
         self.requests_path = out / f"requests{suffix}.jsonl"
-        self.requests_file: TextIO = open(self.requests_path, "a", buffering=1 << 16)
+        # LineFile: a full disk ends the file on a whole line and stops the load (write_failed)
+        self.requests_file: Any = LineFile(self.requests_path, 1 << 16)
         self.progress_path = out / f"progress{suffix}.jsonl"
-        self.progress_file: TextIO = open(self.progress_path, "a", buffering=1)
+        self.progress_file: Any = LineFile(self.progress_path, 1)
+        self.write_error: str | None = None  # why a file of this run could not be written
         # ---- state
         self.phase = WARMUP
         self.open_loop = sc.load.open_loop
@@ -413,7 +417,8 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
             self.coalesced_reads += rec.coalesced_reads
             if self.failures.keep_line(rec):
                 line = rec.to_json()
-                self.requests_file.write(json.dumps(line, separators=(",", ":")) + "\n")
+                if self.requests_file.write(json.dumps(line, separators=(",", ":")) + "\n") is False:
+                    self.check_files()
         if conv is not None:
             self._session_advance(rec, conv)
         self._fleet_recorded(rec)
@@ -428,6 +433,22 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
         """A closed-loop user waits `delay_s` after a refused or failed request (load.backoff)."""
         self.backoffs += 1
         self.backoff_s += delay_s
+
+    def check_files(self) -> None:
+        """A file that could not be written (a full disk): say so once, and stop the load, since
+        what it would measure could not be recorded."""
+        if self.write_error is not None:
+            return
+        for f in (self.requests_file, self.progress_file):
+            err = getattr(f, "error", None)
+            if err is None:
+                continue
+            what = "disk full" if err.errno == errno.ENOSPC else "cannot write the results"
+            self.write_error = (f"{what}: {f.path.name} in {f.path.parent}: {err.strerror or err}; the load stopped, "
+                                "the complete lines written before are kept")
+            self.emit({"event": "abort", "kind": "write_error", "reason": self.write_error, "t": time.time()})
+            self.stop()
+            return
 
     def close(self) -> None:
         for f in (self.requests_file, self.progress_file):

@@ -113,11 +113,18 @@ def run(plan: LoadPlan) -> dict:
         gc_policy.stop()
         result["timing"]["gc"] = gc_policy.summary()
     ctrl.close()
+    ctrl.check_files()  # the last flush failed (a full disk): said as well
     suffix = f".w{plan.worker}" if plan.workers > 1 else ""
     path = Path(plan.out_dir) / f"load_result{suffix}.json"
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(result))
+        os.replace(tmp, path)
+    except OSError as exc:
+        # a full disk: the orchestrator gets the result on stdout (a pipe) instead of a file
+        tmp.unlink(missing_ok=True)
+        _emit({"event": "result", "path": None, "inline": result, "error": f"{path.name}: {exc.strerror or exc}"})
+        return result
     _emit({"event": "result", "path": str(path)})
     return result
 

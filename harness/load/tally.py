@@ -67,6 +67,7 @@ class Tally:
         }
         self.progress_file.write(json.dumps(line) + "\n")
         self.requests_file.flush()
+        self.check_files()
         return line
 
     def result(self) -> dict[str, Any]:

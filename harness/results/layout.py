@@ -21,14 +21,23 @@ def default_run_dir(scenario_name: str, root: Path = Path("results")) -> Path:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write to a temp file then rename, so a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    _write_then_rename(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def write_text_atomic(path: Path, text: str) -> None:
+    _write_then_rename(path, text)
+
+
+def _write_then_rename(path: Path, text: str) -> None:
+    """A temp file renamed over `path`; on a write error (a full disk) the half-written temp file
+    is removed, its bytes freed, and the error raised with `path` as its file name."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
+    try:
+        tmp.write_text(text)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        exc.filename = str(path)
+        raise
     os.replace(tmp, path)
 
 

@@ -100,7 +100,7 @@ def conclude(prep: Prepared, summary: RunSummary, engine: dict[str, Any], instru
 
 
 def write(prep: Prepared, summary: RunSummary, metrics: MetricSet) -> dict[str, Any]:
-    write_json_atomic(prep.run_dir.histograms, metrics.to_dict())
     data = summary.model_dump(mode="json")
-    write_json_atomic(prep.run_dir.summary, data)
+    write_json_atomic(prep.run_dir.summary, data)  # first: on a nearly full disk it is the one to keep
+    write_json_atomic(prep.run_dir.histograms, metrics.to_dict())
     return data

@@ -55,6 +55,8 @@ class Follower:
         self.drained = 0
         self.interrupted = False
         self.latest: dict[int, dict[str, Any]] = {}
+        self.write_error: str | None = None  # a load process could not write its files (a full disk)
+        self.inline_results: list[dict[str, Any]] = []  # results sent on stdout when the file could not be written
         self._lock = threading.Lock()
         self._threads = [threading.Thread(target=self._read, args=(i, p), daemon=True) for i, p in enumerate(procs)]
         for t in self._threads:
@@ -80,6 +82,10 @@ class Follower:
                     pass
                 elif event == "abort":
                     self.progress.note(str(line.get("reason", "stopped early")))
+                    if line.get("kind") == "write_error" and self.write_error is None:
+                        self.write_error = str(line.get("reason"))
+                elif event == "result" and isinstance(line.get("inline"), dict):
+                    self.inline_results.append(line["inline"])
                 elif event == "progress":
                     self.latest[worker] = line
                     self.progress.update(list(self.latest.values()))

@@ -8,6 +8,7 @@ gracefully and still writes what was measured (status "partial").
 
 from __future__ import annotations
 
+import errno
 import json
 import signal
 import sys
@@ -134,6 +135,9 @@ def _measure(prep: prepare.Prepared, opts: RunOptions, env: dict[str, str] | Non
     if any(p.returncode not in (0, None) for p in procs):
         status = "partial" if status == "complete" else status
     results = [json.loads(p.read_text()) for p in run_dir.load_results()]
+    if follower is not None:
+        results += follower.inline_results  # a full disk: sent on stdout instead
+    write_error = follower.write_error if follower is not None else None
     if not results and follower is not None and follower.engine_exit is not None:
         raise RunFailed(f"the simulated engine exited (code {follower.engine_exit[0]}) before anything was measured; "
                         f"see {run_dir.sim_log}", *tail(run_dir.sim_log, 3))
@@ -141,6 +145,8 @@ def _measure(prep: prepare.Prepared, opts: RunOptions, env: dict[str, str] | Non
         # Ctrl-C / SIGTERM while the load processes were still starting: nothing was measured, and
         # that is the stop's doing, not a load process failure (the CLI prints one line, exit 130)
         raise stopped_by
+    if not results and write_error is not None:
+        raise RunFailed(write_error)
     if not results:
         raise UserError(f"the load process failed before measuring anything; see {run_dir.load_log}", *tail(run_dir.load_log))
     engine = instruments.stop_telemetry()
@@ -152,8 +158,17 @@ def _measure(prep: prepare.Prepared, opts: RunOptions, env: dict[str, str] | Non
             f"only {len(results)} of {started.processes} workers' final results arrived; the others' requests are "
             f"missing (see {run_dir.load_log})")
         summary.validity["ok"] = False
+    if write_error is not None:
+        summary.status, summary.status_reason = "failed", write_error
+        summary.validity["warnings"].insert(0, write_error)
+        summary.validity["ok"] = False
     finish.conclude(prep, summary, engine, instruments, slice_s=opts.slice_s)
-    finish.write(prep, summary, metrics)
+    try:
+        finish.write(prep, summary, metrics)
+    except OSError as exc:
+        if opts.show_progress:
+            print_summary(summary, run_dir.root)  # what was measured, on the console at least
+        raise RunFailed(_unwritten(exc, run_dir)) from None
     if opts.show_progress:
         chosen = None
         if opts.percentiles:
@@ -186,6 +201,14 @@ def _note_how_it_ended(summary: RunSummary, follower: Follower | None, stopped_b
         summary.status_reason = f"the simulated engine exited (code {code}) {at}; see {run_dir.sim_log}"
         summary.validity["warnings"].insert(0, summary.status_reason)
         summary.validity["ok"] = False
+
+
+def _unwritten(exc: OSError, run_dir: RunDir) -> str:
+    """The one line for a summary that could not be written (a full disk, audit R5)."""
+    what = "disk full" if exc.errno == errno.ENOSPC else "cannot write the results"
+    return (f"{what}: {Path(exc.filename or run_dir.summary).name} not written in {run_dir.root} "
+            f"({exc.strerror or exc}); the complete request lines are kept in requests.jsonl: free space, then "
+            f"harness report {run_dir.root} builds the report from them")
 
 
 def _write_report(root: Path, verbose: bool) -> None:

@@ -252,3 +252,26 @@ def test_kill_9_of_harness_run_stops_its_load_process_at_once(fake_openai, tmp_p
     assert (out / "requests.jsonl").read_text().splitlines() == lines  # nothing written after
     assert all(json.loads(line)["id"] for line in lines)  # every line whole
     assert not (out / "summary.json").exists()
+
+
+def test_a_full_disk_says_so_and_keeps_what_was_measured(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Audit R5: a full disk under requests.jsonl killed the load process on the write error (its
+    traceback could not be written either) and the run said "the load process failed before
+    measuring anything", exit 2. Here requests.jsonl is /dev/full (every write: ENOSPC): the load
+    stops, the run says "disk full" naming the file, and what fits elsewhere is written."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    path = tmp_path / "long.yaml"
+    path.write_text(SCENARIO.replace("requests: 12}", "duration_s: 30}").replace("warmup: {requests: 2}\n", ""))
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "requests.jsonl").symlink_to("/dev/full")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", str(path), "--target", fake_openai.url,
+                           "--model", "ok", "--out", str(out), "--no-telemetry", "--no-report", "--quiet", "--force"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "HARNESS_TEST_KEY": SECRET})
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "failed before measuring" not in proc.stderr
+    assert f"error: disk full: requests.jsonl in {out}: No space left on device" in proc.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "failed" and s["status_reason"].startswith("disk full: requests.jsonl")
+    assert s["window"]["duration_s"] < 30  # the load stopped at the first failed write
