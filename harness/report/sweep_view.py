@@ -7,6 +7,8 @@ is ranked on requests/s and says so.
 
 from __future__ import annotations
 
+import json
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,11 +176,19 @@ def failed_configs(sweep: SweepData) -> dict[str, str]:
 
 
 def flags_text(flags: dict[str, Any]) -> str:
+    """The flags as a shell command spells them, so they paste into one: False is --no-x (as
+    harness.sweep.flags renders the engine's argv), a JSON-valued flag is compact JSON in single
+    quotes (audit N10: `--speculative-config {'method': 'ngram', ...}`, a Python dict)."""
     if not flags:
         return "(base)"
     parts = []
     for k, v in flags.items():
         name = k if str(k).startswith("-") else f"--{k}"
-        # as the engine's argv spells it (harness.sweep.flags): False is --no-x, not "--x False"
-        parts.append(name if v is True else f"--no-{name.lstrip('-')}" if v is False else f"{name} {v}")
+        if v is True:
+            parts.append(name)
+        elif v is False:
+            parts.append(f"--no-{name.lstrip('-')}")
+        else:
+            text = json.dumps(v, separators=(",", ":")) if isinstance(v, (dict, list)) else str(v)
+            parts.append(f"{name} {shlex.quote(text)}")
     return " ".join(parts)
