@@ -115,7 +115,7 @@ def test_no_capacity_without_levels_or_slos():
 
 
 def test_configs_at_different_client_loads_are_shown_with_their_load_and_not_ranked():
-    """Audit D3: sim_max_num_seqs links the client's concurrency to the flag (8/32/128 users);
+    """Audit D3: sim_max_num_seqs once linked the client's concurrency to the flag (8/32/128 users);
     the table crowned the 128-user config without showing that it carried 16x the load."""
     entries = []
     for seqs, good in ((8, 0.86), (32, 3.01), (128, 7.29)):

@@ -30,6 +30,17 @@ def test_shipped_sweep_plans(path):
             assert (cell.resolved.load.duration_s or 0) <= 15, cell.id
 
 
+def test_the_readmes_first_sweep_ranks_its_configs_at_one_load():
+    """README's first sweep example must end with an answer (audit N12): its configs linked the
+    client's concurrency to the flag (8/32/128 users), so it ended 'configs NOT ranked'. Every
+    cell now serves the same client load, which is what the ranking needs."""
+    readme = (SWEEPS.parents[1] / "README.md").read_text()
+    first = next(line.split()[2] for line in readme.splitlines() if line.startswith("harness sweep scenarios/sweeps/"))
+    plan = build_plan(SWEEPS.parents[1] / first)
+    loads = {(c.resolved.load.concurrency, c.resolved.load.rate) for c in plan.cells}
+    assert len({c.config.id for c in plan.cells}) >= 3 and len(loads) == 1, loads
+
+
 def test_sweep_code_never_imports_locust_or_gevent():
     import subprocess
     import sys
