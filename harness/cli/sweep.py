@@ -74,6 +74,12 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if metrics is not None:
             metrics.close()
+    nothing = bool(outcome.counts.get("failed")) and not outcome.counts.get("complete") and not outcome.counts.get("partial")
+    if nothing:
+        # the real error first (audit N13: it came last, after a table of failures and a warning
+        # about goodput that nothing had)
+        print(f"error: every cell failed ({outcome.counts['failed']}); nothing was measured: {_failure_reasons(out)}",
+              file=sys.stderr)
     if outcome.table:
         print(outcome.table)
     if not args.quiet:
@@ -86,11 +92,28 @@ def _run(args: argparse.Namespace) -> int:
         print(f"--strict: {outcome.counts.get('failed', 0)} failed and {outcome.counts.get('partial', 0)} partial "
               "cell(s): exit 1", file=sys.stderr)
         return 1
-    if outcome.counts.get("failed") and not outcome.counts.get("complete") and not outcome.counts.get("partial"):
+    if nothing:
         print(f"error: every cell failed ({outcome.counts['failed']}); nothing was measured; see {out}/index.json "
               f"and {out}/logs/", file=sys.stderr)
         return 1  # a sweep that measured nothing is never a success, --strict or not
     return 0
+
+
+def _failure_reasons(out: Path) -> str:
+    """The distinct reasons the cells failed, most frequent first (from index.json)."""
+    import json
+
+    try:
+        cells = json.loads((out / "index.json").read_text()).get("cells") or []
+    except (OSError, ValueError):
+        return "see the cells' logs"
+    counts: dict[str, int] = {}
+    for c in cells:
+        reason = str(c.get("reason") or c.get("status") or "unknown")
+        counts[reason] = counts.get(reason, 0) + 1
+    ordered = sorted(counts.items(), key=lambda kv: -kv[1])
+    text = "; ".join(f"{r}" + (f" ({n} cells)" if len(ordered) > 1 else "") for r, n in ordered[:3])
+    return text + (f"; and {len(ordered) - 3} other reason(s)" if len(ordered) > 3 else "")
 
 
 def _capacity_hook(args: argparse.Namespace, plan, out: Path):  # type: ignore[no-untyped-def]

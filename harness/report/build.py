@@ -252,7 +252,7 @@ def sweep_validity_items(sweep: SweepData, failed: dict[str, str] | None = None,
             shown = ", ".join(cells[:3]) + (f" and {len(cells) - 3} more" if len(cells) > 3 else "")
             items.append(f"{len(cells)} cells ({shown}): {w}")
     items += sweep.notes
-    if key.key == "rps":
+    if key.key == "rps" and with_runs:  # a sweep that measured nothing has no ranking to explain (N13)
         items.append("no goodput in the results (no SLO set?): configs are ranked on requests/s instead")
     return items
 

@@ -323,7 +323,9 @@ def ranking_table(entries: list[dict[str, Any]], attainment: float = DEFAULT_ATT
     lines = []
     for scenario, rows in ranking(entries).items():
         mixed = mixed_loads(rows)
-        if mixed:
+        if not any(r["complete"] for r in rows):
+            lines.append(f"scenario {scenario}: nothing to rank: no config produced results")
+        elif mixed:
             lines.append(f"scenario {scenario}: configs NOT ranked: they ran at different client loads ({', '.join(mixed)}; "
                          "vary.link), so their goodput is not one comparison; compare configs at equal load (sweep `loads`)")
         else:

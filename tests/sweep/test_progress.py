@@ -142,6 +142,11 @@ def test_every_cell_failed_exits_1_and_strict_any_failed(write_sweep, tmp_path, 
 
     monkeypatch.setattr(harness.run.lifecycle, "run_scenario", broken)
     assert main(["sweep", str(_sweep(write_sweep)), "--out", str(tmp_path / "a"), "--no-report"]) == 1
-    assert "error: every cell failed (1)" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "error: every cell failed (1)" in captured.err
+    # the real error comes first, and nothing speaks of a ranking there is not (audit N13)
+    assert "error: every cell failed (1); nothing was measured: target refused every request" in captured.err
+    assert "no goodput in the results" not in captured.out + captured.err
+    assert "nothing to rank: no config produced results" in captured.out and "configs ranked by" not in captured.out
     monkeypatch.setattr(harness.run.lifecycle, "run_scenario", WarningRun())
     assert main(["sweep", str(_sweep(write_sweep)), "--out", str(tmp_path / "b"), "--no-report", "--strict"]) == 0
