@@ -12,12 +12,15 @@ from harness.tune.steps.base import STEPS, StepResult, tried_row
 
 FLAG = "gpu-memory-utilization"
 DEFAULT = 0.92
+#: the fractions tried after a memory failure, highest first (the plan's text says these: audit N15)
+FALLBACK_FRACTIONS = (0.85, 0.75, 0.6, 0.5)
 _MEMORY = ("memory utilization", "Free memory on device", "out of memory", "No available memory for the cache blocks")
 
 
 class GpuMemory:
     name = "gpu-memory"
-    summary = "keep gpu-memory-utilization if the engine starts; on a memory failure try lower fractions (0.85, 0.75, 0.6) until one starts"
+    summary = ("keep gpu-memory-utilization if the engine starts; on a memory failure try lower fractions "
+               f"({', '.join(map(str, FALLBACK_FRACTIONS))}) until one starts")
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
         m = ctx.incumbent()
@@ -50,7 +53,7 @@ class GpuMemory:
         if not any(s.lower() in why.lower() for s in _MEMORY):
             return StepResult(self.name, "failed", f"the engine does not start, not for memory: {why}", dict(ctx.current), [tried_row(m)])
         start = float(current) if isinstance(current, (int, float)) else default
-        values = ctx.candidates(flag) or [v for v in (0.85, 0.75, 0.6, 0.5) if v < start]
+        values = ctx.candidates(flag) or [v for v in FALLBACK_FRACTIONS if v < start]
         tried = [tried_row(m)]
         for v in sorted(values, reverse=True):
             flags = merged(ctx.current, {flag: v})

@@ -3,7 +3,8 @@
 Candidates come from the baseline's startup log and workload (guide 001 2.1): max sequences =
 KV cache tokens / average context (mean input + output tokens per request), around the expected
 peak concurrency. The baseline's KV signals steer the direction: above 95% usage or frequent
-preemptions, lower; below 50%, there is headroom to raise. A candidate that storms cannot win;
+preemptions, lower; requests waiting for a sequence slot with KV usage below RAISE_BELOW_KV (85%),
+raise. A candidate that storms cannot win;
 one that ends the incumbent's storm wins a goodput tie (the guide's first remedy).
 """
 
@@ -15,6 +16,8 @@ from harness.tune.measure import Measurement, flag_of
 from harness.tune.steps.base import STEPS, StepResult, fmt, label, one_flag, prologue, storm, tried_row
 
 FLAG = "max-num-seqs"
+#: requests wait for a sequence slot while KV usage stays below this: there is room to raise
+RAISE_BELOW_KV = 0.85
 
 
 def mean_context(m: Measurement) -> float | None:
@@ -27,7 +30,8 @@ def mean_context(m: Measurement) -> float | None:
 
 class MaxNumSeqs:
     name = "max-num-seqs"
-    summary = "candidates from KV cache tokens / mean context (guide 001 2.1) around the expected concurrency; lower on a storm, raise below 50% KV"
+    summary = ("candidates from KV cache tokens / mean context (guide 001 2.1) around the expected concurrency; lower "
+               f"on a storm, raise when requests wait for a sequence slot with KV below {100 * RAISE_BELOW_KV:.0f}%")
 
     @staticmethod
     def fit(m: Measurement) -> int | None:
@@ -56,7 +60,7 @@ class MaxNumSeqs:
                 values |= {current // 2, current // 4}
             if expected and fit and expected < fit:
                 values.add(expected)
-        elif (waiting or 0) >= 1 and (kv_max is None or kv_max < 0.85) and self._limit_binds(running, expected, current, ctx):
+        elif (waiting or 0) >= 1 and (kv_max is None or kv_max < RAISE_BELOW_KV) and self._limit_binds(running, expected, current, ctx):
             # requests wait while the KV cache has room: headroom to raise
             if expected:
                 values.add(expected)
@@ -64,7 +68,7 @@ class MaxNumSeqs:
                 values.add(fit)
             if isinstance(current, int):
                 values = {v for v in values if v > current}
-        elif (waiting or 0) >= 1 and (kv_max is None or kv_max < 0.85):
+        elif (waiting or 0) >= 1 and (kv_max is None or kv_max < RAISE_BELOW_KV):
             # requests wait, but not for a sequence slot: every user already ran at once, or the
             # running count stayed below the limit (they wait for the token budget or a prefill)
             nothing = (f"{fmt(running, '.0f')} sequences ran at most ({self._below(running, ctx.tune.load.concurrency, current)}) and "
