@@ -169,6 +169,22 @@ def bucket_quantile(d: dict, key: str, suffix: str = "_bucket_ms", value_key: st
     return fmt_num(_num(d.get(value_key or key)))
 
 
+def isolation_text(iso: Any) -> str | None:
+    """How the run kept an earlier run's prefix cache out (summary.json prefix_cache_isolation),
+    in words: the console said "prompts salted with workload.prompt_salt N" and the report said
+    nothing (audit N18); salted prompts are other words at the same lengths, so a reader comparing
+    with an unsalted run needs to know."""
+    if not isinstance(iso, dict) or not iso.get("mode"):
+        return None
+    mode, salt, reason = iso.get("mode"), iso.get("prompt_salt"), iso.get("reason")
+    salted = f"prompts salted with workload.prompt_salt {salt} (same lengths, other words)" if salt is not None else ""
+    if mode == "reset":
+        return f"reset (POST {iso.get('reset_path')})" + (f"; {salted}" if salted else "")
+    if mode == "salt":
+        return salted + (f": the target has {reason}" if reason else "")
+    return f"kept warm ({reason or 'not reset'})" + (f"; {salted}" if salted else "")
+
+
 def errors_table(run: RunData) -> Table | None:
     errs = run.summary.requests.errors_by_kind
     if not errs:
@@ -224,6 +240,9 @@ def measurement_table(run: RunData) -> Table:
                      + (f" (tokenizer {uc['tokenizer']})" if uc.get("tokenizer") else "")])
     elif uc:
         rows.append(["Usage check", ", ".join(f"{k} {v}" for k, v in uc.items() if not isinstance(v, (dict, list)))])
+    iso = isolation_text(getattr(s, "prefix_cache_isolation", None))
+    if iso:
+        rows.append(["Prefix cache before the run", iso])
     tgt = s.target or {}
     if tgt:
         rows.append(["Target", " ".join(str(tgt.get(k)) for k in ("url", "api", "model") if tgt.get(k))])

@@ -77,3 +77,23 @@ def test_the_diagnosis_table_prints_a_first_bucket_quantile_as_the_engine_table_
     itl = next(r for r in table.rows if r[0] == "engine's own ITL histogram")
     assert itl[2:] == ["31.0", "48.0"]
     assert _row(run, "Engine prefill time per request").startswith("< 300 (first bucket) / < 300 (first bucket) ms")
+
+
+def test_the_report_says_when_prompts_were_salted(tmp_path):
+    """Audit N18: the console said 'prompts salted with workload.prompt_salt 764090437' (the
+    target had no prefix-cache reset) and report.md said nothing of it."""
+    from harness.report.tables import measurement_table
+
+    run = make_run(tmp_path / "r")
+    path = run / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["prefix_cache_isolation"] = {"mode": "salt", "reset_path": None, "prompt_salt": 764090437,
+                                         "reason": "no prefix-cache reset (POST /reset_prefix_cache -> 404)"}
+    path.write_text(json.dumps(summary))
+    rows = dict(measurement_table(load_run(run)).rows)
+    assert rows["Prefix cache before the run"] == (
+        "prompts salted with workload.prompt_salt 764090437 (same lengths, other words): the target has "
+        "no prefix-cache reset (POST /reset_prefix_cache -> 404)")
+    summary["prefix_cache_isolation"] = {"mode": "reset", "reset_path": "/reset_prefix_cache", "prompt_salt": None, "reason": None}
+    path.write_text(json.dumps(summary))
+    assert dict(measurement_table(load_run(run)).rows)["Prefix cache before the run"] == "reset (POST /reset_prefix_cache)"
