@@ -16,6 +16,7 @@ from harness.report.groups import fleet_table, group_tables, sessions_table
 from harness.report.traffic import block_trace_table, cache_table, fleet_sweep_table, ttft_parts_blocks
 from harness.report.metrics import MetricDef, fmt_num, fmt_pct
 from harness.results.engine_facts import facts_line
+from harness.results.models.facts import StartupFacts
 from harness.results.sweep_index import capacity, top_level
 
 
@@ -257,12 +258,12 @@ def sweep_validity_items(sweep: SweepData, failed: dict[str, str] | None = None,
     return items
 
 def _facts_rows(sweep: SweepData) -> list[list[str]]:
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, StartupFacts] = {}
     for c in sweep.cells:
-        f = c.raw.get("startup_facts") or {}
-        if f and c.config_id not in seen:
+        f = c.entry.startup_facts if c.entry is not None else None
+        if f is not None and f.model_fields_set and c.config_id not in seen:
             seen[c.config_id] = f
-    rows = [[cid, facts_line(f), f.get("max_model_len_warning") or ""] for cid, f in seen.items()]
+    rows = [[cid, facts_line(f), f.max_model_len_warning or ""] for cid, f in seen.items()]
     return [r for r in rows if r[1] or r[2]]
 
 
@@ -300,20 +301,20 @@ def build_sweep_report(sweep: SweepData) -> Document:
                      f"{fmt_pct(top.value('goodput_pct'), 0)} of requests within the SLO")
     doc.add(Bullets(lines))
 
-    raw = [c.raw for c in sweep.cells]
-    cap = capacity(raw, sweep.slo_attainment)
+    entries = [c.entry for c in sweep.cells if c.entry is not None]
+    cap = capacity(entries, sweep.slo_attainment)
     if cap:
         doc.add(Heading("Capacity under the SLOs"))
         rows = []
         for scenario, crow in cap.items():
             for r in crow:
-                held, broke = r["held"], r["broke"]
+                held, broke = r.held, r.broke
                 rows.append([
-                    scenario, r["config_id"],
-                    (f"≥ {held['level']} (highest tried)" if not broke and held["level"] == top_level(raw, r["config_id"])
-                     else held["level"]) if held else "none of the levels",
-                    fmt_pct(100 * held["good_fraction"], 0) if held else "—",
-                    f"{broke['level']} ({fmt_pct(100 * broke['good_fraction'], 0)} good)" if broke else "none (every level held)",
+                    scenario, r.config_id,
+                    (f"≥ {held.level} (highest tried)" if not broke and held.level == top_level(entries, r.config_id)
+                     else held.level) if held else "none of the levels",
+                    fmt_pct(100 * held.good_fraction, 0) if held else "—",
+                    f"{broke.level} ({fmt_pct(100 * broke.good_fraction, 0)} good)" if broke else "none (every level held)",
                 ])
         doc.add(Table(["Scenario", "Config", "Highest load within the SLOs", "Good there", "First load beyond them"], rows,
                       caption=f"The highest load level at which at least {100 * sweep.slo_attainment:g}% of requests met every SLO, "

@@ -163,15 +163,17 @@ def sweep_diagnosis_table(sweep: Any) -> Table | None:
     rows = []
     seen: set[str] = set()
     for c in sweep.cells:
-        m = c.raw.get("metrics") or {}
-        if c.config_id in seen or not any(m.get(k) is not None for k in ("itl_p99_inside_prefill_ms", "finding", "recompilations")):
+        if c.entry is None:
+            continue
+        m = c.entry.metrics
+        if c.config_id in seen or (m.itl_p99_inside_prefill_ms is None and m.finding is None and m.recompilations is None):
             continue
         seen.add(c.config_id)
-        i, o = m.get("itl_p99_inside_prefill_ms"), m.get("itl_p99_outside_prefill_ms")
-        ratio = f"{i / o:.1f}x" if isinstance(i, (int, float)) and isinstance(o, (int, float)) and o else "-"
-        rows.append([c.config_id, _ms(i), _ms(o), ratio, "-" if m.get("recompilations") is None else str(m["recompilations"]),
-                     "-" if m.get("memory_growth_gib") is None else f"{m['memory_growth_gib']:+.2f}",
-                     "drift" if m.get("drift") else "", m.get("finding") or ""])
+        i, o = m.itl_p99_inside_prefill_ms, m.itl_p99_outside_prefill_ms
+        ratio = f"{i / o:.1f}x" if i is not None and o else "-"
+        rows.append([c.config_id, _ms(i), _ms(o), ratio, "-" if m.recompilations is None else str(m.recompilations),
+                     "-" if m.memory_growth_gib is None else f"{m.memory_growth_gib:+.2f}",
+                     "drift" if m.drift else "", m.finding or ""])
     if not rows:
         return None
     return Table(["config", "ITL p99 inside prefill (ms)", "outside (ms)", "gap", "recompiles", "mem growth (GiB)", "steady", "top finding"],

@@ -5,9 +5,7 @@ as run and sweep reports (report.md, report.html)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from matplotlib.figure import Figure as MplFigure
 
@@ -15,76 +13,83 @@ from harness.errors import UserError
 from harness.report.document import Callout, Document, Figure, Heading, Paragraph, Table
 from harness.report.figures import PALETTE, _style
 from harness.report.metrics import fmt_num
+from harness.results.models.startup import PhaseStats, StartupConfig, StartupDoc
+from harness.results.read import load_startup as read_startup
 from harness.results.startup_phases import LABELS, PHASES
 
 
-def load_startup(path: Path) -> dict[str, Any]:
+def load_startup(path: Path) -> StartupDoc:
     try:
-        return json.loads((path / "startup.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: no readable startup.json ({exc})") from None
+        return read_startup(path)
+    except UserError as exc:
+        raise UserError(f"{path}: no readable startup.json ({exc.lines[0]})") from None
 
 
-def phase_figure(config: dict[str, Any]) -> MplFigure:
+def _median(block: dict[str, PhaseStats], phase: str) -> float:
+    st = block.get(phase)
+    return st.median if st is not None else 0.0
+
+
+def phase_figure(config: StartupConfig) -> MplFigure:
     """Stacked bars, one per start kind (cold, warm): the median of each phase, bottom to top in
     startup order; the label on top is the median time to ready."""
     fig = MplFigure(figsize=(6.0, 3.6), layout="constrained")
     ax = fig.add_subplot()
-    kinds = [k for k in ("cold", "warm") if config["summary"].get(k)]
+    kinds = [k for k in ("cold", "warm") if config.summary.get(k)]
     for i, phase in enumerate(PHASES):
-        bottoms = [sum(((config["summary"][k].get(p) or {}).get("median") or 0.0) for p in PHASES[:i]) for k in kinds]
-        heights = [((config["summary"][k].get(phase) or {}).get("median") or 0.0) for k in kinds]
+        bottoms = [sum(_median(config.summary[k], p) for p in PHASES[:i]) for k in kinds]
+        heights = [_median(config.summary[k], phase) for k in kinds]
         ax.bar(kinds, heights, bottom=bottoms, color=PALETTE[i % len(PALETTE)], label=LABELS[phase], width=0.5)
     for x, k in enumerate(kinds):
-        ready = config["summary"][k]["ready"]
-        ax.annotate(f"{ready['median']:.2f} s (n={ready['n']})", (x, ready["median"]), ha="center", va="bottom",
+        ready = config.summary[k]["ready"]
+        ax.annotate(f"{ready.median:.2f} s (n={ready.n})", (x, ready.median), ha="center", va="bottom",
                     textcoords="offset points", xytext=(0, 3), fontsize=9)
     ax.set_ylabel("seconds to ready (median)")
-    ax.set_title(config["id"], fontsize=10)
+    ax.set_title(config.id, fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _style(ax)
     return fig
 
 
-def _mmm(st: dict[str, Any] | None) -> str:
-    if not st:
+def _mmm(st: PhaseStats | None) -> str:
+    if st is None:
         return "—"
-    return f"{fmt_num(st['median'])} ({fmt_num(st['min'])}–{fmt_num(st['max'])})"
+    return f"{fmt_num(st.median)} ({fmt_num(st.min)}–{fmt_num(st.max)})"
 
 
 def build_startup_report(path: Path) -> Document:
     data = load_startup(path)
-    configs = data.get("configs") or []
-    doc = Document(title=f"Startup report: {data.get('name')}",
-                   subtitle=f"{len(configs)} configs × ({data.get('cold')} cold + {data.get('warm')} warm starts) · "
-                            f"engine {data.get('engine')} · `{path}`", kind="sweep")
-    failed = [f"{f['id']}: {f.get('reason') or 'failed'}" for c in configs for f in c.get("failed") or []]
-    warnings = [c["facts"]["max_model_len_warning"] for c in configs if (c.get("facts") or {}).get("max_model_len_warning")]
-    if failed or data.get("interrupted") or warnings:
-        doc.add(Callout("Read first", failed + warnings + (["interrupted: some starts were not made"] if data.get("interrupted") else [])))
+    configs = data.configs
+    doc = Document(title=f"Startup report: {data.name}",
+                   subtitle=f"{len(configs)} configs × ({data.cold} cold + {data.warm} warm starts) · "
+                            f"engine {data.engine} · `{path}`", kind="sweep")
+    failed = [f"{f.id}: {f.reason or 'failed'}" for c in configs for f in c.failed]
+    warnings = [c.facts.max_model_len_warning for c in configs if c.facts.max_model_len_warning]
+    if failed or data.interrupted or warnings:
+        doc.add(Callout("Read first", failed + warnings + (["interrupted: some starts were not made"] if data.interrupted else [])))
     doc.add(Paragraph("Cold starts begin with empty compilation and engine caches (a fresh cache folder per start"
-                      + (", model cache too" if data.get("cold_model") else "; model files stay cached")
+                      + (", model cache too" if data.cold_model else "; model files stay cached")
                       + "); warm starts keep the caches of the config's last cold start. Phases come from each start's "
                         "log and add up to the measured time to ready (`rest` is process start, imports and the API server)."))
     doc.add(Heading("Time to ready by phase"))
     rows = []
     for c in configs:
         for kind in ("cold", "warm"):
-            block = (c.get("summary") or {}).get(kind)
-            if block:
-                rows.append([c["id"], kind, str(block["ready"]["n"]), _mmm(block["ready"]), *(_mmm(block.get(p)) for p in PHASES)])
+            block = c.summary.get(kind)
+            if block and "ready" in block:
+                rows.append([c.id, kind, str(block["ready"].n), _mmm(block["ready"]), *(_mmm(block.get(p)) for p in PHASES)])
     if rows:
         doc.add(Table(["Config", "Start", "n", "Ready (s)", *(LABELS[p] for p in PHASES)], rows,
                       caption="median (min–max) seconds over the starts", align=["l", "l", "r", "r"] + ["r"] * len(PHASES)))
-    trade = data.get("tradeoffs") or []
+    trade = data.tradeoffs
     if trade:
         doc.add(Heading("Startup saved vs steady-state throughput"))
         trows = []
         for t in trade:
-            trows.append([t["config_id"], t["vs"], fmt_num(t.get("cold_saved_s")), fmt_num(t.get("warm_saved_s")),
-                          fmt_num(t.get("output_tok_per_s")), fmt_num(t.get("vs_output_tok_per_s")),
-                          "—" if t.get("throughput_change") is None else f"{100 * t['throughput_change']:+.0f}%",
-                          fmt_num(t.get("payback_s"))])
+            trows.append([t.config_id, t.vs, fmt_num(t.cold_saved_s), fmt_num(t.warm_saved_s),
+                          fmt_num(t.output_tok_per_s), fmt_num(t.vs_output_tok_per_s),
+                          "—" if t.throughput_change is None else f"{100 * t.throughput_change:+.0f}%",
+                          fmt_num(t.payback_s)])
         doc.add(Table(["Config", "Against", "Cold start saved (s)", "Warm start saved (s)", "Output tok/s", "Against tok/s",
                        "Throughput change", "Catch-up (s)"], trows,
                       caption="Saved = the other config's median time to ready minus this one's. Catch-up: seconds of full-load "
@@ -92,14 +97,13 @@ def build_startup_report(path: Path) -> Document:
                               "do not use startup time as the only reason to enable eager mode."))
     doc.add(Heading("Per config"))
     for c in configs:
-        if not (c.get("summary") or {}):
+        if not c.summary:
             continue
-        caption = c.get("facts_line") or ""
-        steady = c.get("steady") or {}
-        if steady.get("status") == "complete":
-            caption += (" · " if caption else "") + (f"steady state: {fmt_num(steady.get('output_tok_per_s'))} output tok/s, "
-                                                     f"TTFT p50 {fmt_num(steady.get('ttft_p50_ms'))} ms")
-        doc.add(Figure(f"startup_{_stem(c['id'])}", f"{c['id']}: time to ready by phase", caption or "median per phase",
+        caption = c.facts_line
+        if c.steady is not None and c.steady.status == "complete":
+            caption += (" · " if caption else "") + (f"steady state: {fmt_num(c.steady.output_tok_per_s)} output tok/s, "
+                                                     f"TTFT p50 {fmt_num(c.steady.ttft_p50_ms)} ms")
+        doc.add(Figure(f"startup_{_stem(c.id)}", f"{c.id}: time to ready by phase", caption or "median per phase",
                        phase_figure(c)))
     return doc
 

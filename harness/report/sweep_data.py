@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from harness.errors import UserError
 from harness.report.data import RUN_FILES, RunData, _short, find_file, load_run, read_json
+from harness.results.models.sweep import Cell as IndexCell
 from harness.results.sweep_index import DEFAULT_ATTAINMENT, scenario_label
 
 
@@ -29,7 +32,7 @@ class Cell:
     startup_s: float | None
     run_dir: Path | None
     run: RunData | None = None
-    raw: dict[str, Any] = field(default_factory=dict)
+    entry: IndexCell | None = None  # the cell's index.json entry (None: it did not parse)
     #: the scenario file's name; `scenario` adds the load level (`mixed @ concurrency=16`) when
     #: the sweep has `loads`, so configs are ranked and compared at equal load only
     base_scenario: str = ""
@@ -89,6 +92,11 @@ class SweepData:
         return [c for c in self.cells if c.config_id == config_id and c.scenario == scenario]
 
 
+def _first_error(exc: ValidationError) -> str:
+    e = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+
+
 def load_sweep(path: Path | str, load_runs: bool = True) -> SweepData:
     sweep_dir = Path(path)
     ipath = sweep_dir / "index.json"
@@ -106,12 +114,17 @@ def load_sweep(path: Path | str, load_runs: bool = True) -> SweepData:
         if not isinstance(raw, dict):
             notes.append(f"index.json: cells[{i}] is not an object; skipped")
             continue
+        try:
+            entry: IndexCell | None = IndexCell.model_validate(raw)
+        except ValidationError as exc:
+            entry = None
+            notes.append(f"index.json: cells[{i}]: {_first_error(exc)}; shown from its readable fields only")
         rd = raw.get("run_dir")
         run_dir = (sweep_dir / rd) if isinstance(rd, str) and rd else None
         cell = Cell(
             id=str(raw.get("id") or f"cell{i}"),
             config_id=str(raw.get("config_id") or "?"),
-            scenario=scenario_label({**raw, "scenario": raw.get("scenario") or "?"}),
+            scenario=scenario_label(str(raw.get("scenario") or "?"), raw.get("load_level") or None),
             base_scenario=str(raw.get("scenario") or "?"),
             load_level=str(raw["load_level"]) if raw.get("load_level") else None,
             repeat=int(raw.get("repeat") or 0),
@@ -120,7 +133,7 @@ def load_sweep(path: Path | str, load_runs: bool = True) -> SweepData:
             reason=raw.get("reason"),
             startup_s=raw.get("startup_s") if isinstance(raw.get("startup_s"), (int, float)) else None,
             run_dir=run_dir,
-            raw=raw,
+            entry=entry,
         )
         if load_runs and run_dir is not None and run_dir.is_dir() and any(find_file(run_dir, n) for n in RUN_FILES):
             try:

@@ -71,14 +71,14 @@ class ConfigResult:
     def devices(self) -> int | None:
         """Devices (GPUs) the config used: replicas x tensor parallelism (sweep index `devices`)."""
         for c in self.cells:
-            d = c.raw.get("devices")
-            if isinstance(d, int) and d > 0:
+            d = c.entry.devices if c.entry is not None else None
+            if d is not None and d > 0:
                 return d
         return None
 
     @property
     def replicas(self) -> int:
-        return next((int(c.raw["replicas"]) for c in self.cells if isinstance(c.raw.get("replicas"), int)), 1)
+        return next((c.entry.replicas for c in self.cells if c.entry is not None and c.entry.replicas is not None), 1)
 
     @property
     def gpu_memory_gib(self) -> float | None:

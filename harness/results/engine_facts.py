@@ -11,44 +11,50 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.results.models.facts import FactNum, StartupFacts
+from harness.results.models.sweep import Cell
 from harness.scenario.models import Scenario
 
 
-def _sizes_text(facts: dict[str, Any]) -> str | None:
-    count = facts.get("cudagraph_count")
+def _sizes_text(facts: StartupFacts) -> str | None:
+    count = facts.cudagraph_count
     if count is None:
         return None
-    mode = facts.get("cudagraph_mode")
+    mode = facts.cudagraph_mode
     if count == 0:
-        if facts.get("enforce_eager"):
+        if facts.enforce_eager:
             return "no CUDA graphs (eager)"
         return "no CUDA graphs" + (f" (mode {mode})" if mode else "")
-    sizes = facts.get("cudagraph_sizes") or []
+    sizes = facts.cudagraph_sizes or []
     span = f" {sizes[0]}-{sizes[-1]}" if sizes else ""
     return f"{count} CUDA graphs{span}" + (f" {mode}" if mode else "")
 
 
-def facts_line(facts: dict[str, Any]) -> str:
+def _thousands(v: FactNum) -> str:
+    return f"{v:,}" if isinstance(v, (int, float)) else str(v)
+
+
+def facts_line(facts: StartupFacts) -> str:
     """One line of the facts that tell what the engine is really running with ('' when none)."""
     bits = []
-    if facts.get("attention_backend"):
-        bits.append(f"attention {facts['attention_backend']}")
+    if facts.attention_backend:
+        bits.append(f"attention {facts.attention_backend}")
     sizes = _sizes_text(facts)
     if sizes:
         bits.append(sizes)
-    if facts.get("max_model_len") is not None:
-        text = f"max_model_len {facts['max_model_len']:,}"
-        if facts.get("max_model_len_auto_fit_from"):
-            text += f" (auto-fit from {facts['max_model_len_auto_fit_from']:,})"
+    if facts.max_model_len is not None:
+        text = f"max_model_len {_thousands(facts.max_model_len)}"
+        if facts.max_model_len_auto_fit_from:
+            text += f" (auto-fit from {_thousands(facts.max_model_len_auto_fit_from)})"
         bits.append(text)
-    if facts.get("quantization"):
-        bits.append(f"quantization {facts['quantization']}")
-    if facts.get("kv_cache_dtype") and facts["kv_cache_dtype"] != "auto":
-        bits.append(f"KV {facts['kv_cache_dtype']}")
-    if "compile_cache_hit" in facts:
-        bits.append("compile cache hit" if facts["compile_cache_hit"] else "compiled (cache miss)")
-    if facts.get("engine_version"):
-        bits.append(f"version {facts['engine_version']}")
+    if facts.quantization:
+        bits.append(f"quantization {facts.quantization}")
+    if facts.kv_cache_dtype and facts.kv_cache_dtype != "auto":
+        bits.append(f"KV {facts.kv_cache_dtype}")
+    if "compile_cache_hit" in facts.model_fields_set and facts.compile_cache_hit is not None:
+        bits.append("compile cache hit" if facts.compile_cache_hit else "compiled (cache miss)")
+    if facts.engine_version:
+        bits.append(f"version {facts.engine_version}")
     return " · ".join(bits)
 
 
@@ -78,28 +84,27 @@ def workload_max_len(scenario: Scenario) -> int | None:
     return longest or None
 
 
-def max_len_warning(facts: dict[str, Any], scenario: Scenario, name: str = "") -> str | None:
-    final = facts.get("max_model_len")
+def max_len_warning(facts: StartupFacts, scenario: Scenario, name: str = "") -> str | None:
+    final = facts.max_model_len
     need = workload_max_len(scenario)
     if not isinstance(final, int) or need is None or final >= need:
         return None
-    why = (f"auto-fit reduced it from {facts['max_model_len_auto_fit_from']:,} to fit the KV cache"
-           if facts.get("max_model_len_auto_fit_from") else "as configured")
+    why = (f"auto-fit reduced it from {_thousands(facts.max_model_len_auto_fit_from)} to fit the KV cache"
+           if facts.max_model_len_auto_fit_from else "as configured")
     raise_flag = ("--kv-cache-memory-bytes (it sets the KV cache's size and overrides --gpu-memory-utilization)"
-                  if facts.get("kv_cache_set_by") == "kv_cache_memory_bytes" else "--gpu-memory-utilization")
+                  if facts.kv_cache_set_by == "kv_cache_memory_bytes" else "--gpu-memory-utilization")
     return (f"max_model_len is {final:,} ({why}) but scenario {name or 'the scenario'} asks for up to {need:,} "
             f"tokens: longer requests are rejected; raise {raise_flag} or set --max-model-len "
             "and lower --max-num-seqs")
 
 
-def facts_lines(entries: list[dict[str, Any]]) -> list[str]:
+def facts_lines(entries: list[Cell]) -> list[str]:
     """The sweep's closing lines: per config, the engine facts of its (first) start."""
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, StartupFacts] = {}
     for e in entries:
-        facts = e.get("startup_facts") or {}
-        if facts and e["config_id"] not in seen:
-            seen[e["config_id"]] = facts
-    rows = [(cid, facts_line(f), f.get("max_model_len_warning")) for cid, f in seen.items()]
+        if e.startup_facts.model_fields_set and e.config_id not in seen:
+            seen[e.config_id] = e.startup_facts
+    rows = [(cid, facts_line(f), f.max_model_len_warning) for cid, f in seen.items()]
     rows = [r for r in rows if r[1] or r[2]]
     if not rows:
         return []

@@ -23,9 +23,9 @@ from harness.results.models.diagnosis import AnalysisError
 from harness.results.models.summary import Dist, RunSummary
 from harness.results.models.sweep import CellMetrics
 
-#: where a figure is used: sweep: index.json cell metrics and summary.csv (harness.sweep.results);
-#: tune: tune.json `tried` rows (harness.tune.measure)
-Place = Literal["sweep", "tune"]
+#: where a figure is used: sweep: index.json cell metrics (harness.sweep.results); csv: a column of
+#: the sweep's summary.csv; tune: tune.json `tried` rows (harness.tune.measure)
+Place = Literal["sweep", "csv", "tune"]
 GIB = 2**30
 
 
@@ -73,34 +73,36 @@ def _memory_growth(s: RunSummary) -> float | None:
 
 
 _SWEEP: frozenset[Place] = frozenset({"sweep"})
+_CSV: frozenset[Place] = frozenset({"sweep", "csv"})
 _BOTH: frozenset[Place] = frozenset({"sweep", "tune"})
+_ALL: frozenset[Place] = frozenset({"sweep", "csv", "tune"})
 _TUNE: frozenset[Place] = frozenset({"tune"})
 
 #: the table, in the order of index.json's cell metrics (after the latency columns)
 RUN_METRICS: tuple[RunMetric, ...] = (
-    RunMetric("req_per_s", "requests/s", "req/s", "requests.rps", lambda s: s.requests.rps, "higher", _BOTH),
+    RunMetric("req_per_s", "requests/s", "req/s", "requests.rps", lambda s: s.requests.rps, "higher", _ALL),
     RunMetric("output_tok_per_s", "output tokens/s", "tok/s", "tokens.output_per_s", lambda s: s.tokens.output_per_s,
-              "higher", _BOTH),
+              "higher", _ALL),
     RunMetric("input_tok_per_s", "input tokens/s", "tok/s", "tokens.input_per_s", lambda s: s.tokens.input_per_s,
-              "higher", _BOTH),
+              "higher", _ALL),
     RunMetric("goodput_req_per_s", "goodput (requests/s within every SLO)", "req/s", "goodput.overall.rps",
-              lambda s: s.goodput.overall.rps, "higher", _BOTH),
+              lambda s: s.goodput.overall.rps, "higher", _ALL),
     RunMetric("goodput_fraction", "share of requests within every SLO", "", "goodput.overall.fraction",
-              lambda s: s.goodput.overall.fraction, "higher", _BOTH),
+              lambda s: s.goodput.overall.fraction, "higher", _ALL),
     RunMetric("kv_usage_max", "KV-cache usage, max", "", "engine.kv_usage.max", lambda s: s.engine.kv_usage.max, None,
-              _BOTH),
+              _ALL),
     RunMetric("preemptions", "preemptions", "", "engine.preemptions.count", lambda s: _num(s.engine.preemptions.count),
-              "lower", _BOTH),
+              "lower", _ALL),
     RunMetric("prefix_hit_rate", "prefix-cache hit rate (engine)", "", "engine.prefix_cache.hit_rate",
-              lambda s: s.engine.prefix_cache.hit_rate, "higher", _BOTH),
-    RunMetric("completed", "completed requests", "", "requests.completed", lambda s: s.requests.completed, None, _SWEEP),
-    RunMetric("failed", "failed requests", "", "requests.failed", lambda s: s.requests.failed, "lower", _SWEEP),
+              lambda s: s.engine.prefix_cache.hit_rate, "higher", _ALL),
+    RunMetric("completed", "completed requests", "", "requests.completed", lambda s: s.requests.completed, None, _CSV),
+    RunMetric("failed", "failed requests", "", "requests.failed", lambda s: s.requests.failed, "lower", _CSV),
     RunMetric("client_concurrency", "client users (closed loop)", "users", "load.concurrency",
-              lambda s: s.load.concurrency, None, _SWEEP),
+              lambda s: s.load.concurrency, None, _CSV),
     RunMetric("client_rate", "client request rate (open loop)", "req/s", "load.rate", lambda s: s.load.rate, None,
-              _SWEEP),
+              _CSV),
     RunMetric("gpu_memory_used_max_gib", "GPU memory used, max", "GiB", "engine.gpu_memory.used_max_bytes",
-              lambda s: _gib(s.engine.gpu_memory.used_max_bytes), "lower", _SWEEP),
+              lambda s: _gib(s.engine.gpu_memory.used_max_bytes), "lower", _CSV),
     RunMetric("itl_p99_inside_prefill_ms", "ITL p99 while a long prefill runs", "ms",
               "diagnosis.interference.inside.p99_ms", lambda s: _interference_p99(s, "inside"), "lower", _BOTH),
     RunMetric("itl_p99_outside_prefill_ms", "ITL p99 outside long prefills", "ms",

@@ -13,35 +13,43 @@ ever counted twice, so the phases always add up to the measured time to ready.
 
 from __future__ import annotations
 
-from typing import Any
+from harness.results.models.facts import StartupFacts
 
 PHASES = ("load", "compile", "kv_profile", "capture", "rest")
 LABELS = {"load": "weight loading", "compile": "compilation", "kv_profile": "KV profiling/allocation",
           "capture": "graph capture", "rest": "process, API server, rest"}
 
 
-def _first(facts: dict[str, Any], *keys: str) -> float | None:
-    for k in keys:
-        v = facts.get(k)
+def _first(*values: object) -> float | None:
+    """The first of the facts that is a number (a log's text that did not parse is not)."""
+    for v in values:
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             return float(v)
     return None
 
 
-def _load(facts: dict[str, Any]) -> float | None:
+def _load(facts: StartupFacts) -> float | None:
     """`Model loading took` (GPU) covers it all; the CPU build logs model init and weights apart."""
-    whole = _first(facts, "model_load_s")
+    whole = _first(facts.model_load_s)
     if whole is not None:
         return whole
-    parts = [v for v in (_first(facts, "weights_load_s"), _first(facts, "init_model_s")) if v is not None]
+    parts = [v for v in (_first(facts.weights_load_s), _first(facts.init_model_s)) if v is not None]
     return sum(parts) if parts else None
 
 
-def split(facts: dict[str, Any], ready_s: float) -> dict[str, float | None]:
+def _compile(facts: StartupFacts) -> float | None:
+    return _first(facts.torch_compile_s, facts.compile_s, facts.warmup_compile_s)
+
+
+def _capture(facts: StartupFacts) -> float | None:
+    return _first(facts.graph_capture_bars_s, facts.graph_capture_s)
+
+
+def split(facts: StartupFacts, ready_s: float) -> dict[str, float | None]:
     load = _load(facts)
-    compile_s = _first(facts, "torch_compile_s", "compile_s", "warmup_compile_s")
-    capture = _first(facts, "graph_capture_bars_s", "graph_capture_s")
-    init = _first(facts, "init_engine_s")
+    compile_s = _compile(facts)
+    capture = _capture(facts)
+    init = _first(facts.init_engine_s)
     kv = None
     if init is not None:
         inner = (compile_s or 0.0) + (capture or 0.0)
@@ -62,15 +70,15 @@ def split(facts: dict[str, Any], ready_s: float) -> dict[str, float | None]:
     return {"load": load, "compile": compile_s, "kv_profile": kv, "capture": capture, "rest": ready_s - counted}
 
 
-def engine_init(facts: dict[str, Any]) -> float | None:
-    return _first(facts, "init_engine_s")
+def engine_init(facts: StartupFacts) -> float | None:
+    return _first(facts.init_engine_s)
 
 
-def logged_s(facts: dict[str, Any]) -> float:
+def logged_s(facts: StartupFacts) -> float:
     """Seconds the log itself accounts for (weight loading + engine init); never more than the
     measured time to ready when the log and the clock agree."""
     load = _load(facts) or 0.0
-    init = _first(facts, "init_engine_s")
+    init = _first(facts.init_engine_s)
     if init is None:
-        init = (_first(facts, "torch_compile_s", "compile_s", "warmup_compile_s") or 0.0) + (_first(facts, "graph_capture_bars_s", "graph_capture_s") or 0.0)
+        init = (_compile(facts) or 0.0) + (_capture(facts) or 0.0)
     return load + init

@@ -1,26 +1,50 @@
 """What a sweep directory's index entries mean to everything that reads them after the sweep.
 
-The executor (harness.sweep) writes index.json; the report, tune and capacity planning read it.
-The readings both sides share live here, one layer below both, so the report never imports the
-sweep executor (harness/sweep/results.py re-exports them for the sweep's own tables).
+The executor (harness.sweep) writes index.json (harness.results.models.sweep); the report, tune and
+capacity planning read it. The readings both sides share live here, one layer below both, so the
+report never imports the sweep executor (harness/sweep/results.py re-exports them for the sweep's
+own tables).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+
+from harness.results.models.sweep import Cell
 
 #: share of requests within the SLOs that makes a load level count as carried (sweep slo_attainment)
 DEFAULT_ATTAINMENT = 0.95
 
 
-def scenario_label(entry: dict[str, Any]) -> str:
+def scenario_label(scenario: str, load_level: str | None = None) -> str:
     """What a cell ran, for grouping and tables: the scenario, and its load level when the sweep
     has `loads` (configs are compared at equal load only)."""
-    level = entry.get("load_level")
-    return f"{entry['scenario']} @ {level}" if level else str(entry["scenario"])
+    return f"{scenario} @ {load_level}" if load_level else scenario
 
 
-def capacity(entries: list[dict[str, Any]], attainment: float = DEFAULT_ATTAINMENT) -> dict[str, list[dict[str, Any]]]:
+def cell_label(cell: Cell) -> str:
+    return scenario_label(cell.scenario, cell.load_level)
+
+
+def load_value(cell: Cell) -> float | None:
+    """The cell's load level as a number (`loads` sweeps), None without one."""
+    return float(next(iter(cell.load.values()))) if cell.load else None
+
+
+@dataclass(frozen=True)
+class Level:
+    level: str  # the load level's label: "concurrency=8"
+    good_fraction: float  # mean share of requests within the SLOs over the complete repeats
+
+
+@dataclass(frozen=True)
+class CapacityRow:
+    config_id: str
+    held: Level | None  # the highest level carried, with every lower one (None: not even the first)
+    broke: Level | None  # the first level that was not
+
+
+def capacity(entries: list[Cell], attainment: float = DEFAULT_ATTAINMENT) -> dict[str, list[CapacityRow]]:
     """Sweeps with `loads`: per scenario file and config, the highest load level at which that level
     and every lower one kept at least `attainment` of requests within the SLOs (mean over complete
     repeats), and the first level that did not. The answer to "how much load does this config carry
@@ -28,17 +52,16 @@ def capacity(entries: list[dict[str, Any]], attainment: float = DEFAULT_ATTAINME
     groups: dict[str, dict[str, dict[float, list[float]]]] = {}
     labels: dict[float, str] = {}
     for e in entries:
-        load = e.get("load") or {}
-        if not load or e.get("status") != "complete":
+        value = load_value(e)
+        if value is None or e.status != "complete":
             continue
-        value = float(next(iter(load.values())))
-        labels[value] = str(e.get("load_level") or value)
-        frac = (e.get("metrics") or {}).get("goodput_fraction")
-        per_level = groups.setdefault(str(e["scenario"]), {}).setdefault(str(e["config_id"]), {})
+        labels[value] = str(e.load_level or value)
+        frac = e.metrics.goodput_fraction
+        per_level = groups.setdefault(e.scenario, {}).setdefault(e.config_id, {})
         per_level.setdefault(value, [])
-        if isinstance(frac, (int, float)):
+        if frac is not None:
             per_level[value].append(float(frac))
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[CapacityRow]] = {}
     for scenario, configs in groups.items():
         rows = []
         for config_id, levels in configs.items():
@@ -48,18 +71,18 @@ def capacity(entries: list[dict[str, Any]], attainment: float = DEFAULT_ATTAINME
             for value in sorted(levels):
                 frac = sum(levels[value]) / len(levels[value])
                 if frac >= attainment:
-                    held = {"level": labels[value], "good_fraction": frac}
+                    held = Level(labels[value], frac)
                 else:
-                    broke = {"level": labels[value], "good_fraction": frac}
+                    broke = Level(labels[value], frac)
                     break
-            rows.append({"config_id": config_id, "held": held, "broke": broke})
+            rows.append(CapacityRow(config_id, held, broke))
         if rows:
             out[scenario] = rows
     return out
 
 
-def top_level(entries: list[dict[str, Any]], config_id: str) -> str | None:
+def top_level(entries: list[Cell], config_id: str) -> str | None:
     """The highest load level a config completed (by value): held there, it may carry more."""
-    done = [(float(next(iter(e["load"].values()))), e.get("load_level")) for e in entries
-            if e.get("config_id") == config_id and e.get("status") == "complete" and isinstance(e.get("load"), dict) and e["load"]]
-    return max(done)[1] if done else None
+    done = [(v, e.load_level) for e in entries
+            if e.config_id == config_id and e.status == "complete" and (v := load_value(e)) is not None]
+    return max(done, key=lambda d: d[0])[1] if done else None

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from harness.results.models.facts import StartupFacts
+from harness.results.models.startup import Start as StartRecord
 from harness.results.startup_phases import engine_init, logged_s, split
 from harness.startup.plan import Start, StartupPlan
 from harness.startup.results import StartupResults
@@ -86,8 +88,8 @@ class StartupRunner:
             last = i == len(starts) - 1
             done = self.results.start(start.id)
             want_cell = cell is not None and last and not self.results.steady_done(config.id)
-            if done is not None and done.get("status") == "ok" and not want_cell:
-                cache = Path(done["cache_dir"]) if done.get("cache_dir") else cache
+            if done is not None and done.status == "ok" and not want_cell:
+                cache = Path(done.cache_dir) if done.cache_dir else cache
                 continue
             if STOP.requested:
                 raise KeyboardInterrupt
@@ -132,17 +134,17 @@ class StartupRunner:
             started = proc.wait_ready(lambda: self.kind.probe(base_url, spec), timeout=spec.ready_timeout_s,
                                       interval=self.opts.probe_interval_s, failure_hint=failure_hint)
         except StartupFailed as exc:
-            facts = self.kind.startup_facts(proc.log_text()) if proc.proc else {}
+            facts = StartupFacts.model_validate(self.kind.startup_facts(proc.log_text()) if proc.proc else {})
             proc.stop(spec.stop_timeout_s)
             record.update(status="failed", reason=exc.reason, log_tail=exc.tail, facts=facts,
                           failed_after_s=None if exc.after_s is None else round(exc.after_s, 3))
-            self.results.record(record)
+            self.results.record(StartRecord.model_validate(record))
             self._say(f"  ✗ did not start: {exc.reason}")
             return
         except KeyboardInterrupt:
             proc.stop(spec.stop_timeout_s)
             raise
-        facts = self.kind.startup_facts(started.log_text)
+        facts = StartupFacts.model_validate(self.kind.startup_facts(started.log_text))
         phases = split(facts, started.startup_s)
         record.update(status="ok", ready_s=round(started.startup_s, 3), facts=facts,
                       phases={k: None if v is None else round(v, 3) for k, v in phases.items()},
@@ -156,9 +158,9 @@ class StartupRunner:
             proc.stop(spec.stop_timeout_s)
             if not wait_port_free(port, spec.host, self.opts.port_free_timeout_s):
                 self._say(f"  port {port} still busy {self.opts.port_free_timeout_s:g}s after the engine stopped")
-            self.results.record(record)
+            self.results.record(StartRecord.model_validate(record))
 
-    def _run_steady(self, cell: Any, proc: EngineProcess, base_url: str, startup_s: float, facts: dict[str, Any],
+    def _run_steady(self, cell: Any, proc: EngineProcess, base_url: str, startup_s: float, facts: StartupFacts,
                     argv: list[str], log_rel: str, port: int) -> None:
         assert self.plan.sweep_plan is not None
         if self._steady is None:

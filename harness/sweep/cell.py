@@ -10,6 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.results.models.facts import StartupFacts
+from harness.results.models.summary import RunSummary
+from harness.results.models.sweep import Cell as IndexCell
+from harness.results.models.sweep import CellMetrics
 from harness.scenario.models import Scenario, Warmup
 from harness.sweep.plan import Cell
 from harness.sweep.results import run_metrics
@@ -60,9 +64,11 @@ def cell_run_options(cell: Cell, sweep: Any, kind: Any, run_dir: Path, base_url:
 
 
 def cell_entry(cell: Cell, status: str, reason: str | None, startup_s: float | None,
-               startup_facts: dict[str, Any] | None, extra: dict[str, Any] | None,
-               summary: dict[str, Any] | None) -> dict[str, Any]:
-    """The cell's index entry; a 'complete' run without summary.json is recorded as partial."""
+               startup_facts: StartupFacts | None, extra: dict[str, Any] | None,
+               summary: RunSummary | None) -> IndexCell:
+    """The cell's index entry (harness.results.models.sweep.Cell; `extra`: what the executor knows
+    about the engine start, in the order it learnt it); a 'complete' run without summary.json is
+    recorded as partial."""
     entry: dict[str, Any] = {
         "id": cell.id,
         "config_id": cell.config.id,
@@ -74,16 +80,16 @@ def cell_entry(cell: Cell, status: str, reason: str | None, startup_s: float | N
         "status": status,
         "run_dir": cell.run_dir,
         "startup_s": startup_s,
-        "startup_facts": startup_facts or {},
+        "startup_facts": startup_facts if startup_facts is not None else StartupFacts(),
         "reason": reason,
         "varied": cell.config.varied,
         "overrides": cell.overrides,
         "scenario_path": str(cell.scenario.path),
-        "metrics": run_metrics(summary) if summary else {},
+        "metrics": run_metrics(summary) if summary is not None else CellMetrics(),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
         **(extra or {}),
     }
     if status == "complete" and summary is None:
         entry["status"] = "partial"
         entry["reason"] = reason or "the run wrote no summary.json"
-    return entry
+    return IndexCell.model_validate(entry)

@@ -18,6 +18,8 @@ from typing import Any
 
 from harness.errors import UserError
 from harness.results.engine_facts import max_len_warning
+from harness.results.models.facts import StartupFacts
+from harness.results.models.sweep import Cell as IndexCell
 from harness.scenario.models import Scenario
 from harness.sweep.cell import cell_entry, cell_run_options, cell_scenario
 from harness.sweep.engine_start import ENGINE_RECORD, build_engine, note_engine, stop_recorded_engine
@@ -144,7 +146,7 @@ class SweepExecutor:
             self.index.write()
         entries = self.index.ordered()
         planned = [self.index.entries[c.id] for c in self.plan.cells if c.id in self.index.entries]
-        counts = {s: sum(1 for e in planned if e["status"] == s) for s in ("complete", "partial", "failed")}
+        counts = {s: sum(1 for e in planned if e.status == s) for s in ("complete", "partial", "failed")}
         counts["not run"] = len(self.plan.cells) - len(planned)
         if self.quality is not None:
             self._score_quality()
@@ -217,7 +219,7 @@ class SweepExecutor:
             else:
                 started = proc.wait_ready(lambda: self.kind.probe(base_url, spec), **wait)
         except StartupFailed as exc:
-            facts = self.kind.startup_facts(proc.log_text()) if proc.proc else {}
+            facts = StartupFacts.model_validate(self.kind.startup_facts(proc.log_text()) if proc.proc else {})
             self._stop(proc)
             self.progress.engine_failed(exc.reason, exc.tail)
             for cell in cells:
@@ -225,13 +227,13 @@ class SweepExecutor:
                 self._record(cell, "failed", reason=exc.reason, startup_facts=facts, extra=extra)
             return
 
-        facts = self.kind.startup_facts(started.log_text)
+        facts = StartupFacts.model_validate(self.kind.startup_facts(started.log_text))
         for cell in cells:  # auto-fit may have left less context than the workload asks for
             warning = max_len_warning(facts, cell.resolved, cell.scenario.name)
-            if warning and "max_model_len_warning" not in facts:
-                facts["max_model_len_warning"] = warning
+            if warning and facts.max_model_len_warning is None:
+                facts.max_model_len_warning = warning
         self.progress.engine_ready(started.startup_s, facts)
-        startup = {"startup_s": round(started.startup_s, 3), "startup_facts": facts}
+        startup: dict[str, Any] = {"startup_s": round(started.startup_s, 3), "startup_facts": facts}
         died_in: str | None = None
         for i, cell in enumerate(cells):
             code = proc.poll()
@@ -252,7 +254,7 @@ class SweepExecutor:
             elif self.quality is not None and not self.quality.has_outputs(self.out, config) and proc.poll() is None:
                 self._quality_pass(cell, base_url)
         if self.opts.after_config is not None and proc.poll() is None:
-            done = [c for c in cells if (self.index.entries.get(c.id) or {}).get("status") == "complete"]
+            done = [c for c in cells if (e := self.index.entries.get(c.id)) is not None and e.status == "complete"]
             if done:
                 try:
                     self.opts.after_config(config, base_url, done[0])
@@ -317,8 +319,8 @@ class SweepExecutor:
     def _scenario_for(self, cell: Cell, first_after_start: bool) -> Scenario:
         return cell_scenario(cell, self.sweep, getattr(self, "_fleet_urls", []), first_after_start)
 
-    def run_cell_on(self, cell: Cell, base_url: str, proc: EngineProcess, startup_s: float, facts: dict[str, Any],
-                    extra: dict[str, Any]) -> dict[str, Any]:
+    def run_cell_on(self, cell: Cell, base_url: str, proc: EngineProcess, startup_s: float, facts: StartupFacts,
+                    extra: dict[str, Any]) -> IndexCell:
         """Run one planned cell on an engine another driver started and will stop (`harness
         startup` measures its scenario on the last warm start); returns the cell's index entry."""
         if not hasattr(self, "_recorded"):
@@ -362,7 +364,7 @@ class SweepExecutor:
         if code is not None:
             hint = failure_hint(proc.log_text())
             reason = f"engine exited with code {code} during the run" + (f": {hint}" if hint else "")
-            status = "partial" if read_run_summary(run_dir) else "failed"
+            status = "partial" if read_run_summary(run_dir) is not None else "failed"
             extra = {**extra, "log_tail": proc.tail()}
             outcome = "engine-died"
         elif status not in ("complete", "partial", "failed"):
@@ -377,14 +379,14 @@ class SweepExecutor:
         status: str,
         reason: str | None = None,
         startup_s: float | None = None,
-        startup_facts: dict[str, Any] | None = None,
+        startup_facts: StartupFacts | None = None,
         extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> IndexCell:
         entry = cell_entry(cell, status, reason, startup_s, startup_facts, extra,
                            read_run_summary(self.out / cell.run_dir))
         self.index.record(entry)
         self._recorded.add(cell.id)
-        if status == "failed" and "duration_s" not in entry:
+        if status == "failed" and entry.duration_s is None:
             self.progress.cell_done(entry, None)
         return entry
 

@@ -26,7 +26,7 @@ from harness.scenario.models import Scenario
 from harness.sweep.checks import check_sweep
 from harness.sweep.flags import apply_flags, describe, flag_key, substitute
 from harness.sweep.models import SweepFile
-from harness.sweep.results import scenario_label
+from harness.results.sweep_index import scenario_label
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=,+-]")
 MAX_ID = 80
@@ -88,7 +88,7 @@ class Cell:
     @property
     def what(self) -> str:
         """The scenario and load level, for progress lines and tables."""
-        return scenario_label({"scenario": self.scenario.name, "load_level": self.level.label if self.level else None})
+        return scenario_label(self.scenario.name, self.level.label if self.level else None)
 
     @property
     def run_dir(self) -> str:

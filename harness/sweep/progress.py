@@ -16,8 +16,10 @@ import time
 from typing import Any, TextIO
 
 from harness.results.engine_facts import facts_line
+from harness.results.models.facts import StartupFacts
+from harness.results.models.sweep import Cell as IndexCell
+from harness.results.sweep_index import cell_label
 from harness.sweep.flags import describe
-from harness.sweep.results import scenario_label
 
 
 def fmt_duration(s: float | None) -> str:
@@ -31,27 +33,30 @@ def fmt_duration(s: float | None) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
-def result_line(entry: dict[str, Any]) -> str:
-    m = entry.get("metrics") or {}
-    head = f"{entry['config_id']} · {scenario_label(entry)} r{entry['repeat']}: {entry['status']}"
-    if entry["status"] == "failed" and not m.get("completed"):
-        return f"{head}: {entry.get('reason') or ''}".rstrip(": ")
+def _thousands(v: float | str) -> str:
+    return f"{v:,}" if isinstance(v, (int, float)) else str(v)
 
-    def f(key: str, spec: str, unit: str = "") -> str:
-        v = m.get(key)
+
+def result_line(entry: IndexCell) -> str:
+    m = entry.metrics
+    head = f"{entry.config_id} · {cell_label(entry)} r{entry.repeat}: {entry.status}"
+    if entry.status == "failed" and not m.completed:
+        return f"{head}: {entry.reason or ''}".rstrip(": ")
+
+    def f(v: float | None, spec: str, unit: str = "") -> str:
         return "-" if v is None else f"{v:{spec}}{unit}"
 
     parts = [
-        f"goodput {f('goodput_req_per_s', '.2f')} req/s",
-        f"throughput {f('req_per_s', '.2f')} req/s",
-        f"{f('output_tok_per_s', '.0f')} tok/s",
-        f"TTFT p99 {f('ttft_p99_ms', '.0f', ' ms')}",
-        f"ITL p99 {f('itl_p99_ms', '.1f', ' ms')}",
-        f"preemptions {f('preemptions', '.0f')}",
+        f"goodput {f(m.goodput_req_per_s, '.2f')} req/s",
+        f"throughput {f(m.req_per_s, '.2f')} req/s",
+        f"{f(m.output_tok_per_s, '.0f')} tok/s",
+        f"TTFT p99 {f(m.ttft_p99_ms, '.0f', ' ms')}",
+        f"ITL p99 {f(m.itl_p99_ms, '.1f', ' ms')}",
+        f"preemptions {f(m.preemptions, '.0f')}",
     ]
     line = f"{head} · " + " · ".join(parts)
-    if entry.get("reason"):
-        line += f" ({entry['reason']})"
+    if entry.reason:
+        line += f" ({entry.reason})"
     return line
 
 
@@ -147,19 +152,19 @@ class Progress:
             self.stream.flush()
             self._status_open = True
 
-    def engine_ready(self, startup_s: float, facts: dict[str, Any]) -> None:
+    def engine_ready(self, startup_s: float, facts: StartupFacts) -> None:
         self.startup_times.append(startup_s)
         bits = [f"ready in {startup_s:.1f}s"]
-        if "kv_cache_tokens" in facts:
-            bits.append(f"KV cache {facts['kv_cache_tokens']:,} tokens")
-        if "max_concurrency" in facts:
-            bits.append(f"max concurrency {facts['max_concurrency']}x")
+        if facts.kv_cache_tokens is not None:
+            bits.append(f"KV cache {_thousands(facts.kv_cache_tokens)} tokens")
+        if facts.max_concurrency is not None:
+            bits.append(f"max concurrency {facts.max_concurrency}x")
         self._print("  " + " · ".join(bits))
         more = facts_line(facts)
         if more:
             self._print(f"  {more}")
-        if facts.get("max_model_len_warning"):
-            self._print(f"  ! {facts['max_model_len_warning']}")
+        if facts.max_model_len_warning:
+            self._print(f"  ! {facts.max_model_len_warning}")
 
     def engine_failed(self, reason: str, tail: list[str]) -> None:
         self._print(f"  ✗ engine did not start: {reason}")
@@ -186,9 +191,9 @@ class Progress:
             self._last_live = time.monotonic()
             self._print(line)
 
-    def cell_done(self, entry: dict[str, Any], wall_s: float | None) -> None:
+    def cell_done(self, entry: IndexCell, wall_s: float | None) -> None:
         self.done += 1
-        cid = entry.get("id")
+        cid = entry.id
         if cid is not None and cid not in self._done_ids:
             self._done_ids.add(cid)
             if cid in self.planned:
@@ -197,9 +202,9 @@ class Progress:
             self._cell = None
         if self._t0 is not None and self._work_done_s > 0:
             self._s_per_planned_s = (time.monotonic() - self._t0) / self._work_done_s
-        if wall_s is not None and entry["status"] != "failed":
+        if wall_s is not None and entry.status != "failed":
             self.cell_times.append(wall_s)
-        mark = {"complete": "✓", "partial": "~", "failed": "✗"}.get(entry["status"], "?")
+        mark = {"complete": "✓", "partial": "~", "failed": "✗"}.get(entry.status, "?")
         self._print(f"  {mark} [{self.done}/{self.total}] {result_line(entry)}")
 
     def note(self, text: str) -> None:

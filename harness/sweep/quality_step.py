@@ -20,6 +20,8 @@ from typing import Any
 from harness.errors import UserError
 from harness.quality import QualityRun, QualitySet, judge_all, load_quality_set, read_quality_run
 from harness.quality.passes import quality_pass
+from harness.results.models.sweep import Cell as IndexCell
+from harness.results.models.sweep import CellQuality
 from harness.scenario.quality import QualitySpec
 from harness.sweep.plan import Cell, Config, Plan
 
@@ -77,7 +79,7 @@ class SweepQuality:
                     break
         return out
 
-    def score(self, out_dir: Path, entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    def score(self, out_dir: Path, entries: dict[str, IndexCell]) -> dict[str, dict[str, Any]]:
         """Verdicts for every config with outputs; written into `entries` (in place) and quality.json."""
         found = self.outputs(out_dir)
         runs = {cid: run for cid, (_, run) in found.items()}
@@ -88,11 +90,13 @@ class SweepQuality:
         data = {cid: {**v.to_json(), "cell": found[cid][0], "outputs": f"runs/{found[cid][0]}/quality.jsonl"}
                 for cid, v in verdicts.items()}
         for entry in entries.values():
-            if entry.get("config_id") in data:
-                entry["quality"] = {k: data[entry["config_id"]][k] for k in ("status", "passed", "short", "reasons", "cell")} | {
-                    "exact_agreement": (data[entry["config_id"]].get("agreement") or {}).get("exact_rate"),
-                    "accuracy": (data[entry["config_id"]].get("accuracy") or {}).get("rate"),
-                }
+            if entry.config_id in data:
+                verdict = data[entry.config_id]
+                entry.quality = CellQuality.model_validate(
+                    {k: verdict[k] for k in ("status", "passed", "short", "reasons", "cell")} | {
+                        "exact_agreement": (verdict.get("agreement") or {}).get("exact_rate"),
+                        "accuracy": (verdict.get("accuracy") or {}).get("rate"),
+                    })
         doc = {"baseline": self.baseline_id, "prompts": str(self.qset.path), "prompts_sha256": self.qset.sha256,
                "gate": self.spec.gate.model_dump(), "configs": data}
         tmp = out_dir / (SWEEP_FILE + ".tmp")

@@ -132,7 +132,7 @@ class Tuner:
             "baseline_flags": dict(self.spec.file.base),
             "steps": [s.to_json() for s in steps],
             "final": self._final(),
-            "cost": self.ledger.to_json(),
+            "cost": self.ledger.cost().model_dump(mode="json"),
         }
         atomic_write(self.out / "tune.json", json.dumps(doc, indent=2, default=str) + "\n")
         return doc

@@ -66,10 +66,9 @@ def _good_count(m: Measurement, scenario: str) -> tuple[int, int]:
     """(requests within the SLOs, completed requests) over the repeats at the expected load."""
     good = done = 0
     for e in m.at_expected(scenario):
-        met = e.get("metrics") or {}
-        n = int(met.get("completed") or 0)
+        n = e.metrics.completed or 0
         done += n
-        good += int(round(float(met.get("goodput_fraction") or 0.0) * n))
+        good += int(round((e.metrics.goodput_fraction or 0.0) * n))
     return good, done
 
 
@@ -147,7 +146,7 @@ def judge(incumbent: Measurement, candidate: Measurement, threshold_pct: float =
     # a tie on goodput: the capacity under the SLOs, when levels beyond the expected load ran
     caps_i = {s: incumbent.capacity_value(s) for s in incumbent.scenarios}
     caps_c = {s: candidate.capacity_value(s) for s in incumbent.scenarios}
-    if any(len({e.get("load_level") for e in m.complete}) > 1 for m in (incumbent, candidate)):
+    if any(len({e.load_level for e in m.complete}) > 1 for m in (incumbent, candidate)):
         if all(caps_c[s] >= caps_i[s] for s in caps_i) and any(caps_c[s] > caps_i[s] for s in caps_i):
             return Judgement("better", "capacity", out)
         if any(caps_c[s] < caps_i[s] for s in caps_i):

@@ -7,11 +7,15 @@ to what the interrupted one spent (cells kept by resume cost nothing again).
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
+from harness.results.models import FILES
+from harness.results.models.facts import StartupFacts
+from harness.results.models.sweep import Cell as IndexCell
+from harness.results.models.tune import TuneCost
+from harness.results.read import load_cost
 from harness.sweep.progress import Progress, fmt_duration
 from harness.sweep.results import atomic_write
 
@@ -26,14 +30,10 @@ class Ledger:
         self.engine_s = 0.0  # startup + cell wall time: how long engines were up for tuning
         self.wall_before_s = 0.0  # wall time of earlier (interrupted) sessions
         self.t0 = time.monotonic()
-        try:
-            data = json.loads(path.read_text())
-            self.engine_starts = int(data.get("engine_starts", 0))
-            self.measured_s = float(data.get("measured_s", 0.0))
-            self.engine_s = float(data.get("engine_s", 0.0))
-            self.wall_before_s = float(data.get("wall_s", 0.0))
-        except (OSError, ValueError):
-            pass
+        if path.is_file():  # a resumed tune adds to what the interrupted one spent
+            done = load_cost(path)
+            self.engine_starts, self.measured_s, self.engine_s = done.engine_starts, done.measured_s, done.engine_s
+            self.wall_before_s = done.wall_s
 
     @property
     def wall_s(self) -> float:
@@ -56,17 +56,13 @@ class Ledger:
             return f"budget: {fmt_duration(self.wall_s)} of max_hours {self.max_hours:g} spent"
         return None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "engine_starts": self.engine_starts,
-            "measured_s": round(self.measured_s, 3),
-            "engine_s": round(self.engine_s, 3),
-            "wall_s": round(self.wall_s, 3),
-        }
+    def cost(self) -> TuneCost:
+        return TuneCost(engine_starts=self.engine_starts, measured_s=round(self.measured_s, 3),
+                        engine_s=round(self.engine_s, 3), wall_s=round(self.wall_s, 3))
 
     def write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, json.dumps(self.to_json(), indent=2) + "\n")
+        atomic_write(self.path, FILES["cost.json"].dumps(self.cost()))
 
     def line(self) -> str:
         return (f"{self.engine_starts} engine starts, {self.measured_s / 60:.1f} measured min so far; "
@@ -87,15 +83,15 @@ class TuneProgress(Progress):
         self._print(f"[tune] step {self.step} · candidate {config_id} · {self.ledger.line()}")
         super().engine_starting(config_id, varied, argv, n_cells)
 
-    def engine_ready(self, startup_s: float, facts: dict[str, Any]) -> None:
+    def engine_ready(self, startup_s: float, facts: StartupFacts) -> None:
         self.ledger.engine_s += startup_s
         self.ledger.write()
         super().engine_ready(startup_s, facts)
 
-    def cell_done(self, entry: dict[str, Any], wall_s: float | None) -> None:
+    def cell_done(self, entry: IndexCell, wall_s: float | None) -> None:
         if wall_s is not None:
             self.ledger.engine_s += wall_s
-        if entry.get("status") == "complete":
+        if entry.status == "complete":
             summary_window = _window_s(entry)
             self.ledger.measured_s += summary_window if summary_window is not None else (wall_s or 0.0)
         self.ledger.write()
@@ -105,6 +101,6 @@ class TuneProgress(Progress):
         pass  # the tune prints the step's verdict instead
 
 
-def _window_s(entry: dict[str, Any]) -> float | None:
-    d = (entry.get("overrides") or {}).get("load.duration_s")
+def _window_s(entry: IndexCell) -> float | None:
+    d = entry.overrides.get("load.duration_s")
     return float(d) if isinstance(d, (int, float)) else None

@@ -12,17 +12,25 @@ run directories, index.json and the sweep report are the sweep's own.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from harness.results.models.diagnosis import Finding
+from harness.results.models.facts import StartupFacts
+from harness.results.models.summary import RunSummary
+from harness.results.models.sweep import Cell as IndexCell
+from harness.results.models.sweep import CellMetricName
+from harness.results.read import load_sweep
+from harness.results.run_metrics import BY_NAME as RUN
+from harness.results.sweep_index import DEFAULT_ATTAINMENT, capacity
 from harness.sweep.execute import SweepOptions, run_sweep
 from harness.sweep.flags import describe, flag_key
 from harness.sweep.plan import _safe_id, build_plan
-from harness.results.schema import Finding
-from harness.sweep.results import DEFAULT_ATTAINMENT, capacity, read_run_summary
+from harness.sweep.results import read_run_summary
 from harness.tune.ledger import Ledger, TuneProgress
 from harness.tune.load import TuneSpec
 
@@ -51,85 +59,90 @@ class Measurement:
     flags: dict[str, Any]
     config_id: str
     sweep_dir: Path
-    entries: list[dict[str, Any]]
+    entries: list[IndexCell]
     expected_level: str  # e.g. "concurrency=64"
     attainment: float = DEFAULT_ATTAINMENT
-    _summaries: dict[str, dict[str, Any] | None] = field(default_factory=dict, repr=False)
+    _summaries: dict[str, RunSummary | None] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------ state
     @property
-    def complete(self) -> list[dict[str, Any]]:
-        return [e for e in self.entries if e.get("status") == "complete"]
+    def complete(self) -> list[IndexCell]:
+        return [e for e in self.entries if e.status == "complete"]
 
     @property
     def started(self) -> bool:
-        return any(e.get("status") != "failed" or e.get("startup_s") is not None for e in self.entries)
+        return any(e.status != "failed" or e.startup_s is not None for e in self.entries)
 
     @property
     def ok(self) -> bool:
         """Every scenario has a complete cell at the expected load."""
-        scen = {e["scenario"] for e in self.entries}
+        scen = {e.scenario for e in self.entries}
         return bool(scen) and all(self.at_expected(s) for s in scen)
 
     @property
     def failure(self) -> str | None:
-        bad = [e for e in self.entries if e.get("status") != "complete"]
-        return bad[0].get("reason") if bad else None
+        bad = [e for e in self.entries if e.status != "complete"]
+        return bad[0].reason if bad else None
 
     @property
     def log_tail(self) -> list[str]:
         for e in self.entries:
-            if e.get("log_tail"):
-                return list(e["log_tail"])
+            if e.log_tail:
+                return list(e.log_tail)
         return []
 
     @property
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> StartupFacts:
+        """The engine's startup facts (its first start that logged any)."""
         for e in self.entries:
-            if e.get("startup_facts"):
-                return dict(e["startup_facts"])
-        return {}
+            if e.startup_facts.model_fields_set:
+                return e.startup_facts
+        return StartupFacts()
 
     @property
     def scenarios(self) -> list[str]:
-        return list(dict.fromkeys(e["scenario"] for e in self.entries))
+        return list(dict.fromkeys(e.scenario for e in self.entries))
 
     @property
     def cell_ids(self) -> list[str]:
-        return [f"{self.sweep_dir.name}/{e['id']}" for e in self.entries]
+        return [f"{self.sweep_dir.name}/{e.id}" for e in self.entries]
 
-    def at_expected(self, scenario: str) -> list[dict[str, Any]]:
-        return [e for e in self.complete if e["scenario"] == scenario and e.get("load_level") == self.expected_level]
+    def at_expected(self, scenario: str) -> list[IndexCell]:
+        return [e for e in self.complete if e.scenario == scenario and e.load_level == self.expected_level]
 
     def run_dirs(self, scenario: str) -> list[Path]:
-        return [self.sweep_dir / e["run_dir"] for e in self.at_expected(scenario)]
+        return [self.sweep_dir / e.run_dir for e in self.at_expected(scenario) if e.run_dir]
 
     # ------------------------------------------------------------ numbers
-    def metric(self, key: str, scenario: str | None = None) -> float | None:
-        """Mean over repeats at the expected load; without `scenario`, the mean over scenarios."""
+    def metric(self, key: CellMetricName, scenario: str | None = None) -> float | None:
+        """A figure of index.json's cell metrics (CellMetrics), mean over repeats at the expected
+        load; without `scenario`, the mean over scenarios."""
         scens = [scenario] if scenario else self.scenarios
         per = []
         for s in scens:
-            vals = [(e.get("metrics") or {}).get(key) for e in self.at_expected(s)]
-            vals = [float(v) for v in vals if isinstance(v, (int, float))]
-            if vals:
-                per.append(sum(vals) / len(vals))
+            vals = [getattr(e.metrics, key) for e in self.at_expected(s)]
+            nums = [float(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if nums:
+                per.append(sum(nums) / len(nums))
         return sum(per) / len(per) if per else None
 
-    def summary_value(self, path: str, scenario: str | None = None) -> float | None:
-        """A number from the runs' summary.json (dotted path), mean over repeats and scenarios."""
-        scens = [scenario] if scenario else self.scenarios
-        vals = []
-        for s in scens:
-            for d in self.run_dirs(s):
-                key = str(d)
-                if key not in self._summaries:
-                    self._summaries[key] = read_run_summary(d)
-                node: Any = self._summaries[key]
-                for part in path.split("."):
-                    node = node.get(part) if isinstance(node, dict) else None
-                if isinstance(node, (int, float)) and not isinstance(node, bool):
-                    vals.append(float(node))
+    def summaries(self, scenario: str) -> list[RunSummary]:
+        """The runs' summary.json at the expected load (read once each)."""
+        out = []
+        for d in self.run_dirs(scenario):
+            key = str(d)
+            if key not in self._summaries:
+                self._summaries[key] = read_run_summary(d)
+            found = self._summaries[key]
+            if found is not None:
+                out.append(found)
+        return out
+
+    def summary_value(self, get: Callable[[RunSummary], float | int | None], scenario: str | None = None) -> float | None:
+        """A figure of the runs' summary.json (a run-level table entry's `get`, or any reader of
+        the typed summary), mean over repeats and scenarios."""
+        vals = [float(v) for s in ([scenario] if scenario else self.scenarios) for summary in self.summaries(s)
+                if (v := get(summary)) is not None]
         return sum(vals) / len(vals) if vals else None
 
     def findings(self, scenario: str | None = None) -> list[Finding]:
@@ -137,15 +150,8 @@ class Measurement:
         (the most severe of the repeats): what a step can act on beside the numbers."""
         best: dict[str, Finding] = {}
         for s in [scenario] if scenario else self.scenarios:
-            for d in self.run_dirs(s):
-                key = str(d)
-                if key not in self._summaries:
-                    self._summaries[key] = read_run_summary(d)
-                for raw in (self._summaries[key] or {}).get("findings") or []:
-                    try:
-                        f = Finding.model_validate(raw)
-                    except ValueError:
-                        continue
+            for summary in self.summaries(s):
+                for f in summary.findings:
                     if f.id not in best or f.severity > best[f.id].severity:
                         best[f.id] = f
         return sorted(best.values(), key=lambda f: -f.severity)
@@ -156,8 +162,8 @@ class Measurement:
         from harness.quality.runner import read_quality_run
 
         for e in self.entries:
-            if e.get("run_dir"):
-                run = read_quality_run(self.sweep_dir / e["run_dir"])
+            if e.run_dir:
+                run = read_quality_run(self.sweep_dir / e.run_dir)
                 if run is not None and run.outputs:
                     return run
         return None
@@ -171,7 +177,7 @@ class Measurement:
         out: dict[str, str | None] = {}
         for scenario, rows in capacity(self.complete, self.attainment).items():
             for r in rows:
-                out[scenario] = r["held"]["level"] if r["held"] else None
+                out[scenario] = r.held.level if r.held else None
         return out
 
     def capacity_value(self, scenario: str) -> float:
@@ -201,13 +207,13 @@ class Measurement:
             "itl_p50_ms": m("itl_p50_ms"), "itl_p99_ms": m("itl_p99_ms"),
             "e2e_p50_ms": m("e2e_p50_ms"), "e2e_p99_ms": m("e2e_p99_ms"),
             "output_tok_per_s": m("output_tok_per_s"), "input_tok_per_s": m("input_tok_per_s"),
-            "kv_usage_max": m("kv_usage_max"), "kv_usage_mean": self.summary_value("engine.kv_usage.mean"),
+            "kv_usage_max": m("kv_usage_max"), "kv_usage_mean": self.summary_value(RUN["kv_usage_mean"].get),
             "preemptions": m("preemptions"),
             "prefix_hit_rate": m("prefix_hit_rate"),
-            "spec_acceptance_rate": self.summary_value("engine.spec_decode.acceptance_rate"),
-            "spec_mean_acceptance_length": self.summary_value("engine.spec_decode.mean_acceptance_length"),
-            "gpu_memory_used_max_bytes": self.summary_value("engine.gpu_memory.used_max_bytes"),
-            "kv_cache_tokens": self.facts.get("kv_cache_tokens"),
+            "spec_acceptance_rate": self.summary_value(RUN["spec_acceptance_rate"].get),
+            "spec_mean_acceptance_length": self.summary_value(RUN["spec_mean_acceptance_length"].get),
+            "gpu_memory_used_max_bytes": self.summary_value(RUN["gpu_memory_used_max_bytes"].get),
+            "kv_cache_tokens": self.facts.kv_cache_tokens,
             "itl_p99_inside_prefill_ms": m("itl_p99_inside_prefill_ms"),
             "recompilations": m("recompilations"),
             "findings": [{"id": f.id, "text": f.text, "advice": f.advice, "knobs": f.knobs} for f in self.findings()[:3]],
@@ -311,10 +317,10 @@ class Measurer:
                                                write_report=True), progress)
         if outcome.interrupted:
             raise KeyboardInterrupt
-        index = json.loads((sweep_dir / "index.json").read_text())
-        by_config: dict[str, list[dict[str, Any]]] = {}
-        for e in index.get("cells", []):
-            by_config.setdefault(e["config_id"], []).append(e)
+        index = load_sweep(sweep_dir)
+        by_config: dict[str, list[IndexCell]] = {}
+        for e in index.cells:
+            by_config.setdefault(e.config_id, []).append(e)
         for cfg, f in zip(doc["vary"]["configs"], sets):
             self.cache[flags_key(f)] = Measurement(
                 flags=f, config_id=cfg["id"], sweep_dir=sweep_dir, entries=by_config.get(cfg["id"], []),

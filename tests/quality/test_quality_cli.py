@@ -82,10 +82,11 @@ def test_a_sweep_marks_the_config_that_fails_the_gate_and_never_ranks_it_best(tm
     assert q[fp8]["exact_agreement"] < 0.95
     verdicts = json.loads((tmp_path / "out" / "quality.json").read_text())
     assert verdicts["configs"][fp8]["status"] == "fail"
+    from harness.results.read import load_sweep
     from harness.sweep.results import ranking
 
-    ranked = next(iter(ranking(index["cells"]).values()))
-    assert ranked[0]["config_id"] == "base"  # never the failing config, whatever its speed
+    ranked = next(iter(ranking(load_sweep(tmp_path / "out").cells).values()))
+    assert ranked[0].config_id == "base"  # never the failing config, whatever its speed
     assert "FAIL" in proc.stdout  # the closing table marks it
 
 

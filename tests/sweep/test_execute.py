@@ -8,7 +8,8 @@ import os
 
 
 from harness.cli.main import main
-from harness.results.schema import RequestsBlock, RunSummary
+from harness.results.models import RunSummary, dumps
+from harness.results.models.summary import RequestsBlock
 from harness.sweep.engines.base import http_status
 from harness.sweep.execute import SweepOptions, run_sweep
 from harness.sweep.plan import build_plan
@@ -36,10 +37,11 @@ class FakeRun:
             status="complete" if ok else "partial",
             requests=RequestsBlock(completed=1 if ok else 0, failed=0 if ok else 1, rps=float(scenario.load.concurrency or 1)),
             goodput={"overall": {"good": 1, "rps": float(scenario.load.concurrency or 1), "fraction": 1.0}},
-            engine={"preemptions": {"count": scenario.load.concurrency}, "kv_usage": {"max": 0.5}, "resets_seen": resets},
+            engine={"preemptions": {"count": scenario.load.concurrency}, "kv_usage": {"max": 0.5}},
+            target={"labels": {"resets_seen": str(resets)}},  # the prefix-cache resets the engine had seen
         )
         opts.out_dir.mkdir(parents=True, exist_ok=True)
-        (opts.out_dir / "summary.json").write_text(summary.model_dump_json())
+        (opts.out_dir / "summary.json").write_text(dumps(summary))
         return summary
 
 
@@ -90,8 +92,8 @@ def test_sweep_runs_to_the_end_and_records_a_failed_start(write_sweep, tmp_path)
     assert opts.labels["config"] == "max-num-seqs=8" and opts.engine_kind == "vllm" and not opts.write_report
     # the prefix cache was reset before the second cell of each config, not the first
     assert [c["metrics"] for c in index["cells"]][0]["completed"] == 1
-    assert [json.loads((out / c["run_dir"] / "summary.json").read_text())["engine"]["resets_seen"]
-            for c in index["cells"] if c["status"] == "complete"] == [0, 1, 0, 1, 0, 1]
+    assert [json.loads((out / c["run_dir"] / "summary.json").read_text())["target"]["labels"]["resets_seen"]
+            for c in index["cells"] if c["status"] == "complete"] == ["0", "1", "0", "1", "0", "1"]
     rows = list(csv.DictReader((out / "summary.csv").open()))
     assert len(rows) == 8 and rows[0]["config_id"] == "max-num-seqs=2" and rows[0]["kv_cache_tokens"] == "65536"
     assert rows[-1]["status"] == "failed" and rows[-1]["reason"].startswith("engine exited with code 1")
@@ -218,7 +220,7 @@ def test_cold_start_and_sweep_warmup(write_sweep, tmp_path):
     cells = read_index(out)["cells"]
     assert len({c["port"] for c in cells}) == 3
     # no reset needed: every cell starts on a fresh engine
-    assert [json.loads((out / c["run_dir"] / "summary.json").read_text())["engine"]["resets_seen"] for c in cells] == [0, 0, 0]
+    assert [json.loads((out / c["run_dir"] / "summary.json").read_text())["target"]["labels"]["resets_seen"] for c in cells] == ["0", "0", "0"]
 
 
 def test_sweep_warmup_only_after_a_start(write_sweep, tmp_path):

@@ -10,7 +10,10 @@ import pytest
 
 import harness.sweep.progress as progress_mod
 from harness.cli.main import main
-from harness.results.schema import RequestsBlock, RunSummary
+from harness.results.models import RunSummary, dumps
+from harness.results.models.summary import RequestsBlock
+from harness.results.models.facts import StartupFacts
+from harness.results.models.sweep import Cell
 from harness.sweep.execute import STOP, SweepOptions, run_sweep
 from harness.sweep.plan import build_plan
 from harness.sweep.progress import Progress, result_line
@@ -36,14 +39,13 @@ def test_eta_is_a_lower_bound_then_counts_down(monkeypatch) -> None:  # type: ig
     for i, cid in enumerate("abc"):
         p.engine_starting(f"cfg{i}", {}, ["engine"], 1)
         clock.t += 2  # engine start
-        p.engine_ready(2.0, {})
+        p.engine_ready(2.0, StartupFacts())
         p.cell_starting(cid, "tiny", 1)
         etas.append(p.eta_text())
         for _ in range(3):  # each cell takes 30 s of wall time for 10 s of planned load
             clock.t += 10
             etas.append(p.eta_text())
-        p.cell_done({"id": cid, "config_id": f"cfg{i}", "scenario": "tiny", "repeat": 1, "status": "complete",
-                     "metrics": {}}, 30.0)
+        p.cell_done(Cell(id=cid, config_id=f"cfg{i}", scenario="tiny", repeat=1, status="complete"), 30.0)
     assert etas[0].startswith("ETA ≥") and all("≥" not in e for e in etas[4:])
     seconds = [p_ for p_ in (_secs(e) for e in etas[4:])]
     assert seconds == sorted(seconds, reverse=True), etas  # never revised upward once measured
@@ -72,8 +74,8 @@ def test_cell_progress_lines_off_a_terminal() -> None:
 
 
 def test_result_line_labels_every_number() -> None:
-    line = result_line({"config_id": "c", "scenario": "s", "repeat": 1, "status": "complete",
-                        "metrics": {"goodput_req_per_s": 0.86, "req_per_s": 0.86, "output_tok_per_s": 405}})
+    line = result_line(Cell.model_validate({"id": "c__s__r1", "config_id": "c", "scenario": "s", "repeat": 1, "status": "complete",
+                                            "metrics": {"goodput_req_per_s": 0.86, "req_per_s": 0.86, "output_tok_per_s": 405}}))
     assert "goodput 0.86 req/s · throughput 0.86 req/s · 405 tok/s" in line
 
 
@@ -86,7 +88,7 @@ class WarningRun:
                              goodput={"overall": {"good": 12, "rps": 4.0, "fraction": 1.0}},
                              validity={"ok": False, "warnings": ["host stalled 3 time(s) in the window"]})
         opts.out_dir.mkdir(parents=True, exist_ok=True)
-        (opts.out_dir / "summary.json").write_text(summary.model_dump_json())
+        (opts.out_dir / "summary.json").write_text(dumps(summary))
         return summary
 
 

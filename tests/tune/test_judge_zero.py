@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from harness.tune.judge import fisher_greater, from_zero
+from harness.results.models.sweep import Cell
 from harness.tune.measure import Measurement
 
 
 def meas(completed: int, fraction: float) -> Measurement:
-    entry = {"scenario": "chat", "status": "complete", "load_level": "concurrency=32", "id": "c", "run_dir": "runs/c",
-             "metrics": {"completed": completed, "goodput_fraction": fraction}}
+    entry = Cell.model_validate({"config_id": "c", "scenario": "chat", "status": "complete", "load_level": "concurrency=32", "id": "c", "run_dir": "runs/c",
+             "metrics": {"completed": completed, "goodput_fraction": fraction}})
     return Measurement({}, "c", Path("."), [entry], "concurrency=32")
 
 

@@ -40,6 +40,12 @@ class PrefixCache(Block):
     hits: int | None = None
     hit_rate: float | None = None  # hits / queries
     expected_hit_rate: float | None = None  # what the workload's shared prefixes allow
+    #: vLLM re-queries waiting requests: when lookups outnumber prompt tokens, hit_rate is cached /
+    #: prompt tokens (`hit_rate_from`) and the lookup ratio stays beside it (harness.telemetry.block)
+    hit_rate_from: Annotated[str | None, Omit] = None
+    lookup_hit_rate: Annotated[float | None, Omit] = None
+    lookups_per_prompt_token: Annotated[float | None, Omit] = None
+    cached_prompt_tokens: Annotated[int | None, Omit] = None
 
 
 class SpecDecode(Block):
@@ -78,6 +84,14 @@ class GpuDevice(Record):
     total_bytes: int | None = None
 
 
+class GpuProcess(Block):
+    """A process that held GPU memory in the window (NVML)."""
+
+    pid: int
+    command: str
+    used_max_bytes: int
+
+
 class GpuMemory(Record):
     """GPU memory over the window: NVML, DCGM, the simulator's gauge, or why none (`reason`).
 
@@ -94,6 +108,8 @@ class GpuMemory(Record):
     driver: str | None = None
     memory_api: str | None = None
     utilization: float | None = None
+    processes: list[GpuProcess] | None = None  # NVML: who held memory, most first
+    note: str | None = None  # when more than one process held memory: used_max_bytes counts them all
 
 
 class ScrapeMs(Block):
@@ -143,6 +159,7 @@ class EngineBlock(Record):
     kv_usage: KvUsage = Field(default_factory=KvUsage)
     kv_capacity_tokens: int | None = None
     block_size: int | None = None
+    kv_cache_memory_bytes: int | None = None  # vLLM --kv-cache-memory-bytes: the size set, not profiled
     preemptions: Preemptions = Field(default_factory=Preemptions)
     prefix_cache: PrefixCache = Field(default_factory=PrefixCache)
     running: GaugeStats = Field(default_factory=GaugeStats)

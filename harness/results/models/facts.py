@@ -32,6 +32,8 @@ class StartupFacts(Record):
     model_load_gib: FactNum | None = None
     model_load_s: FactNum | None = None
     kv_cache_gib: FactNum | None = None
+    initial_free_gib: FactNum | None = None  # --kv-cache-memory-bytes: free GPU memory at start
+    kv_cache_set_by: str | None = None  # "kv_cache_memory_bytes" when that flag sized the cache
     weights_load_s: FactNum | None = None
     init_model_s: FactNum | None = None
     num_gpu_blocks: FactNum | None = None

@@ -8,7 +8,7 @@ summary.json when the cell finished (harness.results.run_metrics names them).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue
 
@@ -52,6 +52,17 @@ class CellMetrics(Record):
     drift: bool | None = None
     finding: str | None = None  # the top finding: "<text>: <advice>"
     finding_ids: str | None = None  # every finding's id, comma-separated
+
+
+#: a CellMetrics field's name, for readers that pick a figure by name (tests/results/test_models.py
+#: holds it to the fields)
+CellMetricName = Literal[
+    "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "req_per_s",
+    "output_tok_per_s", "input_tok_per_s", "goodput_req_per_s", "goodput_fraction", "kv_usage_max", "preemptions",
+    "prefix_hit_rate", "completed", "failed", "client_concurrency", "client_rate", "gpu_memory_used_max_gib",
+    "itl_p99_inside_prefill_ms", "itl_p99_outside_prefill_ms", "recompilations", "memory_growth_gib", "drift",
+    "finding", "finding_ids",
+]
 
 
 class CellQuality(Block):

@@ -72,6 +72,11 @@ def fmt(v: float | None, spec: str = ".2f", unit: str = "") -> str:
     return "-" if v is None else f"{v:{spec}}{unit}"
 
 
+def _or(v: object, missing: str = "?") -> str:
+    """A fact as text, `missing` when the log did not tell it."""
+    return missing if v is None else str(v)
+
+
 def label(flags_change: dict[str, Any]) -> str:
     return describe(flags_change) or "(current)"
 

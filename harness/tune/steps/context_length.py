@@ -44,11 +44,12 @@ class ContextLength:
                               f"max-model-len set to {where}; the engine did not start ({why}): see gpu-memory", flags, [tried_row(m)])
         facts = m.facts
         bits = [f"max-model-len {where}" + (f" (was {before})" if before is not None and before != required else "")]
-        if facts.get("max_concurrency") is not None:
-            bits.append(f"the startup log fits {facts['max_concurrency']}x requests of {facts.get('max_concurrency_for_tokens', required)} tokens "
-                        f"in a KV cache of {facts.get('kv_cache_tokens', '?'):,} tokens" if isinstance(facts.get("kv_cache_tokens"), int)
-                        else f"the startup log fits {facts['max_concurrency']}x requests of that length")
-        reported = facts.get("max_concurrency_for_tokens")
+        if facts.max_concurrency is not None:
+            fits_for = facts.max_concurrency_for_tokens if facts.max_concurrency_for_tokens is not None else required
+            bits.append(f"the startup log fits {facts.max_concurrency}x requests of {fits_for} tokens "
+                        f"in a KV cache of {facts.kv_cache_tokens:,} tokens" if isinstance(facts.kv_cache_tokens, int)
+                        else f"the startup log fits {facts.max_concurrency}x requests of that length")
+        reported = facts.max_concurrency_for_tokens
         if isinstance(reported, int) and reported < required:
             bits.append(f"automatic fitting reduced the length to {reported}: requests longer than that will be refused")
         ctx.current = flags

@@ -19,17 +19,18 @@ from typing import Any
 
 from harness.tune.measure import Measurement, flag_of
 from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, prologue, tried_row
+from harness.results.run_metrics import BY_NAME as RUN
 
 KNOB = "cuda-graphs"
 
 
 def startup_s(m: Measurement) -> float | None:
-    vals = [float(e["startup_s"]) for e in m.entries if isinstance(e.get("startup_s"), (int, float))]
+    vals = [float(e.startup_s) for e in m.entries if e.startup_s is not None]
     return min(vals) if vals else None
 
 
 def _gib(m: Measurement) -> str:
-    b = m.summary_value("engine.gpu_memory.used_max_bytes")
+    b = m.summary_value(RUN["gpu_memory_used_max_bytes"].get)
     return f", GPU memory {b / 2**30:.1f} GiB" if b else ""
 
 

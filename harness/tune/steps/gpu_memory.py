@@ -8,7 +8,8 @@ line); lower fractions are tried, highest first, until one starts.
 from __future__ import annotations
 
 from harness.tune.measure import flag_of, merged
-from harness.tune.steps.base import STEPS, StepResult, tried_row
+from harness.tune.steps.base import STEPS, StepResult, _or, tried_row
+from harness.results.run_metrics import BY_NAME as RUN
 
 FLAG = "gpu-memory-utilization"
 DEFAULT = 0.92
@@ -36,14 +37,15 @@ class GpuMemory:
             m = ms[0]
         if m.ok:
             facts = m.facts
-            kv = facts.get("kv_cache_gib")
-            used = m.summary_value("engine.gpu_memory.used_max_bytes")
-            total = m.summary_value("engine.gpu_memory.total_bytes")
+            kv = facts.kv_cache_gib
+            used = m.summary_value(RUN["gpu_memory_used_max_bytes"].get)
+            total = m.summary_value(lambda s: s.engine.gpu_memory.total_bytes)
             head = ""
             if used and total:
                 head = f"; GPU memory used max {used / 2**30:.1f} of {total / 2**30:.1f} GiB ({100 * (1 - used / total):.0f}% headroom)"
-            kvtxt = f", KV cache {kv} GiB / {facts.get('kv_cache_tokens', '?')} tokens" if kv is not None else (
-                f", KV cache {facts['kv_cache_tokens']:,} tokens" if isinstance(facts.get("kv_cache_tokens"), int) else "")
+            tokens = facts.kv_cache_tokens
+            kvtxt = f", KV cache {kv} GiB / {tokens if tokens is not None else '?'} tokens" if kv is not None else (
+                f", KV cache {tokens:,} tokens" if isinstance(tokens, int) else "")
             at = f"at {flag} {shown}" if knob.flag is not None else f"(engine kind {ctx.tune.engine.kind} has no memory fraction: {knob.why_missing})"
             return StepResult(self.name, "kept", f"the engine starts {at}{kvtxt}{head}.", dict(ctx.current), [tried_row(m)])
         why = m.failure or "did not start"
@@ -64,7 +66,7 @@ class GpuMemory:
             if ms[0].ok:
                 ctx.current = flags
                 return StepResult(self.name, "changed",
-                                  f"{shown} does not start ({why}); {v:g} starts, KV cache {ms[0].facts.get('kv_cache_tokens', '?')} tokens.",
+                                  f"{shown} does not start ({why}); {v:g} starts, KV cache {_or(ms[0].facts.kv_cache_tokens)} tokens.",
                                   flags, tried)
         return StepResult(self.name, "failed", f"no fraction starts the engine ({', '.join(map(str, values))}); at {shown}: {why}",
                           dict(ctx.current), tried)

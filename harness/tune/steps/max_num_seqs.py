@@ -21,8 +21,8 @@ RAISE_BELOW_KV = 0.85
 
 
 def mean_context(m: Measurement) -> float | None:
-    done = m.summary_value("requests.completed")
-    tin, tout = m.summary_value("tokens.input_total"), m.summary_value("tokens.output_total")
+    done = m.summary_value(lambda s: s.requests.completed)
+    tin, tout = m.summary_value(lambda s: s.tokens.input_total), m.summary_value(lambda s: s.tokens.output_total)
     if not done or tin is None or tout is None:
         return None
     return (tin + tout) / done
@@ -36,14 +36,14 @@ class MaxNumSeqs:
     @staticmethod
     def fit(m: Measurement) -> int | None:
         """Guide 001 2.1: the sequences the KV cache holds = KV cache tokens / mean context."""
-        kv_tokens, ctx_len = m.facts.get("kv_cache_tokens"), mean_context(m)
+        kv_tokens, ctx_len = m.facts.kv_cache_tokens, mean_context(m)
         return int(kv_tokens // ctx_len) if isinstance(kv_tokens, (int, float)) and ctx_len else None
 
     def derive(self, ctx, m: Measurement) -> tuple[list[Any], str, str]:  # type: ignore[no-untyped-def]
         flag = ctx.knob(FLAG).flag or FLAG
-        kv_tokens = m.facts.get("kv_cache_tokens")
+        kv_tokens = m.facts.kv_cache_tokens
         ctx_len = mean_context(m)
-        expected = ctx.tune.load.concurrency or int(round(m.summary_value("engine.running.max") or 0)) or None
+        expected = ctx.tune.load.concurrency or int(round(m.summary_value(lambda s: s.engine.running.max) or 0)) or None
         current = flag_of(ctx.current, flag)
         kv_max = m.metric("kv_usage_max")
         fit = int(kv_tokens // ctx_len) if isinstance(kv_tokens, (int, float)) and ctx_len else None
@@ -51,8 +51,8 @@ class MaxNumSeqs:
                if fit is not None else "no KV capacity in the startup log")
         values: set[int] = set()
         nothing = "no value other than the current one to try"
-        waiting = m.summary_value("engine.waiting.mean")
-        running = m.summary_value("engine.running.max")
+        waiting = m.summary_value(lambda s: s.engine.waiting.mean)
+        running = m.summary_value(lambda s: s.engine.running.max)
         if storm(m):  # guide: reduce it when active requests are frequently preempted
             if fit:
                 values |= {max(1, fit), max(1, fit * 3 // 4)}

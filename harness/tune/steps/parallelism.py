@@ -5,7 +5,7 @@ guide warns against."""
 
 from __future__ import annotations
 
-from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, prologue, tried_row
+from harness.tune.steps.base import STEPS, StepResult, _or, fmt, one_flag, prologue, tried_row
 
 FLAG = "tensor-parallel-size"
 
@@ -20,7 +20,7 @@ class Parallelism:
             return done
         frac = inc.metric("goodput_fraction")
         need = ctx.tune.slo_attainment
-        fits = f"the model fits (KV cache {inc.facts.get('kv_cache_tokens', '?')} tokens)"
+        fits = f"the model fits (KV cache {_or(inc.facts.kv_cache_tokens)} tokens)"
         if frac is None or frac >= need:
             return StepResult(self.name, "skipped", f"{fits} and one replica keeps {fmt((frac or 0) * 100, '.0f')}% of requests within the SLOs "
                               f"at {inc.expected_level} (needs {need * 100:g}%): not too slow.", dict(ctx.current), [tried_row(inc)])

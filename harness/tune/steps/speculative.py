@@ -12,13 +12,14 @@ from __future__ import annotations
 from harness.tune.measure import Measurement, flag_of
 from harness.tune.quality import refusal, row, verdict
 from harness.tune.steps.base import STEPS, StepResult, fmt, label, one_flag, prologue, tried_row
+from harness.results.run_metrics import BY_NAME as RUN
 
 FLAG = "speculative-config"
 MIN_ACCEPTANCE = 0.5
 
 
 def low_acceptance(m: Measurement) -> str | None:
-    a = m.summary_value("engine.spec_decode.acceptance_rate")
+    a = m.summary_value(RUN["spec_acceptance_rate"].get)
     if a is not None and a < MIN_ACCEPTANCE:
         return f"acceptance {100 * a:.0f}% below 50%"
     return None
@@ -61,8 +62,8 @@ class Speculative:
         tried = [tried_row(m, j, low_acceptance=low_acceptance(m), quality=row(verdicts.get(m.config_id))) for _, m, j in results]  # type: ignore[arg-type]
 
         def desc(m: Measurement) -> str:
-            a = m.summary_value("engine.spec_decode.acceptance_rate")
-            ln = m.summary_value("engine.spec_decode.mean_acceptance_length")
+            a = m.summary_value(RUN["spec_acceptance_rate"].get)
+            ln = m.summary_value(RUN["spec_mean_acceptance_length"].get)
             acc = f", acceptance {100 * a:.0f}%, mean length {fmt(ln)}" if a is not None else ""
             return f"goodput {fmt(m.goodput())} req/s, {fmt(m.metric('req_per_s'))} req/s, ITL p50 {fmt(m.metric('itl_p50_ms'), '.1f')} ms{acc}"
 
