@@ -168,3 +168,21 @@ def test_a_long_missing_telemetry_reason_does_not_collapse_the_layout() -> None:
         warnings.simplefilter("error")
         fig.savefig(io.BytesIO(), format="png", dpi=100)
     assert all(ax.get_position().height > 0.05 for ax in fig.axes)
+
+
+def test_the_itl_axis_shows_the_band_where_the_gaps_are():
+    """Audit N19: zero gaps of coalesced reads (stored as 1 us) took the log axis down to 1e-3 ms
+    and squeezed the 5-200 ms band into its top third. The axis starts at the decade of the lowest
+    curve's 10th percentile."""
+    import numpy as np
+
+    from harness.report import figures as F
+    from harness.report import hdr
+
+    rng = np.random.default_rng(0)
+    gaps_ms = np.concatenate([np.full(300, 0.001), rng.lognormal(np.log(20), 0.6, 9700), [400.0, 900.0]])
+    fig = F.percentile_figure([F.Series("all requests", hdr.from_values(gaps_ms * 1e6))], "ITL", "inter-token latency (ms)")
+    ax = fig.axes[0]
+    bottom, top = ax.get_ylim()
+    assert ax.get_yscale() == "log"
+    assert 0.5 <= bottom <= 5.0 and top >= 400.0, (bottom, top)  # the 1-1000 ms band, not 1e-3
