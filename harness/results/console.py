@@ -152,6 +152,7 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
     e = s.engine or {}
     kv = e.get("kv_usage") or {}
     pre = e.get("preemptions") or {}
+    memory_shown = False
     if kv.get("max") is not None or pre.get("count") is not None:
         pc = e.get("prefix_cache") or {}
         gm = e.get("gpu_memory") or {}
@@ -163,8 +164,10 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
                 line += f" (expected {_pct(pc['expected_hit_rate'])})"
         p(line)
         if gm.get("used_max_bytes"):
+            # one GPU memory line (audit N20: the diagnosis' over-the-window line repeated it)
             p(f"  GPU memory {gm['used_max_bytes'] / 2**30:,.1f} GiB used of {(gm.get('total_bytes') or 0) / 2**30:,.1f} GiB"
-              + ("  (simulated engine's model, not a measurement)" if gm.get("simulated") else ""))
+              + ("  (simulated engine's model, not a measurement)" if gm.get("simulated") else "") + _memory_over_window(s))
+            memory_shown = True
         else:  # the README promises the line; say why there is no number (audit D20)
             p(f"  GPU memory not available ({gm.get('reason') or 'not sampled'})")
     if len(s.per_class) > 1:
@@ -203,11 +206,9 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
             p(f"  {value:<16}{done:>7}{_fmt(mean_in, 0):>8}{_fmt(_g(lt, 'ttft', 'p50')):>10}{_fmt(_g(lt, 'ttft', 'p99')):>10}"
               f"{_fmt(_g(lt, 'itl_token', 'p50'), 2):>9}{_fmt(_g(lt, 'e2e', 'p99')):>10}{('-' if gp is None else f'{100 * gp:.0f}%'):>8}")
     mem = (s.diagnosis or {}).get("memory") or {}
-    if mem.get("growth_gib") is not None:
+    if mem.get("growth_gib") is not None and not memory_shown:
         sim = " (simulated)" if mem.get("source") == "simulated" else ""
-        margin = f", {mem['margin_gib']:,.2f} GiB left" if mem.get("margin_gib") is not None else ""
-        p(f"  GPU memory{sim} {mem.get('start_gib', 0):,.2f} -> {mem.get('end_gib', 0):,.2f} GiB over the window "
-          f"(peak {mem.get('peak_gib', 0):,.2f}{margin})")
+        p(f"  GPU memory{sim}" + _memory_over_window(s).removeprefix(";"))
     if s.findings:
         p("")
         for i, f in enumerate(s.findings[:3], 1):
@@ -221,6 +222,17 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
             p(f"  WARNING: {wtext}")
     p("")
     p(f"results: {run_dir}")
+
+
+def _memory_over_window(s: RunSummary) -> str:
+    """'; 73.60 -> 73.60 GiB over the window (peak 73.60, 6.40 GiB left)' from the memory
+    diagnosis, or '' when there is none."""
+    mem = (s.diagnosis or {}).get("memory") or {}
+    if mem.get("growth_gib") is None:
+        return ""
+    margin = f", {mem['margin_gib']:,.2f} GiB left" if mem.get("margin_gib") is not None else ""
+    return (f"; {mem.get('start_gib', 0):,.2f} -> {mem.get('end_gib', 0):,.2f} GiB over the window "
+            f"(peak {mem.get('peak_gib', 0):,.2f}{margin})")
 
 
 def _pct(v: float | None) -> str:
