@@ -78,3 +78,19 @@ def test_ctrl_c_while_the_load_process_starts_is_an_interruption_not_a_failure(t
     assert "Traceback" not in err and "failed" not in err, err
     assert proc.returncode == 130 and err.strip().splitlines()[-1] == "interrupted", err
     assert (out / "scenario.yaml").exists() and (out / "load_plan.json").exists()
+
+
+def test_a_full_disk_is_one_line_and_exit_1_not_an_internal_error():
+    """Audit R14: a sweep or tune on a full disk ended `internal error: OSError: [Errno 28]`, exit 70."""
+    code = ("import sys, errno; import harness.cli.report as r;"
+            "r._run = lambda args: (_ for _ in ()).throw(OSError(errno.ENOSPC, 'No space left on device', 'out/tune.json'));"
+            "from harness.cli.main import main; sys.exit(main(['report', '.']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: disk full: out/tune.json: No space left on device; what was written before is kept; free space, "
+        "then continue a sweep, tune or startup benchmark with --resume DIR"]
+    # any other OSError that reaches the top is still a bug's one line
+    code = code.replace("errno.ENOSPC", "errno.EIO")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 70 and "internal error: OSError" in proc.stderr

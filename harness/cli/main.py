@@ -8,6 +8,7 @@ and receives the remaining argv unparsed. UserErrors print as plain lines and ex
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -70,17 +71,28 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.lines:
             print(f"error: {line}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            return _internal(exc)
+        # a full disk mid-sweep or mid-tune: what was written is kept, and --resume continues it
+        print(f"error: disk full: {exc.filename or 'a results file'}: {exc.strerror}; what was written before is "
+              "kept; free space, then continue a sweep, tune or startup benchmark with --resume DIR", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as exc:
         from harness.signals import Terminated
 
         print(f"terminated ({exc.name})" if isinstance(exc, Terminated) else "interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a bug: one line for the user, the traceback on request
-        if os.environ.get("HARNESS_DEBUG"):
-            raise
-        print(f"error: internal error: {type(exc).__name__}: {exc} (a bug in harness; "
-              "HARNESS_DEBUG=1 shows the traceback; results already written are kept)", file=sys.stderr)
-        return 70  # EX_SOFTWARE
+        return _internal(exc)
+
+
+def _internal(exc: Exception) -> int:
+    if os.environ.get("HARNESS_DEBUG"):
+        raise exc
+    print(f"error: internal error: {type(exc).__name__}: {exc} (a bug in harness; "
+          "HARNESS_DEBUG=1 shows the traceback; results already written are kept)", file=sys.stderr)
+    return 70  # EX_SOFTWARE
 
 
 if __name__ == "__main__":

@@ -24,6 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="tune directory (default results/tune/<name>-<time>)")
     p.add_argument("--resume", metavar="DIR", help="continue the tune in DIR: finished cells are kept, the rest run")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--force", action="store_true",
+                   help="replace an earlier tune's baseline of the same name (tune-<name>) with this tune's final run "
+                        "(default: keep the earlier one and say so)")
     p.set_defaults(func=_run)
 
 
@@ -41,8 +44,10 @@ def _run(args: argparse.Namespace) -> int:
         raise UserError("--out and --resume: give one; --resume DIR continues the tune in DIR")
     if args.resume:
         out = Path(args.resume)
-        if not (out / "tune.json").is_file():
-            raise UserError(f"--resume {out}: no tune.json there; give the directory of an earlier tune")
+        # tune.yaml is written first: a tune stopped before its first step landed (no tune.json yet)
+        # resumes too (audit R6: it could be neither resumed nor restarted)
+        if not (out / "tune.json").is_file() and not (out / "tune.yaml").is_file():
+            raise UserError(f"--resume {out}: no tune.json or tune.yaml there; give the directory of an earlier tune")
         lock_dir(out, "--resume", "tune directory")  # one writer at a time (harness.results.lock)
     else:
         out = Path(args.out) if args.out else Path("results") / "tune" / f"{spec.file.name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -50,7 +55,7 @@ def _run(args: argparse.Namespace) -> int:
         if any(out.iterdir()):
             raise UserError(f"--out {out}: not empty; choose a new directory, or continue it with --resume {out}")
     _signals_to_interrupt()
-    outcome = Tuner(spec, out, resume=bool(args.resume), show_progress=not args.quiet).run()
+    outcome = Tuner(spec, out, resume=bool(args.resume), show_progress=not args.quiet, force=args.force).run()
     doc = outcome.doc
     for s in doc["steps"]:
         print(f"{s['step']:<24} {s['verdict']:<8} {s['reason']}")

@@ -43,10 +43,15 @@ run_metrics = sweep_metrics
 
 def atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:  # a full disk: no half-written temp file left behind, the error names the file
+        tmp.unlink(missing_ok=True)
+        exc.filename = str(path)
+        raise
     os.replace(tmp, path)
 
 

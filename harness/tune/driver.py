@@ -58,10 +58,12 @@ def engine_command(spec: TuneSpec, flags: dict[str, Any]) -> list[str]:
 
 
 class Tuner:
-    def __init__(self, spec: TuneSpec, out_dir: Path, resume: bool = False, show_progress: bool = True) -> None:
+    def __init__(self, spec: TuneSpec, out_dir: Path, resume: bool = False, show_progress: bool = True,
+                 force: bool = False) -> None:
         self.spec = spec
         self.out = out_dir
         self.resume = resume
+        self.force = force  # replace an earlier tune's baseline of the same name
         self.show = show_progress
         self.ledger = Ledger(out_dir / "cost.json", spec.file.budget.max_starts, spec.file.budget.max_hours)
         self.measurer = Measurer(spec, out_dir, self.ledger, show_progress, resume)
@@ -147,13 +149,27 @@ class Tuner:
     def _save_baseline(self) -> dict[str, Any] | None:
         """The final run, saved as the baseline `tune-<name>` with recommended.yaml as its engine
         config (the store: $HARNESS_BASELINES or results/baselines), so later runs compare with
-        `harness compare baseline:tune-<name> RUN`. Replaces an earlier tune's baseline of that name."""
+        `harness compare baseline:tune-<name> RUN`. An earlier baseline of that name from another
+        tune is kept unless --force (as `harness baseline save` keeps one): later runs may be compared
+        with it, and a second tune of the same name silently moved their reference (audit N17)."""
         final = getattr(self.ctx, "final", None)
         if final is None or not final.ok:
             return None
         from harness.report import baselines
 
         name = f"tune-{self.spec.file.name}"
+        earlier = baselines.root_dir() / name / "baseline.json"
+        if earlier.is_file() and not self.force:
+            try:
+                meta = json.loads(earlier.read_text())
+            except (OSError, ValueError):
+                meta = {}
+            if meta.get("source") != str(Path(final.sweep_dir).resolve()):  # a resumed tune replaces its own
+                # said under --quiet too: the user expects the baseline to be this tune's
+                print(f"note: baseline {name!r} exists ({earlier.parent}, saved {meta.get('saved_at', '?')} from "
+                      f"{meta.get('source', '?')}); kept it. To replace it with this tune's final run: --force, or "
+                      f"harness baseline save {final.sweep_dir} --name {name} --force", file=sys.stderr)
+                return None
         try:
             path, _notes = baselines.save(final.sweep_dir, name, engine_config=self.out / "recommended.yaml", force=True)
         except Exception as exc:  # the tune's decisions stand without the saved baseline
