@@ -196,3 +196,15 @@ def test_vllm_0_26_gpu_log_with_kv_cache_memory_bytes():
 def test_vllm_profiled_kv_cache_is_not_called_set():
     facts = get_kind("vllm").startup_facts("INFO 12-03 13:01:54 [gpu_worker.py:561] Available KV cache memory: 127.85 GiB\n")
     assert facts["kv_cache_gib"] == 127.85 and "kv_cache_set_by" not in facts
+
+
+def test_vllm_0_26_real_h200_startup_log():
+    """A recorded start of vLLM 0.26.0 on the lent H200 (results/examples/gpu-h200-vllm-small-kv:
+    the Llama-3-8B shape, --kv-cache-memory-bytes 768 MiB, --max-model-len auto, compile cache warm)."""
+    facts = get_kind("vllm").startup_facts((DATA / "vllm_0.26.0_h200_startup.log").read_text())
+    assert facts["kv_cache_gib"] == 0.75 and facts["kv_cache_set_by"] == "kv_cache_memory_bytes"
+    assert facts["initial_free_gib"] == 139.29
+    assert facts["max_model_len"] == 6144 and facts["max_model_len_auto_fit_from"] == 8192 and facts["kv_cache_tokens"] == 6144
+    assert facts["cudagraph_captured"] == {"PIECEWISE": 51, "FULL": 51} and facts["graph_capture_bars_s"] == 6.021
+    assert facts["model_load_gib"] == 14.96 and facts["model_load_s"] == 4.602236 and facts["init_engine_s"] == 30.5
+    assert facts["compile_cache_hit"] is True and facts["engine_version"] == "0.26.0" and facts["attention_backend"] == "FLASH_ATTN"
