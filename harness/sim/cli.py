@@ -12,6 +12,7 @@ import os
 import sys
 
 from harness.sim.config import KV_DTYPE_BYTES, ConfigError, SimConfig
+from harness.sim.profiles import PROFILES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -78,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("-q", "--quantization", default=None)
 
     s = p.add_argument_group("simulator")
+    s.add_argument("--profile", choices=sorted(PROFILES), default=None,
+                   help="a calibrated set of the --sim-* values below, fitted to a real engine (harness/sim/profiles.py); "
+                        "flags given beside it still win")
     s.add_argument("--sim-layers", type=int, default=32)
     s.add_argument("--sim-kv-heads", type=int, default=8)
     s.add_argument("--sim-head-dim", type=int, default=128)
@@ -111,11 +115,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sim-compile-cached-s", type=float, default=None,
                    help="seconds to load compiled graphs from the cache (default a fifth of --sim-compile-s)")
     s.add_argument("--sim-profile-s", type=float, default=None, help="KV-cache profiling and allocation seconds")
+    s.add_argument("--sim-profile-cached-s", type=float, default=None,
+                   help="profiling seconds when an earlier start's kernel caches are there (default: --sim-profile-s)")
     s.add_argument("--sim-capture-s", type=float, default=None,
                    help="CUDA-graph capture seconds for 51 sizes (scales with the number of capture sizes)")
     s.add_argument("--sim-init-s", type=float, default=None, help="the rest: API server, tokenizer")
     s.add_argument("--sim-compile-cache", default=None, metavar="DIR",
                    help="compile cache root (default $VLLM_CACHE_ROOT/torch_compile_cache; unset = no cache)")
+    s.add_argument("--sim-step-overhead-ms", type=float, default=4.0, help="fixed cost of a step with CUDA graphs")
+    s.add_argument("--sim-eager-overhead-ms", type=float, default=10.0, help="fixed cost of a step with --enforce-eager")
+    s.add_argument("--sim-seq-overhead-us", type=float, default=0.0, help="cost per running sequence per step")
+    s.add_argument("--sim-request-overhead-ms", type=float, default=0.0,
+                   help="API server and tokenization before a request reaches the scheduler")
+    s.add_argument("--sim-graph-gib", type=float, default=0.42, help="GPU memory the CUDA-graph capture takes")
+    s.add_argument("--sim-activation-gib", type=float, default=None,
+                   help="non-torch + activation memory of the profiling run (default: from --max-num-batched-tokens)")
     s.add_argument("--trace", default=None, metavar="FILE", help="JSONL ground truth of every write")
 
     sc = p.add_argument_group("scripted mode (fixed timing, independent of batching)")
@@ -136,11 +150,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The flags, with a `--profile`'s values as the defaults (flags given beside it win)."""
+    first, _ = parser.parse_known_args(argv)
+    if first.profile:
+        parser.set_defaults(**PROFILES[first.profile])
+    return parser.parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parse(parser, argv)
         cfg = SimConfig.from_args(args)
     except SystemExit as exc:  # argparse: --help (0) or a flag error (2)
         return int(exc.code or 0)

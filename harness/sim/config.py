@@ -105,6 +105,7 @@ class StartupTimes:
     compile_s: float  # cold: compile and write the cache
     compile_cached_s: float  # warm: load the compiled graphs from the cache
     profile_s: float  # KV-cache profiling run and allocation
+    profile_cached_s: float  # the same with warm kernel caches (a start after the first with them kept)
     capture_s: float  # graph capture for the default 51 sizes; scales with the count
     init_s: float  # API server, tokenizer, the rest
     cache_dir: str | None  # compile cache root (None: no cache, every start compiles)
@@ -261,6 +262,13 @@ class SimConfig:
     recompile_ms: float = 40.0
     graph_mib_per_shape: float = 150.0
     lora: LoraConfig | None = None  # --enable-lora (harness/sim/lora.py)
+    # cost-model constants a named profile calibrates (harness/sim/profiles.py); defaults: an H100
+    step_overhead_s: float = 4.0e-3  # per step with CUDA graphs
+    eager_overhead_s: float = 10.0e-3  # per step with --enforce-eager
+    seq_overhead_s: float = 0.0  # per running sequence per step (sampling, bookkeeping)
+    request_overhead_s: float = 0.0  # API server + tokenization before a request reaches the scheduler
+    graph_gib: float = 0.42  # CUDA-graph pool taken at capture
+    activation_gib: float | None = None  # non-torch + activation peak of the profiling run (None: from the token budget)
 
     @property
     def lora_names(self) -> list[str]:
@@ -436,6 +444,12 @@ class SimConfig:
             recompile_ms=a.sim_recompile_ms,
             graph_mib_per_shape=a.sim_graph_mib_per_shape,
             lora=lora,
+            step_overhead_s=a.sim_step_overhead_ms / 1000,
+            eager_overhead_s=a.sim_eager_overhead_ms / 1000,
+            seq_overhead_s=a.sim_seq_overhead_us / 1e6,
+            request_overhead_s=a.sim_request_overhead_ms / 1000,
+            graph_gib=a.sim_graph_gib,
+            activation_gib=a.sim_activation_gib,
         )
         return cfg
 
@@ -457,6 +471,10 @@ def _startup_times(a) -> StartupTimes:  # type: ignore[no-untyped-def]
         raise ConfigError("argument --sim-compile-cached-s: must be >= 0")
     if cached is None:
         cached = values["compile_s"] * 0.2
+    profile_cached = a.sim_profile_cached_s
+    if profile_cached is not None and profile_cached < 0:
+        raise ConfigError("argument --sim-profile-cached-s: must be >= 0")
+    values["profile_cached_s"] = values["profile_s"] if profile_cached is None else profile_cached
     cache_dir = a.sim_compile_cache or (os.path.join(os.environ["VLLM_CACHE_ROOT"], "torch_compile_cache")
                                         if os.environ.get("VLLM_CACHE_ROOT") else None)
     return StartupTimes(compile_cached_s=cached, cache_dir=cache_dir, **values)

@@ -99,6 +99,17 @@ class Engine(EngineBase):
             self._task.cancel()
 
     def submit(self, req: SimRequest) -> None:
+        """Queue a request; with a request overhead (API server, tokenization: a profile's) it
+        reaches the scheduler that much later, as in vLLM where the front end runs beside the engine."""
+        delay = self.cfg.request_overhead_s / self.cfg.speed
+        if delay > 0:
+            asyncio.get_running_loop().call_later(delay, self._admit, req)
+        else:
+            self._admit(req)
+
+    def _admit(self, req: SimRequest) -> None:
+        if req.status == FINISHED:  # aborted (client gone) before it reached the scheduler
+            return
         req.queued = perf_counter()
         self._draw_disconnect(req)
         self._hash_blocks(req)
@@ -149,7 +160,7 @@ class Engine(EngineBase):
                     pass
                 prev_deadline = None
                 continue
-            duration = self.cost.step_seconds(prefill, decode, context, self.spec_k > 0)
+            duration = self.cost.step_seconds(prefill, decode, context, self.spec_k > 0, len(items))
             duration += self.graphs.step(prefill, len(items))  # graphs are per batch of sequences (x 1+k with speculation)
             duration += self.lora_load_s / self.cfg.speed  # adapters loaded into GPU slots for this step
             now = loop.time()

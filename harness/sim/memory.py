@@ -22,7 +22,6 @@ NON_TORCH_BYTES = int(0.45 * GIB)
 #: Peak activation memory per batched token in the profiling forward pass.
 ACTIVATION_BYTES_PER_TOKEN = 96 * 1024
 #: CUDA-graph memory pool (none with --enforce-eager).
-CUDA_GRAPH_BYTES = int(0.42 * GIB)
 
 
 class StartupError(Exception):
@@ -73,7 +72,7 @@ def plan_memory(cfg: SimConfig) -> MemoryPlan:
             f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {weights / GIB:.2f} GiB for model weights. "
             f"GPU 0 has a total capacity of {total / GIB:.2f} GiB of which {free / GIB:.2f} GiB is free."
         )
-    graph = 0 if cfg.enforce_eager else CUDA_GRAPH_BYTES
+    graph = 0 if cfg.enforce_eager else int(cfg.graph_gib * GIB)
     per_token = cfg.kv_bytes_per_token
     block_bytes = per_token * cfg.block_size
     if cfg.kv_cache_memory_bytes is not None:
@@ -84,7 +83,8 @@ def plan_memory(cfg: SimConfig) -> MemoryPlan:
                 f"({weights / GIB:.2f} GiB) exceed the free memory on device ({free / GIB:.2f} GiB)."
             )
     else:
-        activation = NON_TORCH_BYTES + ACTIVATION_BYTES_PER_TOKEN * cfg.max_num_batched_tokens
+        activation = (int(cfg.activation_gib * GIB) if cfg.activation_gib is not None
+                      else NON_TORCH_BYTES + ACTIVATION_BYTES_PER_TOKEN * cfg.max_num_batched_tokens)
         available = requested - weights - activation - graph
         if available <= 0:
             raise StartupError(

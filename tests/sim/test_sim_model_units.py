@@ -159,3 +159,40 @@ def test_scheduler_defaults_follow_gpu_class():
     assert (cfg().max_num_seqs, cfg().max_num_batched_tokens) == (1024, 8192)
     small = cfg("--sim-gpu-memory-gib", "48")
     assert (small.max_num_seqs, small.max_num_batched_tokens) == (256, 2048)
+
+
+# -- calibrated profiles (harness/sim/profiles.py, bench/sim_fit_h200.py) ----------------------
+
+def test_profile_sets_the_fitted_values_and_flags_beside_it_win():
+    from harness.sim.cli import parse
+
+    c = SimConfig.from_args(parse(build_parser(), ["--profile", "h200-llama8b-vllm026", "--sim-tflops", "100"]))
+    assert c.gpu_memory_gib == 139.8 and c.hbm_tbps == 3.691 and c.tflops == 100.0  # the flag given wins
+    assert c.step_overhead_s == pytest.approx(0.421e-3) and c.seq_overhead_s == pytest.approx(17.71e-6)
+    assert c.request_overhead_s == pytest.approx(8.38e-3) and c.graph_gib == 0.98
+    assert c.startup.profile_s == 19.27 and c.startup.profile_cached_s == 2.96
+    # the H200's KV cache at the default 0.92: vLLM 0.26.0 logged 112.33 GiB = 920,192 tokens
+    plan = plan_memory(c)
+    assert plan.available_kv_bytes / 2**30 == pytest.approx(112.33, abs=0.01)
+    assert abs(plan.num_gpu_blocks * plan.block_size - 920192) <= 64
+
+
+def test_profile_memory_check_fails_beside_another_process_as_the_h200_did():
+    """0.92 of 139.8 GiB with 16 GiB held elsewhere does not start (vLLM: 122.69 GiB free); 0.85
+    does, with --kv-cache-memory-bytes set as in the tune (the fraction is checked either way)."""
+    from harness.sim.cli import parse
+
+    base = ["--profile", "h200-llama8b-vllm026", "--sim-gpu-memory-used-gib", "16", "--kv-cache-memory-bytes", "2147483648"]
+    with pytest.raises(StartupError, match="less than desired GPU memory utilization"):
+        plan_memory(SimConfig.from_args(parse(build_parser(), base)))
+    plan = plan_memory(SimConfig.from_args(parse(build_parser(), [*base, "--gpu-memory-utilization", "0.85"])))
+    assert plan.num_gpu_blocks * plan.block_size == 16384
+
+
+def test_step_cost_has_a_per_sequence_term():
+    c = cfg("--sim-seq-overhead-us", "20", "--sim-step-overhead-ms", "0.5")
+    m = CostModel.from_config(c)
+    one, many = m.step_seconds(0, 1, 1000, False, 1), m.step_seconds(0, 64, 1000, False, 64)
+    # same context read; 63 more sequences cost 63 x 20 us (+ their decode FLOPs, below the memory time)
+    assert many - one == pytest.approx(63 * 20e-6, rel=1e-6)
+    assert cfg().seq_overhead_s == 0.0 and CostModel.from_config(cfg()).overhead_s == pytest.approx(4e-3)

@@ -1,0 +1,157 @@
+"""The calibrated simulator against the real engine: vLLM 0.26.0 on the H200 (results/examples/
+gpu-h200-vllm-*) vs `harness sim --profile h200-llama8b-vllm026` on the same cells
+(bench/gpu/vllm/sim/*.yaml), as a table of errors; fit cells (bench/sim_fit_h200.py) are marked.
+
+    python bench/sim_vs_h200.py SIM_DIR [--out bench/results/sim_vs_h200.md]
+
+SIM_DIR holds the simulator's runs: curve/, small_kv/, steady/ (harness sweep bench/gpu/vllm/sim/
+{curve,small_kv,steady}.yaml --out SIM_DIR/...) and tune/ (harness tune bench/gpu/vllm/sim/tune.yaml).
+Startup phases are the profile's values (the simulator sleeps exactly those) against harness
+startup's measurement.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL = ROOT / "results" / "examples"
+FIT = {("curve", "calib_decode", 1), ("curve", "calib_decode", 8), ("curve", "chat", 1), ("curve", "chat", 8),
+       ("curve", "calib_prefill", 1), ("steady", "eager", 64)}
+METRICS = [("TTFT p50", ("latency_ms", "ttft", "p50")), ("TTFT p99", ("latency_ms", "ttft", "p99")),
+           ("ITL p50", ("latency_ms", "itl_token", "p50")), ("ITL p99", ("latency_ms", "itl_token", "p99")),
+           ("req/s", ("requests", "rps")), ("out tok/s", ("tokens", "output_per_s"))]
+
+
+def dig(d: dict, path: tuple[str, ...]) -> float | None:
+    for k in path:
+        d = (d or {}).get(k)
+    return d if isinstance(d, (int, float)) else None
+
+
+def runs(sweep_dir: Path) -> dict[tuple[str, str], dict]:
+    """(config, scenario@load) -> summary.json"""
+    out = {}
+    for cell in json.loads((sweep_dir / "index.json").read_text())["cells"]:
+        if cell.get("status") != "complete":
+            continue
+        s = json.loads((sweep_dir / cell["run_dir"] / "summary.json").read_text())
+        load = s["load"].get("concurrency")
+        out[(cell["config_id"], f"{cell['scenario']}@{load}")] = s
+    return out
+
+
+def err(real: float | None, sim: float | None) -> str:
+    if real is None or sim is None or real == 0:
+        return "-"
+    return f"{100 * (sim - real) / real:+.0f}%"
+
+
+def fmt(x: float | None, nd: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{nd}f}"
+
+
+def load_rows(sim: Path) -> tuple[list[str], list[float], list[float]]:
+    lines = ["| set | cell | " + " | ".join(f"{m} real / sim (err)" for m, _ in METRICS) + " | KV max real / sim | preemptions real / sim |",
+             "|---|---|" + "---|" * len(METRICS) + "---|---|"]
+    held_med, held_thr = [], []
+    pairs = [("curve", REAL / "gpu-h200-vllm-curve", sim / "curve", "base"),
+             ("small_kv", REAL / "gpu-h200-vllm-small-kv", sim / "small_kv", "base")]
+    for name, rdir, sdir, cfg in pairs:
+        r, s = runs(rdir), runs(sdir)
+        for key in sorted(r, key=lambda k: (k[1].split("@")[0], int(k[1].split("@")[1]))):
+            if key not in s:
+                continue
+            scen, load = key[1].split("@")
+            fit = (name, scen, int(load)) in FIT
+            cells = []
+            for m, path in METRICS:
+                a, b = dig(r[key], path), dig(s[key], path)
+                cells.append(f"{fmt(a)} / {fmt(b)} ({err(a, b)})")
+                if not fit and a and b:
+                    e = abs(b - a) / a
+                    if m in ("TTFT p50", "ITL p50"):
+                        held_med.append(e)
+                    if m in ("req/s", "out tok/s"):
+                        held_thr.append(e)
+            kv = f"{fmt(dig(r[key], ('engine', 'kv_usage', 'max')), 2)} / {fmt(dig(s[key], ('engine', 'kv_usage', 'max')), 2)}"
+            pre = f"{dig(r[key], ('engine', 'preemptions', 'count'))} / {dig(s[key], ('engine', 'preemptions', 'count'))}"
+            lines.append(f"| {'fit' if fit else 'held out'} | {name} {key[1]} | " + " | ".join(cells) + f" | {kv} | {pre} |")
+    # steady state after the warm start: graphs vs eager, chat at 64 users
+    rst = REAL / "gpu-h200-vllm-startup" / "steady" / "runs"
+    s = runs(sim / "steady")
+    for c in ("graphs", "eager"):
+        real = json.loads((rst / f"{c}__chat__r1" / "summary.json").read_text())
+        simd = s.get((c, "chat@64"))
+        if simd is None:
+            continue
+        fit = ("steady", c, 64) in FIT
+        cells = []
+        for m, path in METRICS:
+            a, b = dig(real, path), dig(simd, path)
+            cells.append(f"{fmt(a)} / {fmt(b)} ({err(a, b)})")
+            if not fit and a and b:
+                (held_med if m in ("TTFT p50", "ITL p50") else held_thr if m in ("req/s", "out tok/s") else []).append(abs(b - a) / a)
+        kv = f"{fmt(dig(real, ('engine', 'kv_usage', 'max')), 2)} / {fmt(dig(simd, ('engine', 'kv_usage', 'max')), 2)}"
+        pre = f"{dig(real, ('engine', 'preemptions', 'count'))} / {dig(simd, ('engine', 'preemptions', 'count'))}"
+        lines.append(f"| {'fit (eager overhead)' if fit else 'held out'} | startup steady {c} chat@64 | " + " | ".join(cells) + f" | {kv} | {pre} |")
+    return lines, held_med, held_thr
+
+
+def tune_rows(sim: Path) -> list[str]:
+    real = json.loads((REAL / "gpu-h200-vllm-tune" / "tune.json").read_text())
+    simt = json.loads((sim / "tune" / "tune.json").read_text())
+    by = {s["step"]: s for s in simt["steps"]}
+    lines = ["| step | real verdict | simulator verdict | same | real chose | simulator chose |", "|---|---|---|---|---|---|"]
+    for st in real["steps"]:
+        o = by.get(st["step"], {})
+        def chosen(x: dict) -> str:
+            return json.dumps({k: v for k, v in (x.get("chosen") or {}).items() if not k.startswith("sim-") and k != "profile"}, sort_keys=True)
+        same = st["verdict"] == o.get("verdict") and chosen(st) == chosen(o)
+        lines.append(f"| {st['step']} | {st['verdict']} | {o.get('verdict', '-')} | {'yes' if same else 'NO'} | `{chosen(st)}` | `{chosen(o)}` |")
+    return lines
+
+
+def startup_rows() -> list[str]:
+    sys.path.insert(0, str(ROOT))
+    from harness.sim.profiles import PROFILES
+
+    p = PROFILES["h200-llama8b-vllm026"]
+    st = json.loads((REAL / "gpu-h200-vllm-startup" / "startup.json").read_text())
+    lines = ["| set | start | phase | real s | simulator s | err |", "|---|---|---|---:|---:|---:|"]
+    for s in st["starts"]:
+        eager, warm = s["config_id"] == "eager", s["kind"] == "warm"
+        pred = {"load": p["sim_load_s"], "compile": None if eager else (p["sim_compile_cached_s"] if warm else p["sim_compile_s"]),
+                "kv_profile": p["sim_profile_cached_s"] if warm else p["sim_profile_s"],
+                "capture": None if eager else p["sim_capture_s"], "rest": p["sim_init_s"]}
+        pred["ready"] = sum(v for v in pred.values() if v is not None)
+        real = dict(s["phases"], ready=s["ready_s"])
+        for ph in ("load", "compile", "kv_profile", "capture", "rest", "ready"):
+            a, b = real.get(ph), pred.get(ph)
+            lines.append(f"| {'held out' if eager else 'fit'} | {s['config_id']} {s['kind']} | {ph} | {fmt(a, 2)} | {fmt(b, 2)} | {err(a, b)} |")
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    sim = Path(argv[0])
+    out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else ROOT / "bench" / "results" / "sim_vs_h200.md"
+    load, med, thr = load_rows(sim)
+    text = ["# The calibrated simulator vs vLLM 0.26.0 on the H200 (Llama-3-8B shape)", "",
+            "`python bench/sim_vs_h200.py SIM_DIR`: real = results/examples/gpu-h200-vllm-*; simulator = "
+            "`harness sim --profile h200-llama8b-vllm026` on the same scenarios, loads and windows "
+            "(bench/gpu/vllm/sim/). err = (sim - real) / real. 'fit' cells were used by bench/sim_fit_h200.py.", "",
+            "## Load runs", "", *load, "",
+            f"Held-out cells: median |error| of TTFT/ITL p50 {100 * sorted(med)[len(med) // 2]:.0f}% (max {100 * max(med):.0f}%), "
+            f"of req/s and output tok/s {100 * sorted(thr)[len(thr) // 2]:.0f}% (max {100 * max(thr):.0f}%); "
+            f"within 15%: {sum(e <= 0.15 for e in med)} of {len(med)} medians, {sum(e <= 0.15 for e in thr)} of {len(thr)} throughputs.", "",
+            "## Startup phases (harness startup, seconds)", "", *startup_rows(), "",
+            "## Tune decisions (bench/gpu/vllm/tune.yaml vs bench/gpu/vllm/sim/tune.yaml)", "", *tune_rows(sim), ""]
+    out.write_text("\n".join(text))
+    print("\n".join(text))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
