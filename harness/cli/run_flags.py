@@ -61,7 +61,8 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, metavar="FILE",
                    help="also write the summary (summary.json plus the chosen percentiles) to FILE")
     p.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", dest="set_values",
-                   help="any scenario field, e.g. --set sampling.temperature=0.7 (value read as YAML); repeatable")
+                   help="any scenario field, e.g. --set sampling.temperature=0.7 (value read as YAML); a list entry by its "
+                        "index: --set workload.classes.0.input_tokens=512 (or classes[0]); repeatable")
 
 
 def extra_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -6,6 +6,7 @@ field path, what is wrong and the fix; the CLI exits 2 with these lines and no t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -87,16 +88,48 @@ def validate(model: type[M], data: dict[str, Any], source: str) -> M:
         raise UserError(*format_validation_error(source, exc)) from None
 
 
+#: how a list entry is named in an override path (the message of a path that cannot be followed)
+LIST_SYNTAX = "a list entry is KEY.N.FIELD or KEY[N].FIELD, N from 0 (e.g. workload.classes.0.input_tokens)"
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+def override_keys(dotted: str) -> list[str]:
+    """`workload.classes[0].input_tokens` and `workload.classes.0.input_tokens` -> the same keys."""
+    return _INDEX.sub(r".\1", dotted).split(".")
+
+
 def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
-    node = data
-    keys = dotted.split(".")
-    for key in keys[:-1]:
-        if node.get(key) is None:
-            node[key] = {}  # absent or `key:` left empty in the file
-        node = node[key]
-        if not isinstance(node, dict):
-            return  # not a mapping: leave it for validation to report with its path
-    node[keys[-1]] = value
+    """Set one override. A path through a list takes an index; a path that cannot be followed is
+    an error naming where it stops (it was silently dropped: `--set workload.classes.0...` ran the
+    file unchanged, exit 0, audit N3)."""
+    keys = override_keys(dotted)
+    if any(not k for k in keys):
+        raise UserError(f"override {dotted}: an empty key in the path; {LIST_SYNTAX}")
+    node: Any = data
+    for i, key in enumerate(keys):
+        last = i == len(keys) - 1
+        where = ".".join(keys[:i]) or "(top level)"
+        if isinstance(node, dict):
+            if last:
+                node[key] = value
+            elif node.get(key) is None:
+                node[key] = node = {}  # absent or `key:` left empty in the file
+            else:
+                node = node[key]
+        elif isinstance(node, list):
+            if not key.isdigit():
+                raise UserError(f"override {dotted}: {where} is a list, so {key!r} must be an index; {LIST_SYNTAX}")
+            index = int(key)
+            if index >= len(node):
+                raise UserError(f"override {dotted}: {where} has {len(node)} entr{'y' if len(node) == 1 else 'ies'} "
+                                f"(indexes 0-{len(node) - 1})" if node else f"override {dotted}: {where} is empty")
+            if last:
+                node[index] = value
+            else:
+                node = node[index]
+        else:
+            raise UserError(f"override {dotted}: {where} is a single value ({str(node)[:40]!r}), not a mapping or a "
+                            f"list; set {where} itself")
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

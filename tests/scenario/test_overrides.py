@@ -105,3 +105,30 @@ def test_resolved_scenario_round_trips(tmp_path: Path) -> None:
     again = tmp_path / "again.yaml"
     again.write_text(dump_scenario(sc))
     assert load_scenario(again) == sc
+
+
+def test_an_override_through_a_list_index_is_applied(tmp_path: Path) -> None:
+    """Audit N3: `--set workload.classes.0.input_tokens=...` ran the file unchanged, exit 0."""
+    path = tmp_path / "s.yaml"
+    path.write_text(CLOSED)
+    wanted = {"dist": "uniform", "min": 1000, "max": 1900}
+    for key in ("workload.classes.0.input_tokens", "workload.classes[0].input_tokens"):
+        sc = load_scenario(path, {key: wanted})
+        tokens = sc.workload.classes[0].input_tokens
+        assert (tokens.dist, tokens.min, tokens.max) == ("uniform", 1000, 1900), key
+    sc = load_scenario(path, {"workload.classes[0].name": "renamed"})
+    assert sc.workload.classes[0].name == "renamed"
+
+
+@pytest.mark.parametrize("key, says", [
+    ("workload.classes.3.input_tokens", "override workload.classes.3.input_tokens: workload.classes has 1 entry (indexes 0-0)"),
+    ("workload.classes.first.input_tokens", "workload.classes is a list, so 'first' must be an index; a list entry is "
+                                            "KEY.N.FIELD or KEY[N].FIELD"),
+    ("load.concurrency.users", "override load.concurrency.users: load.concurrency is a single value ('4')"),
+])
+def test_an_override_path_that_cannot_be_followed_is_one_line(tmp_path: Path, key: str, says: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(CLOSED)
+    with pytest.raises(UserError) as err:
+        load_scenario(path, {key: 1})
+    assert len(err.value.lines) == 1 and says in err.value.lines[0]
