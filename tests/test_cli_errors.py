@@ -4,6 +4,7 @@
 import subprocess
 import sys
 from pathlib import Path
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout under test, first on sys.path
 
@@ -61,7 +62,6 @@ def test_ctrl_c_while_the_load_process_starts_is_an_interruption_not_a_failure(t
     `interrupted`, exit 130, and the run directory keeps what was written."""
     import json
     import signal
-    import time
 
     scenario = tmp_path / "s.yaml"
     scenario.write_text(json.dumps({"name": "s", "load": {"concurrency": 2, "duration_s": 30},
@@ -70,9 +70,8 @@ def test_ctrl_c_while_the_load_process_starts_is_an_interruption_not_a_failure(t
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "run", str(scenario), "--out", str(out),
                              "--quiet", "--no-report", "--no-telemetry"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=ROOT, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while not (out / "load_plan.json").exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_until(lambda: (out / "load_plan.json").exists() or proc.poll() is not None, "the load plan written",
+               interval_s=0.005)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     assert "Traceback" not in err and "failed" not in err, err

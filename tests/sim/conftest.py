@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from waiting import HANG_S, wait_until
 
 
 def free_port() -> int:
@@ -48,18 +49,16 @@ class SimProc:
 
     def wait_ready(self, timeout: float = 20.0) -> float:
         """Poll /health until 200; returns seconds since spawn. Fails if the process exits."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def healthy() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"simulator exited with {self.proc.returncode}: {self.stderr()}")
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
-                    if r.status == 200:
-                        return time.monotonic() - self.started
+                    return r.status == 200
             except (urllib.error.URLError, ConnectionError, OSError):
-                pass
-            time.sleep(0.02)
-        raise AssertionError("simulator not ready in time")
+                return False
+        wait_until(healthy, "the simulator's /health", timeout_s=max(timeout, HANG_S), details=self.stderr)
+        return time.monotonic() - self.started
 
     def stdout(self) -> str:
         return self.out_path.read_text()

@@ -9,6 +9,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sim_client import chat_body, post_json, run, stream, words
+from waiting import wait_until
 
 MAX_LEN = 2048
 
@@ -122,13 +123,9 @@ def test_client_disconnect_aborts_and_frees_kv(srv):
         async with aiohttp.ClientSession() as s:
             r = await stream(s, srv.url, chat_body(words(200), 1500), stop_after=4)
         assert len(r.events) == 4
-        for _ in range(100):
-            m = srv.metrics()
-            if m['vllm:request_success_total{engine="0",finished_reason="abort",model_name="sim-llama-8b"}'] >= 1:
-                return m
-            await asyncio.sleep(0.05)
-        raise AssertionError("abort never counted")
-    m = run(go())
+    run(go())
+    key = 'vllm:request_success_total{engine="0",finished_reason="abort",model_name="sim-llama-8b"}'
+    m = wait_until(lambda: (lambda m: m if m[key] >= 1 else None)(srv.metrics()), "the abort counted")
     assert m["vllm:num_requests_running"] == 0
     assert m["vllm:kv_cache_usage_perc"] == 0.0
 

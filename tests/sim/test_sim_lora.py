@@ -11,6 +11,7 @@ import sys
 import aiohttp
 
 from tests.sim.sim_client import chat_body, run, stream, words
+from waiting import wait_until
 
 MODULES = ["--enable-lora", "--lora-modules", "a=/adapters/a", "b=/adapters/b", "c=/adapters/c"]
 
@@ -46,14 +47,19 @@ def test_first_use_pays_the_load_and_slots_are_lru(sim) -> None:  # type: ignore
     assert _ttft(proc.url, "a") > warm + 0.3  # a is loaded again
 
 
+def both_seen(m: dict[str, float]) -> dict[str, float] | None:
+    """The metrics once one adapter's request runs and the other's waits (None before)."""
+    info = [k for k in m if k.startswith("vllm:lora_requests_info{")]
+    return m if info and 'running_lora_adapters=""' not in info[-1] and 'waiting_lora_adapters=""' not in info[-1] else None
+
+
 def test_lora_requests_info_shows_running_and_waiting_adapters(sim) -> None:  # type: ignore[no-untyped-def]
     proc = sim(*MODULES, "--max-loras", "1", "--sim-speed", "0.5")
 
     async def go() -> dict[str, float]:
         async with aiohttp.ClientSession() as s:
             tasks = [asyncio.create_task(stream(s, proc.url, chat_body(words(30), 200, model=m))) for m in ("a", "b")]
-            await asyncio.sleep(0.5)
-            snapshot = await asyncio.to_thread(proc.metrics)
+            snapshot = await asyncio.to_thread(wait_until, lambda: both_seen(proc.metrics()), "one adapter running, one waiting")
             await asyncio.gather(*tasks)
             return snapshot
     m = run(go())

@@ -8,10 +8,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import aiohttp
 from sim_client import chat_body, run, stream
+from waiting import wait_for_text
 
 
 def _run_cli(*flags: str, timeout: float = 20) -> subprocess.CompletedProcess:
@@ -95,7 +95,7 @@ def test_periodic_stats_line(sim):
         async with aiohttp.ClientSession() as s:
             await stream(s, srv.url, chat_body("a b c", 40))
     run(go())
-    time.sleep(0.3)
+    wait_for_text(srv.out_path, "Engine 000: Avg prompt throughput")
     assert re.search(r"Engine 000: Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: [\d.]+ tokens/s, "
                      r"Running: \d+ reqs, Waiting: \d+ reqs, GPU KV cache usage: [\d.]+%", srv.stdout())
 

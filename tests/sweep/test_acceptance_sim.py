@@ -7,7 +7,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
@@ -15,6 +14,7 @@ import yaml
 from harness.sweep.launcher import group_alive
 
 from .conftest import DATA
+from waiting import wait_until
 
 SWEEP = {
     "name": "acceptance",
@@ -49,19 +49,14 @@ def test_sim_sweep_kill_and_resume(tmp_path):
     out = tmp_path / "out"
 
     first = harness(str(sweep), "--out", str(out), "--no-report")
-    deadline = time.monotonic() + 90
-    while len(complete_cells(out)) < 2 and first.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: len(complete_cells(out)) >= 2 or first.poll() is not None, "two finished cells", timeout_s=180)
     engine = json.loads((out / "engine.json").read_text()) if (out / "engine.json").exists() else None
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
     kept = {c["id"]: c["finished"] for c in complete_cells(out)}
     assert len(kept) >= 2, (out / "index.json").read_text()
     if engine:  # the engine of the killed sweep goes too (parent-death signal / resume cleanup)
-        deadline = time.monotonic() + 15
-        while group_alive(engine["pgid"]) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not group_alive(engine["pgid"])
+        wait_until(lambda: not group_alive(engine["pgid"]), "the killed sweep's engine to go")
 
     second = harness(str(sweep), "--resume", str(out), "--no-report")
     text, _ = second.communicate(timeout=120)
@@ -104,9 +99,7 @@ def test_sigterm_stops_the_engine_and_keeps_finished_cells(tmp_path):
     # output to a file, not a pipe: a load process the runner started keeps its own copy
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--out", str(out), "--no-report"],
                             stdout=log, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 60
-    while not complete_cells(out) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: complete_cells(out) or proc.poll() is not None, "a finished cell", timeout_s=120)
     engine = json.loads((out / "engine.json").read_text())
     proc.send_signal(signal.SIGTERM)
     try:
