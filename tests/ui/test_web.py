@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness.run.target import free_port
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILE = ROOT / "harness" / "ui" / "locustfile.py"
@@ -67,17 +67,15 @@ class UI:
             return {}
 
     def wait_for(self, cond, timeout_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                if cond():
-                    return
-            except OSError:
-                pass
+        def met():  # type: ignore[no-untyped-def]
             if self.proc.poll() is not None:
-                break
-            time.sleep(0.25)
-        raise AssertionError(f"timed out waiting for {what}; log:\n" + Path(self.log.name).read_text()[-3000:])
+                raise AssertionError(f"the UI exited with {self.proc.returncode} while waiting for {what}; log:\n"
+                                     + Path(self.log.name).read_text()[-3000:])
+            try:
+                return cond()
+            except OSError:
+                return False
+        wait_until(met, what, timeout_s=timeout_s, interval_s=0.25, details=lambda: "log:\n" + Path(self.log.name).read_text()[-3000:])
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pytest
 from chromium import MARKS, headless_chromium
 
 from harness.run.target import free_port
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -50,14 +50,15 @@ def ui(tmp_path: Path):
         stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def live() -> bool:
+        assert proc.poll() is None, (tmp_path / "ui.log").read_text()[-3000:]
         try:
             urllib.request.urlopen(base + "/llm/api/live", timeout=2).read()
-            break
+            return True
         except OSError:
-            assert proc.poll() is None, (tmp_path / "ui.log").read_text()[-3000:]
-            time.sleep(0.2)
+            return False
+    wait_until(live, "the web UI's /llm/api/live")
     yield base, tmp_path
     os.killpg(proc.pid, signal.SIGTERM)
     try:
@@ -70,6 +71,12 @@ def ui(tmp_path: Path):
 @pytest.fixture
 def browser():
     yield from headless_chromium(1500, 1000)
+
+
+def _rendered(driver) -> None:  # type: ignore[no-untyped-def]
+    """Return once the browser has laid out and painted two frames since now (after a resize)."""
+    driver.execute_async_script("const done = arguments[arguments.length - 1];"
+                                "requestAnimationFrame(() => requestAnimationFrame(() => done(true)));")
 
 
 def _shot(driver, name: str) -> None:  # type: ignore[no-untyped-def]
@@ -109,7 +116,8 @@ def test_start_watch_stop_in_chromium(ui, browser) -> None:  # type: ignore[no-u
     assert _number(cells[1]) > 0 and _number(cells[5]) > 0  # requests, TTFT p50 (ms)
     classes = [td.text for td in d.find_elements(By.XPATH, "//tbody/tr/td[1]")]
     assert classes[-1] == "All classes" and "chat" in classes
-    time.sleep(2)  # a few more seconds of traffic for the screenshot
+    first = _number(cells[1])
+    wait.until(lambda drv: (total_row_filled(drv) or [0, 0])[1] and _number(total_row_filled(drv)[1]) >= 2 * first)  # more traffic for the screenshot
     _shot(d, "llm_tab.png")
 
     # the /llm dashboard in a second tab: cards, per-class table and charts
@@ -120,7 +128,7 @@ def test_start_watch_stop_in_chromium(ui, browser) -> None:  # type: ignore[no-u
     wait.until(lambda drv: len(drv.find_elements(By.CSS_SELECTOR, "#c-ttft path.l1")) == 1)
     assert _number(d.find_element(By.ID, "k-ttft").text.replace("ms", "")) > 0
     d.set_window_size(1500, 1400)  # the whole dashboard, charts included
-    time.sleep(1.5)
+    _rendered(d)
     _shot(d, "llm_dashboard_live.png")
     d.set_window_size(1500, 1000)
 
