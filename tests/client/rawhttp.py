@@ -35,6 +35,7 @@ class RawServer:
         self.requests: list[bytes] = []
         self.sent_ns: list[int] = []  # perf_counter_ns before each "send" step, in order
         self.connections = 0
+        self.closed = 0  # connections the server closed or reset itself ("close"/"reset" steps done)
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
@@ -88,10 +89,12 @@ class RawServer:
                     time.sleep(step[1])
                 elif op == "close":
                     conn.close()
+                    self.closed += 1
                     return
                 elif op == "reset":
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     conn.close()
+                    self.closed += 1
                     return
                 elif op == "hold":
                     self._stop.wait(30)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import select
 import socket
 import time
 
@@ -11,6 +12,8 @@ from rawhttp import RawServer, chunked, sse_head
 
 from harness.client import http_stream
 from harness.client.http_stream import Connection, Endpoint, StreamError, perf_ns
+from waiting import wait_until
+from waiting import HANG_S, wait_until
 
 EVENTS = [
     b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}',
@@ -202,7 +205,7 @@ def test_stale_keep_alive_is_retried_once(how: str) -> None:
     with RawServer([[("request",), ("send", resp), ("sleep", 0.05), (how,)],
                     [("request",), ("send", resp), ("hold",)]]) as server:
         conn, _s, r1 = _request(server)
-        time.sleep(0.3)  # the server has closed the idle connection by now
+        wait_until(lambda: server.closed == 1, "the server to close the idle connection")
         conn, _s, r2 = _request(server, conn)
         assert r1.complete and r2.complete and server.connections == 2
         assert len(server.requests) == 2  # the retry went out once, on the new connection
@@ -214,7 +217,7 @@ def test_stale_retry_happens_only_once() -> None:
                     [("request",), ("close",)],
                     [("request",), ("send", resp), ("hold",)]]) as server:
         conn, _s, _r1 = _request(server)
-        time.sleep(0.3)
+        wait_until(lambda: server.closed == 1, "the server to close the idle connection")
         with pytest.raises(StreamError) as info:
             _request(server, conn)
         assert server.connections == 2
@@ -264,7 +267,7 @@ def test_kernel_stamp_is_arrival_time_user_stamp_is_read_time() -> None:
     # first socket asks; until then a read is stamped at recv time. Keep one socket asking.
     # (the load process does this at start: http_stream.warm_kernel_timestamps)
     assert http_stream.warm_kernel_timestamps()
-    time.sleep(0.1)
+    time.sleep(0.1)  # the kernel enables the key from a work queue: nothing to observe but time
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -276,7 +279,7 @@ def test_kernel_stamp_is_arrival_time_user_stamp_is_read_time() -> None:
         offset = http_stream.wall_ns() - perf_ns()
         before_send = perf_ns()
         server.sendall(b"data: x\n")
-        time.sleep(0.05)
+        assert select.select([client], [], [], HANG_S)[0]  # the data waits in the socket buffer
         read_start = perf_ns()
         data, stamp = http_stream._read(client.recvmsg if kernel else None, client.recv, offset, kernel)
         assert data == b"data: x\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from harness.metrics.stall_meter import StallMeter
+from waiting import wait_until
 
 
 def test_window_filter_on_hand_made_stalls() -> None:
@@ -21,10 +22,10 @@ def test_window_filter_on_hand_made_stalls() -> None:
 
 def test_runs_and_stops() -> None:
     m = StallMeter(interval_s=0.001).start()
-    time.sleep(0.05)
+    wait_until(lambda: m.hist.count > 0, "the meter's first wake-up")
     m.stop()
     assert not m._thread.is_alive()
     assert m.hist.count > 0  # it woke up and recorded lateness
     n = m.hist.count
-    time.sleep(0.01)
+    time.sleep(0.01)  # not a wait for anything: ten of its intervals, in which a wake-up would show
     assert m.hist.count == n  # and stopped
