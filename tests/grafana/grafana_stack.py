@@ -18,6 +18,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "grafana"
@@ -95,18 +96,15 @@ class Prometheus:
              f"--web.listen-address=127.0.0.1:{self.port}"],
             stdout=subprocess.DEVNULL, stderr=self._log, stdin=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
+        def ready() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited: {self.log.read_text()[-2000:]}")
             try:
                 with urllib.request.urlopen(self.url + "/-/ready", timeout=0.5) as r:
-                    if r.status == 200:
-                        return
+                    return r.status == 200
             except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.05)
-        raise TimeoutError(f"prometheus not ready: {self.log.read_text()[-2000:]}")
+                return False
+        wait_until(ready, "prometheus /-/ready", details=lambda: self.log.read_text()[-2000:])
 
     def api(self, path: str, params: list[tuple[str, str]]) -> Any:
         data = urllib.parse.urlencode(params).encode()

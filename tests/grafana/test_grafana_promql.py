@@ -36,6 +36,7 @@ from grafana_stack import (
     targets,
     variable_queries,
 )
+from waiting import wait_until
 
 pytestmark = pytest.mark.skipif(not os.access(PROMETHEUS, os.X_OK),
                                 reason=f"Prometheus not found at {PROMETHEUS}; CI installs Debian's prometheus")
@@ -87,18 +88,22 @@ def _excluded(uid: str, title: str, ref: str) -> str | None:
     return None
 
 
-def _wait_http(url: str, proc: subprocess.Popen[Any], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def _wait_http(url: str, proc: subprocess.Popen[Any]) -> None:
+    def ok() -> bool:
         assert proc.poll() is None, f"{url}: process exited"
         try:
             with urllib.request.urlopen(url, timeout=1) as r:
-                if r.status == 200:
-                    return
+                return r.status == 200
         except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(url)
+            return False
+    wait_until(ok, url)
+
+
+def _scraped_after(prom: Any, job: str, t: float) -> float | None:
+    """The time of Prometheus's last scrape of `job`, once it is later than `t`."""
+    result = prom.query(f'timestamp(up{{job="{job}"}})')
+    last = max((float(r["value"][1]) for r in result), default=0.0)
+    return last if last > t else None
 
 
 @pytest.fixture(scope="module")
@@ -129,9 +134,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Any:
         )
         t1 = time.time()
         assert run.returncode == 0, run.stdout + run.stderr
-        time.sleep(1.5)  # the engine's last scrape after the run
+        last = wait_until(lambda: _scraped_after(prom, "engine", t1), "the engine's first scrape after the run")
         summary = json.loads((out / "summary.json").read_text())
-        yield {"prom": prom, "t0": t0, "t1": t1 + 1.5, "sim_instance": f"127.0.0.1:{sim_port}", "synth": synth,
+        yield {"prom": prom, "t0": t0, "t1": last, "sim_instance": f"127.0.0.1:{sim_port}", "synth": synth,
                "summary": summary, "run": out.name, "tmp": tmp}
     finally:
         prom.close()
