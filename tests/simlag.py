@@ -20,7 +20,8 @@ schedule is a real failure and is raised at once.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +120,19 @@ def retry_while_lagging(attempt: Callable[[], Any], lag: Callable[[], str | None
             pytest.fail(f"simulator fell behind in all {retries + 1} attempts, so its timings are the host's, not "
                         f"the model's: {why}\nthe assertion that failed: {exc}", pytrace=False)
     raise AssertionError("unreachable")
+
+
+
+@contextmanager
+def blame_sim_lag(root: Path) -> Iterator[None]:
+    """For assertions on runs a module fixture made under `root` (no retry: the runs are shared):
+    an assertion that fails while a simulated engine under `root` fell behind fails with the lag
+    figure instead, so the failure names its cause; one that fails on schedule is raised as is."""
+    try:
+        yield
+    except AssertionError as exc:
+        lagged = lag_under(root)
+        if not lagged:
+            raise
+        pytest.fail("simulator fell behind, so its timings are the host's, not the model's:\n  "
+                    + "\n  ".join(lagged[:6]) + f"\nthe assertion that failed: {exc}", pytrace=False)

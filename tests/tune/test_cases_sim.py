@@ -14,10 +14,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TUNE = ROOT / "scenarios" / "tune"
@@ -73,13 +73,16 @@ def beats_baseline(doc: dict) -> None:
 def test_prefix_caching_off_is_turned_on_and_resume_after_kill_redoes_no_cell(tmp_path):
     out = tmp_path / "tune"
     first = tune(str(TUNE / "sim_prefix_off.yaml"), "--out", str(out))
-    deadline = time.monotonic() + 600
     cache_index = out / "steps" / "07-cache-check" / "index.json"
+
+    def cache_check_cell_done() -> bool:
+        try:
+            return any(c["status"] == "complete" for c in json.loads(cache_index.read_text())["cells"])
+        except (OSError, ValueError):  # not written yet, or caught mid-write
+            return False
     try:
-        while first.poll() is None and time.monotonic() < deadline:
-            if cache_index.is_file() and any(c["status"] == "complete" for c in json.loads(cache_index.read_text())["cells"]):
-                break
-            time.sleep(0.2)
+        wait_until(lambda: first.poll() is not None or cache_check_cell_done(), "a finished cache-check cell",
+                   timeout_s=600, interval_s=0.2)
         assert first.poll() is None, "the tune ended before it could be killed"
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
