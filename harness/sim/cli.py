@@ -15,11 +15,32 @@ from harness.sim.config import KV_DTYPE_BYTES, ConfigError, SimConfig
 from harness.sim.profiles import PROFILES
 
 
+#: vLLM's switches are BooleanOptionalAction (`--X` / `--no-X`) since its flags come from config
+#: dataclasses; a sweep renders `flag: false` as `--no-flag`. Checked against vLLM 0.32's
+#: `vllm serve` parser: all of these, except --disable-log-stats (a plain switch there too).
+SWITCH = {"action": argparse.BooleanOptionalAction, "default": False}
+
+
+def vllm_spelling(argv: list[str]) -> list[str]:
+    """`--max_num_seqs 8` and `--no_enforce_eager` as vLLM's FlexibleArgumentParser reads them:
+    underscores in an option's name are dashes (the value after `=` is left alone)."""
+    out = []
+    for arg in argv:
+        if arg.startswith("--") and len(arg) > 2:
+            name, eq, value = arg.partition("=")
+            arg = name.replace("_", "-") + eq + value
+        out.append(arg)
+    return out
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         sys.stderr.flush()
         raise SystemExit(2)
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def, override]
+        return super().parse_known_args(vllm_spelling(list(sys.argv[1:] if args is None else args)), namespace)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,14 +58,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--port", type=int, default=8000)
     g.add_argument("--uvicorn-log-level", default="info", help="accepted and ignored")
     g.add_argument("--disable-log-stats", action="store_true", help="no periodic 'Engine 000:' stats line")
-    g.add_argument("--disable-log-requests", action="store_true", help="accepted and ignored")
-    g.add_argument("--disable-uvicorn-access-log", action="store_true", help="accepted and ignored")
-    g.add_argument("--enable-request-id-headers", action="store_true", help="accepted; X-Request-Id is always echoed")
-    g.add_argument("--enable-force-include-usage", action="store_true", help="usage on every streamed chunk")
-    g.add_argument("--enable-prompt-tokens-details", action="store_true", help="usage.prompt_tokens_details.cached_tokens")
-    g.add_argument("--enable-per-request-metrics", action="store_true",
+    g.add_argument("--disable-log-requests", action="store_true", help="accepted and ignored (vLLM before 0.11)")
+    g.add_argument("--enable-log-requests", **SWITCH, help="accepted and ignored")
+    g.add_argument("--disable-uvicorn-access-log", **SWITCH, help="accepted and ignored")
+    g.add_argument("--enable-request-id-headers", **SWITCH, help="accepted; X-Request-Id is always echoed")
+    g.add_argument("--enable-force-include-usage", **SWITCH, help="usage on every streamed chunk")
+    g.add_argument("--enable-prompt-tokens-details", **SWITCH, help="usage.prompt_tokens_details.cached_tokens")
+    g.add_argument("--enable-per-request-metrics", **SWITCH,
                    help="a `metrics` object (queue, TTFT from scheduling, decode times) on the final usage chunk, as vLLM 0.32")
-    g.add_argument("--trust-remote-code", action="store_true", help="accepted and ignored")
+    g.add_argument("--trust-remote-code", **SWITCH, help="accepted and ignored")
     g.add_argument("--seed", type=int, default=0)
 
     e = p.add_argument_group("engine (vLLM flags)")
@@ -58,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--kv-cache-dtype", default="auto", choices=sorted(KV_DTYPE_BYTES))
     e.add_argument("--block-size", type=int, default=16)
     e.add_argument("--num-gpu-blocks-override", type=int, default=None)
-    e.add_argument("--enforce-eager", action="store_true", help="no compilation, no CUDA graphs (faster start, slower steps)")
+    e.add_argument("--enforce-eager", **SWITCH, help="no compilation, no CUDA graphs (faster start, slower steps)")
     e.add_argument("--cuda-graph-sizes", type=int, nargs="+", default=None,
                    help="one value: the largest captured batch size; several: the sizes (vLLM 0.10 spelling)")
     e.add_argument("--max-cudagraph-capture-size", type=int, default=None,
@@ -69,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("-tp", "--tensor-parallel-size", type=int, default=1)
     e.add_argument("-sc", "--speculative-config", default=None,
                    help='JSON, e.g. {"method":"ngram","num_speculative_tokens":3,"acceptance_rate":0.6}')
-    e.add_argument("--enable-lora", action="store_true", help="serve LoRA adapters by name (--lora-modules)")
+    e.add_argument("--enable-lora", **SWITCH, help="serve LoRA adapters by name (--lora-modules)")
     e.add_argument("--lora-modules", nargs="+", action="extend", default=None, metavar="NAME=PATH",
                    help="adapters the API accepts as `model` (vLLM: name=path or a JSON object)")
     e.add_argument("--max-loras", type=int, default=1, help="distinct adapters in one batch (GPU slots)")

@@ -266,7 +266,7 @@ def ranking_table(entries: list[Cell], attainment: float = DEFAULT_ATTAINMENT) -
     lines = []
     for scenario, rows in ranking(entries).items():
         mixed = mixed_loads(rows)
-        if not any(r["complete"] for r in rows):
+        if not any(r.complete for r in rows):
             lines.append(f"scenario {scenario}: nothing to rank: no config produced results")
         elif mixed:
             lines.append(f"scenario {scenario}: configs NOT ranked: they ran at different client loads ({', '.join(mixed)}; "

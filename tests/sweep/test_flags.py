@@ -49,3 +49,26 @@ def test_describe():
     assert describe({"max-num-seqs": 64, "enable-prefix-caching": False, "x": None}) == (
         "max-num-seqs=64,enable-prefix-caching=false,x=unset"
     )
+
+
+def test_a_sweep_over_a_vllm_switch_starts_its_false_config(write_sweep, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """vLLM's switches are `--X`/`--no-X` (BooleanOptionalAction); a sweep renders `false` as
+    `--no-enforce-eager`, which the simulator refused, so the false config never started (issue 25)."""
+    import json
+    import subprocess
+    import sys
+
+    path = write_sweep({"name": "eager", "engine": {"kind": "sim", "ready_timeout_s": 60, "stop_timeout_s": 10},
+                        "base": {"sim-speed": 8, "startup-delay": 0},
+                        "vary": {"flags": {"enforce-eager": [True, False]}, "include_base": False},
+                        "overrides": {"load.requests": 4}})
+    main = [sys.executable, "-m", "harness.cli.main", "sweep", str(path)]
+    plan = subprocess.run([*main, "--plan"], capture_output=True, text=True, timeout=60)
+    assert plan.returncode == 0, plan.stderr
+    assert " --enforce-eager" in plan.stdout and " --no-enforce-eager" in plan.stdout
+    out = tmp_path / "out"
+    proc = subprocess.run([*main, "--out", str(out), "--quiet", "--no-report"], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cells = json.loads((out / "index.json").read_text())["cells"]
+    assert sorted(c["flags"]["enforce-eager"] for c in cells) == [False, True]
+    assert all(c["status"] == "complete" for c in cells), [(c["id"], c["status"], c.get("reason")) for c in cells]
