@@ -105,3 +105,40 @@ def test_shipped_trace_is_what_its_script_writes(tmp_path: Path) -> None:
     out = tmp_path / "again.jsonl"
     subprocess.run([sys.executable, str(ROOT / "tools" / "make_block_trace.py"), str(out)], check=True, capture_output=True)
     assert out.read_bytes() == (ROOT / "scenarios" / "traces" / "mooncake_synthetic.jsonl").read_bytes()
+
+
+def _span(start_ms: int, n_in: int, n_out: int, conv: str | None = None, cache_read: int | None = None) -> dict:
+    attrs = [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+             {"key": "gen_ai.usage.input_tokens", "value": {"intValue": str(n_in)}},
+             {"key": "gen_ai.usage.output_tokens", "value": {"intValue": str(n_out)}}]
+    if conv is not None:
+        attrs.append({"key": "gen_ai.conversation.id", "value": {"stringValue": conv}})
+    if cache_read is not None:
+        attrs.append({"key": "gen_ai.usage.cache_read.input_tokens", "value": {"intValue": str(cache_read)}})
+    return {"spanId": f"s{start_ms}", "startTimeUnixNano": str(1_700_000_000_000_000_000 + start_ms * 1_000_000),
+            "attributes": attrs}
+
+
+def test_otel_genai_spans_become_a_replayable_trace(tmp_path: Path) -> None:
+    """tools/otel_to_block_trace.py: a conversation's requests repeat the previous prompt's whole
+    blocks (an agent's growing context), other requests share nothing; the harness reads the result."""
+    import subprocess
+    import sys
+
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        _span(0, 20, 4, "c1"), _span(10, 30, 4), _span(500, 36, 5, "c1"), _span(900, 44, 3, "c1", cache_read=8),
+        {"spanId": "tool", "startTimeUnixNano": "1", "attributes": [{"key": "gen_ai.tool.name", "value": {"stringValue": "x"}}]},
+    ]}]}]}
+    (tmp_path / "export.json").write_text(json.dumps(doc))
+    out = tmp_path / "trace.jsonl"
+    subprocess.run([sys.executable, str(ROOT / "tools" / "otel_to_block_trace.py"), str(tmp_path / "export.json"), str(out),
+                    "--block-tokens", str(B)], check=True, capture_output=True)
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["timestamp"] for r in rows] == [0.0, 10.0, 500.0, 900.0]  # the tool span carries no usage: not a request
+    c1 = [r for r in rows if r.get("session_id") == "c1"]
+    assert [len(r["hash_ids"]) for r in c1] == [3, 5, 6]
+    assert c1[1]["hash_ids"][:2] == c1[0]["hash_ids"][:2]  # the previous prompt's 2 whole blocks (20 tokens)
+    assert c1[2]["hash_ids"][:1] == c1[1]["hash_ids"][:1] and c1[2]["hash_ids"][1] != c1[1]["hash_ids"][1]  # cache_read 8
+    assert not set(rows[1]["hash_ids"]) & {i for r in c1 for i in r["hash_ids"]}
+    t = parse(out.read_text(), out, B, "ms")
+    assert t.records == 4 and len(t.sessions) == 2 and t.ideal_hit_rate(B) == pytest.approx((16 + 8) / (20 + 30 + 36 + 44))
