@@ -17,6 +17,24 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def _readers() -> list:  # type: ignore[type-arg]
+    from harness.client.http_stream import native_available
+
+    skip = pytest.mark.skip(reason="the native reader was not built here (no C compiler at install time)")
+    return ["python", pytest.param("native", marks=() if native_available() else skip)]
+
+
+@pytest.fixture(params=_readers())
+def reader(request, monkeypatch):  # type: ignore[no-untyped-def]
+    """Run a test under each stream reader: this process's (http_stream.READER) and the
+    subprocesses' it starts ($HARNESS_READER). Use it with `pytestmark = usefixtures("reader")`."""
+    from harness.client import http_stream
+
+    monkeypatch.setattr(http_stream, "READER", request.param)
+    monkeypatch.setenv("HARNESS_READER", request.param)
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def fake_openai():
     server = FakeOpenAI().start()

@@ -37,10 +37,11 @@ def _file(tmp_path: Path) -> Path:
 
 def test_rate_and_requests_overrides_run_open_loop(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """--rate replaces the file's concurrency, --requests its duration; no --out: results/<time>-<name>/;
-    --user-clock is recorded as the clock used; --processes 2 still gives one requests.jsonl."""
+    --user-clock is recorded as the clock used; --processes 2 still gives one requests.jsonl;
+    --reader python is recorded as the reader that ran."""
     proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url, "--rate", "40", "--requests", "8",
                    "--seed", "5", "--api", "openai-completions", "--user-clock", "--processes", "2", "--no-telemetry",
-                   "--no-report", "--quiet",
+                   "--no-report", "--quiet", "--reader", "python",
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     (run_dir,) = (tmp_path / "results").iterdir()
@@ -59,6 +60,7 @@ def test_rate_and_requests_overrides_run_open_loop(fake_openai, tmp_path: Path) 
     assert all(l["intended_ns"] is not None and l["send_lag_ms"] is not None for l in lines)
     # two load processes: their shares are joined into the one requests.jsonl of the contract
     assert s["client"]["processes"] == 2 and sorted(l["i"] for l in lines) == list(range(8))
+    assert s["client"]["reader"] == "python" and s["client"]["rss_peak_mib"] > 10
     assert not list(run_dir.glob("requests.w*.jsonl")) and not list(run_dir.glob("progress.w*.jsonl"))
     assert {json.loads(l)["worker"] for l in (run_dir / "progress.jsonl").read_text().splitlines()} == {0, 1}
 

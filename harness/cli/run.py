@@ -43,6 +43,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prometheus", help="read engine telemetry from this Prometheus server instead of /metrics")
     p.add_argument("--no-telemetry", action="store_true", help="do not scrape engine metrics")
     p.add_argument("--user-clock", action="store_true", help="stamp reads in user space instead of the kernel")
+    p.add_argument("--reader", choices=("auto", "native", "python"), default="auto",
+                   help="the stream reader: native (C, built at install time), python (the pure-Python fallback), or "
+                        "auto: native where it was built, unless $HARNESS_READER says otherwise (summary: client.reader)")
     p.add_argument("--no-report", action="store_true", help="do not write report.md/html")
     p.add_argument("--quiet", action="store_true", help="no progress line and no table")
     p.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
@@ -104,6 +107,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--distributed N: N >= 1 worker processes, and not together with --processes")
     if not args.slice_s > 0:
         raise UserError(f"--slice-s {args.slice_s:g}: must be > 0 seconds")
+    from harness.client.http_stream import choose_reader
+    try:
+        choose_reader(None if args.reader == "auto" else args.reader)
+    except ValueError as exc:
+        raise UserError(f"--reader {args.reader}: {exc}") from None
     if args.engine_log is not None and not args.engine_log.is_file():
         raise UserError(f"--engine-log {args.engine_log}: no such file; give the log the engine writes (e.g. vllm serve ... > vllm.log 2>&1)")
     wanted = parse_thresholds(args, scenario)
@@ -121,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
         distributed=args.distributed,
         scenario_path=args.scenario,
         kernel_stamps=not args.user_clock,
+        reader=args.reader,
         labels=_labels(args.label),
         metrics_port=args.metrics_port or None,
         metrics_host=args.metrics_host,

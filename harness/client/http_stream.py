@@ -16,12 +16,19 @@ The module works with plain sockets and with gevent's patched ones (inside Locus
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import struct
 import time
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
+
+try:  # the compiled reader (harness/client/_native.c), built at install time where a compiler is
+    from harness.client import _native
+except ImportError:  # no compiler, no headers, another OS: the pure-Python reader below
+    _native = None  # type: ignore[assignment]
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 SCM_TIMESTAMPNS = getattr(socket, "SCM_TIMESTAMPNS", SO_TIMESTAMPNS)
@@ -34,6 +41,55 @@ MAX_LINE_BYTES = 32 << 20
 
 perf_ns = time.perf_counter_ns
 wall_ns = time.time_ns
+
+#: which reader reads streams: "native" (the C extension) or "python" (ResponseParser)
+READERS = ("native", "python")
+#: `HARNESS_READER=python` forces the pure-Python reader (A/B runs); `native` insists on the extension
+READER_ENV = "HARNESS_READER"
+
+
+def native_available() -> bool:
+    return _native is not None
+
+
+def choose_reader(wanted: str | None = None) -> str:
+    """The reader this process uses: `wanted` (or $HARNESS_READER), else native where it was built.
+
+    ValueError (with the fix) for an unknown name or native asked for where it was not built."""
+    wanted = (wanted if wanted is not None else os.environ.get(READER_ENV, "")).strip().lower() or "auto"
+    if wanted == "auto":
+        return "native" if _native is not None else "python"
+    if wanted not in READERS:
+        raise ValueError(f"{READER_ENV}={wanted!r}: choose one of auto, native, python")
+    if wanted == "native" and _native is None:
+        raise ValueError(f"{READER_ENV}=native: the native reader was not built here (harness/client/_native.c; "
+                         "reinstall with a C compiler and Python headers: pip install -e .), or unset it")
+    return wanted
+
+
+def _initial_reader() -> str:
+    try:
+        return choose_reader()
+    except ValueError:  # load processes report it (use_reader) and stop; anything else reads on
+        return "native" if _native is not None else "python"
+
+
+READER = _initial_reader()
+
+
+def use_reader(name: str | None = None) -> str:
+    """Make `name` (default: $HARNESS_READER, see choose_reader) this process's reader."""
+    global READER
+    READER = choose_reader(name)
+    return READER
+
+
+def new_parser(fd: int = -1, kernel: bool = False, offset_ns: int = 0, expected_events: int = 0) -> Any:
+    """A response parser of this process's reader. The native one also reads its socket `fd`
+    itself (`read()`, `_native.read_ready`); both take `feed(data, stamp)` and `eof(stamp)`."""
+    if READER == "native":
+        return _native.Parser(MAX_LINE_BYTES, fd, kernel, offset_ns, expected_events)
+    return ResponseParser()
 
 
 class StreamError(Exception):
@@ -171,7 +227,7 @@ class Connection:
         kernel = self.kernel
         recvmsg = sock.recvmsg if kernel else None
         recv = sock.recv
-        parser = ResponseParser()
+        parser = new_parser()
         while not parser.done:
             if perf_ns() > deadline_ns:
                 what = "waiting for the response head" if parser.res.status == 0 else "stream not finished before the request timeout"
@@ -182,6 +238,43 @@ class Connection:
             else:
                 parser.eof(stamp)
         return parser.res
+
+
+def _parse_head(res: StreamResult, head: bytes) -> tuple[bool, int | None, bool]:
+    """Status, reason and headers into `res`; returns (chunked, content length, SSE).
+
+    Shared by both readers (the native one calls it once per response), so they read heads alike."""
+    lines = head.split(b"\r\n")
+    try:
+        _version, status, *reason = lines[0].split(b" ", 2)
+        res.status = int(status)
+    except ValueError:
+        raise StreamError("malformed", f"bad status line {lines[0][:80]!r}") from None
+    res.reason = reason[0].decode("latin-1") if reason else ""
+    hdrs = res.headers
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        hdrs[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+    chunked = "chunked" in hdrs.get("transfer-encoding", "").lower()
+    length: int | None = None
+    if "content-length" in hdrs and not chunked:
+        try:
+            length = int(hdrs["content-length"])
+        except ValueError:
+            raise StreamError("malformed", f"bad content-length {hdrs['content-length'][:20]!r}") from None
+    return chunked, length, "text/event-stream" in hdrs.get("content-type", "")
+
+
+def _chunk_size(size_field: bytes) -> int:
+    """A chunk-size line's value (extensions after `;` ignored); shared by both readers."""
+    try:
+        return int(size_field, 16)
+    except ValueError:
+        size_field = size_field.split(b";", 1)[0].strip()  # chunk extensions
+        try:
+            return int(size_field, 16)
+        except ValueError:
+            raise StreamError("malformed", f"bad chunk size {size_field[:20]!r}") from None
 
 
 class ResponseParser:
@@ -251,25 +344,7 @@ class ResponseParser:
 
     # ---------------------------------------------------------------- internals
     def _parse_head(self, head: bytes) -> None:
-        res = self.res
-        lines = head.split(b"\r\n")
-        try:
-            _version, status, *reason = lines[0].split(b" ", 2)
-            res.status = int(status)
-        except ValueError:
-            raise StreamError("malformed", f"bad status line {lines[0][:80]!r}") from None
-        res.reason = reason[0].decode("latin-1") if reason else ""
-        hdrs = res.headers
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            hdrs[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-        self._chunked = "chunked" in hdrs.get("transfer-encoding", "").lower()
-        if "content-length" in hdrs and not self._chunked:
-            try:
-                self._length = int(hdrs["content-length"])
-            except ValueError:
-                raise StreamError("malformed", f"bad content-length {hdrs['content-length'][:20]!r}") from None
-        self._sse = "text/event-stream" in hdrs.get("content-type", "")
+        self._chunked, self._length, self._sse = _parse_head(self.res, head)
 
     def _lines(self, stamp: int) -> None:
         if b"\r" in self._pending:
@@ -331,14 +406,7 @@ class ResponseParser:
                 pos = eol + 2
                 if not size_field:  # the CRLF that ends a chunk
                     continue
-                try:
-                    need = int(size_field, 16)
-                except ValueError:
-                    size_field = size_field.split(b";", 1)[0].strip()  # chunk extensions
-                    try:
-                        need = int(size_field, 16)
-                    except ValueError:
-                        raise StreamError("malformed", f"bad chunk size {size_field[:20]!r}") from None
+                need = _chunk_size(size_field)
                 end = pos + need
                 if (sse and need > 2 and not self._pending and end + 2 <= size and data[end - 2 : end] == b"\n\n"
                         and data.startswith(b"data:", pos) and data.find(b"\n", pos, end) == end - 2):

@@ -132,7 +132,10 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
         self.output_tokens = 0
         self.coalesced_reads = 0
         self.reads_clock: dict[str, int] = {}
-        self.usage_diffs: list[int] = []
+        #: server prompt_tokens - intended, as running figures (a list of them grew by one per request)
+        self.usage_checked = 0
+        self.usage_diff_sum = 0
+        self.usage_diff_max: int | None = None
         self.usage_fit = PromptFit()  # server prompt tokens vs intended: offset, scale, scatter
         self.output_disagreements = 0
         self.cut_at_end = 0
@@ -149,6 +152,7 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
         self._closed_index = plan.worker
         self._warm_index = plan.worker
         self.cpu_samples: list[float] = []
+        self.finish_backlog_max = 0  # set by the Finisher (harness.load.user)
         self._last_cpu = (time.process_time(), time.perf_counter())
         self.on_done: Callable[[], None] = lambda: None
         self._init_sessions()  # multi-turn sessions (harness.load.sessions)
@@ -408,7 +412,11 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
                 self.done += 1
                 self.output_tokens += rec.output_tokens or 0
                 if rec.input_tokens is not None:
-                    self.usage_diffs.append(rec.input_tokens - rec.intended_input_tokens)
+                    diff = rec.input_tokens - rec.intended_input_tokens
+                    self.usage_checked += 1
+                    self.usage_diff_sum += diff
+                    if self.usage_diff_max is None or abs(diff) > self.usage_diff_max:
+                        self.usage_diff_max = abs(diff)
                     self.usage_fit.add(rec.intended_input_tokens, rec.input_tokens)
                 if rec.tokenizer_output_tokens is not None and rec.output_tokens is not None and rec.output_source != "tokenizer":
                     self.output_disagreements += rec.tokenizer_output_tokens != rec.output_tokens

@@ -43,6 +43,8 @@ from locust.env import Environment
 from locust.log import setup_logging
 from locust.runners import WorkerRunner
 
+from harness.client import http_stream
+from harness.client.http_stream import use_reader
 from harness.load import user as user_module
 from harness.load.controller import DONE, LoadController
 from harness.load.collector import Collector
@@ -145,6 +147,10 @@ class WorkerAgent:
         m = Plan.of(msg.data)
         tmp = Path(tempfile.mkdtemp(prefix="harness-worker-"))
         plan = LoadPlan.model_validate({**m.plan, "out_dir": str(tmp)})
+        try:
+            use_reader(None if plan.reader == "auto" else plan.reader)
+        except ValueError as exc:  # this host cannot run the reader asked for: say so, read on
+            log.error("%s; this worker reads with its %s reader (summary.json client.reader)", exc, http_stream.READER)
         ctrl = LoadController(plan, emit=self._emit)
         run = _WorkerRun(m.run, ctrl, tmp)
         ctrl.requests_file.close()

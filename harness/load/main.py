@@ -21,7 +21,7 @@ import locust
 from locust.env import Environment
 from locust.log import setup_logging
 
-from harness.client.http_stream import perf_ns, warm_kernel_timestamps
+from harness.client.http_stream import perf_ns, use_reader, warm_kernel_timestamps
 from harness.errors import UserError
 from harness.load import user as user_module
 from harness.load.controller import DONE, DRAIN, LoadController
@@ -52,6 +52,10 @@ def _abandon(ctrl: LoadController) -> None:
 def run(plan: LoadPlan) -> dict:
     parent = ParentWatch()
     setup_logging("WARNING")
+    try:
+        use_reader(None if plan.reader == "auto" else plan.reader)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     fd_note = raise_fd_limit(Scenario.model_validate(plan.scenario).load.users // plan.workers + 64)
     if plan.kernel_stamps:
         warm_kernel_timestamps()  # before any request: see http_stream.warm_kernel_timestamps

@@ -31,6 +31,9 @@ class LoadPlan(BaseModel):
     worker: int = 0  # this process's share of the request stream
     workers: int = 1
     kernel_stamps: bool = True
+    #: the stream reader (harness.client.http_stream.choose_reader): auto = native where it was
+    #: built on the host the load process runs on, unless $HARNESS_READER says otherwise
+    reader: str = "auto"
     stop_grace_s: float = 30.0  # how long in-flight requests may finish after the window ends
     progress_interval_s: float = 1.0
     gc_tune: bool = True

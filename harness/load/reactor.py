@@ -22,6 +22,7 @@ import gevent.event
 import gevent.socket
 from gevent import monkey
 
+from harness.client import http_stream
 from harness.client.http_stream import (
     _CMSG_SPACE,
     READ_SIZE,
@@ -32,6 +33,7 @@ from harness.client.http_stream import (
     ResponseParser,
     StreamError,
     StreamResult,
+    new_parser,
     perf_ns,
 )
 
@@ -51,35 +53,73 @@ class _Pending:
 
     __slots__ = ("sock", "kernel", "offset_ns", "parser", "event", "error")
 
-    def __init__(self, sock, kernel: bool, offset_ns: int) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, sock, kernel: bool, offset_ns: int, native: bool, expected_events: int = 0) -> None:  # type: ignore[no-untyped-def]
         self.sock = sock
         self.kernel = kernel
         self.offset_ns = offset_ns
-        self.parser = ResponseParser()
+        # the native parser reads its socket itself (recvmsg, stamp, framing in C)
+        self.parser = new_parser(sock.fileno(), kernel, offset_ns, expected_events) if native else ResponseParser()
         self.event = gevent.event.Event()
         self.error: StreamError | None = None
 
 
 class Reactor:
-    """epoll over every in-flight response of this process, read by one greenlet."""
+    """epoll over every in-flight response of this process, read by one greenlet.
+
+    With the native reader (harness/client/_native.c) one C call reads a whole epoll batch:
+    every ready socket once, stamped and framed, with no Python object made per event; the
+    loop here only wakes the requests that finished. The pure-Python reader is the fallback.
+    The mode is fixed when the reactor starts (the process's reader, http_stream.READER).
+    """
 
     def __init__(self) -> None:
         self.ep = _epoll_cls()
         self.pending: dict[int, _Pending] = {}
+        self.native = http_stream.READER == "native"
+        self.parsers: dict[int, object] = {}  # fd -> native parser (read_ready's table)
         self.batches = 0
         self.reads = 0
-        self._greenlet = gevent.spawn(self._loop)
+        self._greenlet = gevent.spawn(self._loop_native if self.native else self._loop)
+
+    def close(self) -> None:
+        self._greenlet.kill(block=False)
+        self.ep.close()
 
     def add(self, fd: int, p: _Pending) -> None:
         self.pending[fd] = p
+        if self.native:
+            self.parsers[fd] = p.parser
         self.ep.register(fd, _EPOLLIN)
 
     def remove(self, fd: int) -> None:
         if self.pending.pop(fd, None) is not None:
+            self.parsers.pop(fd, None)
             try:
                 self.ep.unregister(fd)
             except (OSError, ValueError):
                 pass
+
+    def _loop_native(self) -> None:
+        read_ready = http_stream._native.read_ready  # type: ignore[union-attr]
+        epfd = self.ep.fileno()
+        pending = self.pending
+        parsers = self.parsers
+        hub = gevent.get_hub()
+        watcher = hub.loop.io(epfd, 1)
+        while True:
+            finished, ready = read_ready(epfd, parsers)
+            if not ready:
+                hub.wait(watcher)
+                continue
+            self.batches += 1
+            self.reads += ready
+            for fd in finished:
+                p = pending.get(fd)
+                if p is not None:
+                    p.error = p.parser.error
+                    self.remove(fd)
+                    p.event.set()
+            gevent.sleep(0)
 
     def _loop(self) -> None:
         poll = self.ep.poll
@@ -139,9 +179,12 @@ _REACTOR: Reactor | None = None
 
 def reactor() -> Reactor:
     global _REACTOR
-    if _REACTOR is None:
-        _REACTOR = Reactor()
-    return _REACTOR
+    r = _REACTOR
+    if r is None or (r.native != (http_stream.READER == "native") and not r.pending):
+        if r is not None:  # a later run in this process (web UI, worker) chose the other reader
+            r.close()
+        r = _REACTOR = Reactor()
+    return r
 
 
 _RESOLVED: dict[tuple[str, int], tuple[int, int, tuple]] = {}
@@ -172,6 +215,9 @@ class ReactorConnection(Connection):
         if endpoint.tls:
             raise ValueError("ReactorConnection does not do TLS; use http_stream.Connection")
         super().__init__(endpoint, timeout_s, kernel_stamps)
+        #: SSE events the next response should hold (max_tokens + a few): the native reader
+        #: sizes its stamp arrays once instead of growing them
+        self.expected_events = 0
 
     def connect(self) -> int:
         if self.sock is not None:
@@ -223,7 +269,7 @@ class ReactorConnection(Connection):
     def _exchange(self, data: bytes, offset_ns: int, deadline_ns: int) -> StreamResult:
         r = reactor()
         fd = self.sock.fileno()  # type: ignore[union-attr]
-        p = _Pending(self.sock, self.kernel, offset_ns)
+        p = _Pending(self.sock, self.kernel, offset_ns, r.native, self.expected_events)
         r.add(fd, p)
         try:
             self._send(data)

@@ -7,9 +7,11 @@ none of them except the client-CPU interval it samples.
 from __future__ import annotations
 
 import json
+import resource
 import time
 from typing import Any
 
+from harness.client import http_stream
 from harness.client.http_stream import perf_ns
 from harness.load.phases import DRAIN, MEASURE
 
@@ -76,7 +78,6 @@ class Tally:
         end_candidates = [t for t in (self.window_end_ns, self.last_done_ns) if t is not None]
         end = max(end_candidates) if end_candidates else start
         duration = (end - start) / 1e9 if start is not None and end is not None else 0.0
-        diffs = self.usage_diffs
         cpu = self.cpu_samples
         self._cut_open_sessions()
         return {
@@ -103,9 +104,9 @@ class Tally:
                 "coalesced_reads": self.coalesced_reads,
             },
             "usage_check": {
-                "requests_with_usage": len(diffs),
-                "prompt_tokens_mean_diff": (sum(diffs) / len(diffs)) if diffs else None,
-                "max_diff": max((abs(d) for d in diffs), default=None),
+                "requests_with_usage": self.usage_checked,
+                "prompt_tokens_mean_diff": (self.usage_diff_sum / self.usage_checked) if self.usage_checked else None,
+                "max_diff": self.usage_diff_max,
                 "fit": self.usage_fit.to_dict(),  # merged exactly by harness.results.build
                 "output_tokenizer_disagreements": self.output_disagreements,
                 "tokenizer": self.tokenizer.id,
@@ -113,6 +114,11 @@ class Tally:
             "client": {
                 "cpu_max_pct": max(cpu) if cpu else None,
                 "cpu_mean_pct": (sum(cpu) / len(cpu)) if cpu else None,
+                "reader": http_stream.READER,  # native (C) or python: which reader read the streams
+                # the process's peak RSS (Linux reports KiB): flat in the number of requests
+                "rss_peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                # most finished responses waiting to be interpreted at once (harness.load.user.Finisher)
+                "finish_backlog_max": self.finish_backlog_max,
             },
             **self._fleet_result(),
         }

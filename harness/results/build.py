@@ -46,6 +46,9 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
         "usage": {"n": 0, "sum_diff": 0.0, "max_diff": None, "disagree": 0, "tokenizer": None, "fit": PromptFit()},
         "cpu_max": [],
         "cpu_mean": [],
+        "readers": [],
+        "rss_peak": [],
+        "backlog": [],
         "warmup_requests": 0,
         "backoffs": 0,
         "backoff_s": 0.0,
@@ -92,6 +95,12 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
         if c.get("cpu_max_pct") is not None:
             merged["cpu_max"].append(c["cpu_max_pct"])
             merged["cpu_mean"].append(c["cpu_mean_pct"])
+        if c.get("reader"):
+            merged["readers"].append(c["reader"])
+        if c.get("rss_peak_mib") is not None:
+            merged["rss_peak"].append(c["rss_peak_mib"])
+        if c.get("finish_backlog_max") is not None:
+            merged["backlog"].append(c["finish_backlog_max"])
     merged["window"] = {
         "start": min(starts) if starts else None,
         "end": max(ends) if ends else None,
@@ -209,6 +218,14 @@ def build_summary(
         "backoff_s": round(merged["backoff_s"], 3),
         "error_lines_suppressed": merged["error_lines_suppressed"],
     }
+    # which stream reader each load process ran (native C or the pure-Python fallback), its peak
+    # RSS and its most finished responses waiting at once; absent from runs before they existed
+    if merged["readers"]:
+        client["reader"] = "+".join(sorted(set(merged["readers"])))
+    if merged["rss_peak"]:
+        client["rss_peak_mib"] = max(merged["rss_peak"])
+    if merged["backlog"]:
+        client["finish_backlog_max"] = max(merged["backlog"])
     usage_check = {
         "requests_with_usage": usage["n"],
         "prompt_tokens_mean_diff": (usage["sum_diff"] / usage["n"]) if usage["n"] else None,

@@ -57,7 +57,7 @@ class LocalProcesses:
               started: Started) -> None:
         workers = started.processes = max(1, opts.processes)
         for worker in range(workers):
-            plan = prep.plan(worker=worker, workers=workers, kernel_stamps=opts.kernel_stamps,
+            plan = prep.plan(worker=worker, workers=workers, kernel_stamps=opts.kernel_stamps, reader=opts.reader,
                              stop_grace_s=opts.stop_grace_s)
             plan_path = prep.run_dir.root / (f"load_plan.w{worker}.json" if workers > 1 else "load_plan.json")
             plan.write(plan_path)
@@ -77,8 +77,8 @@ class Distributed:
         workers = started.processes = opts.distributed
         # live metrics (env: the run's PROMETHEUS_MULTIPROC_DIR): the workers ship their counts to the
         # master, which alone writes them, as for workers on other hosts (harness.metrics.exporter)
-        plan = prep.plan(workers=workers, kernel_stamps=opts.kernel_stamps, stop_grace_s=opts.stop_grace_s,
-                         live_metrics=env is not None)
+        plan = prep.plan(workers=workers, kernel_stamps=opts.kernel_stamps, reader=opts.reader,
+                         stop_grace_s=opts.stop_grace_s, live_metrics=env is not None)
         port = free_port()
         plan_path = prep.run_dir.plan
         plan.write(plan_path)

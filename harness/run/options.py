@@ -25,6 +25,7 @@ class RunOptions:
     progress_sink: Callable[[str], None] | None = None
     labels: dict[str, str] = field(default_factory=dict)  # e.g. sweep config id, for exporters
     kernel_stamps: bool = True
+    reader: str = "auto"  # auto | native | python (harness.client.http_stream.choose_reader)
     stop_grace_s: float = 30.0
     distributed: int = 0  # > 0: a Locust master and this many worker processes (harness.load.distributed)
     metrics_port: int | None = None  # serve live harness_ metrics (Prometheus) on this port while running

@@ -14,6 +14,8 @@ from harness.client.request import RequestSpec, base_headers, build_payload, exe
 from harness.metrics.record import RequestRecord
 from harness.workload.builtin_tokenizer import BuiltinTokenizer
 
+pytestmark = pytest.mark.usefixtures("reader")  # both stream readers (tests/conftest.py)
+
 count = BuiltinTokenizer().count
 
 

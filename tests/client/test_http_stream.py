@@ -15,6 +15,8 @@ from harness.client.http_stream import Connection, Endpoint, StreamError, perf_n
 from waiting import wait_until
 from waiting import HANG_S, wait_until
 
+pytestmark = pytest.mark.usefixtures("reader")  # both stream readers (tests/conftest.py)
+
 EVENTS = [
     b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}',
     b'data: {"choices":[{"delta":{"content":" alpha"}}]}',

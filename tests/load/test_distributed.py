@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.client import http_stream
+from harness.metrics.percentile import rank
 from harness.metrics.recorder import ALL, MetricSet
 from harness.run.target import EmbeddedSim
 
@@ -55,10 +57,10 @@ def _requests(run: Path) -> list[dict]:
 
 
 def _exact(values: list[float], pct: float) -> float:
-    """The pct-th percentile of the samples with HDR's rank rule (rank = round(pct% of n), at
-    least 1), so only the bucket precision separates it from the histogram's answer."""
+    """The pct-th percentile of the samples with the harness's rank rule (nearest rank,
+    harness.metrics.percentile), so only the bucket precision separates it from the histogram's."""
     s = sorted(values)
-    return s[max(1, int(pct * len(s) / 100 + 0.5)) - 1]
+    return s[rank(pct, len(s)) - 1]
 
 
 def _itl_token_ms(r: dict) -> list[float]:
@@ -84,6 +86,8 @@ def test_master_and_two_workers_merge_losslessly(sim: EmbeddedSim, tmp_path: Pat
     workers = [json.loads((out / f"load_result.w{k}.json").read_text()) for k in (0, 1)]
     assert not list(out.glob("load_result.json")), "a distributed run writes one result per worker"
     assert summary["client"]["processes"] == 2 and summary["status"] == "complete"
+    # the workers' reader travels in their results: native where it was built (auto), else python
+    assert summary["client"]["reader"] == http_stream.READER == workers[0]["client"]["reader"]
 
     # counts: merged == sum over workers == requests.jsonl
     reqs = _requests(out)

@@ -11,6 +11,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+pytestmark = pytest.mark.usefixtures("reader")  # both stream readers (tests/conftest.py)
+
 SCRIPT = textwrap.dedent(
     r"""
     from gevent import monkey; monkey.patch_all()
@@ -49,6 +53,7 @@ SCRIPT = textwrap.dedent(
     sys.argv[2] = "0.1"
     one("ok", 200, "slow")
     out["reactor_reads"] = reactor().reads
+    out["native"] = reactor().native
     print(json.dumps(out))
     """
 )
@@ -60,8 +65,9 @@ def run_script(url: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_reactor_reads_concurrent_streams_and_classifies_errors(fake_openai):
+def test_reactor_reads_concurrent_streams_and_classifies_errors(fake_openai, reader):
     out = run_script(fake_openai.url)
+    assert out["native"] == (reader == "native")
     for i in range(40):
         r = out[f"ok{i}"]
         assert r["error"] is None and r["chunks"] == 20 and r["out"] == 20, r

@@ -9,8 +9,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))  # the raw HTTP test server
 from rawhttp import RawServer, chunked, sse_head  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("reader")  # both stream readers (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = [b'data: {"choices":[{"delta":{"content":"a"}}]}', b'data: {"choices":[{"delta":{"content":"b"}}]}',

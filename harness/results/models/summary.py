@@ -265,6 +265,11 @@ class ClientInfo(Block):
     backoffs: Annotated[int, Omit] = 0  # 429/503 answers the client backed off from
     backoff_s: Annotated[float, Omit] = 0.0
     error_lines_suppressed: Annotated[dict[str, int], Omit] = Field(default_factory=dict)
+    #: (absent before the native reader existed) the stream reader the load processes ran:
+    #: native (harness/client/_native.c), python (the fallback), or native+python when they differed
+    reader: Annotated[str, Omit] = ""
+    rss_peak_mib: Annotated[float, Omit] = 0.0  # the largest load process's peak RSS
+    finish_backlog_max: Annotated[int, Omit] = 0  # most finished responses waiting to be interpreted
 
 
 class Validity(Block):
