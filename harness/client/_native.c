@@ -674,9 +674,289 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------------------ after the stream: scan
+ * harness.client.sse.interpret's loop over the events, for the two OpenAI adapters, in C: one
+ * JSON decode of the whole stream (orjson, passed in), then per event the same checks and the
+ * same content rule as the Python adapters. It runs after the stream has ended (never between a
+ * socket and its read). Anything unusual (a malformed event, an error event, an odd shape, bad
+ * usage) returns None: the Python loop then runs and raises its exact error. */
+
+enum { KIND_CHAT = 0, KIND_COMPLETIONS = 1 };
+
+static PyObject *s_choices, *s_delta, *s_content, *s_reasoning_content, *s_reasoning, *s_text, *s_usage, *s_error,
+    *s_completion_tokens, *s_prompt_tokens, *s_total_tokens, *s_prompt_tokens_details, *s_cached_tokens;
+
+static int intern_keys(void) {
+    if (s_choices != NULL) return 0;
+#define KEY(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return -1
+    KEY(s_choices, "choices");
+    KEY(s_delta, "delta");
+    KEY(s_content, "content");
+    KEY(s_reasoning_content, "reasoning_content");
+    KEY(s_reasoning, "reasoning");
+    KEY(s_text, "text");
+    KEY(s_usage, "usage");
+    KEY(s_error, "error");
+    KEY(s_completion_tokens, "completion_tokens");
+    KEY(s_prompt_tokens, "prompt_tokens");
+    KEY(s_total_tokens, "total_tokens");
+    KEY(s_prompt_tokens_details, "prompt_tokens_details");
+    KEY(s_cached_tokens, "cached_tokens");
+#undef KEY
+    return 0;
+}
+
+#define BAIL 1 /* not a clean event: the Python loop decides */
+
+/* a token count: absent, null, or an int that is not a bool and not negative */
+static int count_ok(PyObject *v) {
+    if (v == NULL || v == Py_None) return 1;
+    if (!PyLong_Check(v) || PyBool_Check(v)) return 0;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return overflow > 0 || (overflow == 0 && x >= 0);
+}
+
+/* sse._check_usage: 0 fine, BAIL otherwise */
+static int usage_ok(PyObject *usage) {
+    if (!PyDict_Check(usage)) return BAIL;
+    if (!count_ok(PyDict_GetItemWithError(usage, s_prompt_tokens))) return BAIL;
+    if (!count_ok(PyDict_GetItemWithError(usage, s_completion_tokens))) return BAIL;
+    if (!count_ok(PyDict_GetItemWithError(usage, s_total_tokens))) return BAIL;
+    PyObject *details = PyDict_GetItemWithError(usage, s_prompt_tokens_details);
+    if (details != NULL && details != Py_None) {
+        if (!PyDict_Check(details)) return BAIL;
+        if (PyDict_Size(details)) {
+            PyObject *cached = PyDict_GetItemWithError(details, s_cached_tokens);
+            if (cached != NULL && cached != Py_None && (!PyLong_Check(cached) || PyBool_Check(cached))) return BAIL;
+        }
+    }
+    if (PyErr_Occurred()) PyErr_Clear();
+    return 0;
+}
+
+/* adapters.base.text_field: *out = new ref ("" when absent or null); BAIL when not a string */
+static int text_field(PyObject *obj, PyObject *key, PyObject *empty, PyObject **out) {
+    PyObject *v = PyDict_GetItemWithError(obj, key);
+    if (v == NULL && PyErr_Occurred()) return -1;
+    if (v == NULL || v == Py_None) v = empty;
+    else if (!PyUnicode_Check(v)) return BAIL;
+    Py_INCREF(v);
+    *out = v;
+    return 0;
+}
+
+/* the adapter's content(event): *text = new ref or NULL (no choice); BAIL on an odd shape */
+static int content_of(PyObject *event, int kind, PyObject *empty, PyObject **text) {
+    *text = NULL;
+    PyObject *choices = PyDict_GetItemWithError(event, s_choices);
+    if (choices == NULL) return PyErr_Occurred() ? -1 : 0;
+    int truth = PyObject_IsTrue(choices);
+    if (truth < 0) return -1;
+    if (!truth) return 0;
+    if (!PyList_Check(choices)) return BAIL;
+    PyObject *choice = PyList_GET_ITEM(choices, 0);
+    if (!PyDict_Check(choice)) return BAIL;
+    if (kind == KIND_COMPLETIONS) return text_field(choice, s_text, empty, text);
+    PyObject *delta = PyDict_GetItemWithError(choice, s_delta);
+    if (delta == NULL && PyErr_Occurred()) return -1;
+    if (delta != NULL) {
+        truth = PyObject_IsTrue(delta);
+        if (truth < 0) return -1;
+        if (!truth) delta = NULL;
+        else if (!PyDict_Check(delta)) return BAIL;
+    }
+    if (delta == NULL) { /* `choice.get("delta") or {}`: no content, no reasoning */
+        Py_INCREF(empty);
+        *text = empty;
+        return 0;
+    }
+    PyObject *content, *reasoning;
+    int r = text_field(delta, s_content, empty, &content);
+    if (r) return r;
+    r = text_field(delta, s_reasoning_content, empty, &reasoning);
+    if (r) {
+        Py_DECREF(content);
+        return r;
+    }
+    if (PyUnicode_GET_LENGTH(reasoning) == 0) {
+        Py_DECREF(reasoning);
+        r = text_field(delta, s_reasoning, empty, &reasoning);
+        if (r) {
+            Py_DECREF(content);
+            return r;
+        }
+    }
+    if (PyUnicode_GET_LENGTH(reasoning) == 0) {
+        Py_DECREF(reasoning);
+        *text = content;
+        return 0;
+    }
+    *text = PyUnicode_Concat(reasoning, content);
+    Py_DECREF(reasoning);
+    Py_DECREF(content);
+    return *text == NULL ? -1 : 0;
+}
+
+static inline int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* scan(lines, kind, loads) -> (chunk_ns, texts, cumulative, usage, usage_event, done, done_ns, role_ns,
+ * last_choice_event, coalesced) or None */
+static PyObject *scan(PyObject *Py_UNUSED(mod), PyObject *args) {
+    PyObject *lines, *loads;
+    int kind;
+    if (!PyArg_ParseTuple(args, "O!iO", &PyList_Type, &lines, &kind, &loads)) return NULL;
+    if (intern_keys() < 0) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(lines);
+    /* pass 1: the payloads (after "data:", whitespace stripped), [DONE] and empty ones set aside */
+    signed char *what = PyMem_Malloc((size_t)n + 1); /* 0 skip, 1 [DONE], 2 JSON */
+    PyObject *result = NULL, *events = NULL, *chunk_ns = NULL, *texts = NULL, *cumulative = NULL, *empty = NULL;
+    Buf joined = {NULL, 0, 0};
+    if (what == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t njson = 0;
+    if (buf_add(&joined, "[", 1) < 0) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(lines, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(item, 1))
+            || !PyLong_Check(PyTuple_GET_ITEM(item, 0))) {
+            result = Py_None; /* not what a reader makes: let Python handle it */
+            Py_INCREF(result);
+            goto done;
+        }
+        PyObject *line = PyTuple_GET_ITEM(item, 1);
+        const char *p = PyBytes_AS_STRING(line);
+        Py_ssize_t a = 5, b = PyBytes_GET_SIZE(line);
+        if (b < a) a = b;
+        while (a < b && is_space(p[a])) a++;
+        while (b > a && is_space(p[b - 1])) b--;
+        if (b - a == 6 && memcmp(p + a, "[DONE]", 6) == 0) what[i] = 1;
+        else if (b == a) what[i] = 0;
+        else {
+            what[i] = 2;
+            if (njson && buf_add(&joined, ",", 1) < 0) goto done;
+            if (buf_add(&joined, p + a, b - a) < 0) goto done;
+            njson++;
+        }
+    }
+    if (buf_add(&joined, "]", 1) < 0) goto done;
+    /* one decode of the whole stream; any payload that is not one JSON value breaks the array or
+     * its count, and then the Python loop finds which one (and says so) */
+    PyObject *blob = PyBytes_FromStringAndSize(joined.p, joined.len);
+    if (blob == NULL) goto done;
+    events = PyObject_CallOneArg(loads, blob);
+    Py_DECREF(blob);
+    if (events == NULL || !PyList_CheckExact(events) || PyList_GET_SIZE(events) != njson) {
+        PyErr_Clear();
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    chunk_ns = PyList_New(0);
+    texts = PyList_New(0);
+    cumulative = PyList_New(0);
+    empty = PyUnicode_New(0, 0);
+    if (!chunk_ns || !texts || !cumulative || !empty) goto done;
+    PyObject *usage = Py_None, *usage_event = Py_None, *last_choice = Py_None, *done_ns = Py_None,
+             *role_ns = Py_None; /* borrowed: events and lines keep them alive */
+    int finished_done = 0;
+    Py_ssize_t k = 0, coalesced = 0;
+    PyObject *prev_stamp = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *stamp = PyTuple_GET_ITEM(PyList_GET_ITEM(lines, i), 0);
+        if (what[i] == 1) {
+            finished_done = 1;
+            done_ns = stamp;
+            continue;
+        }
+        if (what[i] == 0) continue;
+        PyObject *event = PyList_GET_ITEM(events, k++);
+        if (!PyDict_CheckExact(event)) goto bail;
+        PyObject *err = PyDict_GetItemWithError(event, s_error);
+        if (err == NULL && PyErr_Occurred()) goto done;
+        if (err != NULL) { /* an error event without choices: the Python loop raises server_error */
+            PyObject *ch = PyDict_GetItemWithError(event, s_choices);
+            if (ch == NULL && PyErr_Occurred()) goto done;
+            int t = ch == NULL ? 0 : PyObject_IsTrue(ch);
+            if (t < 0) goto done;
+            if (!t) goto bail;
+        }
+        PyObject *ev_usage = PyDict_GetItemWithError(event, s_usage);
+        if (ev_usage == NULL && PyErr_Occurred()) goto done;
+        int usage_true = 0;
+        if (ev_usage != NULL && ev_usage != Py_None) {
+            if (usage_ok(ev_usage)) goto bail;
+            usage_true = PyDict_Size(ev_usage) > 0;
+            if (usage_true) {
+                usage = ev_usage;
+                usage_event = event;
+            }
+        }
+        PyObject *text;
+        int r = content_of(event, kind, empty, &text);
+        if (r < 0) goto done;
+        if (r == BAIL) goto bail;
+        if (text == NULL) continue;
+        last_choice = event;
+        if (PyUnicode_GET_LENGTH(text) > 0) {
+            PyObject *cum = Py_None;
+            if (usage_true) {
+                cum = PyDict_GetItemWithError(ev_usage, s_completion_tokens);
+                if (cum == NULL) {
+                    if (PyErr_Occurred()) {
+                        Py_DECREF(text);
+                        goto done;
+                    }
+                    cum = Py_None;
+                }
+            }
+            if (PyList_Append(chunk_ns, stamp) < 0 || PyList_Append(texts, text) < 0
+                || PyList_Append(cumulative, cum) < 0) {
+                Py_DECREF(text);
+                goto done;
+            }
+            if (prev_stamp != NULL) { /* content chunks that shared a read (and so its stamp) */
+                int same = PyObject_RichCompareBool(prev_stamp, stamp, Py_EQ);
+                if (same < 0) {
+                    Py_DECREF(text);
+                    goto done;
+                }
+                coalesced += same;
+            }
+            prev_stamp = stamp;
+        } else if (role_ns == Py_None && PyList_GET_SIZE(chunk_ns) == 0) {
+            role_ns = stamp;
+        }
+        Py_DECREF(text);
+    }
+    result = Py_BuildValue("(OOOOOOOOOn)", chunk_ns, texts, cumulative, usage, usage_event,
+                           finished_done ? Py_True : Py_False, done_ns, role_ns, last_choice, coalesced);
+    goto done;
+bail:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_XDECREF(events);
+    Py_XDECREF(chunk_ns);
+    Py_XDECREF(texts);
+    Py_XDECREF(cumulative);
+    Py_XDECREF(empty);
+    buf_free(&joined);
+    PyMem_Free(what);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"read_ready", read_ready, METH_VARARGS,
      "read_ready(epfd, parsers) -> (finished fds, ready count): read every ready stream once"},
+    {"scan", scan, METH_VARARGS,
+     "scan(lines, kind, loads) -> the SSE events' content, usage and marks (harness.client.sse), or None"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -696,5 +976,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         return NULL;
     }
     PyModule_AddIntConstant(m, "READ_SIZE", READ_SIZE);
+    PyModule_AddIntConstant(m, "KIND_CHAT", KIND_CHAT);
+    PyModule_AddIntConstant(m, "KIND_COMPLETIONS", KIND_COMPLETIONS);
     return m;
 }

@@ -19,8 +19,11 @@ except ImportError:  # pragma: no cover - orjson is a dependency, keep working w
     from json import JSONDecodeError as _DecodeError
     from json import loads as _loads
 
-from harness.client import server_timing
+from harness.client import http_stream, server_timing
 from harness.client.adapters.base import ApiAdapter
+from harness.client.adapters.openai_chat import OpenAIChat
+from harness.client.adapters.openai_completions import OpenAICompletions
+from harness.client.http_stream import _native
 from harness.metrics.record import RequestRecord
 
 
@@ -38,6 +41,56 @@ def interpret(
     count_tokens: Callable[[str], int],
 ) -> None:
     """Fill rec's chunk times, tokens per chunk, usage and output count from the SSE lines."""
+    scanned = _scan_native(lines, adapter)
+    if scanned is not None:
+        chunk_ns, texts, cumulative, usage, usage_event, done, done_ns, role_ns, last_choice_event, coalesced = scanned
+        if done:
+            rec.done_ns = done_ns
+        if role_ns is not None and rec.role_ns is None:
+            rec.role_ns = role_ns
+    else:
+        chunk_ns, texts, cumulative, usage, usage_event, done, last_choice_event = _scan(rec, lines, adapter)
+        # content chunks that arrived in the same read as the previous one share its stamp
+        coalesced = sum(1 for a, b in zip(chunk_ns, chunk_ns[1:]) if a == b)
+    rec.events = len(lines)
+    rec.chunk_ns = chunk_ns
+    rec.coalesced_reads = coalesced
+    if usage:
+        rec.input_tokens = usage.get("prompt_tokens")
+        details = usage.get("prompt_tokens_details") or {}
+        rec.cached_tokens = details.get("cached_tokens")
+    # the server's own timing of the request: read once, from the final events only (never per token)
+    for final in (usage_event, last_choice_event):
+        timing = server_timing.read(final) if final is not None else None
+        if timing is not None:
+            rec.server_timing = timing.source
+            rec.server_queue_ns = None if timing.queue_ms is None else round(timing.queue_ms * 1e6)
+            rec.server_prefill_ns = None if timing.prefill_ms is None else round(timing.prefill_ms * 1e6)
+            rec.server_decode_ns = None if timing.decode_ms is None else round(timing.decode_ms * 1e6)
+            break
+    full_text = "".join(texts)
+    if rec.session is not None:  # a multi-turn session sends this reply back as history
+        rec.reply_text = full_text
+    rec.tokenizer_output_tokens = count_tokens(full_text) if texts else 0
+    n_server = usage.get("completion_tokens") if usage else None
+    rec.chunk_tokens = _tokens_per_chunk(texts, cumulative, n_server, count_tokens)
+    if n_server is not None:
+        rec.output_tokens = n_server
+        rec.output_source = "continuous_usage" if all(c is not None for c in cumulative) and cumulative else "usage"
+    else:
+        rec.output_tokens = sum(rec.chunk_tokens)
+        rec.output_source = "tokenizer"
+    # [DONE] is OpenAI's end marker, but some servers (transformers serve) end the stream after
+    # the chunk with finish_reason; either one means the server finished the response
+    finished = last_choice_event is not None and adapter.finish_reason(last_choice_event) is not None
+    if not done and not finished and rec.error_kind is None:
+        rec.error_kind = "incomplete"
+        rec.error_detail = "stream ended without a finish_reason or data: [DONE]"
+
+
+def _scan(rec: RequestRecord, lines: list[tuple[int, bytes]], adapter: ApiAdapter) -> tuple[Any, ...]:
+    """The events' content chunks, usage and end marks: the reference loop (the native scan
+    agrees with it or hands the stream back here; tests/client/test_native_scan.py)."""
     chunk_ns: list[int] = []
     texts: list[str] = []
     cumulative: list[int | None] = []
@@ -82,41 +135,25 @@ def interpret(
             cumulative.append(ev_usage.get("completion_tokens") if ev_usage else None)
         elif text is not None and rec.role_ns is None and not chunk_ns:
             rec.role_ns = stamp  # role-only (or empty) chunk before any content
-    rec.events = len(lines)
-    rec.chunk_ns = chunk_ns
-    # content chunks that arrived in the same read as the previous one share its stamp
-    rec.coalesced_reads = sum(1 for a, b in zip(chunk_ns, chunk_ns[1:]) if a == b)
-    if usage:
-        rec.input_tokens = usage.get("prompt_tokens")
-        details = usage.get("prompt_tokens_details") or {}
-        rec.cached_tokens = details.get("cached_tokens")
-    # the server's own timing of the request: read once, from the final events only (never per token)
-    for final in (usage_event, last_choice_event):
-        timing = server_timing.read(final) if final is not None else None
-        if timing is not None:
-            rec.server_timing = timing.source
-            rec.server_queue_ns = None if timing.queue_ms is None else round(timing.queue_ms * 1e6)
-            rec.server_prefill_ns = None if timing.prefill_ms is None else round(timing.prefill_ms * 1e6)
-            rec.server_decode_ns = None if timing.decode_ms is None else round(timing.decode_ms * 1e6)
-            break
-    full_text = "".join(texts)
-    if rec.session is not None:  # a multi-turn session sends this reply back as history
-        rec.reply_text = full_text
-    rec.tokenizer_output_tokens = count_tokens(full_text) if texts else 0
-    n_server = usage.get("completion_tokens") if usage else None
-    rec.chunk_tokens = _tokens_per_chunk(texts, cumulative, n_server, count_tokens)
-    if n_server is not None:
-        rec.output_tokens = n_server
-        rec.output_source = "continuous_usage" if all(c is not None for c in cumulative) and cumulative else "usage"
-    else:
-        rec.output_tokens = sum(rec.chunk_tokens)
-        rec.output_source = "tokenizer"
-    # [DONE] is OpenAI's end marker, but some servers (transformers serve) end the stream after
-    # the chunk with finish_reason; either one means the server finished the response
-    finished = last_choice_event is not None and adapter.finish_reason(last_choice_event) is not None
-    if not done and not finished and rec.error_kind is None:
-        rec.error_kind = "incomplete"
-        rec.error_detail = "stream ended without a finish_reason or data: [DONE]"
+    return chunk_ns, texts, cumulative, usage, usage_event, done, last_choice_event
+
+
+#: adapters whose content rule the native scan knows (harness/client/_native.c `scan`)
+_NATIVE_KINDS: dict[type, int] = {}
+if _native is not None:
+    _NATIVE_KINDS = {OpenAIChat: _native.KIND_CHAT, OpenAICompletions: _native.KIND_COMPLETIONS}
+
+
+def _scan_native(lines: list[tuple[int, bytes]], adapter: ApiAdapter) -> tuple[Any, ...] | None:
+    """The events scanned in C when this process reads natively (one JSON decode per stream, no
+    Python per event); None: the Python loop decides (another adapter, the fallback reader, or an
+    event that is not clean, whose error the Python loop then raises)."""
+    if http_stream.READER != "native":
+        return None
+    kind = _NATIVE_KINDS.get(type(adapter))
+    if kind is None:
+        return None
+    return _native.scan(lines, kind, _loads)  # type: ignore[union-attr]
 
 
 _COUNT_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")

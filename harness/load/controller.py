@@ -48,6 +48,9 @@ from harness.workload.generator import PlannedRequest, WorkloadGenerator
 from harness.workload.schedule import arrival_offsets, worker_share
 from harness.workload.tokenizers import load_tokenizer
 
+#: requests.jsonl lines: one encoder for the run (json.dumps with separators builds one per call)
+_encode_line = json.JSONEncoder(separators=(",", ":")).encode
+
 __all__ = ["DONE", "DRAIN", "MEASURE", "WARMUP", "Item", "LoadController", "Pause"]
 
 
@@ -153,6 +156,7 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
         self._warm_index = plan.worker
         self.cpu_samples: list[float] = []
         self.finish_backlog_max = 0  # set by the Finisher (harness.load.user)
+        self.cpu_at_window: os.times_result | None = None  # process CPU times when the window opened
         self._last_cpu = (time.process_time(), time.perf_counter())
         self.on_done: Callable[[], None] = lambda: None
         self._init_sessions()  # multi-turn sessions (harness.load.sessions)
@@ -174,6 +178,7 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
         self.window_start_wall = time.time()
         # client CPU is judged over the window only: start a fresh interval here
         self._last_cpu = (time.process_time(), time.perf_counter())
+        self.cpu_at_window = os.times()  # user and system CPU seconds when the window opened
         if self.open_loop:
             self._schedule = worker_share(arrival_offsets(self.scenario.load, self.scenario.seed, Path(self.plan.scenario_dir)), self.plan.worker, self.plan.workers)
         self.emit({"event": "window_start", "t": self.window_start_wall})
@@ -425,7 +430,7 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
             self.coalesced_reads += rec.coalesced_reads
             if self.failures.keep_line(rec):
                 line = rec.to_json()
-                if self.requests_file.write(json.dumps(line, separators=(",", ":")) + "\n") is False:
+                if self.requests_file.write(_encode_line(line) + "\n") is False:
                     self.check_files()
         if conv is not None:
             self._session_advance(rec, conv)

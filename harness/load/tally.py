@@ -7,6 +7,7 @@ none of them except the client-CPU interval it samples.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import time
 from typing import Any
@@ -72,6 +73,13 @@ class Tally:
         self.check_files()
         return line
 
+    def _window_cpu(self) -> dict[str, float | None]:
+        if self.cpu_at_window is None:
+            return {"cpu_s": None, "cpu_sys_s": None}
+        now, then = os.times(), self.cpu_at_window
+        sys_s = now.system - then.system
+        return {"cpu_s": round(now.user - then.user + sys_s, 3), "cpu_sys_s": round(sys_s, 3)}
+
     def result(self) -> dict[str, Any]:
         """Everything the orchestrator needs to build summary.json for this process."""
         start = self.window_start_ns
@@ -119,6 +127,10 @@ class Tally:
                 "rss_peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                 # most finished responses waiting to be interpreted at once (harness.load.user.Finisher)
                 "finish_backlog_max": self.finish_backlog_max,
+                # CPU seconds from the window's start to this result (its requests read, decoded,
+                # recorded): with output tokens, the client's CPU per token; of it, in the kernel
+                # (system calls: reads, sends, epoll)
+                **self._window_cpu(),
             },
             **self._fleet_result(),
         }

@@ -83,6 +83,9 @@ def derive(rec: RequestRecord) -> Derived:
 
 
 def _itl_token(d: Derived) -> list[int]:
+    tokens = d.gap_tokens
+    if len(tokens) == len(d.gaps) and tokens.count(1) == len(tokens):  # one token per chunk: the gaps
+        return d.gaps[:]
     out: list[int] = []
     for gap, k in zip(d.gaps, d.gap_tokens):
         if k > 1:

@@ -49,6 +49,8 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
         "readers": [],
         "rss_peak": [],
         "backlog": [],
+        "cpu_s": [],
+        "cpu_sys_s": [],
         "warmup_requests": 0,
         "backoffs": 0,
         "backoff_s": 0.0,
@@ -101,6 +103,9 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
             merged["rss_peak"].append(c["rss_peak_mib"])
         if c.get("finish_backlog_max") is not None:
             merged["backlog"].append(c["finish_backlog_max"])
+        if c.get("cpu_s") is not None:
+            merged["cpu_s"].append(c["cpu_s"])
+            merged["cpu_sys_s"].append(c.get("cpu_sys_s") or 0.0)
     merged["window"] = {
         "start": min(starts) if starts else None,
         "end": max(ends) if ends else None,
@@ -226,6 +231,11 @@ def build_summary(
         client["rss_peak_mib"] = max(merged["rss_peak"])
     if merged["backlog"]:
         client["finish_backlog_max"] = max(merged["backlog"])
+    if merged["cpu_s"]:  # every load process's CPU over the window, summed; per output token below
+        client["cpu_s"] = round(sum(merged["cpu_s"]), 3)
+        client["cpu_sys_s"] = round(sum(merged["cpu_sys_s"]), 3)
+        out = overall["tokens"]["output_total"]
+        client["cpu_us_per_output_token"] = round(1e6 * client["cpu_s"] / out, 3) if out else None
     usage_check = {
         "requests_with_usage": usage["n"],
         "prompt_tokens_mean_diff": (usage["sum_diff"] / usage["n"]) if usage["n"] else None,

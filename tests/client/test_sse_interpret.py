@@ -15,6 +15,7 @@ from harness.workload.builtin_tokenizer import BuiltinTokenizer
 CHAT = get_adapter("openai-chat")
 COMPL = get_adapter("openai-completions")
 count = BuiltinTokenizer().count
+pytestmark = pytest.mark.usefixtures("reader")  # the native scan and the Python loop (tests/conftest.py)
 
 
 def ev(delta: dict[str, Any] | None = None, usage: dict[str, Any] | None = None, choices: bool = True) -> bytes:

@@ -270,6 +270,9 @@ class ClientInfo(Block):
     reader: Annotated[str, Omit] = ""
     rss_peak_mib: Annotated[float, Omit] = 0.0  # the largest load process's peak RSS
     finish_backlog_max: Annotated[int, Omit] = 0  # most finished responses waiting to be interpreted
+    cpu_s: Annotated[float, Omit] = 0.0  # the load processes' CPU seconds over the window, summed
+    cpu_sys_s: Annotated[float, Omit] = 0.0  # of which in the kernel (reads, sends, epoll)
+    cpu_us_per_output_token: Annotated[float | None, Omit] = None  # cpu_s per output token, µs
 
 
 class Validity(Block):
