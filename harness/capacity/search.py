@@ -15,6 +15,14 @@ used to be answered by a hand-picked list of load levels. The search finds it wi
 4. **Early stop.** An open-loop trial that is over-saturated (in-flight growing while completions
    fall short of the offered rate or TTFT climbs; harness.capacity.saturation) is stopped within
    seconds and counts as failing.
+5. **Monotone check.** Before the answer is given, levels whose raw results are not monotone (a
+   lower level failed while a higher one passed) are measured once more, and the answer says so;
+   when they still disagree the boundary is flagged as uncertain beyond the bracket.
+
+Every trial is like `harness run`: the target's prefix cache is reset first (or the prompts
+salted where it cannot be), so no trial is served from the previous trial's cache; each trial's
+validity warnings are kept with it (capacity.json), printed with its line and listed in
+capacity.md.
 
 Every trial is a normal run directory (`<out>/trial-NN-<knob>-<level>/`, readable by `harness
 report` and `compare`); `<out>/capacity.json` (CapacityResult.to_dict) is rewritten after each
@@ -66,6 +74,8 @@ class Trial:
     status: str = "complete"  # the run's status (complete | partial | failed)
     wall_s: float = 0.0
     figures: dict[str, Any] = field(default_factory=dict)  # rps, offered, ttft/e2e p99 ms, completed
+    warnings: list[str] = field(default_factory=list)  # the run's validity warnings (summary.json validity)
+    remeasured: bool = False  # a second measurement of a level whose results were not monotone
 
     @property
     def score(self) -> float:
@@ -88,6 +98,9 @@ class CapacityResult:
     converged: bool = False  # the bracket is within `precision` (or 1 for integers)
     stop_reason: str = ""
     wall_s: float = 0.0
+    #: levels whose raw results were not monotone (a lower one failed, a higher one passed), what
+    #: was re-measured and whether they agree now ("" when the results were monotone)
+    monotone_note: str = ""
 
     @property
     def relative_gap(self) -> float | None:
@@ -117,13 +130,23 @@ class CapacityResult:
         else:
             head += (f"{_fmt(self.boundary)} {unit} (fails at {_fmt(self.first_failing)}; "
                      f"uncertainty {100 * (self.relative_gap or 0):.1f}%)")
+        if self.monotone_note and self.boundary is not None:
+            head += f"; {self.monotone_note}"
         out = [head, f"  {len(self.trials)} trials ({self.saturated_trials} stopped early, over-saturated) in "
                      f"{self.wall_s:.0f} s; {self.stop_reason}"]
         for t in sorted(self.trials, key=lambda t: t.level):
             att = "-" if t.attainment is None else f"{100 * t.attainment:.1f}%"
             mark = "pass" if t.passed else "FAIL"
             extra = f"  stopped early: {t.saturated}" if t.saturated else ""
+            extra += "  (re-measured)" if t.remeasured else ""
+            extra += f"  {len(t.warnings)} validity warning(s)" if t.warnings else ""
             out.append(f"  {_fmt(t.level):>9} {unit:<5} {mark}  within SLO {att:>6}  ({t.wall_s:.0f} s){extra}")
+        warned = [t for t in self.trials if t.warnings]
+        if warned:
+            out.append("validity warnings (read these before the numbers; each trial's summary.json has them):")
+            for i, t in enumerate(self.trials, 1):
+                for w in t.warnings:
+                    out.append(f"  trial {i} at {_fmt(t.level)} {unit}: {w}")
         return out
 
 
@@ -163,6 +186,25 @@ def classify(trials: list[Trial], target: float) -> tuple[float | None, float | 
     if lo is not None and hi is not None and hi < lo:  # cannot happen with a monotone fit; be safe
         hi = None
     return lo, hi
+
+
+#: a higher level may measure this much more attainment than a lower one before it counts as a
+#: contradiction (a share of ~100 requests moves by a few points run to run)
+MONOTONE_SLACK = 0.10
+
+
+def non_monotone(trials: list[Trial], target: float) -> list[tuple[float, float]]:
+    """(lower level, higher level) pairs of the raw results (a level's repeats averaged) that
+    contradict 'more load, fewer requests within the SLOs': the lower failed while the higher
+    passed, or the higher kept more than MONOTONE_SLACK more of its requests within the SLOs
+    (the audit's 11.8 -> 0.0% and 12.3 -> 41.0%)."""
+    by: dict[float, list[float]] = {}
+    for t in trials:
+        by.setdefault(t.level, []).append(t.score)
+    levels = sorted(by)
+    mean = {lv: sum(v) / len(v) for lv, v in by.items()}
+    return [(a, b) for i, a in enumerate(levels) for b in levels[i + 1:]
+            if mean[a] < target <= mean[b] or mean[b] > mean[a] + MONOTONE_SLACK]
 
 
 def search_levels(
@@ -236,8 +278,30 @@ def search_levels(
                 result.stop_reason = f"even the lowest level tried ({_fmt(hi)}) failed"
                 break
             level = nxt
+    _remeasure(result, run, attainment, _fmt)
     result.wall_s = time.monotonic() - t0
     return result
+
+
+def _remeasure(result: CapacityResult, run: Callable[[float], None], attainment: float, fmt: Callable[[float | None], str]) -> None:
+    """Levels whose raw results are not monotone are measured once more before the answer is
+    given (one lucky or unlucky trial, a warm cache, a busy host); the answer says what was
+    re-measured, and that the boundary is uncertain when they still disagree."""
+    bad = non_monotone(result.trials, attainment)
+    if not bad:
+        return
+    levels = sorted({lv for pair in bad for lv in pair})
+    score = {t.level: t.score for t in result.trials}
+    shown = ", ".join(f"{fmt(a)}: {100 * score[a]:.0f}% vs {fmt(b)}: {100 * score[b]:.0f}% within the SLOs" for a, b in bad[:4])
+    for lv in levels:
+        run(lv)
+        result.trials[-1].remeasured = True
+    still = non_monotone(result.trials, attainment)
+    if still:
+        result.monotone_note = (f"NOT monotone in load ({shown}); re-measured {', '.join(map(fmt, levels))} and they still "
+                                "disagree: the boundary is uncertain beyond the bracket (a noisy or busy target; run longer trials)")
+    else:
+        result.monotone_note = f"results were not monotone in load ({shown}); re-measured {', '.join(map(fmt, levels))}: now monotone"
 
 
 # ---------------------------------------------------------------- trials as runs
@@ -288,6 +352,7 @@ def run_trial(scenario: Scenario, knob: Knob, level: float, out_dir: Path, setti
         show_progress=settings.show_progress, write_report=settings.write_report, processes=settings.processes,
         scenario_path=settings.scenario_path, labels={**settings.labels, "capacity_level": f"{level:g}"},
         stop_grace_s=settings.stop_grace_s, watch=watch,
+        reset_prefix_cache=True,  # like `harness run`: no trial is served from the last trial's cache
     )
     t0 = time.monotonic()
     try:
@@ -298,7 +363,9 @@ def run_trial(scenario: Scenario, knob: Knob, level: float, out_dir: Path, setti
     overall = (summary.goodput or {}).get("overall") or {}
     frac = overall.get("fraction")
     lat = summary.latency_ms
+    warnings = [str(w) for w in (summary.validity or {}).get("warnings") or []]
     return Trial(
+        warnings=warnings,
         level=level,
         attainment=float(frac) if isinstance(frac, (int, float)) else None,
         saturated=(summary.load or {}).get("stopped_early"),
@@ -364,6 +431,8 @@ def search_capacity(
             att = "-" if trial.attainment is None else f"{100 * trial.attainment:.1f}%"
             note = f"  stopped early: {trial.saturated}" if trial.saturated else ""
             print(f"trial {counter[0]}: {knob} {level:g}: {att} within the SLOs ({trial.wall_s:.0f} s){note}", flush=True)
+            for w in trial.warnings:
+                print(f"  WARNING trial {counter[0]}: {w}", flush=True)
         return trial
 
     def save(result: CapacityResult) -> None:

@@ -81,7 +81,7 @@ def options_from(args: argparse.Namespace):
 
 
 def _run(args: argparse.Namespace) -> int:
-    from harness.report import metrics
+    from harness.compare import metrics
     from harness.report.compare import compare, render_text
 
     opts = options_from(args)

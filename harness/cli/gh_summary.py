@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from harness.cli.compare import options_from
-    from harness.report import metrics
+    from harness.compare import metrics
     from harness.report.summary_md import build_summary
 
     opts = options_from(args)

@@ -152,21 +152,31 @@ class RequestRecord:
         return out
 
 
+def within_slo(ok: bool, latency_ms: dict[str, float | None], slo: dict[str, float | None]) -> bool:
+    """The SLO predicate, the one every layer uses (the recorder on live records, harness.compare on
+    requests.jsonl): good = no error and every limit that is set holds. `latency_ms` maps the SLO
+    keys (ttft_ms, tpot_ms, e2e_ms) to the request's values in ms. A one-token answer has no TPOT
+    and cannot violate it; a missing TTFT or E2E (no content arrived) fails its limit."""
+    if not ok:
+        return False
+    for key in SLO_FIELDS.values():
+        limit = slo.get(key)
+        if limit is None:
+            continue
+        value = latency_ms.get(key)
+        if value is None:
+            if key == "tpot_ms":
+                continue
+            return False
+        if float(value) > float(limit):
+            return False
+    return True
+
+
 def meets_slo(rec: RequestRecord, slo: dict[str, float | None]) -> bool:
-    """Good = no error and every limit that is set holds (limits in ms)."""
+    """A live record against its class's SLO (limits in ms): `within_slo` on its derived values."""
     if not rec.ok:
         return False
     d = rec.derived()
     values = {"ttft": d.ttft, "tpot": d.tpot, "e2e": d.e2e}
-    for metric, key in SLO_FIELDS.items():
-        limit = slo.get(key)
-        if limit is None:
-            continue
-        value = values[metric]
-        if value is None:
-            if metric == "tpot":
-                continue  # a one-token answer has no TPOT; it cannot violate it
-            return False
-        if value > limit * 1e6:
-            return False
-    return True
+    return within_slo(True, {key: None if values[m] is None else values[m] / 1e6 for m, key in SLO_FIELDS.items()}, slo)

@@ -79,7 +79,7 @@ def _copy_run(src: Path, dst: Path) -> None:
 
 
 def _headline(summary: Any) -> dict[str, Any]:
-    from harness.report.metrics import METRICS
+    from harness.compare.metrics import METRICS
 
     out: dict[str, Any] = {}
     for key in ("ttft.p50", "ttft.p99", "itl.p99", "e2e.p99", "rps", "output_tps", "goodput_rps"):

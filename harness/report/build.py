@@ -14,7 +14,8 @@ from harness.report.sweep_data import SweepData
 from harness.report.document import Bullets, Callout, Document, Figure, Heading, Paragraph, Table
 from harness.report.groups import fleet_table, group_tables, sessions_table
 from harness.report.traffic import block_trace_table, cache_table, fleet_sweep_table, ttft_parts_blocks
-from harness.report.metrics import MetricDef, fmt_num, fmt_pct
+from harness.compare.metrics import MetricDef
+from harness.report.metrics import fmt_num, fmt_pct
 from harness.results.engine_facts import facts_line
 from harness.results.models.facts import StartupFacts
 from harness.results.sweep_index import capacity, top_level
@@ -147,10 +148,13 @@ def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str
     repeats = max((len(r.cells) for r in rows), default=1)
     mixed = V.mixed_loads(rows)
     with_gpu = any(r.gpu_memory_gib is not None for r in rows)
+    with_spec = any(r.spec("acceptance_rate") is not None for r in rows)
     cols = ["#", "Config", "Flags", "Load", f"{key.label} ({key.unit})", "Good %", "req/s", "out tok/s",
             "TTFT p50", "TTFT p99", "ITL p99", "E2E p99", "KV max", "Preempt."]
     if with_gpu:
         cols.append("GPU mem (GiB)")
+    if with_spec:  # guide 000's speculation values
+        cols += ["Acceptance", "Accept. length"]
     # TP width vs replicas (engine.replicas): fleet throughput per device beside the latencies
     per_device = any((r.devices or 1) > 1 or r.replicas > 1 for r in rows)
     if per_device:
@@ -165,7 +169,8 @@ def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str
             cells += [""] * (len(cols) - len(cells))
             out.append(cells)
             continue
-        rank += 1
+        if not r.unranked:
+            rank += 1
         kv = [_kv_max(run) for run in r.runs]
         kv_vals = [k for k in kv if k is not None]
         pre = [_preempt(run) for run in r.runs]
@@ -174,7 +179,8 @@ def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str
         spread = r.spread(key)
         main = fmt_num(r.value(key)) + (f" ±{fmt_num(spread / 2)}" if spread is not None else "")
         cells = [
-            "—" if mixed else str(rank), name, V.flags_text(r.flags), r.load or "—", main, fmt_pct(r.value("goodput_pct"), 0),
+            "x" if r.unranked else "—" if mixed else str(rank), name, V.flags_text(r.flags), r.load or "—", main,
+            fmt_pct(r.value("goodput_pct"), 0),
             fmt_num(r.value("rps")), fmt_num(r.value("output_tps")),
             fmt_num(r.value("ttft.p50")), fmt_num(r.value("ttft.p99")), fmt_num(r.value("itl.p99")), fmt_num(r.value("e2e.p99")),
             fmt_pct(100 * max(kv_vals) if kv_vals and max(kv_vals) <= 1.5 else (max(kv_vals) if kv_vals else None), 0),
@@ -182,6 +188,9 @@ def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str
         ]
         if with_gpu:
             cells.append(fmt_num(r.gpu_memory_gib))
+        if with_spec:
+            acc = r.spec("acceptance_rate")
+            cells += [fmt_pct(None if acc is None else 100 * acc, 0), fmt_num(r.spec("mean_acceptance_length"))]
         if per_device:
             d, tps = r.devices or 1, r.value("output_tps")
             cells += [f"{r.replicas} x {d // max(r.replicas, 1)}", fmt_num(tps / d if tps is not None else None)]
@@ -252,6 +261,9 @@ def sweep_validity_items(sweep: SweepData, failed: dict[str, str] | None = None,
         else:
             shown = ", ".join(cells[:3]) + (f" and {len(cells) - 3} more" if len(cells) > 3 else "")
             items.append(f"{len(cells)} cells ({shown}): {w}")
+    for (cfg, scenario), r in V.results(sweep).items():
+        if r.runs and r.unranked:
+            items.append(f"config `{cfg}` × {scenario}: {r.unranked}")
     items += sweep.notes
     if key.key == "rps" and with_runs:  # a sweep that measured nothing has no ranking to explain (N13)
         items.append("no goodput in the results (no SLO set?): configs are ranked on requests/s instead")

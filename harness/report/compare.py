@@ -24,10 +24,10 @@ from pathlib import Path
 from harness.errors import UserError
 from harness.report.data import RunData
 from harness.report.sweep_data import SweepData
-from harness.report.metrics import MetricDef
+from harness.compare.metrics import MetricDef
 from harness.report.compare_fingerprint import fingerprint_check
 from harness.report.compare_model import Options, Pair, Result, Row, Side, load_side
-from harness.report.compare_noise import compare_runs
+from harness.compare.noise import compare_runs
 from harness.report.compare_render import HEADERS, render_markdown, render_text
 
 __all__ = ["HEADERS", "Options", "Pair", "Result", "Row", "Side", "compare", "compare_runs", "fingerprint_check",
@@ -43,9 +43,12 @@ def _how(opts: Options) -> list[str]:
         f"by more than {opts.max_error_pp:g} percentage point(s)) AND the difference is beyond the run-to-run noise.",
         f"Noise, per-request records: a {int(opts.confidence * 100)}% bootstrap interval of the difference ({opts.bootstrap} resamples, "
         f"at most 500 for ITL; seed {opts.seed}) "
-        "must exclude zero. Latency percentiles resample requests; ITL resamples whole requests' gaps "
-        "(or, without per-request gaps, the HDR histogram with one effective sample per request); "
+        "must exclude zero. Latency percentiles and ITL resample time blocks of requests (requests that ran "
+        "together share the same batches and stalls, so they are drawn together; without per-request gaps ITL "
+        "uses the HDR histogram with one effective sample per request); "
         "throughput resamples time slices of the run; shares use a binomial interval.",
+        f"Many metrics at once: the bootstrap p-values of one comparison are adjusted by Holm's step-down, so the "
+        f"chance of any false alarm among all its metrics stays at {100 - int(opts.confidence * 100)}%, not that much per metric.",
         "Noise, repeats (2+ runs per side): every candidate run must also be worse than every baseline run.",
         "With no noise estimate (single runs without requests.jsonl) the threshold alone decides; a percentile "
         "that is just the largest sample (p99 of fewer than 100 requests) is marked 'too few samples' and not judged.",

@@ -11,6 +11,9 @@ from harness.errors import UserError
 from harness.report import baselines
 from harness.report.data import RunData, kind_of, load_run, run_subdirs
 from harness.report.sweep_data import SweepData, load_sweep
+from harness.compare.model import Options, Row
+
+__all__ = ["Options", "Pair", "Result", "Row", "Side", "load_side"]
 
 
 # ---------------------------------------------------------------- sides
@@ -40,7 +43,9 @@ class Side:
 
 
 def load_side(spec: str, role: str, baseline_root: Path | None = None) -> Side:
-    specs = [s for s in spec.split(",") if s.strip()]
+    # a directory whose name holds a comma is one side, not a list (older sweeps named cells
+    # `flag=a,flag=b`); otherwise a comma separates run directories
+    specs = [spec] if "," in spec and Path(spec).is_dir() else [s for s in spec.split(",") if s.strip()]
     if not specs:
         raise UserError(f"{role}: empty; pass a run directory, a sweep directory or baseline:<name>")
     paths = [baselines.resolve(s.strip(), baseline_root) for s in specs]
@@ -63,35 +68,6 @@ def load_side(spec: str, role: str, baseline_root: Path | None = None) -> Side:
 
 
 # ---------------------------------------------------------------- options and results
-
-
-@dataclass
-class Options:
-    threshold_pct: float = 5.0
-    max_error_pp: float = 1.0
-    confidence: float = 0.95
-    bootstrap: int = 2000
-    seed: int = 0
-    force: bool = False
-    #: also judge these request classes on their own ("*" = every class of the baseline)
-    classes: tuple[str, ...] = ()
-
-
-@dataclass
-class Row:
-    key: str
-    label: str
-    unit: str
-    better: str
-    baseline: float | None
-    candidate: float | None
-    change: float | None  # percent, or points for shares
-    change_unit: str  # "%" | "pp"
-    worse_by: float | None  # change signed so that positive = worse
-    interval: tuple[float, float] | None  # interval of `change` from the per-request bootstrap
-    tests: list[str]
-    beyond_noise: bool | None  # None: no noise estimate was possible
-    verdict: str  # ok | REGRESSION | improved | within noise | too few samples | n/a
 
 
 @dataclass

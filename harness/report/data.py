@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from harness.errors import UserError
 from harness.metrics.table import BY_NAME
-from harness.report import hdr
+from harness.results import hdr
 from harness.report.partial_summary import summary_from_requests
 from harness.results.schema import RunSummary
 

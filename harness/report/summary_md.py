@@ -13,7 +13,8 @@ from harness.report.compare import Options, compare, render_markdown
 from harness.report.data import RunData, kind_of, load_run
 from harness.report.sweep_data import SweepData, load_sweep
 from harness.report.document import Table
-from harness.report.metrics import METRICS, MetricDef, fmt_num, fmt_pct
+from harness.compare.metrics import METRICS, MetricDef
+from harness.report.metrics import fmt_num, fmt_pct
 from harness.report.writers.markdown import table_md
 
 
@@ -123,7 +124,7 @@ def build_summary(path: Path | str, compare_to: str | None = None, opts: Options
         raise UserError(f"{p}: neither a run directory (summary.json) nor a sweep directory (index.json)")
     code: int | None = None
     if compare_to:
-        from harness.report.metrics import resolve
+        from harness.compare.metrics import resolve
 
         try:
             res = compare(compare_to, str(p), metrics or resolve(None), opts or Options(), baseline_root)

@@ -1,7 +1,8 @@
 """A sweep seen as configs × scenarios: repeats averaged, configs ranked per scenario.
 
 Ranking is on goodput (requests per second that met every SLO), the guides' criterion for
-"best config"; ties go to the lower E2E p99. A sweep whose runs carry no goodput (no SLO set)
+"best config"; ties go to the lower E2E p99. A speculating config below 50% acceptance is shown
+after the ranked ones and never chosen (guide 001: below 50% acceptance speculation hurts). A sweep whose runs carry no goodput (no SLO set)
 is ranked on requests/s and says so.
 """
 
@@ -17,7 +18,8 @@ import numpy as np
 from harness.report.data import RunData
 from harness.report.sweep_data import Cell, SweepData
 from harness.report.figures import SweepPoint
-from harness.report.metrics import METRICS, MetricDef
+from harness.compare.metrics import METRICS, MetricDef
+from harness.results.sweep_index import low_acceptance
 
 
 @dataclass
@@ -88,6 +90,18 @@ class ConfigResult:
                 and g["used_max_bytes"] > 0]
         return float(np.mean(vals)) if vals else None
 
+    def spec(self, field_name: str) -> float | None:
+        """Mean over the repeats of the engine's speculative-decoding figure (acceptance_rate,
+        mean_acceptance_length); None when the config does not speculate."""
+        vals = [float(v) for r in self.runs if isinstance(sd := (r.summary.engine or {}).get("spec_decode"), dict)
+                and isinstance(v := sd.get(field_name), (int, float))]
+        return float(np.mean(vals)) if vals else None
+
+    @property
+    def unranked(self) -> str | None:
+        """Why it is shown but not ranked: speculation below 50% acceptance (guide 001)."""
+        return low_acceptance(self.spec("acceptance_rate"))
+
     def value(self, metric: MetricDef | str) -> float | None:
         m = METRICS[metric] if isinstance(metric, str) else metric
         vals = [v for v in (m.get(r.summary) for r in self.runs) if v is not None]
@@ -121,9 +135,9 @@ def ranking(sweep: SweepData) -> tuple[dict[str, list[ConfigResult]], MetricDef]
     out: dict[str, list[ConfigResult]] = {}
     for scenario in sweep.scenarios:
         rows = [res[(c, scenario)] for c in sweep.configs if (c, scenario) in res]
-        usable = [r for r in rows if r.runs]
+        usable = [r for r in rows if r.runs and not r.unranked]
         usable.sort(key=lambda r: (-(r.value(key_metric) or 0.0), r.value("e2e.p99") or float("inf")))
-        out[scenario] = usable + [r for r in rows if not r.runs]
+        out[scenario] = usable + [r for r in rows if r.runs and r.unranked] + [r for r in rows if not r.runs]
     return out, key_metric
 
 
@@ -137,7 +151,8 @@ def best_configs(ranked: dict[str, list[ConfigResult]], key_metric: MetricDef) -
     """The top config per scenario; none where the configs ran at different client loads."""
     out: dict[str, str | None] = {}
     for scenario, rows in ranked.items():
-        top = rows[0] if rows and rows[0].runs and (rows[0].value(key_metric) or 0) > 0 and not mixed_loads(rows) else None
+        top = (rows[0] if rows and rows[0].runs and not rows[0].unranked and (rows[0].value(key_metric) or 0) > 0
+               and not mixed_loads(rows) else None)
         out[scenario] = top.config if top else None
     return out
 

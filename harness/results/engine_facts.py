@@ -58,29 +58,21 @@ def facts_line(facts: StartupFacts) -> str:
     return " · ".join(bits)
 
 
-def _upper(dist: Any) -> int | None:
-    if dist is None:
-        return None
-    for attr in ("value", "max"):
-        v = getattr(dist, attr, None)
-        if isinstance(v, int):
-            return v
-    return None
-
-
 def workload_max_len(scenario: Scenario) -> int | None:
-    """The longest prompt + output a scenario's classes can ask for; None when a class's lengths
-    have no upper bound (an unbounded distribution, a dataset)."""
+    """The longest prompt + output a scenario's generated classes can ask for (harness.workload.
+    context, the generator's rules: a shared prefix is part of input_tokens, never longer than
+    the prompt minus one token); None when a class's lengths have no upper bound or come from
+    files (a dataset, a session)."""
+    from harness.workload.context import plain_class
+
     longest = 0
     for cls in scenario.workload.classes:
-        out = _upper(cls.output_tokens)
-        inp = _upper(cls.input_tokens) if cls.dataset is None else None
-        if inp is None or out is None:
+        if cls.dataset is not None or cls.session is not None:
             return None
-        # input_tokens counts the shared prefix (the generator fills the rest with the request's
-        # own words, at least one): the prompt is max(input, prefix + 1) tokens, not their sum
-        prefix = cls.shared_prefix.tokens if cls.shared_prefix is not None else 0
-        longest = max(longest, max(inp, prefix + 1 if prefix else 0) + out)
+        total = plain_class(cls).total
+        if total is None:
+            return None
+        longest = max(longest, total)
     return longest or None
 
 

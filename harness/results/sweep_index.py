@@ -14,6 +14,17 @@ from harness.results.models.sweep import Cell
 
 #: share of requests within the SLOs that makes a load level count as carried (sweep slo_attainment)
 DEFAULT_ATTAINMENT = 0.95
+#: guide 001 3.2: "1.5-2.5x decode speedup when acceptance rate exceeds 70%. Below 50% acceptance,
+#: speculative decoding hurts." A speculating config below it is never crowned best.
+MIN_SPEC_ACCEPTANCE = 0.5
+
+
+def low_acceptance(rate: float | None) -> str | None:
+    """Why a speculative config below 50% acceptance is not ranked (None: at or above it, or no speculation)."""
+    if rate is None or rate >= MIN_SPEC_ACCEPTANCE:
+        return None
+    return (f"speculative acceptance {100 * rate:.0f}% is below 50% (guide 001: \"Below 50% acceptance, speculative "
+            "decoding hurts\"): shown, not ranked")
 
 
 def scenario_label(scenario: str, load_level: str | None = None) -> str:

@@ -152,27 +152,20 @@ def preflight(url: str, model: str | None, scenario: Scenario) -> dict[str, Any]
     return {"model": model, "models": models, "max_model_len": max_model_len, "continuous_usage": continuous}
 
 
-def _upper(dist: Any) -> int | None:
-    """The longest length a distribution can draw: fixed and uniform always; normal/lognormal
-    only when they set `max` (an unbounded tail is left to the stop-early rule)."""
-    if dist is None:
-        return None
-    return dist.value if dist.dist == "fixed" else dist.max
-
-
 def context_problems(scenario: Scenario, max_model_len: int) -> list[str]:
     """Classes whose prompt + output can exceed the served context: the audit's long-prompt run
     against a 4096-token vLLM sent 2,659 requests that all failed with 400 'maximum context
     length'. One line per class, naming the field and the fix."""
+    from harness.workload.context import plain_class
+
     out = []
     for i, cls in enumerate(scenario.workload.classes):
         if cls.dataset is not None or getattr(cls, "session", None) is not None:
             continue  # lengths come from the data or grow with the conversation
-        n_in, n_out = _upper(cls.input_tokens), _upper(cls.output_tokens)
+        length = plain_class(cls)  # the generator's rule: input_tokens includes the shared prefix
+        n_in, n_out = length.prompt, length.output
         if n_in is None or n_out is None:
             continue
-        if cls.shared_prefix is not None:
-            n_in = max(n_in, cls.shared_prefix.tokens + 1)
         if n_in + n_out > max_model_len:
             out.append(
                 f"workload.classes[{i}] ({cls.name}): prompts of up to {n_in} tokens + {n_out} output tokens exceed the "

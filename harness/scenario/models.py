@@ -207,12 +207,30 @@ class RequestClass(Strict):
             missing = [k for k in ("input_tokens", "output_tokens") if getattr(self, k) is None]
             if missing:
                 raise ValueError(f"{' and '.join(missing)} required (a length or a distribution), or a dataset of prompts")
+            self._prefix_fits()
             return self
         if self.input_tokens is not None:
             raise ValueError("input_tokens: a dataset's prompts have their own lengths; remove input_tokens")
         if self.shared_prefix is not None:
             raise ValueError("shared_prefix: a dataset's prompts are sent as they are; remove shared_prefix")
         return self
+
+    def _prefix_fits(self) -> None:
+        """input_tokens is the whole prompt, the shared prefix included (vllm bench adds its prefix
+        length to the input length; here the prefix is part of it). A prefix as long as most
+        prompts (the distribution's middle) would make them `prefix + 1` tokens, not the lengths
+        asked for: refused. A rare short draw below the prefix gets the prefix + 1 token."""
+        sp, dist = self.shared_prefix, self.input_tokens
+        if sp is None or dist is None:
+            return
+        middle = dist.value if dist.dist == "fixed" else (dist.min + dist.max) / 2 if dist.dist == "uniform" else dist.mean
+        if sp.tokens >= middle:
+            shown = (f"{dist.value}" if dist.dist == "fixed" else f"{dist.min}..{dist.max}" if dist.dist == "uniform"
+                     else f"mean {dist.mean:g}")
+            raise ValueError(f"shared_prefix.tokens {sp.tokens} is not shorter than input_tokens ({shown}): input_tokens is the "
+                             f"whole prompt, the shared prefix included (unlike vllm bench, which adds the prefix to the input "
+                             f"length); give input_tokens above {sp.tokens} (the prefix + each request's own tokens) or a "
+                             "shorter prefix")
 
     @model_validator(mode="before")
     @classmethod

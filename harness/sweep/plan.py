@@ -28,7 +28,7 @@ from harness.sweep.flags import apply_flags, describe, flag_key, substitute
 from harness.sweep.models import SweepFile
 from harness.results.sweep_index import scenario_label
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.=,+-]")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.=+-]")
 MAX_ID = 80
 
 
@@ -151,7 +151,9 @@ def load_sweep(path: str | Path) -> SweepFile:
 
 
 def _safe_id(text: str) -> str:
-    text = re.sub(r"[{}\[\]\"' ]", "", text).replace(":", "-").replace("/", "_")
+    """A cell or config id that is one path part and one argument: flags joined by '+' rather than
+    ',' (`harness compare` reads a comma as a list of run directories)."""
+    text = re.sub(r"[{}\[\]\"' ]", "", text).replace(":", "-").replace("/", "_").replace(",", "+")
     text = _UNSAFE.sub("_", text) or "config"
     if len(text) > MAX_ID:
         digest = hashlib.sha256(text.encode()).hexdigest()[:8]

@@ -29,7 +29,7 @@ from harness.results.models.sweep import Cell, CellMetrics, CellQuality
 from harness.results.models.sweep import SweepIndex as IndexFile
 from harness.results.read import load_run, load_sweep
 from harness.results.run_metrics import LATENCY_COLUMNS, SWEEP_STATS, sweep_metrics, used_in
-from harness.results.sweep_index import DEFAULT_ATTAINMENT, capacity, cell_label, top_level
+from harness.results.sweep_index import DEFAULT_ATTAINMENT, capacity, cell_label, low_acceptance, top_level
 from harness.sweep.flags import describe
 
 __all__ = ["LATENCY_COLUMNS", "METRIC_COLUMNS", "SWEEP_STATS", "SweepIndex", "read_run_summary", "run_metrics"]
@@ -193,11 +193,21 @@ class RankRow:
     reason: str | None
     quality: CellQuality | None
     finding: str | None
+    acceptance: float | None = None  # speculative decoding: accepted / drafted tokens (guide 000)
+    accept_len: float | None = None  # mean acceptance length
 
     @property
     def quality_failed(self) -> bool:
         """The config's quality verdict (harness/sweep/quality_step.py) says it must not be ranked."""
         return self.quality is not None and self.quality.passed is False
+
+    @property
+    def unranked(self) -> str | None:
+        """Why a complete config is shown but not ranked: a failed quality gate, or speculation
+        below 50% acceptance (guide 001: below 50% acceptance, speculative decoding hurts)."""
+        if self.quality is not None and self.quality_failed:
+            return f"quality {self.quality.status}: " + "; ".join(self.quality.reasons)
+        return low_acceptance(self.acceptance)
 
 
 def quality_failed(row: RankRow) -> bool:
@@ -235,11 +245,14 @@ def ranking(entries: list[Cell]) -> dict[str, list[RankRow]]:
                 reason=next((c.reason for c in cells if c.reason), None),
                 quality=next((c.quality for c in cells if c.quality), None),
                 finding=next((m.finding for m in ms if m.finding), None),
+                acceptance=_mean(m.spec_acceptance_rate for m in ms),
+                accept_len=_mean(m.spec_mean_acceptance_length for m in ms),
             ))
-        # a config that failed the quality gate is shown with its numbers but never ranked
-        rankable = [r for r in rows if r.complete and not r.quality_failed]
+        # a config that failed the quality gate, or speculates below 50% acceptance, is shown
+        # with its numbers but never ranked
+        rankable = [r for r in rows if r.complete and not r.unranked]
         ranked = sorted(rankable, key=lambda r: -(r.goodput if r.goodput is not None else (r.rps or 0.0)))
-        out[scenario] = ranked + [r for r in rows if r.complete and r.quality_failed] + [r for r in rows if not r.complete]
+        out[scenario] = ranked + [r for r in rows if r.complete and r.unranked] + [r for r in rows if not r.complete]
     return out
 
 
@@ -275,22 +288,25 @@ def ranking_table(entries: list[Cell], attainment: float = DEFAULT_ATTAINMENT) -
             lines.append(f"scenario {scenario}: configs ranked by goodput (req/s meeting the SLOs)")
         with_quality = any(r.quality for r in rows)
         with_gpu = any(r.gpu_gib is not None for r in rows)
+        with_spec = any(r.acceptance is not None for r in rows)
         head = (f"  {'#':>2}  {'config':<36} {'load':>10} {'goodput':>8} {'good%':>6} {'req/s':>7} {'tok/s':>8} {'TTFT p99':>9} "
-                f"{'ITL p99':>8} {'preempt':>8} {'KV max':>6}" + (f" {'GPU GiB':>8}" if with_gpu else ""))
+                f"{'ITL p99':>8} {'preempt':>8} {'KV max':>6}" + (f" {'GPU GiB':>8}" if with_gpu else "")
+                + (f" {'accept':>6} {'acc.len':>7}" if with_spec else ""))
         lines.append(head + ("  quality (vs baseline)" if with_quality else ""))
         rank = 0
         for r in rows:
             if r.complete:
-                failed = r.quality_failed
+                failed = r.unranked
                 if not failed:
                     rank += 1
                 q = f"  {(r.quality.short if r.quality else '') or '-'}" if with_quality else ""
                 gpu = f" {_n(r.gpu_gib, '.1f'):>8}" if with_gpu else ""
+                spec = f" {_pct(r.acceptance):>6} {_n(r.accept_len, '.2f'):>7}" if with_spec else ""
                 mark = "x" if failed else "-" if mixed else rank
                 lines.append(
                     f"  {mark:>2}  {_cut(r.config_id, 36):<36} {_cut(r.load or '-', 10):>10} {_n(r.goodput, '.2f'):>8} "
                     f"{_pct(r.good_pct):>6} {_n(r.rps, '.2f'):>7} {_n(r.tok_s, '.0f'):>8} {_n(r.ttft_p99, '.0f', ' ms'):>9} "
-                    f"{_n(r.itl_p99, '.1f', ' ms'):>8} {_n(r.preemptions, '.0f'):>8} {_pct(r.kv_max):>6}{gpu}{q}"
+                    f"{_n(r.itl_p99, '.1f', ' ms'):>8} {_n(r.preemptions, '.0f'):>8} {_pct(r.kv_max):>6}{gpu}{spec}{q}"
                 )
             else:
                 lines.append(f"   -  {_cut(r.config_id, 36):<36} {r.status}: {_cut(r.reason or '', 90)}")
@@ -300,9 +316,8 @@ def ranking_table(entries: list[Cell], attainment: float = DEFAULT_ATTAINMENT) -
             for r in found:
                 lines.append(f"    {_cut(r.config_id, 36)}: {_cut(r.finding or '', 200)}")
         for r in rows:
-            if r.complete and r.quality is not None and r.quality_failed:
-                lines.append(f"   x  {r.config_id}: not ranked, quality {r.quality.status}: "
-                             + _cut("; ".join(r.quality.reasons), 160))
+            if r.complete and r.unranked:
+                lines.append(f"   x  {r.config_id}: not ranked, " + _cut(r.unranked or "", 200))
         lines.append("")
     lines += capacity_lines(entries, attainment)
     more = facts_lines(entries)

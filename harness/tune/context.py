@@ -68,6 +68,20 @@ class TuneContext:
             return self.measurer.measure_fresh(self.step_dir(step, suffix), sets, step)
         return self.measurer.measure(self.step_dir(step, suffix), sets, step)
 
+    def measure_more(self, step: str, ms: list[Measurement], tag: str) -> bool:
+        """Another interleaved repeat of every measurement in `ms` (one start each, in this order),
+        added to them. False, with nothing started, when the budget does not allow the starts
+        (keeping one for the final run)."""
+        reserve = 1 if step != "final" and "final" in self.remaining else 0
+        where = self.step_dir(step, f"-more-{tag}")
+        new = self.measurer.pending_starts(where, [m.flags for m in ms])
+        why = self.ledger.exhausted(new, reserve) if new else None
+        if why:
+            self._budget_reason = why
+            return False
+        self.measurer.measure_more(where, ms, step)
+        return True
+
     def budget_skip(self, step: str):  # type: ignore[no-untyped-def]
         from harness.tune.steps.base import StepResult
 

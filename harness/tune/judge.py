@@ -1,154 +1,351 @@
-"""Decide whether a candidate beats the current best, beyond noise.
+"""Decide whether a candidate beats the current best, the way the guide entry of its step does.
 
-The objective is goodput under the SLOs at the expected load (req/s of requests that met every
-SLO; plain req/s when no scenario sets one). A candidate is better only when, on some scenario of
-the workload, its goodput is higher by more than the threshold AND the difference is beyond the
-noise as `harness compare` judges it (bootstrap over time slices of the run, and every candidate
-repeat above every baseline repeat when there are repeats), and it is not worse that way on any
-scenario. When no request of the current best met the SLOs on a scenario, a relative change has
-no base; there the candidate is better when its share of requests within the SLOs is higher
-beyond noise (one-sided Fisher exact test). In a closed loop whose time slices are shorter than
-a request (waves of completions), a tie is decided by the per-request goodput of Little's law
-(harness/tune/closed_loop.py) when it agrees with the measured change. Anything else is a tie, broken by the capacity under the SLOs (highest load level held)
-when capacity levels were measured; otherwise the current best is kept.
+Every judgement starts from the same comparison `harness compare` makes of the same cells: the
+default metric family (TTFT, ITL, TPOT, E2E, req/s, tok/s, goodput, failed requests), the same
+noise tests and Holm's control over that family (harness.compare), at the tune file's
+threshold. So a step's "TTFT p50 -45.8% beyond noise" is exactly what `harness compare CUR CAND
+--max-regression T%` prints for those cells, and a decision `harness compare` would contradict
+cannot happen.
+
+A step then reads that comparison through its Objective, which names what its guide entry says
+to compare (prefix caching: TTFT p50 and p99; the token budget: ITL and TTFT; speculation: ITL
+and requests/s; ...), and a prior, which says which side the guides put the burden of proof on:
+
+- **the candidate is the default** (a feature the guides keep on: prefix caching, CUDA graphs,
+  the engine's chunked prefill; or a return to the engine's default): it is taken unless it is
+  worse beyond noise on the step's metrics, the goodput guard or failed requests ("no measured
+  harm");
+- **the candidate leaves the default** (or moves a value the guides do not prefer): it is taken
+  only with a measured gain, some target or goodput better beyond noise, and no harm.
+
+Goodput under the SLOs is the guard of every step: no change that loses goodput beyond noise is
+taken. Without an SLO, goodput is plain throughput (requests/s) and the latency steps are judged
+on their latency metrics. A judgement that neither rule can settle, because a difference beyond
+the threshold is not (yet) beyond noise, is `undecided`: the step buys evidence (another
+interleaved repeat of both sides, harness.tune.steps.base.settle) before it calls a tie. In a
+closed loop whose time slices are shorter than a request, a goodput difference the slices cannot
+decide is decided by the per-request goodput of Little's law (harness.compare.closed_loop) when
+it agrees with the measured change. A tie is broken by the capacity under the SLOs when
+capacity levels were measured; otherwise the prior's side stays.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from harness.report.compare import Options, compare_runs
+from harness.compare import METRICS, Options, Row, compare_runs, resolve
+from harness.compare.metrics import ENGINE
+from harness.compare.closed_loop import per_request_goodput
 from harness.report.data import load_run
-from harness.report.metrics import METRICS
-from harness.tune.closed_loop import per_request_goodput
 from harness.tune.measure import Measurement
+
+#: the failed-request share is harm in every step, whatever its objective
+ALWAYS_HARM = ("error_rate",)
+#: metrics the guard reads: goodput under the SLOs, or plain requests/s without an SLO
+GOODPUT, THROUGHPUT = "goodput_rps", "rps"
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What a step's guide entry says to compare."""
+
+    #: compare metric keys whose improvement beyond noise is a gain (and whose loss is harm)
+    targets: tuple[str, ...]
+    #: targets the step accepts to lose as the guide's named trade (the token budget's TTFT); the
+    #: step weighs them itself, the judge does not count them as harm
+    costs: tuple[str, ...] = ()
+    #: whether goodput (or req/s) counts as a gain too; it is always the guard against harm
+    goodput_gains: bool = True
+
+
+GOODPUT_ONLY = Objective(targets=())
+
+
+@dataclass
+class Comparison:
+    """Incumbent vs candidate per scenario: the rows `harness compare` gives for the same cells."""
+
+    rows: dict[str, dict[str, Row]]
+    guard: str
+    threshold_pct: float
+    max_error_pp: float
+    #: scenario -> the per-request (Little's law) test where it decided the guard
+    closed_loop: dict[str, dict[str, Any]] = field(default_factory=dict)
+    base_dirs: dict[str, list[Path]] = field(default_factory=dict)
+    cand_dirs: dict[str, list[Path]] = field(default_factory=dict)
+
+    def direction(self, key: str) -> str:
+        """'worse' when any scenario is worse beyond noise, else 'better' when any is better, else 'same'."""
+        dirs = [self._dir(s, key) for s in self.rows]
+        return "worse" if "worse" in dirs else "better" if "better" in dirs else "same"
+
+    def _dir(self, scenario: str, key: str) -> str:
+        loop = self.closed_loop.get(scenario)
+        if key == self.guard and loop is not None:
+            return loop["direction"]
+        row = self.rows[scenario].get(key)
+        return row.direction if row is not None else "same"
+
+    def undecided(self, key: str, side: str | None = None) -> bool:
+        """A difference the data cannot settle yet on some scenario: beyond the threshold but not
+        beyond noise, or too few samples to say (on `side`: 'worse' or 'better' only). More
+        evidence could decide it either way; a change within the threshold is settled already."""
+        for s, rows in self.rows.items():
+            row = rows.get(key)
+            if row is None or self._dir(s, key) != "same" or row.worse_by is None:
+                continue
+            if row.verdict in ("within noise", "too few samples") and (side is None or (side == "worse") == (row.worse_by > 0)):
+                return True
+        return False
+
+    def show(self, key: str) -> str:
+        """'TTFT p50 118 -> 64 ms (-45.8%, 95% interval [-56.4, -34.9]%, improved)' per scenario."""
+        parts = []
+        for s, rows in self.rows.items():
+            row = rows.get(key)
+            if row is None:
+                continue
+            where = f"{s}: " if len(self.rows) > 1 else ""
+            parts.append(where + show_row(row, self.closed_loop.get(s) if key == self.guard else None))
+        return "; ".join(parts)
+
+    def moved(self) -> list[tuple[str, Row]]:
+        """Every (scenario, row) beyond noise, improvements and regressions alike."""
+        return [(s, r) for s, rows in self.rows.items() for r in rows.values() if r.decided]
+
+
+def _num(v: float | None, unit: str) -> str:
+    if v is None:
+        return "-"
+    a = abs(v)
+    if float(v).is_integer():
+        return f"{v:.0f}"
+    return f"{v:.0f}" if a >= 100 else f"{v:.1f}" if a >= 10 else f"{v:.2f}" if a >= 1 else f"{v:.3g}"
+
+
+def show_row(row: Row, loop: dict[str, Any] | None = None) -> str:
+    unit = f" {row.unit}" if row.unit and row.unit != "%" else row.unit
+    head = f"{row.label} {_num(row.baseline, row.unit)} -> {_num(row.candidate, row.unit)}{unit}"
+    if row.change is None:
+        zero = next((t for t in row.tests if "Fisher" in t), None)
+        return f"{head} ({zero}; {row.verdict})" if zero else f"{head} ({row.verdict})"
+    bits = [f"{row.change:+.1f}{row.change_unit}"]
+    if row.interval is not None:
+        bits.append(f"95% interval [{row.interval[0]:+.1f}, {row.interval[1]:+.1f}]{row.change_unit}")
+    verdict = row.verdict
+    if loop is not None:
+        verdict = f"{row.verdict} by time slices; {loop['direction'] if loop['direction'] != 'same' else 'a tie'} by {loop['test']}"
+    return f"{head} ({', '.join(bits)}, {verdict})"
+
+
+def guard_key(m: Measurement) -> str:
+    """goodput_rps when the runs have an SLO (summary.json goodput), else rps: goodput is then
+    plain throughput."""
+    return GOODPUT if m.metric("goodput_req_per_s") is not None else THROUGHPUT
+
+
+def guard_name(key: str) -> str:
+    return "goodput" if key == GOODPUT else "requests/s (no SLO: goodput is plain throughput)"
+
+
+#: (base dirs, cand dirs, threshold) -> rows: a judgement re-asked after nothing changed is free
+_CACHE: dict[tuple[Any, ...], tuple[dict[str, Row], dict[str, Any] | None]] = {}
+
+
+def options(threshold_pct: float) -> Options:
+    """`harness compare`'s defaults with the tune's threshold (= `--max-regression T%`)."""
+    return Options(threshold_pct=threshold_pct)
+
+
+def compare_measurements(incumbent: Measurement, candidate: Measurement, threshold_pct: float) -> Comparison:
+    opts = options(threshold_pct)
+    guard = guard_key(incumbent)
+    metrics = resolve(None)
+    cmp = Comparison({}, guard, threshold_pct, opts.max_error_pp)
+    for scenario in incumbent.scenarios:
+        bdirs, cdirs = incumbent.run_dirs(scenario), candidate.run_dirs(scenario)
+        if not bdirs or not cdirs:
+            continue
+        key = (tuple(map(str, bdirs)), tuple(map(str, cdirs)), threshold_pct)
+        if key not in _CACHE:
+            base = [load_run(p) for p in bdirs]
+            cand = [load_run(p) for p in cdirs]
+            rows = {r.key: r for r in compare_runs(base, cand, metrics, opts)}
+            if guard not in rows:
+                (rows[guard],) = compare_runs(base, cand, [METRICS[guard]], opts)
+            # the engine's counters (preemptions, prefix hits), a family of their own so the
+            # default family's rows stay exactly `harness compare`'s
+            rows.update({r.key: r for r in compare_runs(base, cand, [METRICS[k] for k in ENGINE], opts)})
+            _CACHE[key] = rows, (_closed_loop(rows[guard], base, cand, opts) if guard == GOODPUT else None)
+        rows, loop = _CACHE[key]
+        if loop is not None:
+            cmp.closed_loop[scenario] = loop
+        cmp.rows[scenario] = dict(rows)
+        cmp.base_dirs[scenario], cmp.cand_dirs[scenario] = bdirs, cdirs
+    return cmp
+
+
+def _closed_loop(row: Row, base: list, cand: list, opts: Options) -> dict[str, Any] | None:
+    """A goodput change beyond the threshold that the time slices cannot decide, in a closed
+    loop whose slices are shorter than a request: decided by the per-request goodput when it
+    and the measured change move beyond the threshold the same way and its interval excludes zero."""
+    if row.verdict != "within noise" or row.change is None or abs(row.change) <= opts.threshold_pct:
+        return None
+    loop = per_request_goodput(base, cand, opts.confidence)
+    if loop is None:
+        return None
+    lo, hi = loop["interval"]
+    lch, t = loop["change_pct"], opts.threshold_pct
+    direction = "same"
+    if row.change > t and lch > t and lo > 0:
+        direction = "better"
+    elif row.change < -t and lch < -t and hi < 0:
+        direction = "worse"
+    return {"direction": direction, "test": loop["test"]}
 
 
 @dataclass
 class Judgement:
-    verdict: str  # better | worse | tie
-    by: str  # "goodput" | "capacity" | ""
-    per_scenario: dict[str, dict[str, Any]] = field(default_factory=dict)
+    verdict: str  # better | worse | tie | undecided | failed
+    rule: str  # which rule decided: prior | gain | harm | capacity | tie | failed
+    why: str  # the rule in words, with the numbers that decided
+    cmp: Comparison | None = None
+    objective: Objective = GOODPUT_ONLY
+    #: extra interleaved repeats of both sides bought to decide it (harness.tune.steps.base.settle)
+    evidence: int = 0
+    evidence_note: str = ""
+
+    @property
+    def by(self) -> str:  # tune.json's vs_current.by
+        return self.rule
+
+    @property
+    def keys(self) -> list[str]:
+        if self.cmp is None:
+            return []
+        return list(dict.fromkeys([*self.objective.targets, *self.objective.costs, self.cmp.guard]))
 
     def text(self) -> str:
-        parts = []
-        for s, r in self.per_scenario.items():
-            ch = r.get("change_pct")
-            iv = r.get("interval")
-            bit = f"{s}: {r['verdict']}"
-            zero = next((t for t in r.get("tests") or () if "Fisher" in t), None)
-            loop = r.get("closed_loop")
-            if zero:
-                bit += f" ({zero})"
-            elif loop:
-                bit += f" ({ch:+.1f}% measured; time-slice interval too wide; {loop})"
-            elif ch is not None:
-                bit += f" ({ch:+.1f}%"
-                if iv:
-                    bit += f", 95% interval [{iv[0]:+.1f}, {iv[1]:+.1f}]%"
-                bit += ")"
-            parts.append(bit)
-        return "; ".join(parts)
+        """The step's metrics and the guard with their intervals, then the rule that decided."""
+        if self.cmp is None:
+            return self.why
+        nums = "; ".join(self.cmp.show(k) for k in self.keys if self.cmp.show(k))
+        out = f"{nums}: {self.why}" if nums else self.why
+        return out + (f". {self.evidence_note.rstrip('.')}" if self.evidence_note else "")
+
+    @property
+    def per_scenario(self) -> dict[str, dict[str, Any]]:
+        """tune.json's per-scenario record: the guard's change (as before), plus every metric of
+        the comparison with its verdict, interval and adjusted p-value."""
+        if self.cmp is None:
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        for s, rows in self.cmp.rows.items():
+            g = rows.get(self.cmp.guard)
+            loop = self.cmp.closed_loop.get(s)
+            out[s] = {
+                "metric": self.cmp.guard, "baseline": g.baseline if g else None, "candidate": g.candidate if g else None,
+                "change_pct": g.change if g else None, "interval": list(g.interval) if g and g.interval else None,
+                "tests": list(g.tests) + ([loop["test"]] if loop else []) if g else [],
+                "compare_verdict": g.verdict if g else None, "verdict": self.cmp._dir(s, self.cmp.guard),
+                **({"closed_loop": loop["test"]} if loop else {}),
+                "metrics": {k: {"label": r.label, "baseline": r.baseline, "candidate": r.candidate, "change": r.change,
+                                "unit": r.change_unit, "interval": list(r.interval) if r.interval else None,
+                                "verdict": r.verdict, "p_adjusted": r.p_adjusted} for k, r in rows.items()},
+            }
+        return out
 
 
-def fisher_greater(k_b: int, n_b: int, k_c: int, n_c: int) -> float:
-    """One-sided Fisher exact p-value that the candidate's share of good requests (k_c of n_c)
-    exceeds the baseline's (k_b of n_b): the chance of k_c or more good ones among the candidate's
-    n_c when the k_b + k_c good requests fall at random between the two sides."""
-    total, good = n_b + n_c, k_b + k_c
-    denom = math.comb(total, n_c)
-    return sum(math.comb(good, k) * math.comb(total - good, n_c - k) for k in range(k_c, min(good, n_c) + 1)) / denom
-
-
-def _good_count(m: Measurement, scenario: str) -> tuple[int, int]:
-    """(requests within the SLOs, completed requests) over the repeats at the expected load."""
-    good = done = 0
-    for e in m.at_expected(scenario):
-        n = e.metrics.completed or 0
-        done += n
-        good += int(round((e.metrics.goodput_fraction or 0.0) * n))
-    return good, done
-
-
-def from_zero(incumbent: Measurement, candidate: Measurement, scenario: str, alpha: float) -> dict[str, Any] | None:
-    """When no request of the incumbent met the SLOs, a relative change has no base and the
-    compare's bootstrap gives no interval; the candidate is better when its share of requests
-    within the SLOs is higher beyond noise (one-sided Fisher exact test at `alpha`). None when
-    the incumbent had good requests (the compare decides) or nothing completed."""
-    k_b, n_b = _good_count(incumbent, scenario)
-    k_c, n_c = _good_count(candidate, scenario)
-    if k_b != 0 or n_b == 0 or n_c == 0 or k_c == 0:
-        return None
-    p = fisher_greater(k_b, n_b, k_c, n_c)
-    return {"verdict": "better" if p < alpha else "tie",
-            "test": f"0 of {n_b} requests within the SLOs vs {k_c} of {n_c} (one-sided Fisher exact p={p:.2g})"}
-
-
-def closed_loop_verdict(base: list, cand: list, change: float, threshold_pct: float, confidence: float) -> tuple[str, str | None]:
-    """A goodput tie whose time-slice interval is too wide for the window (closed loop, slices
-    shorter than a request): decided by the per-request goodput (harness/tune/closed_loop.py)
-    when both it and the measured change move beyond the threshold the same way and its
-    interval excludes zero. ('tie', None) when that test does not apply."""
-    loop = per_request_goodput(base, cand, confidence)
-    if loop is None:
-        return "tie", None
-    lo, hi = loop["interval"]
-    lch = loop["change_pct"]
-    if change > threshold_pct and lch > threshold_pct and lo > 0:
-        return "better", loop["test"]
-    if change < -threshold_pct and lch < -threshold_pct and hi < 0:
-        return "worse", loop["test"]
-    return "tie", loop["test"]
-
-
-def _goodput_metric(m: Measurement) -> str:
-    return "goodput_rps" if m.metric("goodput_req_per_s") is not None else "rps"
-
-
-def judge(incumbent: Measurement, candidate: Measurement, threshold_pct: float = 5.0) -> Judgement:
+def judge(incumbent: Measurement, candidate: Measurement, threshold_pct: float = 5.0,
+          objective: Objective = GOODPUT_ONLY, prior: str = "incumbent", settled: bool = False) -> Judgement:
+    """`prior`: 'candidate' when the candidate is the side the guides keep (a default-on feature,
+    the engine's default): taken unless worse beyond noise. 'incumbent': the candidate needs a
+    gain beyond noise. `settled`: no more evidence will come, so an unsettled difference is no
+    measured difference (never 'undecided')."""
     if not candidate.ok:
-        return Judgement("worse", "failed", {})
+        return Judgement("failed", "failed", f"the candidate has no complete run: {candidate.failure or 'did not run'}", None, objective)
     if not incumbent.ok:
-        return Judgement("better", "failed", {})
-    key = _goodput_metric(incumbent)
-    metric = METRICS[key]
-    opts = Options(threshold_pct=threshold_pct)
-    out: dict[str, dict[str, Any]] = {}
-    for scenario in incumbent.scenarios:
-        base = [load_run(p) for p in incumbent.run_dirs(scenario)]
-        cand = [load_run(p) for p in candidate.run_dirs(scenario)]
-        if not base or not cand:
-            continue
-        (row,) = compare_runs(base, cand, [metric], opts)
-        verdict = {"improved": "better", "REGRESSION": "worse"}.get(row.verdict, "tie")
-        tests = list(row.tests)
-        zero = from_zero(incumbent, candidate, scenario, 1 - opts.confidence) if key == "goodput_rps" and not row.baseline else None
-        if zero is not None:
-            verdict = zero["verdict"]
-            tests.append(zero["test"])
-        loop_text = None
-        if zero is None and verdict == "tie" and row.change is not None and abs(row.change) > threshold_pct:
-            verdict, loop_text = closed_loop_verdict(base, cand, row.change, threshold_pct, opts.confidence)
-            if loop_text:
-                tests.append(loop_text)
-        out[scenario] = {
-            "metric": key, "baseline": row.baseline, "candidate": row.candidate, "change_pct": row.change,
-            "interval": list(row.interval) if row.interval else None, "tests": tests, "compare_verdict": row.verdict,
-            "verdict": verdict, **({"closed_loop": loop_text} if loop_text else {}),
-        }
-    verdicts = [r["verdict"] for r in out.values()]
-    if "worse" in verdicts:
-        return Judgement("worse", "goodput", out)
-    if "better" in verdicts:
-        return Judgement("better", "goodput", out)
-    # a tie on goodput: the capacity under the SLOs, when levels beyond the expected load ran
+        return Judgement("better", "failed", f"the current flags have no complete run: {incumbent.failure or 'did not run'}", None, objective)
+    cmp = compare_measurements(incumbent, candidate, threshold_pct)
+    return decide(cmp, objective, prior, incumbent, candidate, settled)
+
+
+def decide(cmp: Comparison, objective: Objective, prior: str, incumbent: Measurement | None = None,
+           candidate: Measurement | None = None, settled: bool = False) -> Judgement:
+    guard = cmp.guard
+    targets = [k for k in objective.targets if k != guard]
+    harm_keys = [k for k in targets if k not in objective.costs] + [guard, *ALWAYS_HARM]
+    gain_keys = targets + ([guard] if objective.goodput_gains else [])
+    harm = [k for k in dict.fromkeys(harm_keys) if cmp.direction(k) == "worse"]
+    gains = [k for k in dict.fromkeys(gain_keys) if cmp.direction(k) == "better"]
+    maybe_harm = [] if settled else [k for k in dict.fromkeys(harm_keys) if k not in harm and cmp.undecided(k, "worse")]
+    maybe_gain = [] if settled else [k for k in dict.fromkeys(gain_keys) if k not in gains and cmp.undecided(k, "better")]
+
+    def names(keys: list[str]) -> str:
+        return ", ".join(_label(k) for k in keys)
+
+    j = lambda v, rule, why: Judgement(v, rule, why, cmp, objective)  # noqa: E731
+    if harm:
+        return j("worse", "harm", f"worse beyond noise on {names(harm)}")
+    if prior == "candidate":
+        if maybe_harm:
+            return j("undecided", "prior", f"it is the side the guides keep, taken unless worse beyond noise; {names(maybe_harm)} "
+                     "moved the wrong way beyond the threshold but not beyond noise")
+        won = f"; better beyond noise on {names(gains)}" if gains else ""
+        return j("better", "prior", f"it is the side the guides keep, taken since it is not worse beyond noise on "
+                 f"{names(list(dict.fromkeys(harm_keys)))}{won}")
+    if gains and not maybe_harm:
+        return j("better", "gain", f"leaving the current flags needs a measured gain: better beyond noise on {names(gains)}, "
+                 f"not worse beyond noise on {names(list(dict.fromkeys(harm_keys)))}")
+    if maybe_gain or maybe_harm:
+        what = [f"{names(maybe_gain)} better" if maybe_gain else "", f"{names(maybe_harm)} worse" if maybe_harm else ""]
+        return j("undecided", "gain", f"leaving the current flags needs a measured gain; {' and '.join(w for w in what if w)} "
+                 "beyond the threshold but not beyond noise")
+    if gains:  # a gain with an unsettled harm that evidence could not settle: no measured harm
+        return j("better", "gain", f"better beyond noise on {names(gains)}, not worse beyond noise on {names(list(dict.fromkeys(harm_keys)))}")
+    cap = _capacity(incumbent, candidate) if incumbent is not None and candidate is not None else None
+    if cap is not None:
+        return j(cap[0], "capacity", cap[1])
+    return j("tie", "tie", f"no difference beyond noise on {names(list(dict.fromkeys(gain_keys + harm_keys)))}: the current flags stay")
+
+
+def _label(key: str) -> str:
+    if key == GOODPUT:
+        return "goodput"
+    if key == THROUGHPUT:
+        return "requests/s"
+    return METRICS[key].label if key in METRICS else key
+
+
+def _capacity(incumbent: Measurement, candidate: Measurement) -> tuple[str, str] | None:
+    """A tie broken by the capacity under the SLOs, when load levels beyond the expected one ran."""
+    if not any(len({e.load_level for e in m.complete}) > 1 for m in (incumbent, candidate)):
+        return None
     caps_i = {s: incumbent.capacity_value(s) for s in incumbent.scenarios}
     caps_c = {s: candidate.capacity_value(s) for s in incumbent.scenarios}
-    if any(len({e.load_level for e in m.complete}) > 1 for m in (incumbent, candidate)):
-        if all(caps_c[s] >= caps_i[s] for s in caps_i) and any(caps_c[s] > caps_i[s] for s in caps_i):
-            return Judgement("better", "capacity", out)
-        if any(caps_c[s] < caps_i[s] for s in caps_i):
-            return Judgement("worse", "capacity", out)
-    return Judgement("tie", "", out)
+    shown = ", ".join(f"{s}: {caps_i[s]:g} -> {caps_c[s]:g}" for s in caps_i)
+    if all(caps_c[s] >= caps_i[s] for s in caps_i) and any(caps_c[s] > caps_i[s] for s in caps_i):
+        return "better", f"a tie at the expected load, broken by the capacity under the SLOs ({shown})"
+    if any(caps_c[s] < caps_i[s] for s in caps_i):
+        return "worse", f"a tie at the expected load, lost on the capacity under the SLOs ({shown})"
+    return None
+
+
+def repeats_to_decide(cmp: Comparison, keys: list[str], runs_per_side: int) -> int | None:
+    """Rough runs per side that would make the undecided intervals among `keys` (a change beyond
+    the threshold, not beyond noise) exclude zero at their measured change, intervals narrowing
+    as 1/sqrt(runs): the cost of deciding. None when nothing among them is undecided."""
+    need = 0.0
+    for rows in cmp.rows.values():
+        for k in keys:
+            r = rows.get(k)
+            if r is None or r.interval is None or r.change is None or r.verdict != "within noise" or abs(r.change) < 1e-9:
+                continue
+            # the interval's reach from the change towards zero must shrink below the change itself
+            reach = (r.interval[1] - r.change) if r.change < 0 else (r.change - r.interval[0])
+            if reach > 0:
+                need = max(need, max(1, runs_per_side) * (reach / abs(r.change)) ** 2)
+    return int(math.ceil(need)) if need else None

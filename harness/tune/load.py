@@ -2,7 +2,9 @@
 
 Pydantic checks the shape; this module adds what needs the files around it: the workload's
 scenario files must exist and validate, and a context length must be known (given, or the
-workload's longest input + output when every length has a maximum).
+workload's longest request when every length has a maximum: harness.workload.context, the
+generator's own rules, so shared prefixes, system prompts, session history and dataset prompts
+count, plus the output and a chat-template margin).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from harness.errors import UserError
 from harness.scenario.loader import read_yaml, validate
 from harness.scenario.models import Scenario
 from harness.tune.models import TuneFile
+from harness.workload.context import required_context
 
 
 @dataclass
@@ -24,28 +27,6 @@ class TuneSpec:
     parsed: list[Scenario]
     max_model_len: int  # required context length
     max_model_len_from: str  # "context.max_model_len" | "the workload's longest input + output"
-
-
-def _max_len(dist: object) -> int | None:
-    for attr in ("value", "max"):
-        v = getattr(dist, attr, None)
-        if isinstance(v, int):
-            return v
-    return None
-
-
-def longest_request(scenarios: list[Scenario]) -> int | None:
-    """Longest input + output any class can draw (None when a length has no maximum)."""
-    longest = 0
-    for sc in scenarios:
-        for cls in sc.workload.classes:
-            if cls.input_tokens is None or cls.output_tokens is None:
-                return None
-            a, b = _max_len(cls.input_tokens), _max_len(cls.output_tokens)
-            if a is None or b is None:
-                return None
-            longest = max(longest, a + b)
-    return longest or None
 
 
 def load_tune(path: str | Path) -> TuneSpec:
@@ -75,18 +56,23 @@ def load_tune(path: str | Path) -> TuneSpec:
             problems.append(f"{path}: candidates.{name}: a value is listed twice")
     if tune.budget.max_starts is not None and tune.budget.max_starts < 2:
         problems.append(f"{path}: budget.max_starts: at least 2 (the baseline and the final run)")
-    longest = longest_request(parsed) if parsed else None
+    longest, how = None, ""
+    if parsed:
+        try:
+            longest, how = required_context(parsed, [p.parent for p in scenarios])
+        except UserError as exc:
+            problems.extend(exc.lines)
     if tune.context.max_model_len is not None:
         mml, source = tune.context.max_model_len, "context.max_model_len"
         if longest is not None and longest > mml:
             problems.append(f"{path}: context.max_model_len: {mml} is shorter than the workload's longest request "
-                            f"({longest} tokens); raise it or shorten the workload")
+                            f"({longest} tokens: {how}); raise it or shorten the workload")
     elif longest is not None:
-        mml, source = longest, "the workload's longest input + output"
+        mml, source = longest, f"the workload's longest request: {how}"
     else:
         mml, source = 0, ""
-        if parsed:
-            problems.append(f"{path}: context.max_model_len: required (a workload length has no maximum); "
+        if parsed and how:
+            problems.append(f"{path}: context.max_model_len: required ({how}); "
                             "set it to the longest prompt + output the service accepts")
     if tune.quality is not None:  # a bad prompts file fails before any start
         from harness.quality.dataset import load_quality_set

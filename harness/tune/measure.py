@@ -12,6 +12,7 @@ run directories, index.json and the sweep report are the sweep's own.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,8 @@ class Measurement:
     expected_level: str  # e.g. "concurrency=64"
     attainment: float = DEFAULT_ATTAINMENT
     _summaries: dict[str, RunSummary | None] = field(default_factory=dict, repr=False)
+    #: entries added later from another sweep (evidence bought: Measurer.measure_more) -> its directory
+    _dirs: dict[int, Path] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------ state
     @property
@@ -83,6 +86,18 @@ class Measurement:
     def failure(self) -> str | None:
         bad = [e for e in self.entries if e.status != "complete"]
         return bad[0].reason if bad else None
+
+    def failure_kind(self) -> str:
+        """How it failed, in words: the engine did not start, it died during a run (a partial
+        cell), or it started and the run failed (a failed run is not a failed start)."""
+        bad = [e for e in self.entries if e.status != "complete"]
+        if not bad:
+            return "no cell ran" if not self.entries else "complete"
+        if bad[0].status == "partial":
+            return "the engine died during the run"
+        if not any(e.startup_s is not None for e in self.entries):
+            return "the engine did not start"
+        return "the engine started but the run failed"
 
     @property
     def log_tail(self) -> list[str]:
@@ -105,13 +120,29 @@ class Measurement:
 
     @property
     def cell_ids(self) -> list[str]:
-        return [f"{self.sweep_dir.name}/{e.id}" for e in self.entries]
+        return [f"{self.dir_of(e).name}/{e.id}" for e in self.entries]
+
+    def dir_of(self, e: IndexCell) -> Path:
+        """The sweep directory an entry lives in: evidence bought later has a sweep of its own."""
+        return self._dirs.get(id(e), self.sweep_dir)
+
+    @property
+    def runs_per_scenario(self) -> int:
+        """Complete runs at the expected load, the fewest over scenarios (repeats + evidence)."""
+        return min((len(self.at_expected(s)) for s in self.scenarios), default=0)
+
+    def add(self, other: Measurement) -> None:
+        """Another sweep's cells of the same flags (interleaved repeats bought as evidence)."""
+        for e in other.entries:
+            self.entries.append(e)
+            self._dirs[id(e)] = other.sweep_dir
+        self._summaries.clear()
 
     def at_expected(self, scenario: str) -> list[IndexCell]:
         return [e for e in self.complete if e.scenario == scenario and e.load_level == self.expected_level]
 
     def run_dirs(self, scenario: str) -> list[Path]:
-        return [self.sweep_dir / e.run_dir for e in self.at_expected(scenario) if e.run_dir]
+        return [self.dir_of(e) / e.run_dir for e in self.at_expected(scenario) if e.run_dir]
 
     # ------------------------------------------------------------ numbers
     def metric(self, key: CellMetricName, scenario: str | None = None) -> float | None:
@@ -163,7 +194,7 @@ class Measurement:
 
         for e in self.entries:
             if e.run_dir:
-                run = read_quality_run(self.sweep_dir / e.run_dir)
+                run = read_quality_run(self.dir_of(e) / e.run_dir)
                 if run is not None and run.outputs:
                     return run
         return None
@@ -262,6 +293,33 @@ class Measurer:
             self.fresh = {flags_key(f): self.cache[flags_key(f)] for f in sets if flags_key(f) in self.cache}
             self.cache.update(saved)
 
+    def pending_starts(self, step_dir_name: str, sets: list[dict[str, Any]]) -> int:
+        """Engine starts a sweep of `sets` in that directory still needs (a resumed tune finds
+        the cells it measured before and starts nothing for them)."""
+        index = self.out / "steps" / step_dir_name / "index.json"
+        if not index.is_file():
+            return len(sets)
+        try:
+            cells = json.loads(index.read_text()).get("cells", [])
+        except (OSError, ValueError):
+            return len(sets)
+        done = {e.get("config_id") for e in cells if e.get("status") == "complete"}
+        return sum(1 for f in sets if self.config_id(f) not in done)
+
+    def measure_more(self, step_dir_name: str, ms: list[Measurement], label: str) -> None:
+        """More evidence: every flag set of `ms` measured again, in one sweep in this order
+        (interleaved: one start each, back to back), its cells added to the same Measurement
+        objects, which the cache holds: a later step sees the repeats too."""
+        sets = [m.flags for m in ms]
+        saved = {flags_key(f): self.cache.pop(flags_key(f)) for f in sets if flags_key(f) in self.cache}
+        try:
+            self._run(step_dir_name, sets, label)
+            fresh = [self.cache[flags_key(f)] for f in sets]
+        finally:
+            self.cache.update(saved)
+        for m, new in zip(ms, fresh):
+            m.add(new)
+
     def _sweep_doc(self, sets: list[dict[str, Any]], name: str) -> dict[str, Any]:
         t = self.spec.file
         engine = t.engine.model_dump(exclude_none=True, exclude_defaults=True)
@@ -289,7 +347,7 @@ class Measurer:
                        "prompts": str(prompts if prompts.is_absolute() else (self.spec.source.parent / prompts).resolve()),
                        "baseline": configs[0]["id"]}
         doc = {
-            "name": _safe_id(f"{t.name}-{name}")[:60],
+            "name": re.sub(r"[^A-Za-z0-9_.-]", "-", _safe_id(f"{t.name}-{name}"))[:60],
             "description": f"harness tune {t.name}: step {name}",
             "engine": engine,
             "vary": {"mode": "list", "configs": configs},

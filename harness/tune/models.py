@@ -76,6 +76,9 @@ class Measure(Strict):
     threshold_pct: Annotated[float, Field(ge=0)] = Field(
         default=5.0, description="a change must also beat the current best by more than this share of goodput"
     )
+    evidence_repeats: Annotated[int, Field(ge=0, le=10)] = Field(
+        default=2, description="when a difference is beyond the threshold but not yet beyond noise, up to this many more "
+        "interleaved repeats of both sides (one engine start each) before it is called a tie")
 
 
 STEP_NAMES = (

@@ -77,3 +77,18 @@ def test_the_search_finds_the_cost_models_capacity(sim, tmp_path: Path) -> None:
     assert saved["boundary"] == res.boundary and len(saved["trials"]) == len(res.trials)
     for t in res.trials:  # every trial a normal run directory
         assert (Path(t.run_dir) / "summary.json").exists() and (Path(t.run_dir) / "requests.jsonl").exists()
+
+
+def test_every_trial_starts_with_the_prefix_cache_reset(sim, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The same seeded prompts at every level against one long-lived engine: without a reset the
+    second trial is served from the first one's cache (audit N2: hit rates of 25-50% on a workload
+    that can produce 0%). Each trial resets it, as `harness run` does, and says so."""
+    res = search_capacity(scenario(1.0, 3.0), tmp_path, attainment=0.9, precision=0.5, max_trials=3,
+                          growth=2.0, settings=TrialSettings(target_url=sim.url))
+    assert len(res.trials) >= 2
+    for t in res.trials:
+        s = json.loads((Path(t.run_dir) / "summary.json").read_text())
+        assert s["prefix_cache_isolation"]["mode"] == "reset", s["prefix_cache_isolation"]
+        assert not any("Prefix cache hit rate" in w for w in t.warnings), t.warnings
+    saved = json.loads((tmp_path / "capacity.json").read_text())
+    assert all("warnings" in t for t in saved["trials"])

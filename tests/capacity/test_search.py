@@ -85,3 +85,39 @@ def test_result_serializes_and_explains_itself() -> None:
 def test_bad_parameters_are_user_errors() -> None:
     with pytest.raises(UserError):
         search_levels(lambda lvl: Trial(level=lvl, attainment=1.0), start=0)
+
+
+def test_results_not_monotone_in_load_are_re_measured_before_the_answer() -> None:
+    """8 users kept 30% of requests within the SLOs where 6 kept 10% (a busy host, a warm cache):
+    both levels are measured again before the answer; it says what was re-measured and whether
+    the results agree now."""
+    seen: dict[float, int] = {}
+
+    def flaky(level: float) -> Trial:
+        seen[level] = seen.get(level, 0) + 1
+        if level == 8:
+            return Trial(level=level, attainment=0.3 if seen[level] == 1 else 0.0)
+        return Trial(level=level, attainment={4: 1.0, 5: 0.9, 6: 0.1, 7: 0.05}.get(level, 0.0))
+
+    res = search_levels(flaky, start=4, integer=True, knob="concurrency", precision=0.001, max_trials=6)
+    text = "\n".join(res.lines())
+    assert seen[8] == 2 and any(t.remeasured for t in res.trials) and "(re-measured)" in text
+    assert "not monotone in load" in res.monotone_note and "now monotone" in res.monotone_note, res.monotone_note
+    assert res.boundary == 4
+
+    def contradictory(level: float) -> Trial:
+        return Trial(level=level, attainment={4: 1.0, 8: 0.5}.get(level, 0.0))
+
+    res = search_levels(contradictory, start=4, integer=True, knob="concurrency", precision=0.001, max_trials=6)
+    assert "NOT monotone" in res.monotone_note and "uncertain" in res.lines()[0]
+
+
+def test_trial_warnings_are_listed_with_the_answer() -> None:
+    def warned(level: float) -> Trial:
+        return Trial(level=level, attainment=1.0 if level <= 10 else 0.2,
+                     warnings=["Prefix cache hit rate 25.0 % exceeds the 0 % this workload can produce"] if level == 8 else [])
+
+    res = search_levels(warned, start=8, precision=0.2)
+    text = "\n".join(res.lines())
+    assert "validity warnings" in text and "at 8 req/s: Prefix cache hit rate 25.0 %" in text
+    assert res.to_dict()["trials"][0]["warnings"]

@@ -15,9 +15,9 @@ import pytest
 
 from harness.metrics import percentile
 from harness.metrics.hdr import PERCENTILES, Histogram
-from harness.report import hdr as report_hdr
+from harness.results import hdr as report_hdr
 from harness.report.partial_summary import _pcts
-from harness.report.stats import quantile_draws
+from harness.compare.stats import quantile_draws
 from harness.telemetry.window import WindowAccumulator
 
 MS = 1_000_000

@@ -101,7 +101,7 @@ def test_exporter_histograms_are_the_tables_live_entries() -> None:
 
 
 def test_report_sweep_and_ui_read_the_table() -> None:
-    from harness.report.metrics import METRICS as COMPARE
+    from harness.compare.metrics import METRICS as COMPARE
     from harness.sweep.results import METRIC_COLUMNS
     from harness.ui.routes import LLM_TABLE
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from harness.report.hdr import encode_values_b64
+from harness.results.hdr import encode_values_b64
 from harness.workload.fingerprint import fingerprint
 from harness.scenario.models import Scenario
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from harness.cli.main import main
-from harness.report import stats
+from harness.compare import stats
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -62,7 +62,7 @@ def test_json_output(fx, capsys):
     itl, rps = rows
     assert itl["better"] == "lower" and itl["worse_by"] > 30 and itl["interval"][0] > 0
     assert rps["better"] == "higher" and rps["change"] < -25 and rps["worse_by"] > 25 and rps["interval"][1] < 0
-    assert any("bootstrap by request" in t for t in itl["tests"])
+    assert any("time blocks of requests" in t for t in itl["tests"])
     assert any("time slices" in t for t in rps["tests"])
 
 
@@ -207,3 +207,18 @@ def test_a_partial_candidate_is_named_in_the_comparison(fx, tmp_path, capsys):
     # a complete pair carries no such line
     _, clean, _ = _run(capsys, str(fx["run_a"]), str(fx["run_b"]))
     assert "PARTIAL" not in clean
+
+
+def test_cell_names_are_one_argument(tmp_path, capsys):
+    """Audit N8: tune named cells `enable-prefix-caching=true,max-model-len=2048__...` and
+    `harness compare` split the path at the comma. Ids now join flags with '+', and a directory
+    whose name holds a comma (an older sweep) is one side, not a list."""
+    from harness.sweep.plan import _safe_id
+    from tests.report.fabricate import make_run
+
+    assert _safe_id("enable-prefix-caching=true,max-model-len=2048") == "enable-prefix-caching=true+max-model-len=2048"
+    a = make_run(tmp_path / "runs" / "enable-prefix-caching=false,max-model-len=2048__chat__r1", seed=1, n=60)
+    b = make_run(tmp_path / "runs" / "enable-prefix-caching=true,max-model-len=2048__chat__r1", seed=2, n=60)
+    code, out, err = _run(capsys, str(a), str(b))
+    assert code in (0, 1) and "no such directory" not in err, err
+    assert "1 run" in out

@@ -28,7 +28,7 @@ def test_workload_max_len_is_the_longest_request_or_none_when_unbounded():
     assert workload_max_len(_scenario(512, 128)) == 640
     # input_tokens includes the shared prefix (harness/workload/generator.py): not added again
     assert workload_max_len(_scenario({"dist": "uniform", "min": 10, "max": 900}, 100, prefix=50)) == 1000
-    assert workload_max_len(_scenario(100, 10, prefix=2000)) == 2011  # a prefix longer than the input: prefix + 1 own word
+    assert workload_max_len(_scenario({"dist": "lognormal", "mean": 300, "max": 900}, 100, prefix=50)) == 1000
     assert workload_max_len(_scenario({"dist": "lognormal", "mean": 300}, 100)) is None
 
 

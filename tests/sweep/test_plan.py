@@ -37,9 +37,10 @@ def test_grid(write_sweep):
         "name": "s", "engine": SIM,
         "vary": {"mode": "grid", "flags": {"max-num-seqs": [4, 8], "enable-prefix-caching": [True, False]}},
     }))
+    # '+' joins the flags: an id is one argument to `harness compare`, which reads ',' as a list
     assert ids(plan) == [
-        "max-num-seqs=4,enable-prefix-caching=true", "max-num-seqs=4,enable-prefix-caching=false",
-        "max-num-seqs=8,enable-prefix-caching=true", "max-num-seqs=8,enable-prefix-caching=false",
+        "max-num-seqs=4+enable-prefix-caching=true", "max-num-seqs=4+enable-prefix-caching=false",
+        "max-num-seqs=8+enable-prefix-caching=true", "max-num-seqs=8+enable-prefix-caching=false",
     ]
     assert len(plan.cells) == 4
 

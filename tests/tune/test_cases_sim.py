@@ -65,9 +65,13 @@ def assert_contract(doc: dict, out: Path) -> None:
 
 
 def beats_baseline(doc: dict) -> None:
+    """Goodput better beyond noise on every scenario; the verdict 'better', or 'mixed' when some
+    metric also moved the other way (the final names both: speculation's TTFT, say)."""
     vs = doc["final"]["vs_baseline"]
-    assert vs["verdict"] == "better", vs
+    assert vs["verdict"] in ("better", "mixed"), vs
     assert all(r["verdict"] == "better" for r in vs["goodput"].values())
+    final = step(doc, "final")["reason"]
+    assert "better beyond noise" in final.lower() and "; ;" not in final and ": ." not in final
 
 
 def test_prefix_caching_off_is_turned_on_and_resume_after_kill_redoes_no_cell(tmp_path):
@@ -114,7 +118,10 @@ def test_prefix_caching_off_is_turned_on_and_resume_after_kill_redoes_no_cell(tm
     assert json.loads((saved / "baseline.json").read_text())["engine_config"] == "engine_config.yaml"
     cc = step(doc, "cache-check")
     assert cc["verdict"] == "changed", cc["reason"]
-    assert "on beats off beyond noise" in cc["reason"] and "hit rate" in cc["reason"]
+    # the guide's prior decides (prefix caching is kept on unless on is worse beyond noise), and
+    # the reason names what the guide entry compares: TTFT with intervals and the hit rate
+    assert "the side the guides keep" in cc["reason"] and "not worse beyond noise" in cc["reason"]
+    assert "TTFT p50" in cc["reason"] and "interval" in cc["reason"] and "hit rate" in cc["reason"]
     assert doc["final"]["flags"]["enable-prefix-caching"] is True
     assert "--enable-prefix-caching" in doc["final"]["command"]
     assert step(doc, "kv-dtype")["verdict"] == "skipped" and "memory is not the limit" in step(doc, "kv-dtype")["reason"]
@@ -156,7 +163,8 @@ def test_speculation_helps_at_4_users(tmp_path):
     doc = run_case("sim_spec_low_load", tmp_path / "tune")
     s = step(doc, "speculative")
     assert s["verdict"] == "changed", s["reason"]
-    assert "acceptance" in s["reason"] and "speculation wins beyond noise" in s["reason"]
+    assert "acceptance" in s["reason"] and "speculation:" in s["reason"] and "ITL p50" in s["reason"]
+    assert "leaving the current flags needs a measured gain" in s["reason"]
     assert doc["final"]["flags"]["speculative-config"]["method"] == "ngram"
     beats_baseline(doc)
 
@@ -172,7 +180,7 @@ def test_speculation_is_turned_off_at_128_users(tmp_path):
     # 8-s closed-loop windows at 128 users complete in waves, so the compare's time-slice
     # interval is wide; the per-request (Little's law) goodput decides, and the reason says so
     assert s["verdict"] == "changed", s["reason"]
-    assert "turning speculation off wins beyond noise" in s["reason"] and "high-concurrency" in s["reason"]
+    assert "turning speculation off:" in s["reason"] and "high-concurrency" in s["reason"]
     assert "Little's law" in s["reason"] and "req/s" in s["reason"] and "interval" in s["reason"]
     assert "speculative-config" not in doc["final"]["flags"]
     assert not any("speculative" in a for a in doc["final"]["command"])

@@ -33,7 +33,7 @@ def good() -> dict:
 
 def test_valid_file_derives_the_context_length(tmp_path):
     spec = load_tune(write(tmp_path, good()))
-    assert spec.max_model_len == 48  # 32 input + 16 output at most
+    assert spec.max_model_len == 64  # 32 input + 16 output at most + 16 for the chat template (one message)
     assert spec.file.step_order()[0] == "context-length" and spec.file.step_order()[-1] == "final"
 
 
@@ -68,7 +68,7 @@ def test_workload_problems_are_collected(tmp_path):
     text = "\n".join(exc.value.lines)
     assert len(exc.value.lines) == 2
     assert "workload[1]: missing.yaml: no such file" in text
-    assert "context.max_model_len: 20 is shorter than the workload's longest request (48 tokens)" in text
+    assert "context.max_model_len: 20 is shorter than the workload's longest request (64 tokens: " in text
 
 
 def test_plan_starts_nothing_and_lists_the_steps(tmp_path):

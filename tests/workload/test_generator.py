@@ -137,10 +137,18 @@ def test_shared_prefixes_repeat_exactly() -> None:
 
 
 def test_prefix_longer_than_input_keeps_one_own_token() -> None:
+    """A prefix as long as every prompt contradicts input_tokens (which includes it) and is refused
+    when the scenario loads; a wide distribution's rare short draw still gets the prefix plus one
+    token of its own (harness.workload.context counts the same)."""
     data = {**MIXED, "workload": {"classes": [{"name": "p", "input_tokens": 50, "output_tokens": 4,
                                                "shared_prefix": {"tokens": 80}}]}}
-    r = _gen(data=data).request(0)
-    assert (len(r.prefix.split()), len(r.text.split()), r.input_tokens) == (80, 1, 81)
+    with pytest.raises(ValueError, match="input_tokens is the whole prompt, the shared prefix included"):
+        _gen(data=data)
+    wide = {**MIXED, "workload": {"classes": [{"name": "p", "input_tokens": {"dist": "lognormal", "mean": 200, "sigma": 1.2},
+                                               "output_tokens": 4, "shared_prefix": {"tokens": 80}}]}}
+    gen = _gen(data=wide)
+    short = next(r for r in (gen.request(i) for i in range(400)) if r.input_tokens == 81)
+    assert (len(short.prefix.split()), len(short.text.split())) == (80, 1)
 
 
 def _scenario(classes: list[dict[str, Any]]) -> Scenario:
@@ -158,10 +166,10 @@ def test_expected_prefix_hit_rate() -> None:
     assert expected_prefix_hit_rate(sc) == pytest.approx(992 / 2000)
     assert expected_prefix_hit_rate(sc, block_size=1) == pytest.approx(0.5)
     # a class without a prefix dilutes the rate by its weight and length
-    sc = _scenario([{"name": "a", "weight": 1, "input_tokens": 1600, "output_tokens": 8,
+    sc = _scenario([{"name": "a", "weight": 1, "input_tokens": 1601, "output_tokens": 8,
                      "shared_prefix": {"tokens": 1600, "fraction": 1.0}},
                     {"name": "b", "weight": 1, "input_tokens": 400, "output_tokens": 8}])
-    # prefix=1600 -> prompt 1601 (one own token); cached 1600 of (1601 + 400) / 2
+    # prefix=1600 of a 1601-token prompt (one own token); cached 1600 of (1601 + 400) / 2
     assert expected_prefix_hit_rate(sc) == pytest.approx(1600 / 2001)
     assert 0 <= expected_prefix_hit_rate(sc) <= 1
     assert expected_prefix_hit_rate(_scenario([{"name": "a", "input_tokens": 5, "output_tokens": 5}])) is None

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from harness.registry import Registry
 from harness.sweep.flags import describe
-from harness.tune.judge import Judgement, judge
+from harness.tune.judge import GOODPUT_ONLY, Judgement, Objective, judge, repeats_to_decide
 from harness.tune.measure import Measurement, flag_of, flags_key, merged
 
 VERDICTS = ("changed", "kept", "skipped", "failed")
@@ -98,9 +98,70 @@ def storm(m: Measurement) -> str | None:
 def tried_row(m: Measurement, j: Judgement | None = None, **extra: Any) -> dict[str, Any]:
     row = m.row()
     if j is not None:
-        row["vs_current"] = {"verdict": j.verdict, "by": j.by, "per_scenario": j.per_scenario}
+        row["vs_current"] = {"verdict": j.verdict, "by": j.by, "rule": j.why, "evidence_repeats": j.evidence,
+                             "per_scenario": j.per_scenario}
     row.update(extra)
     return row
+
+
+def settle(ctx: Any, step: str, incumbent: Measurement, candidate: Measurement, objective: Objective = GOODPUT_ONLY,
+           prior: str = "incumbent") -> Judgement:
+    """Judge `candidate` against `incumbent`; while the answer is undecided (a difference beyond
+    the threshold not yet beyond noise) buy evidence: another interleaved repeat of both sides,
+    up to measure.evidence_repeats and within the budget, and judge again. Evidence that could
+    not decide it (the intervals would need more runs than the repeats allowed) is not bought.
+    What remains undecided is settled without more data (no measured difference), and the
+    judgement says what was bought and what deciding it would cost."""
+    t = ctx.threshold_pct
+    j = judge(incumbent, candidate, t, objective, prior)
+    limit = ctx.tune.measure.evidence_repeats
+    bought = 0
+    stop = ""
+    while j.verdict == "undecided":
+        runs = min(incumbent.runs_per_scenario, candidate.runs_per_scenario)
+        need = repeats_to_decide(j.cmp, j.keys, runs) if j.cmp is not None else None
+        if bought >= limit:
+            stop = f"measure.evidence_repeats {limit} reached"
+            break
+        if need is not None and need > runs + (limit - bought):
+            stop = f"more repeats than measure.evidence_repeats {limit} allows would be needed, so none were bought" if not bought \
+                else f"the {limit - bought} repeat(s) left could not decide it"
+            break
+        if not ctx.measure_more(step, [incumbent, candidate], f"{candidate.config_id}-{bought + 1}"):
+            stop = getattr(ctx, "_budget_reason", "the budget allows no more")
+            break
+        bought += 1
+        j = judge(incumbent, candidate, t, objective, prior)
+    unsettled = j.verdict == "undecided"
+    runs = min(incumbent.runs_per_scenario, candidate.runs_per_scenario)
+    need = repeats_to_decide(j.cmp, j.keys, runs) if unsettled and j.cmp is not None else None
+    if unsettled:
+        j = judge(incumbent, candidate, t, objective, prior, settled=True)
+    notes = []
+    if bought:
+        notes.append(f"Undecided at first: bought {bought} more interleaved repeat{'s' if bought > 1 else ''} of both sides "
+                     f"({2 * bought} engine starts), now {runs} runs per side")
+    if unsettled:
+        cost = (f"; deciding it would take about {need} runs per side ({2 * max(0, need - runs)} more engine starts: raise "
+                "measure.evidence_repeats or measure.duration_s)") if need else ""
+        notes.append(f"Still not beyond noise ({stop}): settled as no measured difference{cost}")
+    j.evidence = bought
+    j.evidence_note = ". ".join(notes) + ("." if notes else "")
+    return j
+
+
+def dead(results: list[tuple[Any, Measurement, Judgement | None]]) -> list[tuple[Any, Measurement]]:
+    """Candidates without a complete run: the engine did not start, died, or the run failed."""
+    return [(v, m) for v, m, _ in results[1:] if not m.ok]
+
+
+def failed_step(ctx: Any, step: str, flag: str, results: list[tuple[Any, Measurement, Judgement | None]],
+                tried: list[dict[str, Any]]) -> StepResult:
+    """A dead candidate is a failed candidate: the step fails with the engine's error (the
+    current flags stay) and `--resume` measures it again, since its cells are not complete."""
+    bits = [f"{label({flag: v})}: {m.failure_kind()} ({m.failure or 'no reason recorded'})" for v, m in dead(results)]
+    return StepResult(step, "failed", f"{'; '.join(bits)}. A candidate that cannot be measured fails the step: the current "
+                      "flags stay, and `harness tune FILE --resume DIR` measures it again.", dict(ctx.current), tried)
 
 
 def one_flag(
@@ -111,14 +172,19 @@ def one_flag(
     disqualify: Callable[[Measurement], str | None] | None = None,
     accept_tie_when: Callable[[Measurement, Measurement], str | None] | None = None,
     suffix: str = "",
+    objective: Objective = GOODPUT_ONLY,
+    prior: Callable[[Any], str] = lambda _value: "incumbent",
+    rank: Callable[[Measurement], float] | None = None,
 ) -> tuple[StepResult | None, Measurement | None, list[tuple[Any, Measurement, Judgement | None]]]:
     """Measure the current best and `flag` at each of `values` (the others held), pick the
-    candidate that beats the current best beyond noise (best goodput first).
+    candidate that beats the current best by the step's objective and prior (harness.tune.judge).
 
-    Returns (a finished StepResult when nothing could be measured, else None; the winner or None;
-    every (value, measurement, judgement)). `suffix` names a second sweep of the same step (a
-    later round of candidates; the incumbent is reused, not started again). `disqualify` names why a candidate may not win (a
-    storm); `accept_tie_when` names why a tie may still be taken (it removes a storm)."""
+    Returns (a finished StepResult when nothing could be measured or a candidate failed, else
+    None; the winner or None; every (value, measurement, judgement)). Candidates are judged best
+    first by `rank` (default goodput); undecided ones buy evidence (settle) until one wins.
+    `suffix` names a second sweep of the same step (a later round of candidates; the incumbent is
+    reused, not started again). `disqualify` names why a candidate may not win (a storm);
+    `accept_tie_when` names why a tie may still be taken (it removes a storm)."""
     current = ctx.current
     sets = [current] + [merged(current, {flag: v}) for v in values]
     sets_unique = list({flags_key(s): s for s in sets}.values())
@@ -128,15 +194,22 @@ def one_flag(
     inc = ms[0]
     results: list[tuple[Any, Measurement, Judgement | None]] = [(flag_of(current, flag), inc, None)]
     for s, m in zip(sets_unique[1:], ms[1:]):
-        results.append((flag_of(s, flag), m, judge(inc, m, ctx.threshold_pct)))
+        results.append((flag_of(s, flag), m, None))
+    if dead(results):
+        return failed_step(ctx, step, flag, results, [tried_row(m) for _, m, _ in results]), None, results
+    key = rank or (lambda m: m.goodput() or -1.0)
+    order = sorted(range(1, len(results)), key=lambda i: -key(results[i][1]))
     best: Measurement | None = None
-    ranked = sorted(results[1:], key=lambda r: -(r[1].goodput() or -1.0) if r[1].ok else 1e18)
-    for value, m, j in ranked:
-        if not m.ok or j is None:
-            continue
+    for i in order:
+        value, m, _ = results[i]
         if disqualify is not None and disqualify(m):
+            results[i] = (value, m, judge(inc, m, ctx.threshold_pct, objective, prior(value), settled=True))
             continue
+        if best is not None:  # judged for the record, no evidence bought once a winner is known
+            results[i] = (value, m, judge(inc, m, ctx.threshold_pct, objective, prior(value), settled=True))
+            continue
+        j = settle(ctx, step, inc, m, objective, prior(value))
+        results[i] = (value, m, j)
         if j.verdict == "better" or (j.verdict == "tie" and accept_tie_when is not None and accept_tie_when(inc, m)):
             best = m
-            break
     return None, best, results

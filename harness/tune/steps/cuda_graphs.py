@@ -1,12 +1,16 @@
 """Step 5, cuda-graphs: when the current flags run eager, CUDA graphs on vs off.
 
-Guide 001 2.2: graph capture removes the per-step launch overhead (decode steps faster); guide
-000: eager mode saves startup work and usually costs steady-state speed, so it is no production
-default without a benchmark. When the current flags turn graphs off (vLLM `enforce-eager: true`,
-transformers `cb-use-cuda-graph: false`) or leave an engine's automatic choice in place, graphs
-on is measured against the current flags, and the reason gives both sides of the trade: the
-startup time each took and the steady-state goodput, ITL and GPU memory. When graphs are already
-on, nothing is started.
+Objective (guide 001 2.2, guide 000 "Select compilation behavior"): steady-state ITL (p50 and
+p99) and GPU memory against startup time. Graph capture removes the per-step launch overhead
+(decode steps 10-20% faster) and costs graph-pool memory; eager mode saves startup work and
+"usually lowers steady-state performance. Do not use it as a production default without a
+benchmark." Prior: graphs are the engines' default (vLLM's hybrid execution), so graphs on is
+taken unless it is worse beyond noise on ITL or goodput; staying eager needs that evidence
+(startup time alone is not a reason, guide 000). When the current flags turn graphs off (vLLM
+`enforce-eager: true`, transformers `cb-use-cuda-graph: false`) or leave an engine's automatic
+choice in place, graphs on is measured against them, and the reason gives both sides of the
+trade: the startup each took, the steady-state ITL, goodput and GPU memory. When graphs are
+already on, nothing is started.
 
 It comes before the token-budget step (guide 001 puts chunked prefill first): eager execution
 pays the launch overhead on every step, which lifts ITL p50 towards p99 and hides the decode
@@ -17,11 +21,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.tune.judge import Objective
 from harness.tune.measure import Measurement, flag_of
 from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, prologue, tried_row
 from harness.results.run_metrics import BY_NAME as RUN
 
 KNOB = "cuda-graphs"
+OBJECTIVE = Objective(targets=("itl.p50", "itl.p99"))
 
 
 def startup_s(m: Measurement) -> float | None:
@@ -61,7 +67,7 @@ class CudaGraphs:
                               dict(ctx.current), [tried_row(inc)])
         if current is not None and current != knob.off:
             return StepResult(self.name, "kept", f"CUDA graphs are on ({show(flag, current)}); nothing to try.", dict(ctx.current), [tried_row(inc)])
-        done, best, results = one_flag(ctx, self.name, flag, [knob.on])
+        done, best, results = one_flag(ctx, self.name, flag, [knob.on], objective=OBJECTIVE, prior=lambda _v: "candidate")
         if done is not None:
             return done
         (_, off, _), (_, on, j) = results
@@ -73,13 +79,15 @@ class CudaGraphs:
         if startup_s(on) is not None and startup_s(off) is not None:
             saved = startup_s(on) - startup_s(off)  # type: ignore[operator]
         # guide 000's trade: what eager saves at startup against what it loses in steady state
-        trade = f"; startup with graphs {saved:+.1f} s vs eager" if saved is not None else ""
+        trade = f"; startup with graphs {saved:+.1f} s vs eager (a one-time cost per start)" if saved is not None else ""
+        rule = "graphs are the engine's default and guide 000 keeps eager out of production without a benchmark"
+        assert j is not None
         if best is None:
-            return StepResult(self.name, "kept", f"{head}: graphs on does not beat the current flags beyond noise "
-                              f"({j.text() if j else 'did not run'}){trade}.", dict(ctx.current), tried)
+            return StepResult(self.name, "kept", f"{head}: {j.text()}{trade}. Kept eager: graphs on is worse beyond noise, "
+                              f"the evidence staying eager needs ({rule}).", dict(ctx.current), tried)
         ctx.current = best.flags
-        return StepResult(self.name, "changed", f"{head}: graphs on beats the current flags beyond noise ({j.text()}){trade}.",
-                          dict(best.flags), tried)
+        return StepResult(self.name, "changed", f"{head}: {j.text()}{trade}. Graphs on: {rule}, and graphs on is not worse "
+                          "beyond noise.", dict(best.flags), tried)
 
 
 STEPS.add(CudaGraphs.name, CudaGraphs())

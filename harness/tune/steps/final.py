@@ -1,46 +1,109 @@
 """Step 11, final: the complete production-like benchmark on the chosen flags, measured afresh
-(not reused from a step), compared with the baseline by the noise-aware `harness compare`."""
+(not reused from a step), compared with the baseline by `harness compare`'s noise tests.
+
+The verdict tells the whole story (guide 000: "Repeat the complete production-like benchmark"
+and record every value): every metric that moved beyond noise, improvements and regressions
+alike, with its interval (the default family of `harness compare` plus the engine's preemptions
+and prefix hits), then what did not move (goodput within noise), then the KV occupancy, the SLO
+attainment and the GPU memory of both runs. A clause with nothing in it is left out.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness.report.compare import Options, compare_runs
-from harness.report.data import load_run
-from harness.report.metrics import resolve
-from harness.tune.judge import judge
+from harness.tune.judge import compare_measurements, guard_name, judge, show_row
 from harness.tune.measure import Measurement
 from harness.tune.steps.base import STEPS, StepResult, fmt, tried_row
 
 MAIN = ("goodput_rps", "rps", "ttft.p99", "itl.p99", "e2e.p99")
 
 
+def facts(base: Measurement, final: Measurement) -> list[str]:
+    """KV occupancy, SLO attainment and GPU memory of both runs (engine gauges: no interval)."""
+    out = []
+
+    def pair(a: float | None, b: float | None, spec: str, unit: str = "") -> str | None:
+        if a is None and b is None:
+            return None
+        return f"{fmt(a, spec)}{unit} -> {fmt(b, spec)}{unit}"
+
+    kv = [(name, base.summary_value(get), final.summary_value(get)) for name, get in
+          (("mean", lambda s: s.engine.kv_usage.mean), ("max", lambda s: s.engine.kv_usage.max))]
+    kv_bits = [f"{n} {pair(a, b, '.2f')}" for n, a, b in kv if a is not None or b is not None]
+    if kv_bits:
+        out.append("KV usage " + ", ".join(kv_bits))
+    att = pair(_pct(base.metric("goodput_fraction")), _pct(final.metric("goodput_fraction")), ".0f", "%")
+    if att and base.metric("goodput_req_per_s") is not None:
+        out.append(f"requests within the SLOs {att}")
+    hits = [m.metric("prefix_hit_rate") for m in (base, final)]
+    if any(h is not None for h in hits):
+        out.append(f"prefix-cache hit rate {pair(*(None if h is None else 100 * h for h in hits), '.0f', '%')}")
+    gb = [m.summary_value(lambda s: s.engine.gpu_memory.used_max_bytes) for m in (base, final)]
+    if any(gb):
+        out.append(f"GPU memory {pair(*(None if b is None else b / 2**30 for b in gb), '.1f', ' GiB')}")
+    return out
+
+
+def _pct(v: float | None) -> float | None:
+    return None if v is None else 100.0 * v
+
+
 def vs_baseline(base: Measurement, final: Measurement, threshold_pct: float) -> dict[str, Any]:
-    j = judge(base, final, threshold_pct)
-    per: dict[str, Any] = {}
-    regressions = []
-    for s in base.scenarios:
-        b = [load_run(p) for p in base.run_dirs(s)]
-        c = [load_run(p) for p in final.run_dirs(s)]
-        if not b or not c:
-            continue
-        rows = compare_runs(b, c, resolve(None), Options(threshold_pct=threshold_pct))
+    j = judge(base, final, threshold_pct, settled=True)
+    cmp = compare_measurements(base, final, threshold_pct)
+    multi = len(cmp.rows) > 1
+    improved, regressed, per = [], [], {}
+    for s, rows in cmp.rows.items():
         per[s] = {r.key: {"baseline": r.baseline, "final": r.candidate, "change": r.change, "unit": r.change_unit,
-                          "verdict": r.verdict, "interval": list(r.interval) if r.interval else None}
-                  for r in rows if r.key in MAIN or r.verdict in ("REGRESSION", "improved")}
-        regressions += [f"{s}: {r.label}" for r in rows if r.verdict == "REGRESSION"]
-    if j.verdict == "better":
+                          "verdict": r.verdict, "interval": list(r.interval) if r.interval else None, "p_adjusted": r.p_adjusted}
+                  for r in rows.values() if r.key in MAIN or r.decided}
+        for r in rows.values():
+            if r.key == "prefix_hit_rate":
+                continue  # a fact, not better or worse: a preempted request's recompute hits the cache too
+            text = (f"{s}: " if multi else "") + show_row(r)
+            if r.verdict == "improved":
+                improved.append(text)
+            elif r.verdict == "REGRESSION":
+                regressed.append(text)
+    if improved and regressed:
+        verdict = "mixed"
+    elif improved:
         verdict = "better"
-    elif j.verdict == "worse":
+    elif regressed:
         verdict = "worse"
     else:
         verdict = "same"
-    return {"verdict": verdict, "goodput": j.per_scenario, "by": j.by, "regressions": regressions, "deltas": per}
+    guard = cmp.guard
+    steady = [(f"{s}: " if multi else "") + show_row(rows[guard], cmp.closed_loop.get(s))
+              for s, rows in cmp.rows.items() if guard in rows and not rows[guard].decided]
+    # what moved past the threshold without getting beyond noise: worth a line, not a verdict
+    unsure = [(f"{s}: " if multi else "") + show_row(r) for s, rows in cmp.rows.items() for r in rows.values()
+              if r.key != guard and r.key != "prefix_hit_rate" and r.verdict in ("within noise", "too few samples")]
+    return {"verdict": verdict, "goodput": j.per_scenario, "by": j.by, "guard": guard_name(guard),
+            "improvements": improved, "regressions": regressed, "within_noise": steady, "undecided": unsure,
+            "facts": facts(base, final), "deltas": per}
+
+
+def story(vs: dict[str, Any]) -> str:
+    """The verdict's sentence: every clause that has something in it."""
+    parts = []
+    if vs["improvements"]:
+        parts.append("better beyond noise: " + "; ".join(vs["improvements"]))
+    if vs["regressions"]:
+        parts.append("worse beyond noise: " + "; ".join(vs["regressions"]))
+    if vs["within_noise"]:
+        parts.append(f"{vs['guard'].split(' (')[0]} within noise: " + "; ".join(vs["within_noise"]))
+    if vs.get("undecided"):
+        parts.append("beyond the threshold but not beyond noise (no verdict): " + "; ".join(vs["undecided"]))
+    if vs["facts"]:
+        parts.append("; ".join(vs["facts"]))
+    return ". ".join(p[0].upper() + p[1:] for p in parts)
 
 
 class Final:
     name = "final"
-    summary = "the full benchmark on the chosen flags, afresh, compared with the baseline (noise-aware compare)"
+    summary = "the full benchmark on the chosen flags, afresh, compared with the baseline: every change beyond noise, good and bad"
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
         ms = ctx.measure(self.name, [ctx.current], fresh=True)
@@ -48,27 +111,23 @@ class Final:
             return ctx.budget_skip(self.name)
         (m,) = ms
         if not m.ok:
-            return StepResult(self.name, "failed", f"the chosen flags did not give a complete run: {m.failure}", dict(ctx.current), [tried_row(m)])
+            return StepResult(self.name, "failed", f"the chosen flags did not give a complete run: {m.failure_kind()}: {m.failure}",
+                              dict(ctx.current), [tried_row(m)])
         base = ctx.baseline
         if base is None:
             return StepResult(self.name, "kept", "no baseline to compare with.", dict(ctx.current), [tried_row(m)])
         vs = vs_baseline(base, m, ctx.threshold_pct)
         ctx.final = m
         ctx.vs_baseline = vs
-        # where the time slices were too short for the requests, the per-request test decided: say so
-        g = "; ".join(f"{s}: goodput {fmt(r['baseline'])} -> {fmt(r['candidate'])} req/s ({r['change_pct']:+.1f}%, {r['compare_verdict']}"
-                      + (f" by time slices; decided by {r['closed_loop']}" if r.get("closed_loop") else "") + ")"
-                      for s, r in vs["goodput"].items() if r.get("change_pct") is not None)
         same = m.flags == base.flags
-        word = {"better": "beats the baseline beyond noise", "worse": "is worse than the baseline beyond noise",
-                "same": "is within noise of the baseline"}[vs["verdict"]]
-        what = "the baseline flags (nothing changed) are" if same else "the chosen flags are"
-        word = word.replace("is ", "", 1) if word.startswith("is ") else word
-        reason = f"{what} {word}: {g}" if word.startswith(("within", "worse")) else f"{what.rsplit(' ', 1)[0]} {word}: {g}"
-        if vs["regressions"]:
-            reason += f"; regressions: {', '.join(vs['regressions'])}"
+        what = "the baseline flags (nothing changed), measured again," if same else "the chosen flags"
+        head = {"better": f"{what} beat the baseline beyond noise", "worse": f"{what} are worse than the baseline beyond noise",
+                "mixed": f"{what} differ from the baseline beyond noise both ways",
+                "same": f"{what} are within noise of the baseline on every metric compared"}[vs["verdict"]]
+        body = story(vs)
+        reason = f"{head}. {body}" if body else head
         verdict = "kept" if same else "changed"
-        return StepResult(self.name, verdict, reason + ".", dict(ctx.current), [tried_row(m)], {"vs_baseline": vs})
+        return StepResult(self.name, verdict, reason.rstrip(".") + ".", dict(ctx.current), [tried_row(m)], {"vs_baseline": vs})
 
 
 STEPS.add(Final.name, Final())

@@ -2,7 +2,9 @@
 
 The fraction applies to the GPU's whole memory, not to what is free (guide 000): another process
 holding memory makes the default fail. A start that fails is a result (the log's root-cause
-line); lower fractions are tried, highest first, until one starts.
+line); lower fractions are tried, highest first, until one starts. A fraction whose engine
+started and whose run then failed (a length check, a crash mid-run) is not a failed start: the
+step says which happened, with the run's error.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class GpuMemory:
             at = f"at {flag} {shown}" if knob.flag is not None else f"(engine kind {ctx.tune.engine.kind} has no memory fraction: {knob.why_missing})"
             return StepResult(self.name, "kept", f"the engine starts {at}{kvtxt}{head}.", dict(ctx.current), [tried_row(m)])
         why = m.failure or "did not start"
+        if m.started and m.failure_kind() != "the engine did not start":
+            return StepResult(self.name, "failed", f"at {flag} {shown} {m.failure_kind()}: {why} (a failed run, not a failed start: "
+                              "the memory budget is not what failed)", dict(ctx.current), [tried_row(m)])
         if knob.flag is None:
             return StepResult(self.name, "failed", f"the engine does not start ({why}) and engine kind {ctx.tune.engine.kind} "
                               f"has no memory-fraction flag to lower: {knob.why_missing}", dict(ctx.current), [tried_row(m)])
@@ -57,6 +62,7 @@ class GpuMemory:
         start = float(current) if isinstance(current, (int, float)) else default
         values = ctx.candidates(flag) or [v for v in FALLBACK_FRACTIONS if v < start]
         tried = [tried_row(m)]
+        outcomes: list[str] = []
         for v in sorted(values, reverse=True):
             flags = merged(ctx.current, {flag: v})
             ms = ctx.measure(self.name, [flags], suffix=f"-{v:g}")
@@ -68,7 +74,12 @@ class GpuMemory:
                 return StepResult(self.name, "changed",
                                   f"{shown} does not start ({why}); {v:g} starts, KV cache {_or(ms[0].facts.kv_cache_tokens)} tokens.",
                                   flags, tried)
-        return StepResult(self.name, "failed", f"no fraction starts the engine ({', '.join(map(str, values))}); at {shown}: {why}",
+            outcomes.append(f"{v:g}: {ms[0].failure_kind()} ({ms[0].failure or 'no reason recorded'})")
+            if ms[0].started and ms[0].failure_kind() != "the engine did not start":
+                ctx.current = flags  # it starts: the memory budget is found, the run's failure is another matter
+                return StepResult(self.name, "failed", f"{shown} does not start ({why}); {'; '.join(outcomes)}: the memory budget "
+                                  f"{v:g} starts the engine, but its run failed.", flags, tried)
+        return StepResult(self.name, "failed", f"no fraction starts the engine: at {shown}: {why}; {'; '.join(outcomes)}",
                           dict(ctx.current), tried)
 
 

@@ -1,9 +1,13 @@
 """Step 8, kv-dtype / quantization: only when memory is the limit.
 
-Memory is the limit when the current best still preempts or fills the KV cache (>95%) at the
-expected load. FP8 KV cache (and quantized checkpoints listed under candidates) change the
-numbers the model computes, so the guide's rule holds: quality and throughput are measured
-together, and a change is accepted only with the quality gate passed. Without a quality gate the
+Objective (guide 000 "Understand KV cache pressure" and "Quantize model weights", guide 001
+2.3): capacity and memory, with the quality gate. Memory is the limit when the current best
+still preempts or fills the KV cache (>95%) at the expected load. FP8 KV cache (and quantized
+checkpoints listed under candidates) change the numbers the model computes, so the guide's rule
+holds: quality and throughput are measured together, and a change is accepted only with the
+quality gate passed. Prior: the 16-bit default stays unless the candidate shows a measured gain:
+fewer preemptions or more goodput beyond noise, or a KV cache (startup log) larger by more than
+the threshold with preemptions and goodput not worse beyond noise. Without a quality gate the
 step says "quality not checked" and changes nothing. With one, every candidate's greedy outputs
 are judged against the current best's (harness/tune/quality.py); a candidate that fails the gate
 cannot win however fast it is, and the reason names its agreement and accuracy.
@@ -11,10 +15,21 @@ cannot win however fast it is, and the reason names its agreement and accuracy.
 
 from __future__ import annotations
 
+from harness.tune.judge import Objective
+from harness.tune.measure import Measurement
 from harness.tune.quality import gate_available, refusal, row, verdict
 from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, prologue, tried_row
 
 FLAG = "kv-cache-dtype"
+OBJECTIVE = Objective(targets=("preemptions",))
+
+
+def capacity_gain(inc: Measurement, cand: Measurement, threshold_pct: float) -> str | None:
+    """The KV cache the startup log reports, larger by more than the threshold (None: not)."""
+    a, b = inc.facts.kv_cache_tokens, cand.facts.kv_cache_tokens
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 and (b / a - 1) * 100 > threshold_pct:
+        return f"KV cache {a:,.0f} -> {b:,.0f} tokens ({(b / a - 1) * 100:+.0f}%, startup log)"
+    return None
 
 
 class KvDtype:
@@ -41,7 +56,8 @@ class KvDtype:
             verdicts[m.config_id] = v = verdict(ctx, inc, m)
             return refusal(v)
 
-        done, best, results = one_flag(ctx, self.name, FLAG, values, disqualify=quality_refused)
+        done, best, results = one_flag(ctx, self.name, FLAG, values, disqualify=quality_refused, objective=OBJECTIVE,
+                                       accept_tie_when=lambda i, c: capacity_gain(i, c, ctx.threshold_pct))
         if done is not None:
             return done
         for _, m, _ in results[1:]:  # every candidate judged, also those that lost on speed
@@ -60,8 +76,11 @@ class KvDtype:
                               f"current one beyond noise with the quality gate passed. Quality vs current: {qnotes}.",
                               dict(ctx.current), tried)
         ctx.current = best.flags
-        return StepResult(self.name, "changed", f"memory is the limit ({signals}); {FLAG} {best.flags.get(FLAG)} beats it beyond noise "
-                          f"and passes the quality gate. Quality vs current: {qnotes}.", dict(best.flags), tried)
+        j = next(jj for _, m, jj in results if m is best)
+        gain = capacity_gain(inc, best, ctx.threshold_pct)
+        why = j.text() if j.verdict == "better" else f"{j.text()}; taken for capacity: {gain}"
+        return StepResult(self.name, "changed", f"memory is the limit ({signals}); {FLAG} {best.flags.get(FLAG)}: {why}; "
+                          f"it passes the quality gate. Quality vs current: {qnotes}.", dict(best.flags), tried)
 
 
 STEPS.add(KvDtype.name, KvDtype())

@@ -1,48 +1,61 @@
 """Step 6, max-num-batched-tokens / chunked prefill: the token budget for the prompt mix.
 
-Guide 001 1.1: chunked prefill with a budget of 512 tokens first; compare TTFT and ITL p50 and
-p99 on the mix, since a large budget lets one long prefill stall every decoding request (p99
-ITL spikes) while a small one makes long prompts slower to start. The step runs when the
-baseline shows decode stalls (ITL p99 at least twice p50) or the tune file lists budgets. A
-candidate wins on goodput beyond noise, or, at equal goodput (the TTFT SLO still holding), on
-ITL p99 lower beyond noise: the budget that protects decode latency. The guide's 512 runs first;
-when it wins and leaves no stall (ITL p99 below 2x p50) the step stops there, otherwise 2048 is
-measured too, and among budgets that win the largest is taken: a smaller one only makes long
-prompts slower to start.
+Objective (guide 001 1.1: "Compare p50 and p99 for both TTFT and ITL"; guide 000: "A smaller
+value gives decode requests more frequent scheduling opportunities and can reduce inter-token
+latency ... A small token budget can protect decode latency and make long-prefill completion
+slower"): ITL p99 (the spikes long prefills cause) is the target; ITL p50 and TTFT p50/p99 are
+the named costs; goodput is the guard. Prior: the budget is the engine's (or the deployment's)
+value, and leaving it needs a measured gain: ITL p99 better beyond noise, goodput not worse
+beyond noise, and no cost larger than the gain: an ITL p50 worse beyond noise by more (in %)
+than ITL p99 improved is harm (a budget that cuts the spikes by slowing every decode step five
+times, as 512 did at 16 sequences on the storm case, is no win), and so is a TTFT loss beyond
+noise larger than the gain when no TTFT SLO prices it through goodput (the guide's "slightly"
+slower long prompts, not several times slower). Chunked prefill itself is the engines' default:
+when the current flags turn it off, the candidate that turns it on is taken unless worse beyond
+noise.
+
+The step runs when the baseline shows decode stalls (ITL p99 at least twice p50) or the tune
+file lists budgets. The guide's 512 runs first; when it wins and leaves no stall (ITL p99 below
+2x p50) the step stops there, otherwise 2048 is measured too, and among budgets that win, those
+that leave no stall come first, then the largest: a smaller one only makes long prompts slower
+to start; when every winner still stalls, the one with the lowest ITL p99.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness.report.compare import Options, compare_runs
-from harness.report.data import load_run
-from harness.report.metrics import METRICS
+from harness.tune.judge import Judgement, Objective
 from harness.tune.measure import Measurement, flag_of, merged
-from harness.tune.steps.base import STEPS, StepResult, fmt, prologue, tried_row
+from harness.tune.steps.base import STEPS, StepResult, dead, failed_step, fmt, prologue, settle, tried_row
 
 FLAG = "max-num-batched-tokens"
 CHUNKED = "enable-chunked-prefill"
 STALL_RATIO = 2.0
 GUIDE_START = 512
+OBJECTIVE = Objective(targets=("itl.p99",), costs=("itl.p50", "ttft.p50", "ttft.p99"))
 
 
-def itl_p99_change(inc: Measurement, cand: Measurement, threshold_pct: float) -> tuple[str, str]:
-    """('better' | 'worse' | 'tie', text) for ITL p99 over every scenario, by the compare's noise tests."""
-    out = []
-    for s in inc.scenarios:
-        b = [load_run(p) for p in inc.run_dirs(s)]
-        c = [load_run(p) for p in cand.run_dirs(s)]
-        if not b or not c:
-            continue
-        (row,) = compare_runs(b, c, [METRICS["itl.p99"]], Options(threshold_pct=threshold_pct))
-        out.append((s, row))
-    verdicts = {"improved": "better", "REGRESSION": "worse"}
-    vs = [verdicts.get(r.verdict, "tie") for _, r in out]
-    text = "; ".join(f"{s}: ITL p99 {fmt(r.baseline, '.1f')} -> {fmt(r.candidate, '.1f')} ms ({r.verdict})" for s, r in out)
-    if "worse" in vs:
-        return "worse", text
-    return ("better" if "better" in vs else "tie"), text
+def cost_too_high(j: Judgement, has_ttft_slo: bool) -> str | None:
+    """Why the named costs outweigh the ITL p99 gain (None: the trade holds): ITL p50, and TTFT
+    when no TTFT SLO prices it, worse beyond noise by more (in %) than ITL p99 improved."""
+    if j.cmp is None:
+        return None
+    costs = ("itl.p50",) if has_ttft_slo else ("itl.p50", "ttft.p50", "ttft.p99")
+    worst: tuple[float, str] = (0.0, "")
+    gain = 0.0
+    for rows in j.cmp.rows.values():
+        for k in costs:
+            r = rows.get(k)
+            if r is not None and r.verdict == "REGRESSION" and r.change is not None and r.change > worst[0]:
+                worst = (r.change, r.label)
+        r = rows.get("itl.p99")
+        if r is not None and r.verdict == "improved" and r.change is not None:
+            gain = max(gain, -r.change)
+    if worst[0] > gain:
+        why = "" if has_ttft_slo or worst[1].startswith("ITL") else " with no TTFT SLO to price it through goodput"
+        return f"{worst[1]} worse beyond noise by {worst[0]:+.0f}%, more than ITL p99 improved ({gain:.0f}%){why}"
+    return None
 
 
 def stalls(m: Measurement) -> bool:
@@ -52,12 +65,16 @@ def stalls(m: Measurement) -> bool:
 
 
 def longest_prompt(scenarios: list[Any]) -> int | None:
-    from harness.tune.load import _max_len
+    """The longest prompt of the workload's generated classes (harness.workload.context; None when
+    some length has no maximum or a class replays files, whose lengths need the files)."""
+    from harness.workload.context import plain_class
 
     out = 0
     for sc in scenarios:
         for cls in sc.workload.classes:
-            n = _max_len(cls.input_tokens) if cls.input_tokens is not None else None
+            if cls.session is not None or cls.dataset is not None:
+                return None
+            n = plain_class(cls).prompt
             if n is None:
                 return None
             out = max(out, n)
@@ -66,7 +83,8 @@ def longest_prompt(scenarios: list[Any]) -> int | None:
 
 class MaxNumBatchedTokens:
     name = "max-num-batched-tokens"
-    summary = "when ITL p99 >= 2x p50 and prompts exceed 512 tokens (decodes stalled by prefills): chunked prefill at 512 and 2048 tokens; goodput first, then ITL p99"
+    summary = ("when ITL p99 >= 2x p50 and prompts exceed 512 tokens (decodes stalled by prefills): chunked prefill at 512 "
+               "then 2048 tokens; ITL p50/p99 must improve beyond noise, TTFT is the named cost, goodput the guard")
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
         done, inc = prologue(ctx, self.name, FLAG, incumbent_first=True)
@@ -86,7 +104,8 @@ class MaxNumBatchedTokens:
         if not given and longest is not None and longest <= GUIDE_START:
             return StepResult(self.name, "skipped", f"{stall}, but no prompt is longer than {GUIDE_START} tokens (longest {longest}): "
                               "no long prefill to chunk; the budget stays as it is.", dict(ctx.current))
-        if not given and isinstance(current, int) and current <= GUIDE_START and (chunked is None or flag_of(ctx.current, chunked) is not False):
+        chunking_off = chunked is not None and flag_of(ctx.current, chunked) is False
+        if not given and isinstance(current, int) and current <= GUIDE_START and not chunking_off:
             return StepResult(self.name, "skipped", f"{stall}, but the budget is already {current} tokens with chunked prefill, "
                               f"at or below the guide's starting point ({GUIDE_START}); list candidates to try others.", dict(ctx.current))
         seqs_flag = ctx.knob("max-num-seqs").flag
@@ -97,10 +116,12 @@ class MaxNumBatchedTokens:
         change: dict[Any, dict[str, Any]] = {}
         for v in values:
             c: dict[str, Any] = {flag: v}
-            if chunked is not None and flag_of(ctx.current, chunked) is False:
+            if chunking_off:
                 c[chunked] = True  # a budget below the prompt length needs chunked prefill
             change[v] = c
-        from harness.tune.judge import judge
+        # chunked prefill is the engines' default: turning it back on needs only no measured harm
+        prior = "candidate" if chunking_off else "incumbent"
+        ttft_slo = has_ttft_slo(ctx.spec.parsed, ctx.tune.slo)
 
         # the guide's 512 first: when it wins and leaves no stall (ITL p99 below 2x p50), larger
         # budgets are not started; they run when it loses (e.g. long prompts miss the TTFT SLO)
@@ -109,7 +130,7 @@ class MaxNumBatchedTokens:
             [GUIDE_START], [v for v in values if v != GUIDE_START]]
         rows: list[dict[str, Any]] = []
         winners: list[tuple[Any, ...]] = []
-        measured: list[tuple[Any, Measurement]] = []
+        measured: list[tuple[Any, Measurement, Judgement]] = []
         not_started = ""
         for r, vals in enumerate(rounds):
             sets = [ctx.current] + [merged(ctx.current, change[v]) for v in vals]
@@ -119,40 +140,62 @@ class MaxNumBatchedTokens:
                     break  # the first round decides alone
                 return ctx.budget_skip(self.name)
             inc = ms[0]
+            results: list[tuple[Any, Measurement, Judgement | None]] = [(current, inc, None), *[(v, m, None) for v, m in zip(vals, ms[1:])]]
+            if dead(results):
+                return failed_step(ctx, self.name, flag, results, rows + [tried_row(m) for _, m, _ in results[1:]])
             if not rows:
                 rows.append(tried_row(inc))
             for v, m in zip(vals, ms[1:]):
-                j = judge(inc, m, ctx.threshold_pct)
-                itl, itl_text = itl_p99_change(inc, m, ctx.threshold_pct) if m.ok else ("worse", "did not run")
-                rows.append(tried_row(m, j, itl_p99_vs_current=itl_text))
-                measured.append((v, m))
-                if m.ok and (j.verdict == "better" or (j.verdict == "tie" and itl == "better")):
-                    winners.append((j.verdict == "better", v if isinstance(v, (int, float)) else 0, v, m, j, itl_text))
+                j = settle(ctx, self.name, inc, m, OBJECTIVE, prior)
+                cost = cost_too_high(j, ttft_slo) if j.verdict == "better" else None
+                rows.append(tried_row(m, j, cost_too_high=cost))
+                measured.append((v, m, j))
+                if j.verdict == "better" and cost is None:
+                    winners.append((j.cmp is not None and j.cmp.direction(j.cmp.guard) == "better",
+                                    v if isinstance(v, (int, float)) else 0, v, m, j))
             if r + 1 < len(rounds) and winners and not stalls(winners[0][3]):
                 later = ", ".join(map(str, rounds[r + 1]))
                 not_started = f" ({later} not started: {GUIDE_START} leaves no stall, ITL p99 below {STALL_RATIO:g}x p50)"
                 break
         cur_name = current if current is not None else "the default"
 
-        def desc(v: Any, m: Measurement) -> str:
-            return (f"{v}: goodput {fmt(m.goodput())} req/s, TTFT p50/p99 {fmt(m.metric('ttft_p50_ms'), '.0f')}/{fmt(m.metric('ttft_p99_ms'), '.0f')} ms, "
-                    f"ITL p50/p99 {fmt(m.metric('itl_p50_ms'), '.1f')}/{fmt(m.metric('itl_p99_ms'), '.1f')} ms")
+        def desc(v: Any, m: Measurement, j: Judgement | None) -> str:
+            head = f"{v}: {j.text()}" if j is not None else f"{v}"
+            cost = cost_too_high(j, ttft_slo) if j is not None and j.verdict == "better" else None
+            return head + (f"; rejected: {cost}" if cost else "")
 
-        listing = "; ".join([desc(cur_name, inc)] + [desc(v, m) for v, m in measured])
+        listing = "; ".join(desc(v, m, j) for v, m, j in measured)
         note = f" ({', '.join(map(str, dropped))} left out: below max-num-seqs {seqs})" if dropped else ""
         note += not_started
+        slo_note = "" if ttft_slo else " (no TTFT SLO: TTFT is weighed against the ITL gain)"
         if not winners:
-            return StepResult(self.name, "kept", f"{stall}; {listing}: no budget beats {cur_name} beyond noise on goodput "
-                              f"or, at equal goodput, on ITL p99{note}.", dict(ctx.current), rows)
-        # goodput winners first; then budgets that leave no stall (ITL p99 below 2x p50) before
-        # those that only shrink it; among those the largest, since a smaller one only makes long
-        # prefills slower (guide 000)
-        winners.sort(key=lambda w: (not w[0], stalls(w[3]), -w[1]))
-        by_goodput, _, v, m, j, itl_text = winners[0]
-        why = f"goodput beyond noise ({j.text()})" if by_goodput else f"equal goodput within noise and {itl_text}"
+            return StepResult(self.name, "kept", f"{stall}; {cur_name} (current) vs {listing}. No budget taken: leaving {cur_name} "
+                              f"needs ITL p99 better beyond noise, goodput and failed requests not worse, and no larger cost on ITL p50 "
+                              f"or TTFT{slo_note}{note}.", dict(ctx.current), rows)
+        # goodput winners first; then budgets that leave no stall (ITL p99 below 2x p50), the
+        # largest of them, since a smaller one only makes long prefills slower (guide 000); when
+        # every winner still stalls, the one that cut ITL p99 most
+        no_stall = [w for w in winners if not stalls(w[3])]
+        if no_stall:
+            winners = sorted(no_stall, key=lambda w: (not w[0], -w[1]))
+        else:
+            winners.sort(key=lambda w: (not w[0], w[3].metric("itl_p99_ms") or 1e18))
+        _by_goodput, _, v, m, j = winners[0]
         ctx.current = m.flags
-        return StepResult(self.name, "changed", f"{stall}; {listing}: {flag} {v} wins on {why}{note}.", dict(m.flags), rows,
-                          {"candidates": values})
+        return StepResult(self.name, "changed", f"{stall}; {cur_name} (current) vs {listing}. {flag} {v}: {j.why}, and its costs "
+                          f"on ITL p50 and TTFT do not exceed the ITL p99 gain{slo_note}{note}.", dict(m.flags), rows, {"candidates": values})
+
+
+def has_ttft_slo(scenarios: list[Any], override: Any) -> bool:
+    """Whether any class of the workload has a TTFT limit (the tune file's slo replaces the scenarios')."""
+    if override is not None:
+        return override.ttft_ms is not None
+    for sc in scenarios:
+        if sc.slo is not None and sc.slo.ttft_ms is not None:
+            return True
+        if any(c.slo is not None and c.slo.ttft_ms is not None for c in sc.workload.classes):
+            return True
+    return False
 
 
 STEPS.add(MaxNumBatchedTokens.name, MaxNumBatchedTokens())

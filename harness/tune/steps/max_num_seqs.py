@@ -1,23 +1,36 @@
 """Step 4, max-num-seqs: size the scheduler for the expected concurrency without a preemption storm.
 
-Candidates come from the baseline's startup log and workload (guide 001 2.1): max sequences =
-KV cache tokens / average context (mean input + output tokens per request), around the expected
-peak concurrency. The baseline's KV signals steer the direction: above 95% usage or frequent
-preemptions, lower; requests waiting for a sequence slot with KV usage below RAISE_BELOW_KV (85%),
-raise. A candidate that storms cannot win;
-one that ends the incumbent's storm wins a goodput tie (the guide's first remedy).
+Objective (guide 000 "Size the scheduler" and "Understand KV cache pressure", guide 001 2.1):
+preemptions, KV occupancy (steady state below RAISE_BELOW_KV, 85%) and goodput. Candidates come
+from the baseline's startup log and workload: max sequences = KV cache tokens / average context
+(mean input + output tokens per request), around the expected peak concurrency. The baseline's
+KV signals steer the direction: on a storm (above 95% usage with preemptions, or a preemption per
+ten requests) lower, the guide's first remedy: a lower value is taken when it has fewer
+preemptions beyond noise (or more goodput) and no goodput loss beyond noise; a candidate that
+still storms cannot win, one that ends the storm wins a goodput tie. When requests wait for a
+sequence slot while the KV cache has room, raise: a higher value is taken for goodput or TTFT
+better beyond noise, if its steady-state KV occupancy (mean) stays below 85%.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from harness.tune.judge import Objective
 from harness.tune.measure import Measurement, flag_of
 from harness.tune.steps.base import STEPS, StepResult, fmt, label, one_flag, prologue, storm, tried_row
 
 FLAG = "max-num-seqs"
 #: requests wait for a sequence slot while KV usage stays below this: there is room to raise
 RAISE_BELOW_KV = 0.85
+LOWER = Objective(targets=("preemptions",))
+RAISE = Objective(targets=("ttft.p50", "ttft.p99", "preemptions"))
+
+
+def kv_full(m: Measurement) -> str | None:
+    """Steady-state KV occupancy at or above 85% (guide 001 2.1): no room for the burst."""
+    mean = m.summary_value(lambda s: s.engine.kv_usage.mean)
+    return f"steady-state KV usage {mean:.0%} ({100 * RAISE_BELOW_KV:.0f}% or more)" if mean is not None and mean >= RAISE_BELOW_KV else None
 
 
 def mean_context(m: Measurement) -> float | None:
@@ -118,34 +131,49 @@ class MaxNumSeqs:
         first = [fit] if not given and fit in values and len(values) > 1 else values
         rest = [v for v in values if v not in first]
         tie = lambda inc_m, cand: "ends the storm" if storm(inc_m) and not storm(cand) else None  # noqa: E731
-        done, best, results = one_flag(ctx, self.name, flag, first, disqualify=storm, accept_tie_when=tie)
+        lowering = bool(storm(inc)) or all(isinstance(v, int) and isinstance(current, int) and v < current for v in values)
+        objective = LOWER if lowering else RAISE
+        bar = storm if lowering else (lambda m: storm(m) or kv_full(m))
+        done, best, results = one_flag(ctx, self.name, flag, first, disqualify=bar, accept_tie_when=tie, objective=objective)
         if done is not None:
             return done
         skipped_note = ""
         if rest and best is None:
-            done, best, more = one_flag(ctx, self.name, flag, rest, disqualify=storm, accept_tie_when=tie, suffix="-more")
+            done, best, more = one_flag(ctx, self.name, flag, rest, disqualify=bar, accept_tie_when=tie, suffix="-more",
+                                        objective=objective)
             if done is not None:
                 return done
             results += more[1:]
         elif rest:
             skipped_note = f" ({', '.join(map(str, rest))} not started: the formula's {fit} decided)"
-        tried = [tried_row(m, j, storm=storm(m)) for _, m, j in results]
+        tried = [tried_row(m, j, storm=storm(m), kv_full=kv_full(m)) for _, m, j in results]
         inc_m = results[0][1]
 
         def desc(v: Any, m: Measurement) -> str:
-            return (f"at {v if v is not None else cur_name}: goodput {fmt(m.goodput())} req/s, KV max {fmt(m.metric('kv_usage_max'))}, "
-                    f"{fmt(m.metric('preemptions'), '.0f')} preemptions")
+            kv_mean = m.summary_value(lambda s: s.engine.kv_usage.mean)
+            return (f"at {v if v is not None else cur_name}: goodput {fmt(m.goodput())} req/s, KV usage mean/max "
+                    f"{fmt(kv_mean)}/{fmt(m.metric('kv_usage_max'))}, {fmt(m.metric('preemptions'), '.0f')} preemptions")
+
+        def verdict(v: Any, m: Measurement, j: Any) -> str:
+            barred = bar(m)
+            if barred:
+                return f"{label({flag: v})}: cannot win: {barred}"
+            return f"{label({flag: v})}: {j.text()}" if j is not None else ""
 
         others = "; ".join(desc(v, m) for v, m, _ in results[1:])
+        judged = "; ".join(x for x in (verdict(v, m, j) for v, m, j in results[1:]) if x)
         inc_storm = storm(inc_m)
         head = f"{why}; " + (f"storm at {cur_name}: {inc_storm}; " if inc_storm else "")
+        rule = ("lowering ends a storm: taken for fewer preemptions (or more goodput) beyond noise without a goodput loss"
+                if lowering else "raising admits waiting requests: taken for goodput or TTFT better beyond noise with "
+                f"steady-state KV below {100 * RAISE_BELOW_KV:.0f}%")
         if best is None:
-            reason = head + f"{desc(current, inc_m)}; {others}: none beats {cur_name} beyond noise"
+            reason = head + f"{desc(current, inc_m)}; {others}. {judged}. None taken ({rule})"
             return StepResult(self.name, "kept", reason + ".", dict(ctx.current), tried, {"derived": why, "candidates": values})
         j = next(j for _, m, j in results if m is best)
-        how = "ends the storm at equal goodput (within noise)" if j.verdict == "tie" else f"beats {cur_name} beyond noise ({j.text()})"
+        how = "ends the storm at equal goodput (within noise)" if j.verdict == "tie" else j.why
         ctx.current = best.flags
-        reason = head + f"{desc(current, inc_m)}; {others}: {label({flag: flag_of(best.flags, flag)})} {how}{skipped_note}"
+        reason = head + f"{desc(current, inc_m)}; {others}. {judged}. {label({flag: flag_of(best.flags, flag)})}: {how}{skipped_note}"
         return StepResult(self.name, "changed", reason + ".", dict(best.flags), tried, {"derived": why, "candidates": values})
 
 

@@ -1,14 +1,20 @@
 """Step 10, speculative: only when inter-token latency is still the limit.
 
-ITL is the limit when decoding is most of a request's time (median E2E minus median TTFT above
-half the median E2E). Methods come from `candidates` (speculative-config): a draft model or MTP
-heads are the user's to name. Compared: acceptance rate, mean acceptance length, per-position
-acceptance, ITL, requests/s and GPU memory. Rejected below 50% acceptance (guide 001 3.2) or when
-goodput at the expected load falls (guide 000: high concurrency already uses the GPU well).
+Objective (guide 000 "Tune speculative decoding", guide 001 3.2): ITL (p50 and p99) and
+requests/s, with the acceptance rate, mean acceptance length, per-position acceptance and GPU
+memory beside them; goodput is the guard. ITL is the limit when decoding is most of a request's
+time (median E2E minus median TTFT above half the median E2E). Methods come from `candidates`
+(speculative-config): a draft model or MTP heads are the user's to name. Prior: the guides start
+with speculation disabled, so turning it on needs a measured gain (ITL better beyond noise)
+without requests/s or goodput worse beyond noise (guide 000: high concurrency already uses the
+GPU well), and a method below 50% acceptance is rejected whatever it measured (guide 001: "Below
+50% acceptance, speculative decoding hurts"). When the current flags already speculate, off is
+the default to return to: taken unless it is worse beyond noise.
 """
 
 from __future__ import annotations
 
+from harness.tune.judge import Objective
 from harness.tune.measure import Measurement, flag_of
 from harness.tune.quality import refusal, row, verdict
 from harness.tune.steps.base import STEPS, StepResult, fmt, label, one_flag, prologue, tried_row
@@ -16,6 +22,7 @@ from harness.results.run_metrics import BY_NAME as RUN
 
 FLAG = "speculative-config"
 MIN_ACCEPTANCE = 0.5
+OBJECTIVE = Objective(targets=("itl.p50", "itl.p99", "rps"))
 
 
 def low_acceptance(m: Measurement) -> str | None:
@@ -56,7 +63,9 @@ class Speculative:
                     return refusal(v)
             return low_acceptance(m)
 
-        done, best, results = one_flag(ctx, self.name, FLAG, values, disqualify=refused)
+        done, best, results = one_flag(ctx, self.name, FLAG, values, disqualify=refused, objective=OBJECTIVE,
+                                       prior=lambda v: "candidate" if v is None else "incumbent",
+                                       rank=lambda m: -(m.metric("itl_p50_ms") or 1e18))
         if done is not None:
             return done
         tried = [tried_row(m, j, low_acceptance=low_acceptance(m), quality=row(verdicts.get(m.config_id))) for _, m, j in results]  # type: ignore[arg-type]
@@ -79,15 +88,15 @@ class Speculative:
                 elif low_acceptance(m):
                     reasons.append(low_acceptance(m))
                 elif j is not None and j.verdict == "worse":
-                    reasons.append(f"goodput at {inc.expected_level} falls ({j.text()}): the guide's high-concurrency warning")
+                    reasons.append(f"{j.text()} (at {inc.expected_level}: the guide's high-concurrency warning)")
                 elif j is not None:
-                    reasons.append(f"no gain beyond noise ({j.text()})")
+                    reasons.append(f"{j.text()}")
             return StepResult(self.name, "kept", f"ITL is the limit ({limit}); {listing}: rejected: {'; '.join(reasons)}.", dict(ctx.current), tried)
         j = next(j for _, m, j in results if m is best)
         ctx.current = {k: v for k, v in best.flags.items() if v is not None}
         won = "turning speculation off" if flag_of(best.flags, FLAG) is None else "speculation"
         why = f" (the guide's high-concurrency warning: at {inc.expected_level} drafts cost more than they save)" if flag_of(best.flags, FLAG) is None else ""
-        return StepResult(self.name, "changed", f"ITL is the limit ({limit}); {listing}: {won} wins beyond noise ({j.text()}){why}.",
+        return StepResult(self.name, "changed", f"ITL is the limit ({limit}); {listing}: {won}: {j.text()}{why}.",
                           dict(ctx.current), tried)
 
 

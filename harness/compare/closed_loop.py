@@ -10,7 +10,7 @@ decided. A closed loop without think time has a per-request form of the same qua
     goodput = C x (requests within the SLOs) / (sum of their E2E times over all requests),
 
 which a bootstrap over requests (Bayesian, exponential weights) gives an interval for that does
-not depend on when in the window the completions fell. The judge uses it only where the slices
+not depend on when in the window the completions fell. Tune's judge uses it only where the slices
 are shorter than the median request, and a change still needs the compare's measured goodput to
 move beyond the threshold in the same direction.
 """
@@ -21,16 +21,16 @@ from typing import Any
 
 import numpy as np
 
-# the compare's own SLO test per request, so 'within the SLOs' means the same on both paths
-from harness.report.compare_noise import _is_good, _slo_lookup
-from harness.report.data import RunData
+# the one SLO predicate, so 'within the SLOs' means the same here as in the run's goodput
+from harness.compare.runs import RunLike
+from harness.compare.slo import meets_slo, slo_lookup
 
 #: bootstrap draws; the seed keeps a decision repeatable from the same data
 DRAWS = 2000
 SEED = 20261202
 
 
-def concurrency(runs: list[RunData]) -> int | None:
+def concurrency(runs: list[RunLike]) -> int | None:
     """The users of a closed-loop run (the same on every run), else None (open loop, offline)."""
     seen = set()
     for r in runs:
@@ -41,7 +41,7 @@ def concurrency(runs: list[RunData]) -> int | None:
     return seen.pop() if len(seen) == 1 else None
 
 
-def slices_too_short(runs: list[RunData]) -> tuple[float, float] | None:
+def slices_too_short(runs: list[RunLike]) -> tuple[float, float] | None:
     """(slice seconds, median E2E seconds) when the compare's time slices are shorter than the
     median request on some run, else None."""
     for r in runs:
@@ -56,24 +56,24 @@ def slices_too_short(runs: list[RunData]) -> tuple[float, float] | None:
     return None
 
 
-def _side(runs: list[RunData]) -> tuple[np.ndarray, np.ndarray] | None:
+def _side(runs: list[RunLike]) -> tuple[np.ndarray, np.ndarray] | None:
     e2e: list[float] = []
     good: list[float] = []
     for r in runs:
-        slo_of = _slo_lookup(r)
+        slo_of = slo_lookup(r.scenario)
         if slo_of is None:
             return None
         for q in r.measured_requests():
             if not isinstance(q.get("e2e_ms"), (int, float)):
                 continue
             e2e.append(float(q["e2e_ms"]) / 1000.0)
-            good.append(1.0 if _is_good(q, slo_of(str(q.get("class")))) else 0.0)
+            good.append(1.0 if meets_slo(q, slo_of(str(q.get("class")))) else 0.0)
     if len(e2e) < 8:
         return None
     return np.asarray(e2e), np.asarray(good)
 
 
-def per_request_goodput(base: list[RunData], cand: list[RunData], confidence: float = 0.95) -> dict[str, Any] | None:
+def per_request_goodput(base: list[RunLike], cand: list[RunLike], confidence: float = 0.95) -> dict[str, Any] | None:
     """Little's-law goodput of both sides and the interval of the relative change (%), or None
     when it does not apply (open loop, slices long enough, too few requests, no SLO lookup)."""
     users = concurrency(base + cand)

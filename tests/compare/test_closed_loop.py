@@ -11,7 +11,7 @@ import numpy as np
 
 from harness.report.data import RunData
 from harness.results.schema import RunSummary
-from harness.tune.closed_loop import per_request_goodput
+from harness.compare.closed_loop import per_request_goodput
 
 SCENARIO = {"load": {"concurrency": 128}, "slo": {"tpot_ms": 60}, "workload": {"classes": [{"name": "chat"}]}}
 

@@ -1,0 +1,119 @@
+"""The decision rules of harness.tune.judge on comparisons whose rows are given: the guides'
+priors (the default side is taken unless worse beyond noise; leaving it needs a measured gain),
+goodput as the guard, plain requests/s without an SLO, undecided vs tie, and settle() buying
+interleaved repeats before it calls a tie. No engine starts here; the sim cases
+(test_cases_sim.py, test_rules_sim.py) run the same rules on measured runs."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from harness.compare import Row
+from harness.tune import judge as J
+from harness.tune.steps import base
+
+
+def row(key: str, change: float, verdict: str, better: str = "lower", interval: tuple[float, float] | None = None) -> Row:
+    worse = change if better == "lower" else -change
+    label = J._label(key)
+    iv = interval or (change - 3, change + 3)
+    return Row(key, label, "ms" if better == "lower" else "req/s", better, 100.0, 100.0 * (1 + change / 100), change, "%", worse, iv,
+               [], verdict in ("REGRESSION", "improved"), verdict)
+
+
+def cmp(guard: str = J.GOODPUT, **rows: Row) -> J.Comparison:
+    base_rows = {guard: row(guard, 0.0, "ok", "higher"), "error_rate": row("error_rate", 0.0, "ok")}
+    base_rows.update({k.replace("_", "."): r for k, r in rows.items()})
+    return J.Comparison({"chat": base_rows}, guard, 5.0, 1.0)
+
+
+TTFT = J.Objective(targets=("ttft.p50", "ttft.p99"))
+
+
+def test_the_default_side_is_taken_unless_worse_beyond_noise():
+    """Prefix caching on (the guide's default) at a goodput tie: taken, the reason names the rule."""
+    j = J.decide(cmp(ttft_p50=row("ttft.p50", -45.8, "improved")), TTFT, "candidate")
+    assert j.verdict == "better" and j.rule == "prior" and "the side the guides keep" in j.why
+    same = J.decide(cmp(ttft_p50=row("ttft.p50", 1.0, "ok")), TTFT, "candidate")
+    assert same.verdict == "better" and same.rule == "prior"  # returning needs no measured gain
+    harm = J.decide(cmp(ttft_p99=row("ttft.p99", 30.0, "REGRESSION")), TTFT, "candidate")
+    assert harm.verdict == "worse" and "TTFT p99" in harm.why
+
+
+def test_leaving_the_default_needs_a_measured_gain():
+    j = J.decide(cmp(ttft_p50=row("ttft.p50", -20.0, "improved")), TTFT, "incumbent")
+    assert j.verdict == "better" and j.rule == "gain" and "better beyond noise on TTFT p50" in j.why
+    tie = J.decide(cmp(ttft_p50=row("ttft.p50", -2.0, "ok")), TTFT, "incumbent")
+    assert tie.verdict == "tie" and "current flags stay" in tie.why
+
+
+def test_goodput_is_the_guard_of_every_step():
+    c = cmp(ttft_p50=row("ttft.p50", -40.0, "improved"))
+    c.rows["chat"][J.GOODPUT] = row(J.GOODPUT, -20.0, "REGRESSION", "higher")
+    for prior in ("candidate", "incumbent"):
+        j = J.decide(c, TTFT, prior)
+        assert j.verdict == "worse" and "goodput" in j.why
+
+
+def test_undecided_is_not_a_tie_until_settled():
+    c = cmp(ttft_p50=row("ttft.p50", -18.7, "within noise", interval=(-37.4, 1.4)))
+    assert J.decide(c, TTFT, "incumbent").verdict == "undecided"
+    assert J.decide(c, TTFT, "incumbent", settled=True).verdict == "tie"
+    # a harm that might be real holds back even the default side until it is settled
+    c2 = cmp(ttft_p99=row("ttft.p99", 12.0, "within noise", interval=(-4.0, 28.0)))
+    assert J.decide(c2, TTFT, "candidate").verdict == "undecided"
+    assert J.decide(c2, TTFT, "candidate", settled=True).verdict == "better"
+
+
+def test_without_an_slo_the_guard_is_plain_requests_per_second():
+    c = cmp(guard=J.THROUGHPUT, ttft_p50=row("ttft.p50", -30.0, "improved"))
+    j = J.decide(c, TTFT, "incumbent")
+    assert j.verdict == "better" and "requests/s" in j.why and "goodput" not in j.why
+    assert J.guard_name(J.THROUGHPUT).startswith("requests/s (no SLO: goodput is plain throughput")
+
+
+class FakeMeasurement(SimpleNamespace):
+    @property
+    def runs_per_scenario(self) -> int:
+        return self.runs
+
+
+def test_settle_buys_interleaved_repeats_then_says_what_it_bought(monkeypatch):
+    """Undecided twice, decided on the third look: two rounds of evidence (4 starts) bought, each
+    measuring the incumbent and the candidate back to back."""
+    inc, cand = FakeMeasurement(runs=1, config_id="base"), FakeMeasurement(runs=1, config_id="cand")
+    answers = iter(["undecided", "undecided", "better"])
+    undecided_cmp = cmp(ttft_p50=row("ttft.p50", -18.0, "within noise", interval=(-30.0, 2.0)))
+
+    def fake_judge(i, c, t, objective, prior, settled=False):
+        v = next(answers)
+        return J.Judgement(v, "gain", "why", undecided_cmp, objective)
+
+    monkeypatch.setattr(base, "judge", fake_judge)
+    bought: list[list[str]] = []
+
+    def more(step, ms, tag):
+        bought.append([m.config_id for m in ms])
+        for m in ms:
+            m.runs += 1
+        return True
+
+    ctx = SimpleNamespace(threshold_pct=5.0, tune=SimpleNamespace(measure=SimpleNamespace(evidence_repeats=2)), measure_more=more)
+    j = base.settle(ctx, "cache-check", inc, cand, TTFT, "incumbent")
+    assert j.verdict == "better" and j.evidence == 2
+    assert bought == [["base", "cand"], ["base", "cand"]]
+    assert "bought 2 more interleaved repeats of both sides (4 engine starts), now 3 runs per side" in j.evidence_note
+
+
+def test_settle_stops_at_the_budget_and_calls_the_tie_with_its_cost(monkeypatch):
+    inc, cand = FakeMeasurement(runs=1, config_id="base"), FakeMeasurement(runs=1, config_id="cand")
+    undecided_cmp = cmp(ttft_p50=row("ttft.p50", -18.0, "within noise", interval=(-30.0, 2.0)))
+    monkeypatch.setattr(base, "judge", lambda i, c, t, o, p, settled=False: J.Judgement("tie" if settled else "undecided", "gain",
+                                                                                        "why", undecided_cmp, o))
+    ctx = SimpleNamespace(threshold_pct=5.0, tune=SimpleNamespace(measure=SimpleNamespace(evidence_repeats=2)),
+                          measure_more=lambda step, ms, tag: False, _budget_reason="budget: 5 of max_starts 5 engine starts used")
+    j = base.settle(ctx, "cache-check", inc, cand, TTFT, "incumbent")
+    assert j.verdict == "tie" and j.evidence == 0
+    assert "max_starts" in j.evidence_note and "settled as no measured difference" in j.evidence_note
+    # the interval reaches 20 points from -18% towards zero: (20 / 18)^2 x 1 run -> 2 runs per side
+    assert "deciding it would take about 2 runs per side (2 more engine starts" in j.evidence_note

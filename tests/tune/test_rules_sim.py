@@ -1,0 +1,97 @@
+"""The decision rules on the simulated engine, through the real CLI: a default-on feature off in
+`base` (CUDA graphs) is turned on by the guide's prior; a tune without any SLO says goodput is
+plain throughput and decides prefix caching on TTFT; a candidate whose engine cannot start
+fails the step (exit 1) and is measured again on --resume; a memory fraction that starts the
+engine and then fails its run is reported as a failed run, not a failed start."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.tune.test_cases_sim import ROOT, TUNE, finish, tune
+
+pytestmark = pytest.mark.slow
+
+SIM = {"kind": "sim", "ready_timeout_s": 60, "stop_timeout_s": 10}
+FAST = {"sim-hbm-tbps": 0.3, "sim-tflops": 80, "sim-speed": 4}
+
+
+def write(tmp_path: Path, doc: dict, scenario: dict | None = None) -> Path:
+    if scenario is not None:
+        (tmp_path / "w.yaml").write_text(yaml.safe_dump(scenario, sort_keys=False))
+        doc = {**doc, "workload": ["w.yaml"]}
+    path = tmp_path / "tune.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def run(path: Path, out: Path, *extra: str) -> tuple[int, dict, str]:
+    proc = tune(str(path), *extra, *(() if "--resume" in extra else ("--out", str(out))))
+    text = finish(proc)
+    return proc.returncode, json.loads((out / "tune.json").read_text()), text
+
+
+def by_step(doc: dict) -> dict:
+    return {s["step"]: s for s in doc["steps"]}
+
+
+def test_eager_in_base_is_turned_to_graphs_by_the_prior(tmp_path):
+    doc = {"name": "eager", "engine": SIM, "base": {**FAST, "enforce-eager": True},
+           "workload": [str(TUNE / "short_chat.yaml")], "load": {"concurrency": 8},
+           "steps": ["baseline", "cuda-graphs", "final"], "measure": {"duration_s": 6, "warmup_s": 1}}
+    rc, out, text = run(write(tmp_path, doc), tmp_path / "out")
+    assert rc == 0, text[-3000:]
+    s = by_step(out)["cuda-graphs"]
+    assert s["verdict"] == "changed", s["reason"]
+    assert "the side the guides keep" in s["reason"] and "ITL p50" in s["reason"] and "startup" in s["reason"]
+    assert "enforce-eager" not in out["final"]["flags"]
+
+
+def test_a_tune_without_slos_judges_prefix_caching_on_ttft(tmp_path):
+    scen = yaml.safe_load((TUNE / "shared_system_prompt.yaml").read_text())
+    scen.pop("slo", None)
+    for c in scen["workload"]["classes"]:
+        c.pop("slo", None)
+    doc = {"name": "no-slo", "engine": SIM, "base": {**FAST, "enable-prefix-caching": False},
+           "load": {"concurrency": 8}, "steps": ["context-length", "baseline", "cache-check", "final"],
+           "measure": {"duration_s": 6, "warmup_s": 1}}
+    rc, out, text = run(write(tmp_path, doc, scen), tmp_path / "out")
+    assert rc == 0, text[-3000:]
+    steps = by_step(out)
+    assert "no SLO in the tune file or the scenarios: goodput is plain throughput" in steps["baseline"]["reason"]
+    cc = steps["cache-check"]
+    assert cc["verdict"] == "changed", cc["reason"]
+    assert "requests/s" in cc["reason"] and "TTFT p50" in cc["reason"] and "goodput" not in cc["reason"].split("Turned on")[0]
+
+
+def test_a_candidate_that_cannot_start_fails_the_step_and_resume_retries_it(tmp_path):
+    doc = {"name": "dead", "engine": SIM, "base": dict(FAST), "workload": [str(TUNE / "short_chat.yaml")],
+           "load": {"concurrency": 4}, "steps": ["baseline", "max-num-seqs", "final"],
+           "candidates": {"max-num-seqs": [-1]}, "measure": {"duration_s": 4, "warmup_s": 1}}
+    path = write(tmp_path, doc)
+    rc, out, text = run(path, tmp_path / "out")
+    assert rc == 1, text[-3000:]
+    s = by_step(out)["max-num-seqs"]
+    assert s["verdict"] == "failed" and "max-num-seqs=-1: the engine did not start" in s["reason"], s["reason"]
+    assert "must be >= 1" in s["reason"]  # the engine's own error
+    assert "--resume" in s["reason"] and out["final"]["flags"].get("max-num-seqs") is None
+    starts = out["cost"]["engine_starts"]
+    rc2, again, text2 = run(path, tmp_path / "out", "--resume", str(tmp_path / "out"))
+    assert rc2 == 1 and by_step(again)["max-num-seqs"]["verdict"] == "failed"
+    assert again["cost"]["engine_starts"] > starts  # the failed candidate was started again, not read back
+
+
+def test_a_fraction_that_starts_then_fails_its_run_is_not_a_failed_start(tmp_path):
+    doc = {"name": "crash", "engine": SIM, "base": {**FAST, "fault-crash-after-s": 3},
+           "workload": [str(TUNE / "short_chat.yaml")], "load": {"concurrency": 4},
+           "steps": ["context-length", "gpu-memory", "baseline", "final"], "measure": {"duration_s": 6, "warmup_s": 1}}
+    rc, out, text = run(write(tmp_path, doc), tmp_path / "out")
+    assert rc == 1, text[-3000:]
+    g = by_step(out)["gpu-memory"]
+    assert g["verdict"] == "failed" and "a failed run, not a failed start" in g["reason"], g["reason"]
+    assert "no fraction starts the engine" not in g["reason"]
+    assert "died during the run" in g["reason"] or "started but the run failed" in g["reason"]
