@@ -38,6 +38,9 @@ class RunMetric:
     get: Callable[[RunSummary], float | None]
     better: Literal["higher", "lower"] | None  # None: it describes the load or the engine's state
     places: frozenset[Place] = frozenset()
+    #: written only by the runs that have it (speculative decoding's figures), so index.json of
+    #: every other run keeps its keys
+    only_when_set: bool = False
 
 
 def _num(v: float | int | None) -> float | None:
@@ -103,6 +106,12 @@ RUN_METRICS: tuple[RunMetric, ...] = (
               _CSV),
     RunMetric("gpu_memory_used_max_gib", "GPU memory used, max", "GiB", "engine.gpu_memory.used_max_bytes",
               lambda s: _gib(s.engine.gpu_memory.used_max_bytes), "lower", _CSV),
+    # guide 000's speculation values: a sweep shows them beside the ranking (below 50%: not ranked)
+    RunMetric("spec_acceptance_rate", "speculative tokens accepted", "", "engine.spec_decode.acceptance_rate",
+              lambda s: s.engine.spec_decode.acceptance_rate if s.engine.spec_decode else None, "higher", _ALL, True),
+    RunMetric("spec_mean_acceptance_length", "tokens per speculative step", "tokens",
+              "engine.spec_decode.mean_acceptance_length",
+              lambda s: s.engine.spec_decode.mean_acceptance_length if s.engine.spec_decode else None, "higher", _ALL, True),
     RunMetric("itl_p99_inside_prefill_ms", "ITL p99 while a long prefill runs", "ms",
               "diagnosis.interference.inside.p99_ms", lambda s: _interference_p99(s, "inside"), "lower", _BOTH),
     RunMetric("itl_p99_outside_prefill_ms", "ITL p99 outside long prefills", "ms",
@@ -114,11 +123,6 @@ RUN_METRICS: tuple[RunMetric, ...] = (
     # read from the cells' summary.json by the tune steps (not in index.json)
     RunMetric("kv_usage_mean", "KV-cache usage, mean", "", "engine.kv_usage.mean", lambda s: s.engine.kv_usage.mean,
               None, _TUNE),
-    RunMetric("spec_acceptance_rate", "speculative tokens accepted", "", "engine.spec_decode.acceptance_rate",
-              lambda s: s.engine.spec_decode.acceptance_rate if s.engine.spec_decode else None, "higher", _TUNE),
-    RunMetric("spec_mean_acceptance_length", "tokens per speculative step", "tokens",
-              "engine.spec_decode.mean_acceptance_length",
-              lambda s: s.engine.spec_decode.mean_acceptance_length if s.engine.spec_decode else None, "higher", _TUNE),
     RunMetric("gpu_memory_used_max_bytes", "GPU memory used, max", "bytes", "engine.gpu_memory.used_max_bytes",
               lambda s: _num(s.engine.gpu_memory.used_max_bytes), "lower", _TUNE),
     # not in any file yet: for reports and scripts
@@ -163,6 +167,6 @@ def sweep_metrics(s: RunSummary) -> CellMetrics:
     entries, the steady-state drift and the findings."""
     drift, finding, ids = _finding(s)
     values: dict[str, object] = {f"{m.short}_{q}_ms": _latency(s, m, q) for m in shown("sweep") for q in SWEEP_STATS}
-    values.update({m.name: m.get(s) for m in used_in("sweep")})
+    values.update({m.name: v for m in used_in("sweep") if (v := m.get(s)) is not None or not m.only_when_set})
     values.update(drift=drift, finding=finding, finding_ids=ids)
     return CellMetrics.model_validate(values)

@@ -37,6 +37,8 @@ class Trial(Block):
     status: str = "complete"
     wall_s: float = 0.0
     figures: TrialFigures = Field(default_factory=TrialFigures)
+    warnings: Annotated[list[str] | None, Omit] = None  # the trial run's validity warnings
+    remeasured: Annotated[bool | None, Omit] = None  # a second look at a level whose results were not monotone
 
 
 class CapacitySearch(Block):
@@ -53,6 +55,7 @@ class CapacitySearch(Block):
     converged: bool = False
     stop_reason: str = ""
     wall_s: float = 0.0
+    monotone_note: Annotated[str | None, Omit] = None  # levels not monotone in load, what was re-measured
     relative_gap: float | None = None  # (first_failing - boundary) / first_failing
     saturated_trials: int = 0
 

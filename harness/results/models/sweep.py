@@ -45,6 +45,8 @@ class CellMetrics(Record):
     client_concurrency: int | None = None  # the load the cell ran at (vary.link may change it)
     client_rate: float | None = None
     gpu_memory_used_max_gib: float | None = None
+    spec_acceptance_rate: float | None = None  # speculative runs only: accepted / drafted tokens
+    spec_mean_acceptance_length: float | None = None  # speculative runs only: tokens per step, the bonus token included
     itl_p99_inside_prefill_ms: float | None = None
     itl_p99_outside_prefill_ms: float | None = None
     recompilations: int | None = None
@@ -60,7 +62,7 @@ CellMetricName = Literal[
     "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "req_per_s",
     "output_tok_per_s", "input_tok_per_s", "goodput_req_per_s", "goodput_fraction", "kv_usage_max", "preemptions",
     "prefix_hit_rate", "completed", "failed", "client_concurrency", "client_rate", "gpu_memory_used_max_gib",
-    "itl_p99_inside_prefill_ms", "itl_p99_outside_prefill_ms", "recompilations", "memory_growth_gib", "drift",
+    "spec_acceptance_rate", "spec_mean_acceptance_length", "itl_p99_inside_prefill_ms", "itl_p99_outside_prefill_ms", "recompilations", "memory_growth_gib", "drift",
     "finding", "finding_ids",
 ]
 

@@ -18,6 +18,19 @@ from harness.results.models.facts import FactNum
 from harness.results.models.sweep import FlagValue, Flags
 
 
+class MetricJudgement(Block):
+    """One metric of a candidate vs the current flags, as `harness compare` judged it."""
+
+    label: str
+    baseline: float | None = None
+    candidate: float | None = None
+    change: float | None = None
+    unit: str = "%"
+    interval: list[float] | None = None
+    verdict: str  # improved | REGRESSION | ok | within noise | too few samples | n/a
+    p_adjusted: float | None = None  # Holm-adjusted over the comparison's metrics
+
+
 class GoodputJudgement(Block):
     """One scenario's goodput, candidate vs incumbent, by the noise-aware compare (harness.tune.judge)."""
 
@@ -28,13 +41,17 @@ class GoodputJudgement(Block):
     interval: list[float] | None = None  # the change's confidence interval, %
     tests: list[str] = Field(default_factory=list)
     compare_verdict: str | None = None  # improved | REGRESSION | ok | ...
-    verdict: str  # better | worse | tie
+    verdict: str  # better | worse | tie | same
     closed_loop: Annotated[str | None, Omit] = None  # the per-request test that decided a tie
+    #: every metric of the comparison (harness compare's rows for the same cells), by key
+    metrics: Annotated[dict[str, MetricJudgement] | None, Omit] = None
 
 
 class VsCurrent(Block):
-    verdict: str  # better | worse | tie
-    by: str  # goodput | capacity | failed | ""
+    verdict: str  # better | worse | tie | failed (harness.tune.judge)
+    by: str  # the rule that decided: prior | gain | harm | capacity | tie | failed
+    rule: Annotated[str | None, Omit] = None  # that rule in words, with the metrics it read
+    evidence_repeats: Annotated[int | None, Omit] = None  # interleaved repeats of both sides bought to decide it
     per_scenario: dict[str, GoodputJudgement] = Field(default_factory=dict)
 
 
@@ -95,6 +112,8 @@ class Tried(Block):
     startup_s: Annotated[float | None, Omit] = None  # cuda-graphs: the start's cost
     itl_p99_vs_current: Annotated[str | None, Omit] = None  # max-num-batched-tokens
     storm: Annotated[str | None, Omit] = None  # max-num-seqs: the preemption storm it shows
+    kv_full: Annotated[str | None, Omit] = None  # max-num-seqs: steady-state KV at 85% or more
+    cost_too_high: Annotated[str | None, Omit] = None  # max-num-batched-tokens: ITL p50/TTFT lost more than ITL p99 won
     low_acceptance: Annotated[str | None, Omit] = None  # speculative
 
 
@@ -107,13 +126,21 @@ class Delta(Block):
     unit: str = "%"
     verdict: str
     interval: list[float] | None = None
+    p_adjusted: Annotated[float | None, Omit] = None  # Holm-adjusted over the comparison's metrics
 
 
 class VsBaseline(Block):
-    verdict: str  # better | worse | same
+    """The final run against the baseline: every metric beyond noise, both ways (harness.tune.steps.final)."""
+
+    verdict: str  # better | worse | mixed | same
     goodput: dict[str, GoodputJudgement] = Field(default_factory=dict)
     by: str = ""
-    regressions: list[str] = Field(default_factory=list)
+    guard: Annotated[str | None, Omit] = None  # goodput, or requests/s without an SLO
+    improvements: Annotated[list[str] | None, Omit] = None  # every metric better beyond noise, with its interval
+    regressions: list[str] = Field(default_factory=list)  # every metric worse beyond noise
+    within_noise: Annotated[list[str] | None, Omit] = None  # the guard when it did not move beyond noise
+    undecided: Annotated[list[str] | None, Omit] = None  # beyond the threshold, not beyond noise
+    facts: Annotated[list[str] | None, Omit] = None  # KV usage, share within the SLOs, hit rate, GPU memory
     deltas: dict[str, dict[str, Delta]] = Field(default_factory=dict)  # scenario -> metric key -> delta
 
 
