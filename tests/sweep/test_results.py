@@ -160,16 +160,15 @@ def test_speculative_acceptance_is_shown_and_a_method_below_half_is_never_crowne
     """Audit N9: a speculative sweep ranked ngram first with 39% acceptance and no acceptance
     column. Guide 000 lists acceptance rate and mean acceptance length among what to compare;
     guide 001: below 50% acceptance speculative decoding hurts."""
-    summary = {"engine": {"spec_decode": {"acceptance_rate": 0.39, "mean_acceptance_length": 1.8}}}
-    m = run_metrics(summary)
+    summary = {"engine": {"spec_decode": {"acceptance_rate": 0.39, "mean_acceptance_length": 1.8, "per_position": None}}}
+    m = run_metrics(RunSummary.model_validate(summary)).model_dump()
     assert m["spec_acceptance_rate"] == 0.39 and m["spec_mean_acceptance_length"] == 1.8
-    low = entry("ngram-k3", "chat", 1, goodput=9.0)
-    low["metrics"].update(spec_acceptance_rate=0.39, spec_mean_acceptance_length=1.8)
-    ok = entry("eagle", "chat", 1, goodput=7.0)
-    ok["metrics"].update(spec_acceptance_rate=0.72, spec_mean_acceptance_length=2.9)
+    assert "spec_acceptance_rate" not in run_metrics(RunSummary()).model_dump()  # written by speculative runs only
+    low = entry("ngram-k3", "chat", 1, goodput=9.0, metrics={"spec_acceptance_rate": 0.39, "spec_mean_acceptance_length": 1.8})
+    ok = entry("eagle", "chat", 1, goodput=7.0, metrics={"spec_acceptance_rate": 0.72, "spec_mean_acceptance_length": 2.9})
     base = entry("base", "chat", 1, goodput=6.0)
     rows = ranking([low, ok, base])["chat"]
-    assert [r["config_id"] for r in rows] == ["eagle", "base", "ngram-k3"]  # the fastest is not crowned
+    assert [r.config_id for r in rows] == ["eagle", "base", "ngram-k3"]  # the fastest is not crowned
     table = ranking_table([low, ok, base])
     assert "accept" in table and "acc.len" in table and " 39%" in table and "1.80" in table
     assert "ngram-k3: not ranked, speculative acceptance 39% is below 50%" in table and "guide 001" in table
