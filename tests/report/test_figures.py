@@ -177,7 +177,7 @@ def test_the_itl_axis_shows_the_band_where_the_gaps_are():
     import numpy as np
 
     from harness.report import figures as F
-    from harness.report import hdr
+    from harness.results import hdr
 
     rng = np.random.default_rng(0)
     gaps_ms = np.concatenate([np.full(300, 0.001), rng.lognormal(np.log(20), 0.6, 9700), [400.0, 900.0]])
