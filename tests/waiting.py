@@ -80,7 +80,20 @@ def wait_for_port(host: str, port: int, proc: subprocess.Popen | None = None, **
     wait_until(up, f"{host}:{port} to accept connections", **kw)
 
 
-def wait_for_exit(proc: subprocess.Popen, what: str = "the process to exit", **kw) -> int:
-    """Wait for `proc` to exit; return its exit code."""
-    wait_until(lambda: proc.poll() is not None, what, **kw)
-    return proc.returncode
+def wait_for_http(url: str, proc: subprocess.Popen | None = None, log: Path | None = None, **kw) -> None:
+    """Wait until GET `url` answers 200 (an engine's /health); fail at once, with `log`'s tail, if
+    `proc` exits first."""
+    import urllib.request
+
+    def tail() -> str:
+        return log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
+
+    def ok() -> bool:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the process exited with {proc.returncode} before {url} answered\n{tail()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+    wait_until(ok, f"{url} to answer 200", details=tail, **kw)

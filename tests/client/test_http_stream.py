@@ -12,7 +12,6 @@ from rawhttp import RawServer, chunked, sse_head
 
 from harness.client import http_stream
 from harness.client.http_stream import Connection, Endpoint, StreamError, perf_ns
-from waiting import wait_until
 from waiting import HANG_S, wait_until
 
 pytestmark = pytest.mark.usefixtures("reader")  # both stream readers (tests/conftest.py)

@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ import pytest
 from harness.capacity.search import TrialSettings, search_capacity
 from harness.scenario.loader import validate
 from harness.scenario.models import Scenario
+from waiting import wait_for_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -37,18 +37,7 @@ def test_capacity_search_on_real_vllm(real_vllm, tmp_path):
     proc = subprocess.Popen(argv, env={**os.environ, **real_vllm.env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 900
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, (tmp_path / "vllm.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            time.sleep(2)
-        else:
-            pytest.fail("vLLM did not become ready in 900 s")
+        wait_for_http(url + "/health", proc, tmp_path / "vllm.log", timeout_s=900, interval_s=2)
         scenario = validate(Scenario, {
             "name": "cap-vllm", "seed": 1, "target": {"api": "openai-completions"},
             "load": {"rate": 1, "arrival": "constant", "duration_s": 6},

@@ -27,6 +27,7 @@ from harness.sweep.plan import build_plan
 from harness.telemetry.exposition import parse
 from harness.telemetry.profiles import PROFILES
 from harness.workload.tokenizers import load_tokenizer
+from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,16 +65,14 @@ class Server:
         self.health: list[tuple[int | None, str]] = []
 
     def wait_ready(self, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def ready() -> bool:  # records each change of /health's answer on the way (the tests read them)
             assert self.proc.poll() is None, self.log.read_text()[-3000:]
             status, body = _get(self.url + "/health", timeout=2)
             if status is not None and (not self.health or self.health[-1] != (status, body)):
                 self.health.append((status, body))
-            if status == 200:
-                return
-            time.sleep(0.002)
-        raise AssertionError(f"not ready in {timeout}s: {self.log.read_text()[-3000:]}")
+            return status == 200
+        wait_until(ready, "llama-server's /health", timeout_s=timeout, interval_s=0.002,
+                   details=lambda: self.log.read_text()[-3000:])
 
     def stop(self) -> None:
         if self.proc.poll() is None:

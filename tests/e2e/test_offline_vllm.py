@@ -11,11 +11,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from waiting import wait_for_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -43,18 +42,7 @@ def test_offline_batch_on_real_vllm(real_vllm, tmp_path):
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 900
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, (tmp_path / "vllm.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            time.sleep(2)
-        else:
-            pytest.fail("vLLM did not become ready in 900 s")
+        wait_for_http(url + "/health", proc, tmp_path / "vllm.log", timeout_s=900, interval_s=2)
         runs = []
         for name in ("a", "b"):
             out = tmp_path / name

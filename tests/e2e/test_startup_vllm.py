@@ -11,24 +11,23 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 
 import pytest
 import yaml
 
 from harness.cli.main import main
+from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 
 def _no_other_vllm(wait_s: float = 900) -> None:
     """Two vLLMs on two cores make both crawl: wait for another test's (or engineer's) to end."""
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if subprocess.run(["pgrep", "-f", "vllm serve"], capture_output=True).returncode != 0:
-            return
-        time.sleep(5)
-    pytest.skip(f"another `vllm serve` kept running for {wait_s:g}s")
+    try:
+        wait_until(lambda: subprocess.run(["pgrep", "-f", "vllm serve"], capture_output=True).returncode != 0,
+                   "no other `vllm serve`", timeout_s=wait_s, interval_s=5)
+    except AssertionError:
+        pytest.skip(f"another `vllm serve` kept running for {wait_s:g}s")
 
 
 def test_real_vllm_cold_warm_eager_vs_default(real_vllm, tmp_path, capsys):

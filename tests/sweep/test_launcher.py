@@ -56,7 +56,7 @@ def test_custom_ready_path(tmp_path):
     proc.start()
     try:
         spec = EngineSpec(kind="custom", command=["x", "{port}"], ready_path="/v1/models")
-        started = proc.wait_ready(lambda: get_kind("custom").probe(f"http://127.0.0.1:{port}", spec), 10, interval=0.05)
+        proc.wait_ready(lambda: get_kind("custom").probe(f"http://127.0.0.1:{port}", spec), 60, interval=0.05)  # raises unless ready
         assert get_kind("custom").reset_prefix_cache(f"http://127.0.0.1:{port}", spec).startswith("engine.reset_path is not set")
     finally:
         proc.stop(5)
