@@ -137,7 +137,15 @@ def test_error_event_is_server_error() -> None:
     assert info.value.kind == "server_error" and "engine died" in info.value.detail
 
 
-@pytest.mark.parametrize("line", [b"data: {not json", b"data: [1, 2]", b'data: "str"'])
+@pytest.mark.parametrize("line", [
+    b"data: {not json", b"data: [1, 2]", b'data: "str"',
+    # the junk shapes that crashed the load process (audit f79ef64, group 2; run end to end against
+    # tests/load/badserver.py by test_badserver_modes, some with -m slow only)
+    b'data: {"choices": [{"delta": {"content": " a"}}], "usage": "lots"}',
+    b'data: {"choices": [{"delta": {"content": " a"}}], "usage": {"completion_tokens": "one"}}',
+    b'data: {"choices": ["x"]}', b'data: {"choices": [{"delta": "str"}]}',
+    b'data: {"choices": [{"delta": {"content": 5}}]}',
+], ids=["not-json", "array", "string", "usage-str", "usage-tokens-str", "choice-str", "delta-str", "content-int"])
 def test_malformed_json(line: bytes) -> None:
     with pytest.raises(SSEError) as info:
         run([(2_000, ev({"content": "a"})), (3_000, line), (4_000, DONE)])

@@ -24,11 +24,23 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+#: shipped scenarios a dedicated fast test already runs end to end from the shipped file: here they
+#: run with -m slow only (each run costs ~3 CPU-s of a 2-core box)
+RUN_ELSEWHERE = {
+    "agentic_mix": "tests/load/test_agentic_sim.py",
+    "block_trace_replay": "tests/load/test_block_trace_sim.py",
+    "lora_mix": "tests/load/test_adapters_sim.py",
+}
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):  # type: ignore[no-untyped-def]
+def runs(request, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """Runs the selected scenarios, all at once."""
+    selected = {it.callspec.params["name"] for it in request.session.items
+                if it.module is request.module and hasattr(it, "callspec") and "name" in it.callspec.params}
     tmp = tmp_path_factory.mktemp("sim_runs")
     procs = {}
-    for path in SCENARIOS:
+    for path in (p for p in SCENARIOS if p.stem in selected):
         out = tmp / path.stem
         # offline submits a request count at once (a duration does not apply): a small batch
         stop = ["--requests", "24"] if path.stem == "offline" else ["--duration", DURATION.get(path.stem, "1")]
@@ -54,7 +66,8 @@ def test_scenarios_are_shipped() -> None:
     assert {"mixed", "poisson_rate", "shared_prefix", "short_prompt_long_output", "long_prompt_short_output"} <= names
 
 
-@pytest.mark.parametrize("name", [p.stem for p in SCENARIOS])
+@pytest.mark.parametrize("name", [pytest.param(p.stem, marks=pytest.mark.slow) if p.stem in RUN_ELSEWHERE else p.stem
+                                  for p in SCENARIOS])
 def test_shipped_scenario_against_the_simulated_engine(runs, name: str) -> None:  # type: ignore[no-untyped-def]
     rc, stderr, out = runs[name]
     assert rc == 0, stderr[-3000:]
