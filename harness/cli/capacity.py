@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import signal
 import sys
@@ -53,8 +54,17 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 < args.attainment <= 1:
         raise UserError(f"--attainment {args.attainment}: a share between 0 and 1, e.g. 0.95")
-    if args.precision <= 0 or args.max_trials < 1:
-        raise UserError("--precision must be > 0 and --max-trials >= 1")
+    # NaN passes every `<=` test and inf never ends a bisection: each number is checked as finite
+    # (audit R9: --start nan|inf ended in an internal error, --precision nan ran every trial)
+    if not 0 < args.precision < 1:
+        raise UserError(f"--precision {args.precision}: a fraction between 0 and 1, e.g. 0.05")
+    if args.max_trials < 1:
+        raise UserError(f"--max-trials {args.max_trials}: at least 1")
+    for flag, value in (("--start", args.start), ("--max-level", args.max_level), ("--duration", args.duration)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UserError(f"{flag} {value}: a finite number above 0")
+    if args.warmup is not None and not (math.isfinite(args.warmup) and args.warmup >= 0):
+        raise UserError(f"--warmup {args.warmup}: a finite number of seconds, 0 or more")
     scenario = load_scenario(args.scenario, {"target.url": args.target, "target.model": args.model,
                                              "load.duration_s": args.duration, "warmup.duration_s": args.warmup})
     out = args.out or Path("results") / "capacity" / f"{scenario.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
