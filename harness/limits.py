@@ -35,8 +35,9 @@ class Limit:
         return value
 
     def message(self, got: int | float) -> str:
-        return (f"{got:,.0f} {self.what} is above the limit of {self.value:,} "
-                f"(set {self.env}=N to raise it)")
+        # a huge value is shown short (1e+30, not thirty digits of float rounding)
+        shown = f"{got:,.0f}" if abs(got) < 1e15 else f"{got:.3g}"
+        return f"{shown} {self.what} is above the limit of {self.value:,} (set {self.env}=N to raise it)"
 
     def check(self, got: int | float) -> str | None:
         """The error text when `got` exceeds the limit, else None."""
@@ -53,6 +54,8 @@ TOKENS = Limit("HARNESS_MAX_TOKENS", 2_000_000, "tokens in one request")
 PROCESSES = Limit("HARNESS_MAX_PROCESSES", _processes_default(), "load processes")
 SWEEP_CELLS = Limit("HARNESS_MAX_SWEEP_CELLS", 10_000, "sweep cells")
 YAML_NODES = Limit("HARNESS_MAX_YAML_NODES", 200_000, "YAML values (aliases expanded)")
+#: a week: `duration_s: 1e300` is finite and passes every `> 0` check, and then never ends
+DURATION = Limit("HARNESS_MAX_DURATION_S", 7 * 86_400, "seconds")
 
 
 def check_processes(n: int, flag: str) -> None:

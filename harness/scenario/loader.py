@@ -26,6 +26,14 @@ _MESSAGES = {
 }
 
 
+#: the tags pydantic puts in an error's path for the member of a union it tried (`x[1].str`, `.int`)
+_UNION_TAGS = frozenset({"str", "int", "float", "bool", "none", "bytes"})
+
+
+def _union_tag(part: Any) -> bool:
+    return isinstance(part, str) and (part in _UNION_TAGS or ("[" in part and part.endswith("]")))
+
+
 def _path(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
@@ -35,6 +43,8 @@ def _path(loc: tuple[Any, ...]) -> str:
             continue  # discriminator tag pydantic inserts; not a key the user wrote
         elif isinstance(part, str) and part.startswith("function-"):
             continue
+        elif _union_tag(part):
+            continue  # a union member's name (`str`, `dict[str,any]`): one line per value, not per member
         else:
             out += ("." if out else "") + str(part)
     return out or "(top level)"
@@ -70,7 +80,23 @@ def _message(err: dict[str, Any]) -> str:
 
 
 def format_validation_error(source: str, exc: ValidationError) -> list[str]:
-    return [f"{source}: {_path(tuple(e['loc']))}: {_message(e)}" for e in exc.errors()]
+    """One line per value at fault: the errors pydantic gives for each member of a union (a flag
+    value may be a string, a number, true/false, a mapping or a list) are one line."""
+    by_path: dict[str, list[dict[str, Any]]] = {}
+    for e in exc.errors():
+        by_path.setdefault(_path(tuple(e["loc"])), []).append(e)
+    lines = []
+    for path, errs in by_path.items():
+        if len(errs) == 1:
+            lines.append(f"{source}: {path}: {_message(errs[0])}")
+        elif any(e.get("type") == "finite_number" for e in errs):
+            lines.append(f"{source}: {path}: must be a finite number (not .inf or .nan)")
+        else:
+            kinds = list(dict.fromkeys(_message(e).removeprefix("must be ").removeprefix("a valid ").removeprefix("a ")
+                                       for e in errs))
+            lines.append(f"{source}: {path}: must be " + (", ".join(kinds[:-1]) + " or " + kinds[-1]
+                                                          if len(kinds) > 1 else kinds[0]))
+    return lines
 
 
 def read_yaml(path: Path) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from harness.scenario.choices import ApiName, ArrivalName
 from harness.scenario.durations import Seconds, rename_duration_key
 
 
-def _within(limit: limits.Limit) -> AfterValidator:
+def within(limit: limits.Limit) -> AfterValidator:
     """A bound from harness.limits, raisable by its environment variable."""
 
     def check(value: Any) -> Any:
@@ -26,6 +26,9 @@ def _within(limit: limits.Limit) -> AfterValidator:
         return value
 
     return AfterValidator(check)
+
+
+_within = within
 
 
 Tokens = Annotated[int, Field(gt=0), _within(limits.TOKENS)]
@@ -300,7 +303,7 @@ class Load(Strict):
     burstiness: Annotated[float, Field(gt=0)] = 1.0
     max_in_flight: Annotated[int, Field(gt=0), _within(limits.IN_FLIGHT)] = 1024
     ramp_s: Annotated[Seconds, Field(ge=0)] = 0.0
-    duration_s: Annotated[Seconds, Field(gt=0)] | None = None
+    duration_s: Annotated[Seconds, Field(gt=0), _within(limits.DURATION)] | None = None
     requests: Annotated[int, Field(gt=0)] | None = None
 
     _duration_key = model_validator(mode="before")(rename_duration_key)
@@ -339,7 +342,7 @@ class Load(Strict):
 class Warmup(Strict):
     """Traffic sent before measuring; excluded from every result."""
 
-    duration_s: Annotated[Seconds, Field(ge=0)] = 0.0
+    duration_s: Annotated[Seconds, Field(ge=0), _within(limits.DURATION)] = 0.0
     requests: Annotated[int, Field(ge=0)] = 0
 
     _duration_key = model_validator(mode="before")(rename_duration_key)

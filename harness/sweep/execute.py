@@ -16,10 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from harness.errors import UserError
 from harness.results.engine_facts import max_len_warning
 from harness.results.models.facts import StartupFacts
 from harness.results.models.sweep import Cell as IndexCell
+from harness.scenario.loader import format_validation_error
 from harness.scenario.models import Scenario
 from harness.sweep.cell import cell_entry, cell_run_options, cell_scenario
 from harness.sweep.engine_start import ENGINE_RECORD, build_engine, note_engine, stop_recorded_engine
@@ -351,6 +354,8 @@ class SweepExecutor:
             raise
         except UserError as exc:
             status, reason = "failed", "; ".join(exc.lines)
+        except ValidationError as exc:  # the cell's scenario with the sweep's settings: one line, not pydantic's text
+            status, reason = "failed", "; ".join(format_validation_error(f"cell {cell.id}", exc))
         except Exception as exc:  # one broken cell must not end an overnight sweep
             status, reason = "failed", f"{type(exc).__name__}: {exc}"
         wall = time.monotonic() - t0

@@ -24,7 +24,8 @@ LOAD_PATHS = ("load.concurrency", "load.rate")
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # allow_inf_nan: `.inf` passes every `> 0` check (a ready timeout of .inf waits forever)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def _check_flag_names(flags: dict[str, Any]) -> dict[str, Any]:

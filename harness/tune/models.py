@@ -2,7 +2,10 @@
 
 Every model forbids unknown keys, like sweep files: a misspelt setting is an error naming its
 field path, not a silently ignored knob. `engine` is the sweep's own EngineSpec, so every engine
-kind works the same way here (except `external`: tuning needs restarts).
+kind works the same way here (except `external`: tuning needs restarts). And, as in scenario
+files, no value is coerced and none is infinite or NaN, and counts have the harness's bounds
+(audit R13: `concurrency: true` ran at 1 user, `"4"` was 4, `warmup_s: .inf` passed --plan and
+failed the baseline step with pydantic's text, `capacity_levels: [1e308]` ended in an internal error).
 """
 
 from __future__ import annotations
@@ -11,21 +14,26 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from harness.scenario.models import SLO
+from harness import limits
+from harness.scenario.models import SLO, within
 from harness.scenario.quality import QualitySpec
 from harness.sweep.models import EngineSpec, Flags, FlagValue, _check_flag_names
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+#: the highest multiple of the expected load a capacity level may be
+MAX_CAPACITY_LEVEL = 100.0
 
 
 class ExpectedLoad(Strict):
     """The expected peak: closed-loop users or an open-loop request rate (one of them)."""
 
-    concurrency: Annotated[int, Field(ge=1)] | None = None
+    concurrency: Annotated[int, Field(ge=1), within(limits.CONCURRENCY)] | None = None
     rate: Annotated[float, Field(gt=0)] | None = None
-    capacity_levels: list[Annotated[float, Field(gt=1)]] = Field(
+    capacity_levels: list[Annotated[float, Field(gt=1, le=MAX_CAPACITY_LEVEL)]] = Field(
         default_factory=list,
         description="multiples of the expected load also run on every candidate's engine (same start), "
         "so that a goodput tie is broken by the capacity under the SLOs; empty = ties keep the current flags",
@@ -35,6 +43,10 @@ class ExpectedLoad(Strict):
     def _one(self) -> ExpectedLoad:
         if (self.concurrency is None) == (self.rate is None):
             raise ValueError("give one of concurrency: N (users) or rate: R (requests/s)")
+        if self.concurrency is not None and self.capacity_levels:
+            problem = limits.CONCURRENCY.check(self.concurrency * max(self.capacity_levels))
+            if problem:
+                raise ValueError(f"capacity_levels: the highest level is {problem}")
         return self
 
     @property
@@ -57,7 +69,7 @@ class ExpectedLoad(Strict):
 
 
 class Context(Strict):
-    max_model_len: Annotated[int, Field(ge=16)] | None = Field(
+    max_model_len: Annotated[int, Field(ge=16), within(limits.TOKENS)] | None = Field(
         default=None, description="required context length; default: the workload's longest input + output"
     )
 
@@ -70,9 +82,9 @@ class Budget(Strict):
 class Measure(Strict):
     """How each candidate is measured: the window replaces the scenarios' own."""
 
-    duration_s: Annotated[float, Field(gt=0)] = 60.0
-    warmup_s: Annotated[float, Field(ge=0)] = 10.0
-    repeats: Annotated[int, Field(ge=1)] = 1
+    duration_s: Annotated[float, Field(gt=0), within(limits.DURATION)] = 60.0
+    warmup_s: Annotated[float, Field(ge=0), within(limits.DURATION)] = 10.0
+    repeats: Annotated[int, Field(ge=1, le=100)] = 1
     threshold_pct: Annotated[float, Field(ge=0)] = Field(
         default=5.0, description="a change must also beat the current best by more than this share of goodput"
     )
@@ -106,7 +118,7 @@ class TuneFile(Strict):
     quality: QualitySpec | None = Field(
         default=None, description="the quality block of scenario and sweep files (docs/quality.md); the kv-dtype and "
         "speculative steps accept a change only with its gate passed; absent: 'quality not checked'")
-    gpus: Annotated[int, Field(ge=1)] = Field(default=1, description="GPUs the parallelism step may use")
+    gpus: Annotated[int, Field(ge=1, le=1024)] = Field(default=1, description="GPUs the parallelism step may use")
 
     @field_validator("base")
     @classmethod

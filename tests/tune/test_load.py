@@ -90,3 +90,26 @@ def test_shipped_tune_files_load(path):
         pytest.skip("a workload scenario, not a tune file")
     spec = load_tune(path)
     assert spec.scenarios and spec.max_model_len > 0
+
+
+@pytest.mark.parametrize("patch, says", [
+    ({"load": {"concurrency": True}}, "load.concurrency: must be a valid integer"),  # ran at 1 user
+    ({"load": {"concurrency": "4"}}, "load.concurrency: must be a valid integer"),
+    ({"load": {"concurrency": 10_000_000}}, "load.concurrency: 10,000,000 concurrent users is above the limit"),
+    ({"load": {"rate": float("inf")}}, "load.rate: must be a finite number"),
+    ({"load": {"concurrency": 4, "capacity_levels": [1e308]}}, "load.capacity_levels[0]: must be less than or equal to 100"),
+    ({"load": {"concurrency": 400, "capacity_levels": [80]}}, "capacity_levels: the highest level is 32,000 concurrent users"),
+    ({"measure": {"warmup_s": float("inf")}}, "measure.warmup_s: must be a finite number"),  # failed the baseline step
+    ({"measure": {"duration_s": 1e300}}, "measure.duration_s: 1e+300 seconds is above the limit of 604,800 (set HARNESS_MAX_DURATION_S=N"),
+    ({"measure": {"repeats": 10**12}}, "measure.repeats: must be less than or equal to 100"),
+    ({"engine": {"kind": "sim", "ready_timeout_s": float("inf")}}, "engine.ready_timeout_s: must be a finite number"),
+    ({"gpus": 10**20}, "gpus: must be less than or equal to 1024"),
+    ({"context": {"max_model_len": 10**30}}, "context.max_model_len: 1e+30 tokens in one request is above the limit"),
+    ({"candidates": {"max-num-seqs": [8, float("nan")]}}, "candidates.max-num-seqs[1]: must be a finite number"),
+])
+def test_hostile_values_are_one_line_each(tmp_path: Path, patch: dict, says: str) -> None:
+    """Audit R13: tune files were not strict like scenario and sweep files."""
+    path = write(tmp_path, {**good(), **patch})
+    with pytest.raises(UserError) as exc:
+        load_tune(path)
+    assert len(exc.value.lines) == 1 and says in exc.value.lines[0], exc.value.lines
