@@ -27,9 +27,10 @@ SCENARIO = ROOT / "scenarios" / "agentic_mix.yaml"
 def runs(tmp_path_factory):  # type: ignore[no-untyped-def]
     tmp = tmp_path_factory.mktemp("agentic")
     base = [str(SCENARIO), "--duration", "8", "--quiet", "--no-report"]
+    # two runs: one load process on one engine; two load processes on a two-replica fleet
     cases = {"one": ["--sim-args=--sim-speed 4"],
-             "two": ["--processes", "2", "--sim-args=--sim-speed 4"],
-             "fleet": ["--set", "target.replicas=2", "--set", "target.routing=session-affinity", "--sim-args=--sim-speed 4"]}
+             "fleet": ["--processes", "2", "--set", "target.replicas=2", "--set", "target.routing=session-affinity",
+                       "--sim-args=--sim-speed 4"]}
     procs = {}
     for name, extra in cases.items():
         out = tmp / name
@@ -96,17 +97,12 @@ def test_session_wall_time_is_split(runs) -> None:  # type: ignore[no-untyped-de
         assert share["engine"] > 0 and share["tools"] > 0
 
 
-@pytest.mark.parametrize("case", ["two", "fleet"])
-def test_a_session_and_its_sub_agents_stay_together(runs, case: str) -> None:  # type: ignore[no-untyped-def]
-    s, reqs = runs[case]
+def test_a_session_and_its_sub_agents_stay_together(runs) -> None:  # type: ignore[no-untyped-def]
+    s, reqs = runs["fleet"]
     sessions = _sessions(reqs)
     assert any(any(r.get("agent") for r in rs) for rs in sessions.values())
     for rs in sessions.values():
         assert len({r["id"].rsplit("-", 1)[1] for r in rs}) == 1  # one load process
-        if case == "fleet":
-            assert len({r["labels"]["endpoint"] for r in rs}) == 1  # one replica (session affinity)
-    if case == "two":
-        assert s["client"]["processes"] == 2
-        assert len({r["id"].rsplit("-", 1)[1] for r in reqs}) == 2
-    else:
-        assert len(s["fleet"]["endpoints"]) == 2 and all(n > 0 for n in s["fleet"]["sent"])
+        assert len({r["labels"]["endpoint"] for r in rs}) == 1  # one replica (session affinity)
+    assert s["client"]["processes"] == 2 and len({r["id"].rsplit("-", 1)[1] for r in reqs}) == 2
+    assert len(s["fleet"]["endpoints"]) == 2 and all(n > 0 for n in s["fleet"]["sent"])
