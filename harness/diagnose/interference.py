@@ -143,7 +143,7 @@ def _engine_side(summary: dict[str, Any]) -> dict[str, Any] | None:
     out = {k: {"p50_ms": rnd(v.get("p50")), "p99_ms": rnd(v.get("p99")),
                # a quantile inside the first bucket is null: the bucket says "below its bound"
                **{f"{q}_bucket_ms": v[f"{q}_bucket_ms"] for q in ("p50", "p99") if v.get(f"{q}_bucket_ms")}}
-           for k, v in lat.items() if k in ("itl", "prefill", "decode") and isinstance(v, dict) and v.get("count")}
+           for k, v in lat.items() if k in ("itl", "prefill", "decode") and isinstance(v, dict)}
     return out or None
 
 

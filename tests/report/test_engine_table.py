@@ -77,6 +77,11 @@ def test_the_diagnosis_table_prints_a_first_bucket_quantile_as_the_engine_table_
     itl = next(r for r in table.rows if r[0] == "engine's own ITL histogram")
     assert itl[2:] == ["31.0", "48.0"]
     assert _row(run, "Engine prefill time per request").startswith("< 300 (first bucket) / < 300 (first bucket) ms")
+    from harness.results.models.diagnosis import Diagnosis
+
+    # the typed results model knows the bucket keys (extra="forbid": a sweep read such a summary as missing)
+    typed = Diagnosis.model_validate(summary["diagnosis"])
+    assert typed.interference.engine["prefill"].p50_bucket_ms == [0.0, 300.0]
 
 
 def test_the_report_says_when_prompts_were_salted(tmp_path):

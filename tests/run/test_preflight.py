@@ -36,7 +36,7 @@ MODELS = _json("200 OK", {"data": [{"id": "m1", "max_model_len": 4096}, {"id": "
 
 def test_fake_server(fake_openai) -> None:  # type: ignore[no-untyped-def]
     info = preflight(fake_openai.url + "/", None, _scenario())
-    assert info["model"] == "ok" and info["models"] == ["ok"] and info["continuous_usage"] is True
+    assert info["model"] == "ok" and info["models"] == ["ok", "chatml", "scaled"] and info["continuous_usage"] is True
 
 
 def test_key_and_headers_reach_every_preflight_request(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -46,8 +46,12 @@ class GapCounts(Block):
 
 
 class EngineItl(Block):
+    """An engine histogram's quantiles: null inside the first bucket, whose [0, bound] follows."""
+
     p50_ms: float | None = None
     p99_ms: float | None = None
+    p50_bucket_ms: Annotated[list[float | None] | None, Omit] = None
+    p99_bucket_ms: Annotated[list[float | None] | None, Omit] = None
 
 
 class InterferenceBlock(Block):
