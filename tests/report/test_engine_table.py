@@ -66,7 +66,8 @@ def test_the_diagnosis_table_prints_a_first_bucket_quantile_as_the_engine_table_
     summary = json.loads(path.read_text())
     summary["engine"]["engine_latency_ms"].update(engine["engine_latency_ms"])
     summary["diagnosis"] = {"interference": {
-        "verdict": "interference", "message": "m", "long_prompt_tokens": 1024,
+        "long_prompt_tokens": 1024, "long_prefills": 12, "gaps": 950, "spike_factor": 3.0,
+        "verdict": "interference", "message": "m",
         "inside": {"count": 50, "p50_ms": 80.0, "p99_ms": 120.0}, "outside": {"count": 900, "p50_ms": 24.0, "p99_ms": 30.0},
         "engine": side}}
     path.write_text(json.dumps(summary))
