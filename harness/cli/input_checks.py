@@ -66,6 +66,6 @@ def check_run_flags(args: argparse.Namespace) -> list[str]:
     if processes and processes > 1:
         check_processes(processes, "--processes")
     distributed = getattr(args, "distributed", 0)
-    if distributed and distributed > 0:
-        check_processes(distributed, "--distributed")
+    if distributed and distributed > 0 and not getattr(args, "remote_workers", False):
+        check_processes(distributed, "--distributed")  # local workers: this machine's cores
     return sim_args(getattr(args, "sim_args", ""))

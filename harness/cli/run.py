@@ -38,6 +38,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--processes", type=int, default=1, help="load processes (more client CPU; results merged)")
     p.add_argument("--distributed", type=int, default=0, metavar="N",
                    help="a Locust master and N worker processes (HDR histograms merged on the master; see docs/ui.md)")
+    p.add_argument("--remote-workers", action="store_true",
+                   help="with --distributed N: start no worker here; N workers on other machines connect "
+                        "(harness worker --master-host THIS_HOST); see docs/distributed.md")
+    p.add_argument("--master-bind-host", default="0.0.0.0", metavar="HOST",
+                   help="--remote-workers: the address the master listens on (default: all)")
+    p.add_argument("--master-port", type=int, default=5557, metavar="PORT",
+                   help="--remote-workers: the master's port (default 5557, Locust's)")
     p.add_argument("--sim-args", default="", help='flags for the simulated engine, e.g. "--max-num-seqs 8"')
     p.add_argument("--engine-kind", help="engine kind hint for telemetry (vllm, sglang, tgi, llamacpp)")
     p.add_argument("--prometheus", help="read engine telemetry from this Prometheus server instead of /metrics")
@@ -105,6 +112,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--processes must be at least 1")
     if args.distributed < 0 or (args.distributed and args.processes > 1):
         raise UserError("--distributed N: N >= 1 worker processes, and not together with --processes")
+    if args.remote_workers and not args.distributed:
+        raise UserError("--remote-workers: give the number of workers with --distributed N")
+    if not 0 < args.master_port < 65536:
+        raise UserError(f"--master-port {args.master_port}: not a port number")
     if not args.slice_s > 0:
         raise UserError(f"--slice-s {args.slice_s:g}: must be > 0 seconds")
     from harness.client.http_stream import choose_reader
@@ -127,6 +138,9 @@ def run(args: argparse.Namespace) -> int:
         write_report=not args.no_report,
         processes=args.processes,
         distributed=args.distributed,
+        remote_workers=args.remote_workers,
+        master_bind_host=args.master_bind_host,
+        master_port=args.master_port,
         scenario_path=args.scenario,
         kernel_stamps=not args.user_clock,
         reader=args.reader,

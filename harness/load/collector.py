@@ -18,15 +18,18 @@ from typing import Any
 import gevent
 import gevent.event
 from locust.env import Environment
-from locust.runners import MasterRunner
+from locust.runners import STATE_MISSING, MasterRunner
 
 from harness.load.messages import Delta, Final, Plan, Stage, Stop
 from harness.load.plan import LoadPlan
+from harness.metrics.recorder import MetricSet
 
 log = logging.getLogger("harness.distributed")
 
 #: after the workers were told to stop: how long beyond their drain grace the master waits
 FINAL_MARGIN_S = 15.0
+#: how often the master looks for workers Locust marked missing (no heartbeat for ~3 s)
+LOST_CHECK_S = 1.0
 
 
 class Collector:
@@ -58,6 +61,11 @@ class Collector:
         self.drained: set[int] = set()
         self.all_final = gevent.event.Event()
         self.stop_sent = False
+        #: a worker lost mid-run (no heartbeat, connection gone): what it had reported is kept
+        self.lost: dict[int, str] = {}
+        self.reported: dict[int, MetricSet] = {}  # each worker's deltas, merged as they arrive
+        self.window_t: dict[int, list[float]] = {}  # each worker's window start and latest delta time
+        self._watch: gevent.Greenlet | None = None
         self._requests: Any = None
         self._progress_file: Any = None
         runner = environment.runner
@@ -85,6 +93,9 @@ class Collector:
         self.started, self.drained = set(), set()
         self.all_final = gevent.event.Event()
         self.stop_sent = False
+        self.lost, self.reported, self.window_t = {}, {}, {}
+        if isinstance(self.env.runner, MasterRunner):
+            self._watch = gevent.spawn(self._watch_workers, self.run_id)
         self._requests = open(self.run_dir / "requests.jsonl", "a", buffering=1 << 16)
         self._progress_file = open(self.run_dir / "progress.jsonl", "a", buffering=1)
         if not clients:
@@ -104,8 +115,14 @@ class Collector:
         if not self._mine(data):
             return
         k = int(data.worker)
+        if k in self.lost:
+            return  # it came back after it was declared lost: its result is already written
         if data.requests and self._requests is not None:
             self._requests.write(data.requests)
+        if data.metrics:  # kept so a worker lost mid-run still counts what it reported
+            self.reported.setdefault(k, MetricSet()).merge_dict(data.metrics)
+        span = self.window_t.setdefault(k, [0.0, 0.0])
+        span[1] = data.t
         progress = data.progress or {}
         self.progress[k] = progress
         if self._progress_file is not None and progress:
@@ -113,6 +130,7 @@ class Collector:
         for line in data.events:
             event = line.get("event")
             if event == "window_start":
+                span[0] = float(line.get("t", data.t))
                 first = not self.started
                 self.started.add(k)
                 if first:
@@ -131,6 +149,8 @@ class Collector:
         if not self._mine(data):
             return
         k = int(data.worker)
+        if k in self.lost:
+            return
         result = data.result
         self.results[k] = result
         self.reasons[k] = data.reason
@@ -143,10 +163,60 @@ class Collector:
             self.drained.add(k)
             if len(self.drained) == self.n:
                 self.on_event("drained", {"event": "drained", "t": time.time()})
-        if len(self.results) == self.n:
+        self._maybe_all_final()
+        self.on_event("final", {"worker": k, "reason": self.reasons[k]})
+
+    def _maybe_all_final(self) -> None:
+        if len(self.results) + len(self.lost) >= self.n and not self.all_final.is_set():
             self._flush()
             self.all_final.set()
-        self.on_event("final", {"worker": k, "reason": self.reasons[k]})
+
+    # ---------------------------------------------------------------- lost workers
+    def _watch_workers(self, run_id: str | None) -> None:
+        """Declare a worker lost when Locust stops hearing from it before its final result."""
+        runner = self.env.runner
+        while run_id == self.run_id and not self.all_final.is_set():
+            gevent.sleep(LOST_CHECK_S)
+            for cid, k in list(self.workers.items()):
+                if k in self.results or k in self.lost:
+                    continue
+                node = runner.clients.get(cid)
+                if node is None:
+                    self.lose(k, "its connection to the master is gone")
+                elif node.state == STATE_MISSING:
+                    self.lose(k, "no heartbeat from it for 3 s")
+
+    def lose(self, k: int, why: str) -> None:
+        """Write what worker k reported before it was lost as its result, and stop waiting for it."""
+        if k in self.lost or k in self.results or self.run_dir is None:
+            return
+        self.lost[k] = why
+        reported = self.reported.get(k) or MetricSet()
+        progress = self.progress.get(k, {})
+        start, last = self.window_t.get(k, [0.0, 0.0])
+        result = {
+            "worker": k,
+            "lost": why,
+            "metrics": reported.to_dict(),
+            "window": {"start": start or None, "end": last or None, "duration_s": max(0.0, last - start) if start else 0.0,
+                       "warmup_s": 0.0, "warmup_requests": int(progress.get("warmup_done", 0) or 0), "drain_s": 0.0},
+            "sent": int(progress.get("sent", 0) or 0),
+            "cut_at_end": int(progress.get("in_flight", 0) or 0),  # in flight when last heard of: lost
+            "timing": {"clock_by_request": {}, "coalesced_reads": 0},
+            "usage_check": {},
+            "client": {},
+        }
+        path = self.run_dir / (f"load_result.w{k}.json" if self.n > 1 else "load_result.json")
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(result))
+        os.replace(tmp, path)
+        done = sum(cm.counts.get("completed", 0) for cm in reported.by_class.values())
+        log.error("worker %d was lost mid-run (%s); the %d requests it had reported are kept", k, why, done)
+        self.drained.add(k)
+        self.on_event("worker_lost", {"worker": k, "reason": why, "requests": done})
+        if len(self.drained) == self.n:
+            self.on_event("drained", {"event": "drained", "t": time.time()})
+        self._maybe_all_final()
 
     # ---------------------------------------------------------------- the end
     def stop_workers(self) -> None:
@@ -155,7 +225,7 @@ class Collector:
             return
         self.stop_sent = True
         for cid, k in self.workers.items():
-            if k not in self.results:
+            if k not in self.results and k not in self.lost:
                 self.env.runner.send_message(Stop.TYPE, Stop(run=self.run_id).wire(), client_id=cid)
 
     def stage(self, label: str, users: int) -> None:
@@ -170,7 +240,7 @@ class Collector:
     def wait_finals(self, timeout_s: float) -> list[int]:
         """Wait until every worker's final result arrived; returns the missing workers (timeout)."""
         self.all_final.wait(timeout_s)
-        missing = sorted(set(self.workers.values()) - set(self.results))
+        missing = sorted(set(self.workers.values()) - set(self.results) - set(self.lost))
         if missing:
             log.error("final results of worker(s) %s did not arrive within %.0f s; their measurements are missing",
                       ", ".join(map(str, missing)), timeout_s)
@@ -209,6 +279,9 @@ class Collector:
                     pass
 
     def close(self) -> None:
+        if self._watch is not None:
+            self._watch.kill(block=False)
+            self._watch = None
         for f in (self._requests, self._progress_file):
             if f is not None:
                 try:

@@ -317,10 +317,14 @@ def run_master(plan: LoadPlan, expect_workers: int, bind_host: str, port: int, c
     def on_event(name: str, line: dict[str, Any]) -> None:
         if name == "window_start":
             _emit({"event": "window_start", "t": line.get("t", time.time())})
-        elif name == "worker_window_end":
+        elif name in ("worker_window_end", "worker_lost"):
+            first = len(ended) < collector.n
             ended.add(line["worker"])
-            if len(ended) == collector.n:
+            if first and len(ended) == collector.n:
                 _emit({"event": "window_end", "t": line.get("t", time.time())})
+            if name == "worker_lost":
+                _emit({"event": "worker_lost", "worker": line["worker"], "reason": line["reason"],
+                       "requests": line.get("requests", 0)})
         elif name == "drained":
             _emit({"event": "drained", "t": line.get("t", time.time())})
 

@@ -56,6 +56,7 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
         "backoff_s": 0.0,
         "error_lines_suppressed": {},
         "abort_reasons": [],
+        "lost": [],
     }
     for res in results:
         metrics.merge_dict(res["metrics"])
@@ -74,6 +75,8 @@ def merge_load_results(results: list[dict[str, Any]]) -> tuple[MetricSet, dict[s
             merged["error_lines_suppressed"][kind] = merged["error_lines_suppressed"].get(kind, 0) + n
         if res.get("abort_reason"):
             merged["abort_reasons"].append(res["abort_reason"])
+        if res.get("lost"):  # a worker lost mid-run: the master kept what it had reported
+            merged["lost"].append((res.get("worker", 0), res["lost"]))
         if res.get("fleet"):
             merged.setdefault("fleets", []).append(res["fleet"])
         t = res.get("timing", {})
@@ -236,6 +239,8 @@ def build_summary(
         client["cpu_sys_s"] = round(sum(merged["cpu_sys_s"]), 3)
         out = overall["tokens"]["output_total"]
         client["cpu_us_per_output_token"] = round(1e6 * client["cpu_s"] / out, 3) if out else None
+    if merged["lost"]:  # distributed workers lost mid-run (what they reported is kept)
+        client["lost_workers"] = sorted(k for k, _why in merged["lost"])
     usage_check = {
         "requests_with_usage": usage["n"],
         "prompt_tokens_mean_diff": (usage["sum_diff"] / usage["n"]) if usage["n"] else None,
@@ -286,7 +291,11 @@ def build_summary(
         summary.sessions = sessions
     if merged["abort_reasons"]:
         summary.status, summary.status_reason = "failed", merged["abort_reasons"][0]
-    warnings = _validity(summary, load, completed, reconcile_warnings or [])
+    lost = [f"worker {k} was lost mid-run ({why}): the requests it finished and reported are kept, the ones it "
+            f"had in flight or had not reported yet are missing" for k, why in sorted(merged["lost"])]
+    if lost and summary.status == "complete":
+        summary.status, summary.status_reason = "partial", lost[0]
+    warnings = lost + _validity(summary, load, completed, reconcile_warnings or [])
     summary.validity = {"ok": not warnings, "warnings": warnings}
     return summary, metrics
 

@@ -80,6 +80,9 @@ class Follower:
                     self.ended += 1
                 elif event == "drained":
                     pass
+                elif event == "worker_lost":  # a distributed worker stopped answering mid-run
+                    self.progress.note(f"worker {line.get('worker')} lost ({line.get('reason')}); its "
+                                       f"{line.get('requests', 0)} reported requests are kept")
                 elif event == "abort":
                     self.progress.note(str(line.get("reason", "stopped early")))
                     if line.get("kind") == "write_error" and self.write_error is None:

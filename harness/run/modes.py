@@ -44,6 +44,9 @@ class LoadMode(Protocol):
         start-up must find the ones already running)."""
 
 
+#: --remote-workers: how long the master waits for every worker on another machine to connect
+REMOTE_CONNECT_TIMEOUT_S = 300.0
+
 #: name -> the mode's class (instantiated per run)
 MODES: Registry[type[LoadMode]] = Registry("run mode")
 _POPEN: dict[str, Any] = {"text": True, "start_new_session": True, "preexec_fn": die_with_parent}
@@ -79,14 +82,18 @@ class Distributed:
         # master, which alone writes them, as for workers on other hosts (harness.metrics.exporter)
         plan = prep.plan(workers=workers, kernel_stamps=opts.kernel_stamps, reader=opts.reader,
                          stop_grace_s=opts.stop_grace_s, live_metrics=env is not None)
-        port = free_port()
+        remote = opts.remote_workers
+        port = opts.master_port if remote else free_port()
         plan_path = prep.run_dir.plan
         plan.write(plan_path)
+        where = ["--bind-host", opts.master_bind_host, "--connect-timeout", str(REMOTE_CONNECT_TIMEOUT_S)] if remote else []
         started.procs.append(subprocess.Popen(
             [sys.executable, "-m", "harness.load.distributed", "master", str(plan_path), "--expect-workers",
-             str(workers), "--port", str(port)],
+             str(workers), "--port", str(port), *where],
             stdout=subprocess.PIPE, bufsize=1, stderr=log, env=with_secrets(env, plan), **_POPEN,
         ))
+        if remote:  # the workers are on other machines: `harness worker --master-host THIS_HOST`
+            return
         worker_env = None if env is None else {k: v for k, v in env.items()
                                                 if k not in ("PROMETHEUS_MULTIPROC_DIR", ENV_DIR)}
         for _ in range(workers):

@@ -28,6 +28,11 @@ class RunOptions:
     reader: str = "auto"  # auto | native | python (harness.client.http_stream.choose_reader)
     stop_grace_s: float = 30.0
     distributed: int = 0  # > 0: a Locust master and this many worker processes (harness.load.distributed)
+    #: the `distributed` workers run on other machines (`harness worker --master-host`): the master
+    #: listens on master_bind_host:master_port and starts none
+    remote_workers: bool = False
+    master_bind_host: str = "0.0.0.0"
+    master_port: int = 5557
     metrics_port: int | None = None  # serve live harness_ metrics (Prometheus) on this port while running
     metrics_host: str = "127.0.0.1"
     metrics_server: Any = None  # a started exporter_server.MetricsServer shared across runs (sweeps); wins over the port

@@ -273,6 +273,7 @@ class ClientInfo(Block):
     cpu_s: Annotated[float, Omit] = 0.0  # the load processes' CPU seconds over the window, summed
     cpu_sys_s: Annotated[float, Omit] = 0.0  # of which in the kernel (reads, sends, epoll)
     cpu_us_per_output_token: Annotated[float | None, Omit] = None  # cpu_s per output token, µs
+    lost_workers: Annotated[list[int], Omit] = Field(default_factory=list)  # distributed workers lost mid-run
 
 
 class Validity(Block):
