@@ -54,6 +54,9 @@ TOKENS = Limit("HARNESS_MAX_TOKENS", 2_000_000, "tokens in one request")
 PROCESSES = Limit("HARNESS_MAX_PROCESSES", _processes_default(), "load processes")
 SWEEP_CELLS = Limit("HARNESS_MAX_SWEEP_CELLS", 10_000, "sweep cells")
 YAML_NODES = Limit("HARNESS_MAX_YAML_NODES", 200_000, "YAML values (aliases expanded)")
+#: one input file a scenario names (a dataset, a trace, quality prompts): 200 MB traces are real,
+#: /dev/zero is not (it was read until MemoryError)
+INPUT_BYTES = Limit("HARNESS_MAX_INPUT_BYTES", 1 << 30, "bytes in one input file")
 #: a week: `duration_s: 1e300` is finite and passes every `> 0` check, and then never ends
 DURATION = Limit("HARNESS_MAX_DURATION_S", 7 * 86_400, "seconds")
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.errors import UserError
 from harness.quality.matching import MATCHERS
-from harness.workload.files import content_id, resolve
+from harness.workload.files import content_id, read_input, resolve
 
 _KEYS = {"id", "prompt", "messages", "expected", "match", "max_tokens"}
 
@@ -114,6 +114,8 @@ def parse_quality_set(data: bytes, path: Path) -> QualitySet:
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise UserError(f"quality.prompts {path}:{n}: not JSON ({exc.msg}); one JSON object per line") from None
+        except RecursionError:
+            raise UserError(f"quality.prompts {path}:{n}: nested too deeply to read; one JSON object per line") from None
         try:
             rec = _record(obj, n)
         except ValueError as exc:
@@ -130,8 +132,5 @@ def parse_quality_set(data: bytes, path: Path) -> QualitySet:
 def load_quality_set(path: str, base_dir: Path | None) -> QualitySet:
     """Read and check the prompts file (`path` relative to the scenario/sweep file's folder)."""
     p = resolve(path, base_dir)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise UserError(f"quality.prompts {path}: cannot read {p} ({exc.strerror}); paths are relative to the file that names them") from None
+    data = read_input(p, f"quality.prompts {path}", "paths are relative to the file that names them")
     return parse_quality_set(data, p)

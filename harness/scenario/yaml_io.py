@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from harness.errors import UserError
+from harness.scenario.inputs import not_a_file, read_input
 from harness.limits import YAML_NODES
 
 
@@ -86,14 +87,12 @@ def expanded_size(data: Any) -> int:
 
 def load_yaml_file(path: Path, what: str = "YAML file") -> Any:
     """The parsed document, or a UserError naming the file and the line."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file; give the path of a {what}") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory; give the path of a {what}") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
+    why = not_a_file(path)
+    if why == "no such file":
+        raise UserError(f"{path}: no such file; give the path of a {what}")
+    if why is not None:
+        raise UserError(f"{path}: {why}; give the path of a {what}")
+    raw = read_input(path, str(path), f"give the path of a {what}")
     text = _decode(raw, path)
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass

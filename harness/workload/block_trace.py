@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from harness.errors import UserError
 from harness.scenario.block_trace import BlockTrace
-from harness.workload.files import content_id, resolve
+from harness.workload.files import content_id, read_input, resolve
 from harness.workload.sessions import Conversation, SessionPlan, TurnPlan
 
 _UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
@@ -97,6 +97,9 @@ def parse(text: str, path: Path, block_tokens: int, unit: str) -> BlockTraceFile
         where = f"{path}:{n}"
         try:
             obj = json.loads(line)
+        except RecursionError:
+            problems.append(f"{where}: nested too deeply to read")
+            obj = None
         except ValueError as exc:
             problems.append(f"{where}: not JSON ({exc.msg})")
             obj = None
@@ -180,7 +183,8 @@ def _ideal_prefixes(grouped: dict[Any, list[list[Any]]], block_tokens: int) -> d
 
 @functools.lru_cache(maxsize=8)
 def _load(path: Path, mtime_ns: int, block_tokens: int, unit: str) -> BlockTraceFile:
-    return parse(path.read_text(encoding="utf-8", errors="replace"), path, block_tokens, unit)
+    text = read_input(path, "workload block_trace.path").decode("utf-8", errors="replace")
+    return parse(text, path, block_tokens, unit)
 
 
 def load(spec: BlockTrace, base_dir: Path | None) -> BlockTraceFile:

@@ -23,7 +23,7 @@ from typing import Any
 
 from harness import limits
 from harness.errors import UserError
-from harness.workload.files import content_id, resolve
+from harness.workload.files import content_id, read_input, resolve
 
 MAX_PROBLEMS = 5
 _USER = ("human", "user")
@@ -86,15 +86,21 @@ def parse_record(obj: Any, count: Any, where: str) -> DatasetRecord:
         raise ValueError(f"{where}: needs prompt (text), messages (chat) or conversations (ShareGPT)")
     if not text.strip():
         raise ValueError(f"{where}: empty prompt")
-    return DatasetRecord(text, messages, max(1, count(text)), out_tokens)
+    # the token bound of every other length (audit R10: a 200 MB prompt was counted for a minute and
+    # sent); a prompt of more than 16 characters per allowed token is refused without counting
+    if len(text) > 16 * limits.TOKENS.value:
+        raise ValueError(f"{where}: the prompt has {len(text):,} characters, far above the limit of "
+                         f"{limits.TOKENS.value:,} tokens in one request (set {limits.TOKENS.env}=N to raise it)")
+    in_tokens = max(1, count(text))
+    problem = limits.TOKENS.check(in_tokens + (out_tokens or 0))
+    if problem:
+        raise ValueError(f"{where}: the prompt and its output: {problem}")
+    return DatasetRecord(text, messages, in_tokens, out_tokens)
 
 
 def load_dataset(path: str, base_dir: Path | None, tokenizer: Any) -> LoadedDataset:
     p = resolve(path, base_dir)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise UserError(f"workload dataset {path}: cannot read {p} ({exc.strerror}); paths are relative to the scenario file") from None
+    data = read_input(p, f"workload dataset {path}")
     records: list[DatasetRecord] = []
     problems: list[str] = []
     for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
@@ -103,6 +109,8 @@ def load_dataset(path: str, base_dir: Path | None, tokenizer: Any) -> LoadedData
         where = f"{p}:{n}"
         try:
             obj = json.loads(line)
+        except RecursionError:
+            problems.append(f"{where}: nested too deeply to read")
         except ValueError as exc:
             problems.append(f"{where}: not JSON ({exc.msg})")
         else:

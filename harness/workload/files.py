@@ -1,12 +1,17 @@
 """Files a scenario points to (prompt datasets, arrival traces): where a relative path starts,
-and the content hash that enters the fingerprint (content, not location, defines the work)."""
+how they are read, and the content hash that enters the fingerprint (content, not location,
+defines the work).
+"""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
 
-from harness.errors import UserError
+from harness.errors import UserError  # noqa: F401 - kept for callers that import it from here
+from harness.scenario.inputs import read_input
+
+__all__ = ["content_id", "file_id", "read_input", "resolve"]
 
 
 def resolve(path: str, base_dir: Path | None) -> Path:
@@ -21,8 +26,4 @@ def content_id(data: bytes) -> str:
 
 def file_id(path: str, base_dir: Path | None, what: str) -> str:
     """Content hash of the file at `path`; a missing file is a one-line user error naming `what`."""
-    p = resolve(path, base_dir)
-    try:
-        return content_id(p.read_bytes())
-    except OSError as exc:
-        raise UserError(f"{what} {path}: cannot read {p} ({exc.strerror}); paths are relative to the scenario file") from None
+    return content_id(read_input(resolve(path, base_dir), f"{what} {path}"))

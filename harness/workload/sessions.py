@@ -24,7 +24,7 @@ import numpy as np
 
 from harness.errors import UserError
 from harness.scenario.session import ExponentialTime, FixedTime, LogNormalTime, SessionSpec, UniformTime
-from harness.workload.files import content_id, resolve
+from harness.workload.files import content_id, read_input, resolve
 from harness.workload.lengths import sample_length
 
 #: rng domain of session plans (measured/warmup domains are 2/3; system prompts 8)
@@ -119,16 +119,15 @@ def parse_conversation(obj: Any, where: str) -> RecordedConversation:
 def load_conversations(path: str, base_dir: Path | None, count: Any) -> tuple[str, list[RecordedConversation]]:
     """A JSONL file of recorded conversations -> (content id, conversations); UserError when bad."""
     p = resolve(path, base_dir)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise UserError(f"session dataset {path}: cannot read {p} ({exc.strerror}); paths are relative to the scenario file") from None
+    data = read_input(p, f"session dataset {path}")
     out: list[RecordedConversation] = []
     for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
         if not line.strip():
             continue
         try:
             conv = parse_conversation(json.loads(line), f"{p}:{n}")
+        except RecursionError:
+            raise UserError(f"{p}:{n}: nested too deeply to read") from None
         except ValueError as exc:
             raise UserError(str(exc) if str(exc).startswith(str(p)) else f"{p}:{n}: not JSON ({exc})") from None
         # recorded replies give each turn's max_tokens (as the single-turn replay does)

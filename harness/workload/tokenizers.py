@@ -12,6 +12,7 @@ from typing import Protocol
 
 from harness.errors import UserError
 from harness.workload.builtin_tokenizer import BuiltinTokenizer
+from harness.workload.files import read_input
 
 
 class Tokenizer(Protocol):
@@ -26,8 +27,9 @@ class HFTokenizer:
     def __init__(self, path: Path) -> None:
         from tokenizers import Tokenizer as _Tok
 
-        self._tok = _Tok.from_file(str(path))
-        self.id = "hf-" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        data = read_input(path, "workload.tokenizer")  # a device or a huge file is one line, not a hang
+        self._tok = _Tok.from_str(data.decode("utf-8", errors="replace"))
+        self.id = "hf-" + hashlib.sha256(data).hexdigest()[:16]
 
     def count(self, text: str) -> int:
         return len(self._tok.encode(text, add_special_tokens=False).ids)

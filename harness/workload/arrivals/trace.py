@@ -24,7 +24,7 @@ import numpy as np
 from harness.errors import UserError
 from harness.scenario.models import Load, Trace
 from harness.workload.arrivals import ARRIVALS, Pattern
-from harness.workload.files import file_id, resolve
+from harness.workload.files import file_id, read_input, resolve
 
 _UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 MAX_PROBLEMS = 5
@@ -33,10 +33,7 @@ MAX_PROBLEMS = 5
 def load_gaps(trace: Trace, base_dir: Path | None) -> np.ndarray:
     """Inter-arrival gaps in seconds (at the trace's own rate); one-line errors naming file:line."""
     p = resolve(trace.path, base_dir)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UserError(f"load.trace.path: cannot read {p} ({exc.strerror}); paths are relative to the scenario file") from None
+    text = read_input(p, "load.trace.path").decode("utf-8", errors="replace")
     stamps: list[float] = []
     problems: list[str] = []
     starts: dict[Any, float] = {}  # session id -> its first (earliest) timestamp
@@ -59,7 +56,7 @@ def load_gaps(trace: Trace, base_dir: Path | None) -> np.ndarray:
                     problems.append(f"{p}: stopped after {MAX_PROBLEMS} bad lines")
                     break
                 continue
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a line nested too deeply to read
             problems.append(f"{p}:{n}: no number in field {trace.field!r} (a JSON object with it, or a bare number)")
             if len(problems) >= MAX_PROBLEMS:
                 problems.append(f"{p}: stopped after {MAX_PROBLEMS} bad lines")
