@@ -31,16 +31,37 @@ def dig(d: dict, path: tuple[str, ...]) -> float | None:
     return d if isinstance(d, (int, float)) else None
 
 
+def rescale(s: dict, speed: float) -> dict:
+    """A run of the simulator at --sim-speed S (steps 1/S as long) in real-speed terms: latencies
+    x S, rates / S (KV usage and counts per window stay: the window is 1/S as long too)."""
+    if speed == 1:
+        return s
+    for dist in (s.get("latency_ms") or {}).values():
+        for k in ("mean", "p50", "p90", "p99", "p999", "max", "min"):
+            if isinstance(dist.get(k), (int, float)):
+                dist[k] *= speed
+    s["requests"]["rps"] /= speed
+    for k in ("input_per_s", "output_per_s"):
+        s["tokens"][k] /= speed
+    return s
+
+
 def runs(sweep_dir: Path) -> dict[tuple[str, str], dict]:
-    """(config, scenario@load) -> summary.json"""
+    """(config, scenario@load) -> summary.json, in real-speed terms"""
     out = {}
     for cell in json.loads((sweep_dir / "index.json").read_text())["cells"]:
         if cell.get("status") != "complete":
             continue
         s = json.loads((sweep_dir / cell["run_dir"] / "summary.json").read_text())
         load = s["load"].get("concurrency")
-        out[(cell["config_id"], f"{cell['scenario']}@{load}")] = s
+        out[(cell["config_id"], f"{cell['scenario']}@{load}")] = rescale(s, float((cell.get("flags") or {}).get("sim-speed", 1)))
     return out
+
+
+def behind(s: dict) -> str:
+    """The simulator's own lag in that run (summary engine.simulator): its steps ran late by this share."""
+    share = dig(s, ("engine", "simulator", "behind_share"))
+    return "-" if share is None else f"{100 * share:.0f}%"
 
 
 def err(real: float | None, sim: float | None) -> str:
@@ -54,8 +75,8 @@ def fmt(x: float | None, nd: int = 1) -> str:
 
 
 def load_rows(sim: Path) -> tuple[list[str], list[float], list[float]]:
-    lines = ["| set | cell | " + " | ".join(f"{m} real / sim (err)" for m, _ in METRICS) + " | KV max real / sim | preemptions real / sim |",
-             "|---|---|" + "---|" * len(METRICS) + "---|---|"]
+    lines = ["| set | cell | " + " | ".join(f"{m} real / sim (err)" for m, _ in METRICS) + " | KV max real / sim | preemptions real / sim | sim behind |",
+             "|---|---|" + "---|" * len(METRICS) + "---|---|---|"]
     held_med, held_thr = [], []
     pairs = [("curve", REAL / "gpu-h200-vllm-curve", sim / "curve", "base"),
              ("small_kv", REAL / "gpu-h200-vllm-small-kv", sim / "small_kv", "base")]
@@ -78,7 +99,7 @@ def load_rows(sim: Path) -> tuple[list[str], list[float], list[float]]:
                         held_thr.append(e)
             kv = f"{fmt(dig(r[key], ('engine', 'kv_usage', 'max')), 2)} / {fmt(dig(s[key], ('engine', 'kv_usage', 'max')), 2)}"
             pre = f"{dig(r[key], ('engine', 'preemptions', 'count'))} / {dig(s[key], ('engine', 'preemptions', 'count'))}"
-            lines.append(f"| {'fit' if fit else 'held out'} | {name} {key[1]} | " + " | ".join(cells) + f" | {kv} | {pre} |")
+            lines.append(f"| {'fit' if fit else 'held out'} | {name} {key[1]} | " + " | ".join(cells) + f" | {kv} | {pre} | {behind(s[key])} |")
     # steady state after the warm start: graphs vs eager, chat at 64 users
     rst = REAL / "gpu-h200-vllm-startup" / "steady" / "runs"
     s = runs(sim / "steady")
@@ -96,7 +117,7 @@ def load_rows(sim: Path) -> tuple[list[str], list[float], list[float]]:
                 (held_med if m in ("TTFT p50", "ITL p50") else held_thr if m in ("req/s", "out tok/s") else []).append(abs(b - a) / a)
         kv = f"{fmt(dig(real, ('engine', 'kv_usage', 'max')), 2)} / {fmt(dig(simd, ('engine', 'kv_usage', 'max')), 2)}"
         pre = f"{dig(real, ('engine', 'preemptions', 'count'))} / {dig(simd, ('engine', 'preemptions', 'count'))}"
-        lines.append(f"| {'fit (eager overhead)' if fit else 'held out'} | startup steady {c} chat@64 | " + " | ".join(cells) + f" | {kv} | {pre} |")
+        lines.append(f"| {'fit (eager overhead)' if fit else 'held out'} | startup steady {c} chat@64 | " + " | ".join(cells) + f" | {kv} | {pre} | {behind(simd)} |")
     return lines, held_med, held_thr
 
 
