@@ -52,9 +52,9 @@ within() {
 pack_one() {  # $1 = phase directory name under $W
   local d=$1 f="$OUTD/$1.tgz"
   [ -d "$W/$d" ] || return 0
-  tar -czf "$f" -C "$W" "$d" 2>/dev/null
+  tar -czf "$f" -C "$W" --exclude=caches "$d" 2>/dev/null   # startup/caches: compile caches, not results
   if [ "$(stat -c %s "$f")" -gt $((15 * 1048576)) ]; then
-    tar -czf "$f" -C "$W" --exclude=requests.jsonl --exclude='*.png' "$d" 2>/dev/null
+    tar -czf "$f" -C "$W" --exclude=caches --exclude=requests.jsonl --exclude="*.png" "$d" 2>/dev/null
   fi
 }
 pack() {
