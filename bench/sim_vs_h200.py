@@ -123,15 +123,26 @@ def load_rows(sim: Path) -> tuple[list[str], list[float], list[float]]:
 
 def tune_rows(sim: Path) -> list[str]:
     real = json.loads((REAL / "gpu-h200-vllm-tune" / "tune.json").read_text())
+    if not (sim / "tune" / "tune.json").is_file():
+        return ["(the simulator's tune has not run: harness tune bench/gpu/vllm/sim/tune.yaml --out SIM_DIR/tune)"]
     simt = json.loads((sim / "tune" / "tune.json").read_text())
-    by = {s["step"]: s for s in simt["steps"]}
-    lines = ["| step | real verdict | simulator verdict | same | real chose | simulator chose |", "|---|---|---|---|---|---|"]
+    def changes(steps: list[dict]) -> dict[str, dict]:
+        """Per step, the flags it changed (its chosen flags against the previous step's)."""
+        out, prev = {}, {}
+        for st in steps:
+            now = {k: v for k, v in (st.get("chosen") or {}).items() if not k.startswith("sim-") and k != "profile"}
+            out[st["step"]] = {k: v for k, v in now.items() if prev.get(k) != v} if prev else now
+            prev = now
+        return out
+
+    rc, sc = changes(real["steps"]), changes(simt["steps"])
+    verdicts = {s["step"]: s["verdict"] for s in simt["steps"]}
+    lines = ["| step | real verdict | simulator verdict | real changed | simulator changed | same decision |", "|---|---|---|---|---|---|"]
     for st in real["steps"]:
-        o = by.get(st["step"], {})
-        def chosen(x: dict) -> str:
-            return json.dumps({k: v for k, v in (x.get("chosen") or {}).items() if not k.startswith("sim-") and k != "profile"}, sort_keys=True)
-        same = st["verdict"] == o.get("verdict") and chosen(st) == chosen(o)
-        lines.append(f"| {st['step']} | {st['verdict']} | {o.get('verdict', '-')} | {'yes' if same else 'NO'} | `{chosen(st)}` | `{chosen(o)}` |")
+        name = st["step"]
+        a, b = json.dumps(rc.get(name, {}), sort_keys=True), json.dumps(sc.get(name, {}), sort_keys=True)
+        same = st["verdict"] == verdicts.get(name) and a == b
+        lines.append(f"| {name} | {st['verdict']} | {verdicts.get(name, '-')} | `{a}` | `{b}` | {'yes' if same else 'NO'} |")
     return lines
 
 
