@@ -2,10 +2,11 @@
 
 With the server's own per-request timing joined to the client's stamps (summary.json
 `ttft_breakdown`, harness.metrics.ttft_parts), the p99 tail's TTFT is split into send lag,
-network + HTTP, queue and prefill. The part holding at least half of it names the limit: a queue
-means the engine is saturated, network + HTTP the client or the path to the server, send lag the
-client itself, prefill the prompts' own compute. Without server timing there is no finding (the
-report says which parts are unknown).
+network + HTTP, queue and prefill. A part holding at least half of it, and 50 ms or more on
+average, names the limit: a queue means the engine is saturated, network + HTTP the client or the
+path to the server, send lag the client itself. Prefill is what a healthy engine spends TTFT on:
+no finding (the report's split shows it). Without server timing there is no finding (the report
+says which parts are unknown).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 from harness.diagnose.findings import rule
 from harness.results.schema import Finding
 
-DOMINANT = 0.5  # a part holding at least this share of the tail's TTFT names the limit
+DOMINANT = 0.5  # a part holding at least this share of the tail's TTFT names the limit...
+MIN_PART_MS = 50.0  # ...when it is this long on average in the tail (a 10-ms queue behind one engine step is not saturation)
 
 #: part -> (title, what it means, advice, guide, knobs, severity)
 ADVICE: dict[str, tuple[str, str, str, str, list[str], float]] = {
@@ -28,10 +30,6 @@ ADVICE: dict[str, tuple[str, str, str, str, list[str], float]] = {
                 "or router on the path; the engine answered in time", "", [], 0.6),
     "send_lag": ("TTFT tail is send lag", "the client sent the requests late (open loop): the client is the limit",
                  "add load processes (--processes N) or raise load.max_in_flight", "", [], 0.6),
-    "prefill": ("TTFT tail is prefill", "the prompts' own compute: long prompts, few cache hits",
-                "raise prefix-cache hits (shared prefixes, cache-aware routing), tune --max-num-batched-tokens for the "
-                "prompt mix, or add compute (tensor parallelism) when prompts are long",
-                "000 Tune --max-num-batched-tokens; 001 4.1", ["max_num_batched_tokens", "enable_prefix_caching"], 0.35),
 }
 LABEL = {"queue": "queue", "network": "network + HTTP", "send_lag": "send lag", "prefill": "prefill"}
 
@@ -45,6 +43,9 @@ def _ttft_parts(summary: dict[str, Any], diag: dict[str, Any]) -> Finding | None
         return None
     part, top = max(((p, s) for p, s in share.items() if isinstance(s, (int, float))), key=lambda x: x[1], default=(None, 0.0))
     if part is None or top < DOMINANT or part not in ADVICE:
+        return None
+    part_ms = (tail.get("mean_ms") or {}).get(part)
+    if not isinstance(part_ms, (int, float)) or part_ms < MIN_PART_MS:
         return None
     title, meaning, advice, guide, knobs, severity = ADVICE[part]
     mean_share = (b.get("share") or {}).get(part)

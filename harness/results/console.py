@@ -185,6 +185,18 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
         p(f"  sessions   {sess['started']} started, {sess['completed']} completed, {sess['cut']} cut   "
           f"duration p50 {_fmt(dur)} s   prefix hit ideal {_pct(sess.get('ideal_prefix_hit_rate'))}, "
           f"engine {_pct(sess.get('engine_prefix_hit_rate'))}")
+    cache, parts = s.cache, s.ttft_breakdown
+    if cache is not None and cache.requests_reporting:
+        ideal = f", ideal {_pct(cache.ideal_hit_rate)}" if cache.ideal_hit_rate is not None else ""
+        p(f"  cache      prefix hit (usage) {_pct(cache.hit_rate)} of {cache.prompt_tokens:,} prompt tokens{ideal}")
+    if parts is not None and parts.requests and parts.tail is not None:
+        keys = ("send_lag", "network", "queue", "prefill") if s.load.get("mode") == "open" else ("network", "queue", "prefill")
+
+        def split(b) -> str:  # type: ignore[no-untyped-def]
+            return " ".join(f"{k.replace('_', ' ')} {_pct(getattr(b.share, k))}" for k in keys)
+        p(f"  TTFT split mean {split(parts)} · p99 tail {split(parts.tail)}  (server timing, {parts.requests} requests)")
+    elif s.server_timing is not None and not s.server_timing.timed and s.requests.completed:
+        p("  TTFT split not known: the server returned no per-request timing (vLLM: --enable-per-request-metrics)")
     fleet = getattr(s, "fleet", None)
     if fleet:
         hit = fleet.get("fleet_usage_cached_hit_rate")
