@@ -58,7 +58,8 @@ def compare(a: Path, b: Path) -> dict:
         return {"exit_code": p.returncode, "error": p.stderr[-500:]}
     rows = [r for pair in doc["pairs"] for r in pair["rows"]]
     return {"exit_code": doc["exit_code"],
-            "regressions": [f"{r['label']} {r['change']:+.1f}% [{r['interval'][0]:+.1f}, {r['interval'][1]:+.1f}] p_adj={r['p_adjusted']:.2g}"
+            "regressions": [f"{r['label']} {r['change']:+.1f}% [{r['interval'][0]:+.1f}, {r['interval'][1]:+.1f}]"
+                            + (f" p_adj={r['p_adjusted']:.2g}" if r.get("p_adjusted") is not None else "")
                             for r in rows if r["verdict"] == "REGRESSION" and r.get("interval")]
             + [r["label"] for r in rows if r["verdict"] == "REGRESSION" and not r.get("interval")],
             "unadjusted_beyond": sum(1 for r in rows if r.get("interval") and r.get("change") is not None
@@ -66,7 +67,7 @@ def compare(a: Path, b: Path) -> dict:
                                      and (r["worse_by"] or 0) > 0)}
 
 
-def tabulate(out: Path) -> dict:
+def tabulate(out: Path, result_path: Path | None = None) -> dict:
     rounds = sorted({p.name.split("-")[0] for p in out.glob("r*-a") if (p / "summary.json").is_file()})
     aa, ab = [], []
     for r in rounds:
@@ -84,7 +85,7 @@ def tabulate(out: Path) -> dict:
         "aa_rounds_with_an_unadjusted_95pct_alarm": sum(1 for x in aa if x.get("unadjusted_beyond")),
         "aa": aa, "ab": ab,
     }
-    (out / "gate_false_alarms.json").write_text(json.dumps(result, indent=2) + "\n")
+    (result_path or out / "gate_false_alarms.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"A/A false alarms: {result['false_alarms']} of {result['rounds']}; 10%-slower engine caught: "
           f"{result['caught']} of {result['rounds']}; A/A rounds where some metric's unadjusted 95% interval "
           f"excluded zero beyond 5%: {result['aa_rounds_with_an_unadjusted_95pct_alarm']}")
@@ -98,14 +99,15 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=None, help="override the scenario's window (s)")
     ap.add_argument("--out", type=Path, default=Path("results/gate-bench"))
     ap.add_argument("--compare-only", type=Path, default=None, help="tabulate the runs already in DIR")
+    ap.add_argument("--result", type=Path, default=None, help="where the figures go (default DIR/gate_false_alarms.json)")
     args = ap.parse_args()
     if args.compare_only:
-        tabulate(args.compare_only)
+        tabulate(args.compare_only, args.result)
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     for i in range(1, args.rounds + 1):
         run_round(args.out, i, args.scenario, args.duration)
-    tabulate(args.out)
+    tabulate(args.out, args.result)
     return 0
 
 

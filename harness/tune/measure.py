@@ -94,7 +94,8 @@ class Measurement:
         if not bad:
             return "no cell ran" if not self.entries else "complete"
         if bad[0].status == "partial":
-            return "the engine died during the run"
+            why = (bad[0].reason or "").lower()
+            return "the engine died during the run" if "exit" in why or "died" in why else "the run did not complete"
         if not any(e.startup_s is not None for e in self.entries):
             return "the engine did not start"
         return "the engine started but the run failed"

@@ -1,7 +1,9 @@
 """The shipped vLLM CPU tune case, short (slow: about 5-10 minutes): real `vllm serve` restarts,
-the tiny model, prefix caching off on a shared-system-prompt workload. Checks the output
-contract and that every decision names its numbers; the answer itself is not asserted (a tiny
-random-weight model on 2 shared cores is too noisy to promise it)."""
+the tiny model, prefix caching off on a shared-system-prompt workload. The decisions an engineer
+who read both guides accepts: the context length set, the memory fraction kept, max-num-seqs kept
+(4 users, no storm, nothing waits for a slot) and prefix caching turned ON, by the guide's prior
+(keep it enabled unless on is worse beyond noise), the reason naming TTFT and the hit rate with
+their intervals (audit N1: it was kept off on a goodput tie while TTFT p50 fell 46%)."""
 
 from __future__ import annotations
 
@@ -40,11 +42,16 @@ def test_vllm_cpu_short_tune(real_vllm, tmp_path):
     assert by["context-length"]["verdict"] == "changed" and "2048 tokens" in by["context-length"]["reason"]
     assert "KV cache" in by["context-length"]["reason"]  # from vLLM's startup log
     assert by["baseline"]["tried"][0]["goodput_req_per_s"] > 0
+    assert by["gpu-memory"]["verdict"] == "kept" and by["max-num-seqs"]["verdict"] == "kept", by["max-num-seqs"]["reason"]
     cc = by["cache-check"]
-    assert cc["verdict"] in ("changed", "kept") and "hit rate" in cc["reason"]
+    print(cc["reason"])
+    assert cc["verdict"] == "changed", cc["reason"]
+    assert "the side the guides keep" in cc["reason"] and "TTFT p50" in cc["reason"] and "TTFT p99" in cc["reason"]
+    assert "hit rate" in cc["reason"] and "95% interval [" in cc["reason"].split("hit rate", 1)[1]  # the hit rate's interval
     on = [t for t in cc["tried"] if t["flags"].get("enable-prefix-caching") is True]
     assert on and on[0]["prefix_hit_rate"] and on[0]["prefix_hit_rate"] > 0.3  # 256 of 384 tokens shared
-    assert doc["final"]["vs_baseline"]["verdict"] in ("better", "same", "worse")
+    assert doc["final"]["flags"]["enable-prefix-caching"] is True
+    assert doc["final"]["vs_baseline"]["verdict"] in ("better", "mixed", "same")  # never worse for turning it on
     assert doc["final"]["command"][1] == "serve" and "--max-model-len" in doc["final"]["command"]
-    assert doc["cost"]["engine_starts"] == 3  # baseline (with context-length), prefix caching on, final
+    assert doc["cost"]["engine_starts"] >= 3  # baseline (with context-length), prefix caching on, final (+ evidence)
     assert (out / "report.html").is_file() and (out / "recommended.yaml").is_file()
