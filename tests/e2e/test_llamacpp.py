@@ -276,7 +276,7 @@ def test_tune_runs_the_slot_step_and_skips_the_vllm_only_ones(real_llamacpp, tmp
         "base": {"parallel": 1, "ctx-size": 4096},
         "workload": ["tune-load.yaml"],
         "load": {"concurrency": 4},
-        "candidates": {"parallel": [4]},
+        "candidates": {"parallel": [4], "batch-size": [512]},
         "measure": {"duration_s": 6, "warmup_s": 1},
     }
     path = tmp_path / "tune.yaml"
@@ -298,8 +298,16 @@ def test_tune_runs_the_slot_step_and_skips_the_vllm_only_ones(real_llamacpp, tmp
     seqs = by["max-num-seqs"]
     assert seqs["verdict"] in ("changed", "kept") and seqs["tried"], seqs
     assert any(t["flags"].get("parallel") == 4 for t in seqs["tried"])
+    # four users on one slot wait for it: four slots are judged on TTFT (the raise objective) with
+    # requests/s as the guard, and the reason says which rule decided
+    assert "TTFT p50" in seqs["reason"] and "requests/s" in seqs["reason"], seqs["reason"]
+    assert seqs["verdict"] == "changed", seqs["reason"]
+    assert "leaving the current flags needs a measured gain" in seqs["reason"]
+    budget = by["max-num-batched-tokens"]  # llama-server's --batch-size
+    assert budget["verdict"] in ("changed", "kept") and any(t["flags"].get("batch-size") == 512 for t in budget["tried"])
+    assert "ITL p99" in budget["reason"] and "TTFT p50" in budget["reason"], budget["reason"]
     cmd = doc["final"]["command"]
     assert "--parallel" in cmd and not any(a.startswith("--max-") for a in cmd) and "--ctx-size" in cmd
     rec = yaml.safe_load((out / "recommended.yaml").read_text())
-    assert set(rec["base"]) == {"parallel", "ctx-size"}
+    assert set(rec["base"]) <= {"parallel", "ctx-size", "batch-size"} and {"parallel", "ctx-size"} <= set(rec["base"])
     assert doc["cost"]["engine_starts"] >= 2
