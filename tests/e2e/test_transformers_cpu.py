@@ -23,6 +23,7 @@ from harness.sweep.engines import get_kind
 from harness.sweep.execute import SweepOptions, run_sweep
 from harness.sweep.launcher import free_port
 from harness.sweep.plan import build_plan
+from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,10 +69,10 @@ def test_harness_run_on_transformers_serve_cpu(real_transformers, tmp_path):
     try:
         kind = get_kind("transformers")
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 300
-        while not kind.probe(url, None).ready:
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
+        def ready() -> bool:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            return kind.probe(url, None).ready
+        wait_until(ready, "transformers serve ready", timeout_s=300, interval_s=0.5, details=lambda: log.read_text()[-3000:])
         assert kind.startup_facts(log.read_text()) == {"port": port}
         # /v1/models fails without a Hugging Face cache folder: the run names the model itself
         try:
