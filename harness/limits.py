@@ -54,6 +54,8 @@ TOKENS = Limit("HARNESS_MAX_TOKENS", 2_000_000, "tokens in one request")
 PROCESSES = Limit("HARNESS_MAX_PROCESSES", _processes_default(), "load processes")
 SWEEP_CELLS = Limit("HARNESS_MAX_SWEEP_CELLS", 10_000, "sweep cells")
 YAML_NODES = Limit("HARNESS_MAX_YAML_NODES", 200_000, "YAML values (aliases expanded)")
+#: shared-prefix words generated ahead (count x tokens): `count: 100000000` grew memory for a minute
+PREFIX_TOKENS = Limit("HARNESS_MAX_PREFIX_TOKENS", 20_000_000, "shared-prefix tokens (count x tokens)")
 #: one input file a scenario names (a dataset, a trace, quality prompts): 200 MB traces are real,
 #: /dev/zero is not (it was read until MemoryError)
 INPUT_BYTES = Limit("HARNESS_MAX_INPUT_BYTES", 1 << 30, "bytes in one input file")

@@ -12,11 +12,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from harness.errors import UserError
 from harness.scenario.durations import parse_duration
 from harness.scenario.models import Scenario
+from harness.scenario.yaml_io import load_yaml_value
 
 #: a run without a scenario file stops after this many requests unless --duration/--requests say otherwise
 QUICK_REQUESTS = 100
@@ -86,10 +86,7 @@ def extra_overrides(args: argparse.Namespace) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or " " in key.strip():
             raise UserError(f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set load.ramp_s=5")
-        try:
-            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError:
-            out[key.strip()] = value
+        out[key.strip()] = load_yaml_value(value, f"--set {key.strip()}") if value.strip() else ""
     return out
 
 

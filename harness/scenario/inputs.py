@@ -17,6 +17,16 @@ from harness.limits import INPUT_BYTES
 DEVICE = "is a device, a pipe or a socket, not a file"
 
 
+def input_path(base_dir: Path, rel: str) -> Path:
+    """`rel` relative to `base_dir` (unless absolute), resolved where it can be: a symlink loop
+    made Path.resolve raise RuntimeError, an internal error (audit R14)."""
+    p = Path(rel) if Path(rel).is_absolute() else base_dir / rel
+    try:
+        return p.resolve()
+    except (OSError, RuntimeError):
+        return p.absolute()
+
+
 def not_a_file(p: Path) -> str | None:
     """Why `p` cannot be read as an input file (missing, a directory, a device), or None."""
     try:

@@ -123,6 +123,14 @@ class SharedPrefix(Strict):
     count: Annotated[int, Field(gt=0)] = 1
     fraction: Annotated[float, Field(ge=0, le=1)] = 1.0
 
+    @model_validator(mode="after")
+    def _generated_ahead(self) -> SharedPrefix:
+        """Every prefix's words are generated before the run: bound their total."""
+        problem = limits.PREFIX_TOKENS.check(self.count * self.tokens)
+        if problem:
+            raise ValueError(f"count x tokens: {problem}")
+        return self
+
 
 class Dataset(Strict):
     """Prompts taken from a JSONL file (production logs, ShareGPT exports) instead of generated.
@@ -427,7 +435,7 @@ class Scenario(Strict):
     # max_length: the name is part of the default run directory's name (a file name: <= 255 bytes)
     name: Annotated[str, Field(min_length=1, max_length=120, pattern=r"^[A-Za-z0-9_.-]+$")]
     description: str = ""
-    seed: Annotated[int, Field(ge=0)] = 0  # numpy's generators take no negative seed
+    seed: Annotated[int, Field(ge=0, lt=2**64)] = 0  # numpy's generators take no negative seed
     target: Target = Field(default_factory=Target)
     load: Load
     workload: Workload

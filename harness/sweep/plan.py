@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
+from harness.scenario.inputs import input_path, not_a_file
 from harness.scenario.loader import (
     apply_overrides,
     format_validation_error,
@@ -240,14 +241,13 @@ def _scenario_refs(sweep: SweepFile, base_dir: Path, source: str) -> list[Scenar
     names: set[str] = set()
     missing = []
     for i, rel in enumerate(sweep.scenarios):
-        path = Path(rel)
-        if not path.is_absolute():
-            path = (base_dir / path).resolve()
-        if path.is_dir():
+        path = input_path(base_dir, rel)
+        why = not_a_file(path)
+        if why == "is a directory, not a file":
             missing.append(f"{source}: scenarios[{i}]: {rel}: is a directory; list scenario YAML files")
             continue
-        if not path.is_file():
-            missing.append(f"{source}: scenarios[{i}]: {rel}: no such file (paths are relative to the sweep file)")
+        if why is not None:  # /dev/zero read as "no such file" (audit R17)
+            missing.append(f"{source}: scenarios[{i}]: {rel}: {why} (paths are relative to the sweep file)")
             continue
         name = _safe_id(path.stem)
         n = 2

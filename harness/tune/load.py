@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import UserError
+from harness.scenario.inputs import input_path, not_a_file
 from harness.scenario.loader import read_yaml, validate
 from harness.scenario.models import Scenario
 from harness.tune.models import TuneFile
@@ -40,9 +41,10 @@ def load_tune(path: str | Path) -> TuneSpec:
     scenarios: list[Path] = []
     parsed: list[Scenario] = []
     for i, rel in enumerate(tune.workload):
-        p = Path(rel) if Path(rel).is_absolute() else (base_dir / rel).resolve()
-        if not p.is_file():
-            problems.append(f"{path}: workload[{i}]: {rel}: no such file (paths are relative to the tune file)")
+        p = input_path(base_dir, rel)
+        why = not_a_file(p)
+        if why is not None:  # /dev/zero read as "no such file" (audit R17)
+            problems.append(f"{path}: workload[{i}]: {rel}: {why} (paths are relative to the tune file)")
             continue
         try:
             parsed.append(validate(Scenario, read_yaml(p), f"{path}: workload[{i}] {rel}"))

@@ -44,6 +44,14 @@ BLOCK_CACHE = 8192
 _VOCAB_ARRAY = np.array(VOCAB)
 
 
+def cumulative(weights: list[float]) -> np.ndarray:
+    """The cumulative shares of `weights`, divided by the largest first: two weights of 1e308 sum
+    to inf, every share was NaN and every request went to the last class (audit R19)."""
+    w = np.asarray(weights, dtype=float)
+    w = w / w.max()
+    return np.cumsum(w / w.sum())
+
+
 @dataclass(frozen=True, slots=True)
 class PlannedRequest:
     index: int
@@ -79,8 +87,7 @@ class WorkloadGenerator:
         self.salt = scenario.workload.prompt_salt
         self.tokenizer = tokenizer or BuiltinTokenizer()
         self.classes = scenario.workload.classes
-        weights = np.array([c.weight for c in self.classes], dtype=float)
-        self._cum = np.cumsum(weights / weights.sum())
+        self._cum = cumulative([c.weight for c in self.classes])
         self._prefixes: dict[str, list[str]] = {}
         for ci, cls in enumerate(self.classes):
             sp = cls.shared_prefix
@@ -110,8 +117,7 @@ class WorkloadGenerator:
             mix = cls.adapters or scenario.workload.adapters
             if mix is not None:
                 pairs = adapter_weights(mix)
-                w = np.array([p[1] for p in pairs], dtype=float)
-                self._adapters[cls.name] = ([p[0] for p in pairs], np.cumsum(w / w.sum()))
+                self._adapters[cls.name] = ([p[0] for p in pairs], cumulative([p[1] for p in pairs]))
         #: a block_trace class (the only class when there is one): its file and the block texts drawn so far
         self.block_trace: BlockTraceFile | None = None
         self._blocks: dict[tuple[int, int, int], str] = {}
@@ -301,10 +307,11 @@ def expected_prefix_hit_rate(scenario: Scenario, block_size: int = 16) -> float 
     classes = scenario.workload.classes
     if not any(c.shared_prefix for c in classes) or any(c.dataset is not None or c.session is not None for c in classes):
         return None  # sessions: the ideal follows from the replies, computed during the run (summary.sessions)
-    total_w = sum(c.weight for c in classes)
+    top = max(c.weight for c in classes)
+    total_w = sum(c.weight / top for c in classes)  # over the largest first: 1e308 + 1e308 is inf
     cached = prompt = 0.0
     for cls in classes:
-        w = cls.weight / total_w
+        w = cls.weight / top / total_w
         assert cls.input_tokens is not None
         mean_in = mean_length(cls.input_tokens)
         sp = cls.shared_prefix

@@ -194,3 +194,38 @@ def test_cli_subprocess_exit_2_no_traceback(tmp_path: Path) -> None:
         assert "Traceback" not in proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"error: {args[0]}: "), proc.stderr
+
+
+def test_values_that_exhaust_memory_or_the_parser_are_one_line(tmp_path: Path) -> None:
+    """Audit R11/R14: `shared_prefix.count: 100000000` grew memory and started no run in 60 s; a
+    5000-digit seed ended in an internal error (Python's 4300-digit int limit inside the YAML parser)."""
+    base = "name: t\nload: {concurrency: 2, duration_s: 3}\nworkload:\n  classes:\n    - {name: a, input_tokens: 64, output_tokens: 8%s}\n"
+    path = _write(tmp_path, "p.yaml", base % ", shared_prefix: {tokens: 32, count: 100000000}")
+    with pytest.raises(UserError) as err:
+        load_scenario(path)
+    assert err.value.lines == [f"{path}: workload.classes[0].shared_prefix: count x tokens: 3,200,000,000 shared-prefix "
+                               "tokens (count x tokens) is above the limit of 20,000,000 (set HARNESS_MAX_PREFIX_TOKENS=N "
+                               "to raise it)"]
+    path = _write(tmp_path, "s.yaml", base % "" + "seed: " + "9" * 5000 + "\n")
+    with pytest.raises(UserError) as err:
+        load_scenario(path)
+    assert len(err.value.lines) == 1 and "not valid YAML" in err.value.lines[0] and "4300 digits" in err.value.lines[0]
+    path = _write(tmp_path, "s2.yaml", base % "" + f"seed: {2**64}\n")
+    with pytest.raises(UserError) as err:
+        load_scenario(path)
+    assert err.value.lines == [f"{path}: seed: must be less than 18446744073709551616"]
+
+
+def test_a_set_value_has_a_files_alias_bound() -> None:
+    """Audit R11: an alias bomb through --set (refused in a file in 2.6 s) grew memory for 96 s."""
+    from harness.scenario.yaml_io import load_yaml_value
+
+    levels = ["a: &a [1,1,1,1,1,1,1,1,1]"] + [f"{n}: &{n} [" + ",".join([f"*{p}"] * 9) + "]"
+                                              for p, n in zip("abcde", "bcdef")]
+    bomb = "{" + ", ".join(levels) + ", g: [" + ",".join(["*f"] * 9) + "]}"
+    with pytest.raises(UserError) as err:
+        load_yaml_value(bomb, "--set sampling.extra_body")
+    assert err.value.lines[0].startswith("--set sampling.extra_body: 6,053,451 YAML values (aliases expanded) is above")
+    assert load_yaml_value("0.7", "--set x") == 0.7 and load_yaml_value("{a: [1", "--set x") == "{a: [1"
+    with pytest.raises(UserError, match="duplicate key 'a'"):
+        load_yaml_value("{a: 1, a: 2}", "--set x")

@@ -113,3 +113,26 @@ def test_hostile_values_are_one_line_each(tmp_path: Path, patch: dict, says: str
     with pytest.raises(UserError) as exc:
         load_tune(path)
     assert len(exc.value.lines) == 1 and says in exc.value.lines[0], exc.value.lines
+
+
+def test_a_workload_that_is_a_device_or_a_symlink_loop_is_one_line(tmp_path: Path) -> None:
+    """Audit R14/R17: a symlink loop ended `internal error: RuntimeError: Symlink loop`, exit 70, and
+    /dev/zero read as "no such file"; the same for a sweep's scenarios."""
+    (tmp_path / "loop_a.yaml").symlink_to(tmp_path / "loop_b.yaml")
+    (tmp_path / "loop_b.yaml").symlink_to(tmp_path / "loop_a.yaml")
+    path = write(tmp_path, {**good(), "workload": ["loop_a.yaml", "/dev/zero"]})
+    with pytest.raises(UserError) as exc:
+        load_tune(path)
+    assert exc.value.lines == [
+        f"{path}: workload[0]: loop_a.yaml: cannot read it (Too many levels of symbolic links) (paths are relative to the tune file)",
+        f"{path}: workload[1]: /dev/zero: is a device, a pipe or a socket, not a file (paths are relative to the tune file)"]
+    from harness.sweep.plan import build_plan
+
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"name": "s", "engine": {"kind": "sim"}, "scenarios": ["loop_a.yaml", "/dev/zero"],
+                                     "vary": {"flags": {"max-num-seqs": [4]}}}))
+    with pytest.raises(UserError) as exc:
+        build_plan(sweep)
+    assert [line.split(": ", 3)[3] for line in exc.value.lines] == [
+        "cannot read it (Too many levels of symbolic links) (paths are relative to the sweep file)",
+        "is a device, a pipe or a socket, not a file (paths are relative to the sweep file)"]

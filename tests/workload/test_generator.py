@@ -233,3 +233,18 @@ def test_builtin_tokenizer_round_trip() -> None:
     text = tok.decode_ids(ids)
     assert tok.count(text) == 4 and tok.encode_ids(text) == ids
     assert len(VOCAB) == len(set(VOCAB)) == 1620
+
+
+def test_huge_finite_class_weights_still_mix() -> None:
+    """Audit R19: two classes of weight 1e308 summed to inf, every share was NaN (numpy printed an
+    overflow warning) and all 72 requests went to the last class."""
+    import warnings
+
+    data = {**MIXED, "workload": {"classes": [
+        {"name": "a", "weight": 1e308, "input_tokens": 16, "output_tokens": 8},
+        {"name": "b", "weight": 1e308, "input_tokens": 16, "output_tokens": 8}]}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning either
+        gen = _gen(data=data)
+        names = [gen.request(i).class_name for i in range(400)]
+    assert 150 < names.count("a") < 250, names.count("a")
