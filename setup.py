@@ -18,13 +18,13 @@ class OptionalBuildExt(build_ext):
     def run(self) -> None:
         try:
             super().run()
-        except Exception as exc:  # noqa: BLE001 - e.g. no compiler found at all
+        except Exception as exc:  # e.g. no compiler found at all
             self._skip(exc)
 
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
-        except Exception as exc:  # noqa: BLE001 - compile or link error
+        except Exception as exc:  # compile or link error
             self._skip(exc)
 
     @staticmethod

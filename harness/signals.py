@@ -8,8 +8,10 @@ simulated engine or the load processes running: every child gets a parent-death 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+from collections.abc import Callable
 
 
 class Terminated(KeyboardInterrupt):
@@ -35,19 +37,17 @@ def raise_terminated(signum: int, _frame: object) -> None:
 def stop_on_term_and_hup() -> None:
     """SIGTERM and SIGHUP stop like Ctrl-C (the data is kept), under their own names."""
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        try:
+        with contextlib.suppress(ValueError, OSError):  # not the main thread, or a platform without SIGHUP
             signal.signal(sig, raise_terminated)
-        except (ValueError, OSError):  # not the main thread, or a platform without SIGHUP
-            pass
 
 
-def _prctl():  # noqa: ANN202
+def _prctl() -> Callable[..., int] | None:
     """libc's prctl, resolved in the parent (the child between fork and exec must not import)."""
     try:
         import ctypes
 
         return ctypes.CDLL(None, use_errno=True).prctl
-    except Exception:  # noqa: BLE001 - not Linux: no parent-death signal
+    except Exception:  # not Linux: no parent-death signal
         return None
 
 

@@ -1,5 +1,5 @@
-"""Every file path and every `harness` command and flag that README.md, docs/*.md, scenarios/README.md and
-harness/sim/README.md mention exists: a user who copies a command from the docs gets that command, not
+"""Every file path and every `harness` command and flag that README.md, docs/*.md, scenarios/README.md,
+harness/sim/README.md and CONTRIBUTING.md mention exists: a user who copies a command from the docs gets that command, not
 "unrecognized arguments"."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from harness.cli.main import build_parser
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "scenarios" / "README.md",
-        REPO / "harness" / "sim" / "README.md"]
+        REPO / "harness" / "sim" / "README.md", REPO / "CONTRIBUTING.md"]
 #: top-level entries whose paths must exist in the repository
 TRACKED_ROOTS = ("harness/", "docs/", "scenarios/", "bench/", "grafana/", "tools/", "tests/", ".github/", ".ci/",
                  "results/examples/")

@@ -53,3 +53,12 @@ def test_every_package_is_placed() -> None:
     found = {p.name for p in (ROOT / "harness").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     found |= {p.stem for p in (ROOT / "harness").glob("*.py") if p.stem != "__init__"}
     assert found <= placed, f"not in the layer list (pyproject [tool.importlinter], README Layout): {sorted(found - placed)}"
+
+
+def test_package_docstring_tells_every_package() -> None:
+    """harness/__init__.py's data-flow paragraph names every package and no package that is gone."""
+    import harness
+
+    named = set(re.findall(r"harness\.(\w+)", harness.__doc__ or ""))
+    packages = {p.name for p in (ROOT / "harness").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert named == packages, f"harness/__init__.py names {sorted(named - packages)} (gone), lacks {sorted(packages - named)}"
