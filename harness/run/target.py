@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +29,53 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: an answer to GET /v1/models (or /health) larger or slower than this is not a server's list of
+#: models: an endless body held `harness run` in preflight until killed, a 200 MB one took 666 MB
+#: (audit R8); the POST probe and /tokenize have their own bounds
+MAX_ANSWER_BYTES = 8 << 20
+ANSWER_DEADLINE_S = 20.0
+
+
 def _http(method: str, url: str, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
           timeout: float = 10.0) -> tuple[int, bytes]:
+    """(status, body) of one request; the body is read up to MAX_ANSWER_BYTES and within
+    ANSWER_DEADLINE_S (gzip decoded within the same bound), else a TargetError naming the URL."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, resp.read()
+            return resp.status, _bounded_body(resp, method, url)
     except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
+        return exc.code, _bounded_body(exc, method, url)
+
+
+def _bounded_body(resp: Any, method: str, url: str) -> bytes:
+    deadline = time.monotonic() + ANSWER_DEADLINE_S
+    chunks: list[bytes] = []
+    size = 0
+    read = getattr(resp, "read1", resp.read)  # read1: what has arrived, so a slow drip meets the deadline too
+    while True:
+        chunk = read(1 << 16)
+        if not chunk:
+            break
+        size += len(chunk)
+        chunks.append(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise TargetError(f"{method} {url}: the answer is larger than {MAX_ANSWER_BYTES >> 20} MiB; is this an "
+                              "OpenAI-compatible server?")
+        if time.monotonic() > deadline:
+            raise TargetError(f"{method} {url}: the answer took longer than {ANSWER_DEADLINE_S:.0f} s to arrive; is "
+                              "this an OpenAI-compatible server?")
+    raw = b"".join(chunks)
+    if (resp.headers.get("Content-Encoding") or "").lower() in ("gzip", "x-gzip", "deflate"):
+        inflate = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib: a server that compresses unasked
+        try:
+            raw = inflate.decompress(raw, MAX_ANSWER_BYTES + 1)
+        except zlib.error:
+            raise TargetError(f"{method} {url}: a compressed answer that does not decompress") from None
+        if len(raw) > MAX_ANSWER_BYTES or inflate.unconsumed_tail:
+            raise TargetError(f"{method} {url}: the answer decompresses to more than {MAX_ANSWER_BYTES >> 20} MiB")
+    return raw
 
 
 def reporting_args(args: list[str]) -> list[str]:

@@ -240,3 +240,36 @@ def test_a_never_ending_tokenize_answer_is_no_calibration_not_a_hang(monkeypatch
     finally:
         stop.set()
         listener.close()
+
+
+@pytest.mark.parametrize("kind", ["endless", "huge", "gzip"])
+def test_a_models_answer_without_end_or_too_large_is_one_line(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """Audit R8: GET /v1/models had no size or time bound: an endless body held `harness run` in
+    preflight until killed (RSS rising), a 200 MB one was read whole (666 MB); a gzip answer read
+    as "lists no model"."""
+    import gzip
+
+    import harness.run.target as tg
+
+    monkeypatch.setattr(tg, "MAX_ANSWER_BYTES", 1 << 20)
+    monkeypatch.setattr(tg, "ANSWER_DEADLINE_S", 2.0)
+    head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+    if kind == "endless":  # a trickle that never ends, under the size bound: the deadline ends it
+        script = [("request",), ("send", (head + "Transfer-Encoding: chunked\r\n\r\n").encode())]
+        script += [("send", chunked(b'{"data": [' + b" " * 100)[:-5]), ("sleep", 0.05)] * 200 + [("hold",)]
+        says = "the answer took longer than 2 s"
+    elif kind == "huge":
+        body = b'{"data": [' + b" " * (2 << 20) + b"]}"
+        script = [("request",), ("send", (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body), ("close",)]
+        says = "the answer is larger than 1 MiB"
+    else:  # a server that compresses unasked: decoded, within the bound
+        body = gzip.compress(json.dumps({"data": [{"id": "m1"}]}).encode())
+        script = [("request",), ("send", (head + f"Content-Encoding: gzip\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+                                  + body), ("close",)]
+        with RawServer([script, SSE_OK]) as server:
+            assert preflight(server.url, None, _scenario(continuous_usage="off"))["model"] == "m1"
+        return
+    with RawServer([script]) as server:
+        with pytest.raises(TargetError) as exc:
+            preflight(server.url, None, _scenario())
+    assert len(exc.value.lines) == 1 and "GET " in exc.value.lines[0] and says in exc.value.lines[0], exc.value.lines
