@@ -59,6 +59,9 @@ PREFIX_TOKENS = Limit("HARNESS_MAX_PREFIX_TOKENS", 20_000_000, "shared-prefix to
 #: one input file a scenario names (a dataset, a trace, quality prompts): 200 MB traces are real,
 #: /dev/zero is not (it was read until MemoryError)
 INPUT_BYTES = Limit("HARNESS_MAX_INPUT_BYTES", 1 << 30, "bytes in one input file")
+#: one engine /metrics page: real pages are 0.1-1 MB; a valid 30 MB page (550k series) cost a 3-s
+#: run 1.8 GB and 53 s, scraped and parsed at every mark (audit R12)
+METRICS_PAGE = Limit("HARNESS_MAX_METRICS_BYTES", 8 << 20, "bytes in one /metrics page")
 #: a week: `duration_s: 1e300` is finite and passes every `> 0` check, and then never ends
 DURATION = Limit("HARNESS_MAX_DURATION_S", 7 * 86_400, "seconds")
 

@@ -12,6 +12,7 @@ import time
 
 import requests
 
+from harness.limits import METRICS_PAGE
 from harness.telemetry.exposition import (
     Snapshot,
     TelemetryUnavailable,
@@ -21,7 +22,6 @@ from harness.telemetry.exposition import (
 )
 
 ACCEPT = "text/plain;version=0.0.4;q=1.0, application/openmetrics-text;version=1.0.0;q=0.5, */*;q=0.1"
-MAX_PAGE_BYTES = 32 * 1024 * 1024
 
 
 class DirectSource:
@@ -59,11 +59,13 @@ class DirectSource:
                 raise TelemetryUnavailable(f"{self.url} returned HTTP {resp.status_code}", permanent=permanent)
             chunks, size = [], 0
             deadline = t0 + self.timeout[0] + self.timeout[1]
+            cap = METRICS_PAGE.value
             for chunk in resp.iter_content(65536):
                 chunks.append(chunk)
                 size += len(chunk)
-                if size > MAX_PAGE_BYTES:
-                    raise TelemetryUnavailable(f"{self.url} page larger than {MAX_PAGE_BYTES >> 20} MiB", permanent=True)
+                if size > cap:
+                    raise TelemetryUnavailable(f"{self.url} page larger than {cap:,} bytes (set {METRICS_PAGE.env}=N "
+                                               "to raise it)", permanent=True)
                 if time.perf_counter() > deadline:
                     raise TelemetryUnavailable(f"{self.url} too slow (body not complete in {deadline - t0:.1f} s)")
         except requests.exceptions.RequestException as exc:

@@ -237,3 +237,18 @@ def test_hung_endpoint_final_scrape_not_retried(fake_metrics: FakeMetrics, tmp_p
     block = s.stop()
     assert fake_metrics.hits == hits + 1
     assert "timed out" in (block["telemetry"]["missing_reason"] or "")
+
+
+def test_a_page_over_the_size_limit_turns_telemetry_off_after_one_fetch(fake_metrics: FakeMetrics, tmp_path, caplog,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Audit R12: a valid 30 MB page (550k series), under the old 32 MiB cap, made a 3-s run take
+    53 s and 1.8 GB, fetched and parsed at every mark. The cap is 8 MiB (HARNESS_MAX_METRICS_BYTES):
+    such a page is one warning and telemetry off after one fetch."""
+    caplog.set_level(logging.INFO, logger="harness.telemetry")
+    monkeypatch.setenv("HARNESS_MAX_METRICS_BYTES", "100000")
+    fake_metrics.set(VLLM_A + "".join(f'extra_series_total{{i="{i}"}} {i}\n' for i in range(5000)))
+    block, stop_hits = run_window(fake_metrics.url, tmp_path, 1, lambda: fake_metrics.hits)
+    assert_all_null(block)
+    reason = block["telemetry"]["missing_reason"]
+    assert "page larger than 100,000 bytes (set HARNESS_MAX_METRICS_BYTES=N to raise it)" in reason, reason
+    assert fake_metrics.hits == 1 and stop_hits == 0
