@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
+from waiting import wait_until
 
 HERE = pathlib.Path(__file__).parent
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
@@ -153,24 +154,24 @@ class Prometheus:
              f"--web.listen-address=127.0.0.1:{self.port}"],
             stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),  # noqa: SIM115
         )
-        self.ready_s = self._wait(lambda: requests.get(f"{self.url}/-/ready", timeout=0.5).status_code == 200, t0, 10)
-        self.first_scrape_s = self._wait(lambda: self._up() >= len(targets), t0, 20)
+        self._wait(lambda: requests.get(f"{self.url}/-/ready", timeout=0.5).status_code == 200, "Prometheus /-/ready")
+        self.ready_s = time.perf_counter() - t0
+        self._wait(lambda: self._up() >= len(targets), f"Prometheus's first scrape of {len(targets)} target(s)")
+        self.first_scrape_s = time.perf_counter() - t0
 
     def _up(self) -> int:
         r = requests.get(f"{self.url}/api/v1/query", params={"query": "up == 1"}, timeout=1).json()
         return len(r["data"]["result"])
 
-    def _wait(self, ok: Callable[[], bool], t0: float, limit: float) -> float:
-        while time.perf_counter() - t0 < limit:
+    def _wait(self, ok: Callable[[], bool], what: str) -> None:
+        def met() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited: {self.log.read_text()[-2000:]}")
             try:
-                if ok():
-                    return time.perf_counter() - t0
+                return ok()
             except (requests.RequestException, KeyError, ValueError):
-                pass
-            time.sleep(0.02)
-        raise TimeoutError(f"prometheus not ready after {limit} s: {self.log.read_text()[-2000:]}")
+                return False
+        wait_until(met, what, details=lambda: self.log.read_text()[-2000:])
 
     def close(self) -> None:
         if self.proc.poll() is None:
