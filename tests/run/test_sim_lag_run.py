@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from harness.run.target import EmbeddedSim
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,14 +44,14 @@ def test_a_starved_simulated_engine_makes_the_run_invalid_with_the_figure(tmp_pa
             [sys.executable, "-m", "harness.cli.main", "run", str(path), "--target", sim.url, "--out", str(out)],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
-        # inside the window: the progress file says the measured phase began
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and '"phase": "measure"' not in _text(out / "progress.jsonl"):
-            time.sleep(0.1)
-        time.sleep(1.0)
+        # inside the window: the progress file says the measured phase began, and requests complete in it
+        wait_until(lambda: '"phase": "measure"' in _text(out / "progress.jsonl") or proc.poll() is not None,
+                   "the measured phase")
+        wait_until(lambda: _measured_lines(out / "requests.jsonl") >= 3 or proc.poll() is not None,
+                   "3 measured requests")
         assert sim.proc is not None
         os.kill(sim.proc.pid, signal.SIGSTOP)
-        time.sleep(0.6)
+        time.sleep(0.6)  # the starvation under test: the simulator gets no CPU for 0.6 s
         os.kill(sim.proc.pid, signal.SIGCONT)
         console, _ = proc.communicate(timeout=240)
     finally:
