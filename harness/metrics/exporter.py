@@ -54,6 +54,7 @@ ENV_DIR = "HARNESS_METRICS_DIR"  # set (with PROMETHEUS_MULTIPROC_DIR) only for 
 #: the `harness_` prefix and `_seconds` unit.
 HISTOGRAMS: dict[str, tuple[tuple[float, ...], str]] = {m.live.name: (m.live.buckets, m.live.help) for m in LIVE if m.live}
 _SOURCE = {m.live.name: m for m in LIVE if m.live}  # live name -> table entry
+_PROMETHEUS = {m.live.name: m.live.prometheus for m in LIVE if m.live}  # live name -> exported histogram name
 HIST_NAMES = tuple(HISTOGRAMS)
 _BOUNDS_NS = {name: tuple(round(b * 1e9) for b in spec[0]) for name, spec in HISTOGRAMS.items()}
 
@@ -68,7 +69,7 @@ NUMPY_FROM = 80
 class _ClassAcc:
     """Pending (not yet flushed) observations of one request class."""
 
-    __slots__ = ("counts", "sums", "outcomes", "input_tokens", "output_tokens")
+    __slots__ = ("counts", "input_tokens", "outcomes", "output_tokens", "sums")
 
     def __init__(self) -> None:
         self.counts = {name: [0] * (len(_BOUNDS_NS[name]) + 1) for name in HIST_NAMES}
@@ -184,7 +185,7 @@ class LiveCounts:
         if self.users is not None:
             try:
                 users = int(self.users())
-            except Exception:  # noqa: BLE001 - a gauge must never break the load
+            except Exception:  # a gauge must never break the load
                 users = None
         snap = {"classes": classes, "sent": sends - self._taken_sends, "cpu_s": cpu - self._cpu,
                 "in_flight": max(0, sends - self._finished), "users": users}
@@ -194,16 +195,23 @@ class LiveCounts:
     def attach(self, ctrl: Any) -> None:
         """Count the sends of `ctrl` (a process may run several controllers one after another)."""
         self.ctrl = ctrl
-        if ctrl is None or not hasattr(ctrl, "new_record") or getattr(ctrl.new_record, "_harness_counted", False):
+        if ctrl is None or not hasattr(ctrl, "new_record") or isinstance(ctrl.new_record, _CountedNewRecord):
             return
-        sends, new_record = self._sends, ctrl.new_record
+        ctrl.new_record = _CountedNewRecord(ctrl.new_record, self._sends)
 
-        def counted_new_record(item: Any) -> Any:
-            sends[0] += 1
-            return new_record(item)
 
-        counted_new_record._harness_counted = True  # type: ignore[attr-defined]
-        ctrl.new_record = counted_new_record  # one add per request; no clock, no I/O
+class _CountedNewRecord:
+    """A controller's `new_record`, counting the sends: one add per request; no clock, no I/O."""
+
+    __slots__ = ("new_record", "sends")
+
+    def __init__(self, new_record: Callable[[Any], Any], sends: list[int]) -> None:
+        self.new_record = new_record
+        self.sends = sends
+
+    def __call__(self, item: Any) -> Any:
+        self.sends[0] += 1
+        return self.new_record(item)
 
 
 class Families:
@@ -221,7 +229,7 @@ class Families:
 
         reg = None  # never the global registry: the runner (or the UI's RunMetrics) collects them
         self.hist = {
-            name: Histogram(_SOURCE[name].live.prometheus, doc, ["class"], buckets=buckets, registry=reg)  # type: ignore[union-attr]
+            name: Histogram(_PROMETHEUS[name], doc, ["class"], buckets=buckets, registry=reg)
             for name, (buckets, doc) in HISTOGRAMS.items()
         }
         self.requests = Counter("harness_requests", "Finished requests by class, outcome (ok or error kind) and phase (warmup, measure).",

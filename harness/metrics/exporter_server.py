@@ -19,7 +19,6 @@ from typing import Any
 
 from harness.metrics.exporter import ENV_DIR
 
-
 _LABEL_RE = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -73,7 +72,7 @@ class RunMetrics:
                 from harness.workload.generator import expected_prefix_hit_rate
 
                 self.expected_prefix_hit_rate = expected_prefix_hit_rate(scenario)
-            except Exception:  # noqa: BLE001 - an optional gauge
+            except Exception:  # an optional gauge
                 pass
         self.started = time.time()
         self._final: list[Any] | None = None
@@ -147,7 +146,7 @@ class RunMetrics:
             if self._final is None:
                 try:
                     self._final = self._collect()
-                except Exception:  # noqa: BLE001
+                except Exception:  # an unreadable process file: the final values are none, the close goes on
                     self._final = []
             if self.dir:
                 shutil.rmtree(self.dir, ignore_errors=True)
@@ -176,7 +175,7 @@ class MetricsServer:
         from harness.errors import UserError
 
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(self)  # type: ignore[arg-type]
+        registry.register(self)
         try:
             self._httpd, self._thread = start_http_server(self.port, addr=self.host, registry=registry)
         except OSError as exc:

@@ -40,7 +40,7 @@ COUNT = Range(COUNT_LOWEST, COUNT_HIGHEST)
 class Histogram:
     """HDR histogram of non-negative integers with counted clamping and an exact mean."""
 
-    __slots__ = ("range", "_h", "sum", "min", "max", "clamped_low", "clamped_high")
+    __slots__ = ("_h", "clamped_high", "clamped_low", "max", "min", "range", "sum")
 
     def __init__(self, value_range: Range = LATENCY) -> None:
         self.range = value_range
@@ -53,7 +53,7 @@ class Histogram:
 
     @property
     def count(self) -> int:
-        return self._h.get_total_count()
+        return int(self._h.get_total_count())
 
     def record(self, value: int, count: int = 1) -> None:
         value = int(value)
@@ -189,7 +189,7 @@ class Histogram:
             out.update({"mean": None, **{k: None for k in PERCENTILES}, "min": None, "max": None})
             return out
         out["mean"] = self.sum / n / scale
-        for key, value in zip(PERCENTILES, self.percentiles(list(PERCENTILES.values()))):
+        for key, value in zip(PERCENTILES, self.percentiles(list(PERCENTILES.values())), strict=True):
             out[key] = value / scale
         out["min"] = (self.min or 0) / scale
         out["max"] = (self.max or 0) / scale

@@ -42,7 +42,8 @@ def ranks(pcts: np.ndarray | list[float], n: int) -> np.ndarray:
     if n <= 0:
         return np.zeros(scaled.shape, dtype=np.int64)
     k = -(-(scaled * np.int64(n)) // np.int64(100 * _SCALE))
-    return np.clip(k, 1, n)
+    out: np.ndarray = np.clip(k, 1, n)
+    return out
 
 
 def of_values(values: np.ndarray | list[float], pct: float) -> float | None:

@@ -178,5 +178,9 @@ def meets_slo(rec: RequestRecord, slo: dict[str, float | None]) -> bool:
     if not rec.ok:
         return False
     d = rec.derived()
-    values = {"ttft": d.ttft, "tpot": d.tpot, "e2e": d.e2e}
-    return within_slo(True, {key: None if values[m] is None else values[m] / 1e6 for m, key in SLO_FIELDS.items()}, slo)
+    values: dict[str, float | None] = {"ttft": d.ttft, "tpot": d.tpot, "e2e": d.e2e}
+    return within_slo(True, {key: _ms(values[m]) for m, key in SLO_FIELDS.items()}, slo)
+
+
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e6

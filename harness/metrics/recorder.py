@@ -47,7 +47,7 @@ class ClassMetrics:
         self.counts: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
         self.parts = TtftParts()  # TTFT split with the server's timing, by TTFT (the tail's shares)
-        self._pending: dict[str, array] = {name: array("q") for name in HIST_NAMES}
+        self._pending: dict[str, array[int]] = {name: array("q") for name in HIST_NAMES}
         self._n_pending = 0
 
     def record(self, rec: RequestRecord, good: bool) -> None:

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from harness.metrics.hdr import Histogram
 
@@ -48,7 +49,7 @@ class StallMeter:
         self._stop.set()
         self._thread.join(timeout=1)
 
-    def summary(self, window_start: float | None = None, window_end: float | None = None) -> dict:
+    def summary(self, window_start: float | None = None, window_end: float | None = None) -> dict[str, Any]:
         inside = [
             (t, ms) for t, ms in self.stalls
             if (window_start is None or t >= window_start) and (window_end is None or t - ms / 1e3 <= window_end)
@@ -88,7 +89,7 @@ class StallMeterProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
 
-    def summary(self, window_start: float | None = None, window_end: float | None = None) -> dict:
+    def summary(self, window_start: float | None = None, window_end: float | None = None) -> dict[str, Any]:
         self.stop()
         try:
             data = json.loads(self.out_path.read_text())

@@ -22,6 +22,7 @@ gap // k; TPOT (E2E - TTFT) / (N - 1) with N output tokens; send lag actual - in
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -61,6 +62,9 @@ def derive(rec: RequestRecord) -> Derived:
     times = rec.chunk_ns
     start = rec.intended_ns if rec.intended_ns is not None else rec.sent_ns
     n = rec.output_tokens
+    ttft: int | None
+    e2e: int | None
+    tpot: float | None
     if times:
         first, last = times[0], times[-1]
         ttft, e2e = first - start, last - start
@@ -75,7 +79,7 @@ def derive(rec: RequestRecord) -> Derived:
     return Derived(
         start=start, ttft=ttft, e2e=e2e, tpot=tpot,
         send_lag=send_lag,
-        gaps=[b - a for a, b in zip(times, times[1:])] if len(times) > 1 else [],
+        gaps=[b - a for a, b in itertools.pairwise(times)] if len(times) > 1 else [],
         gap_tokens=rec.chunk_tokens[1:len(times)],
         chunk_tokens=rec.chunk_tokens,
         queue=queue, prefill=prefill, network=network,
@@ -87,7 +91,7 @@ def _itl_token(d: Derived) -> list[int]:
     if len(tokens) == len(d.gaps) and tokens.count(1) == len(tokens):  # one token per chunk: the gaps
         return d.gaps[:]
     out: list[int] = []
-    for gap, k in zip(d.gaps, d.gap_tokens):
+    for gap, k in zip(d.gaps, d.gap_tokens, strict=False):  # fewer token counts than gaps: the gaps past them are dropped
         if k > 1:
             out.extend([gap // k] * k)
         else:
@@ -116,7 +120,7 @@ class Metric:
     unit: str  # "ms" (latency, stored in ns) or "" (a count)
     hdr: Literal["latency", "count"]  # the HDR range (harness.metrics.hdr LATENCY / COUNT)
     #: samples of one request: a scalar (None: no sample), or a list for per-chunk metrics
-    sample: Callable[[Derived], int | float | list[int] | None]
+    sample: Callable[[Derived], int | list[int] | None]
     places: frozenset[str]
     digits: int = 1  # console decimals
     record_field: str | None = None  # requests.jsonl field (ms)

@@ -31,13 +31,13 @@ def _bucket(ttft_ns: int) -> int:
 
 
 def _floor_ns(bucket: int) -> float:
-    return 2.0 ** (bucket / BUCKETS_PER_OCTAVE)
+    return math.pow(2.0, bucket / BUCKETS_PER_OCTAVE)
 
 
 class TtftParts:
     """Per class (or group): sums of each TTFT part by TTFT bucket, and the slowest requests."""
 
-    __slots__ = ("buckets", "slowest", "partial")
+    __slots__ = ("buckets", "partial", "slowest")
 
     def __init__(self) -> None:
         #: bucket -> [requests, ttft sum, then one sum per PARTS entry] (ns)
@@ -119,6 +119,6 @@ class TtftParts:
             "partial": self.partial,
             **block(total),
             "tail": {"quantile": TAIL_QUANTILE, "ttft_from_ms": floor / ms, **block(tail)},
-            "slowest": [{"id": i, "ttft_ms": t / ms, "parts_ms": {p: v / ms for p, v in zip(PARTS, parts)}}
+            "slowest": [{"id": i, "ttft_ms": t / ms, "parts_ms": {p: v / ms for p, v in zip(PARTS, parts, strict=True)}}
                         for t, i, parts in sorted(self.slowest, reverse=True)],
         }

@@ -28,8 +28,9 @@ parent's last prompt (the sub-agents share it); turn 1 a system prompt an earlie
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -166,7 +167,7 @@ class AgentConversation(Conversation):
             return (max(0, min(self.prev_total, prompt_tokens - 1)) // block) * block
         return Conversation.ideal_cached(self, prompt_tokens, system_seen, block)
 
-    def complete(self, reply: str, prompt_tokens: int, output_tokens: int, count: Any) -> None:
+    def complete(self, reply: str, prompt_tokens: int, output_tokens: int, count: Callable[[str], int]) -> None:
         """The step's input message, then the reply: a tool call when a tool result or a fan-out
         comes next, the answer otherwise."""
         msg, tokens = self._input()

@@ -20,14 +20,15 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from harness.errors import UserError
 from harness.scenario.block_trace import BlockTrace
-from harness.workload.files import content_id, read_input, resolve
-from harness.workload.sessions import Conversation, SessionPlan, TurnPlan
+from harness.workload.files import content_id, not_json, read_input, resolve
+from harness.workload.sessions import Conversation
 
 _UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 MAX_PROBLEMS = 5
@@ -101,7 +102,7 @@ def parse(text: str, path: Path, block_tokens: int, unit: str) -> BlockTraceFile
             problems.append(f"{where}: nested too deeply to read")
             obj = None
         except ValueError as exc:
-            problems.append(f"{where}: not JSON ({exc.msg})")
+            problems.append(f"{where}: not JSON ({not_json(exc)})")
             obj = None
         if obj is not None and not isinstance(obj, dict):
             problems.append(f"{where}: expected a JSON object with timestamp, input_length, output_length, hash_ids")
@@ -217,7 +218,7 @@ class TraceSession(Conversation):
         assert self.ideal is not None
         return self.ideal(self.records[self.turn])
 
-    def complete(self, reply: str, prompt_tokens: int, output_tokens: int, count: Any) -> None:
+    def complete(self, reply: str, prompt_tokens: int, output_tokens: int, count: Callable[[str], int]) -> None:
         self.prev_total = prompt_tokens + output_tokens
         self.turn += 1  # the next prompt comes from the trace, not from this reply
 

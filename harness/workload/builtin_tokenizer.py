@@ -8,6 +8,7 @@ Generated words come from a fixed vocabulary of short lowercase pseudo-words.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 
 _CONSONANTS = "bcdfghjklmnprstvwz"
 _VOWELS = "aeiou"
@@ -27,7 +28,7 @@ class BuiltinTokenizer:
     def count(self, text: str) -> int:
         return len(text.split())
 
-    def decode_ids(self, ids) -> str:  # type: ignore[no-untyped-def]
+    def decode_ids(self, ids: Iterable[int]) -> str:
         vocab = VOCAB
         return " ".join(vocab[i] for i in ids)
 

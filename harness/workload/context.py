@@ -12,22 +12,23 @@ template's role markers are counted by the server, not by the workload).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.scenario.models import RequestClass, Scenario
+from harness.scenario.models import Fixed, LengthDist, RequestClass, Scenario
 
 #: tokens a server's chat template adds per message (role markers, BOS): a margin, not a count
 TEMPLATE_TOKENS = {"openai-chat": 16, "openai-completions": 2}
 
 
-def upper(dist: Any) -> int | None:
+def upper(dist: LengthDist | None) -> int | None:
     """The longest length a distribution can draw: fixed and uniform always; normal/lognormal
     only when they set `max` (an unbounded tail has no longest)."""
     if dist is None:
         return None
-    return dist.value if dist.dist == "fixed" else dist.max
+    return dist.value if isinstance(dist, Fixed) else dist.max
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def plain_class(cls: RequestClass) -> ClassLength:
     return ClassLength(cls.name, n_in, n_out, 1, f"{how} + output up to {n_out}")
 
 
-def session_class(cls: RequestClass, count: Any, base_dir: Path | None) -> ClassLength:
+def session_class(cls: RequestClass, count: Callable[[str], int], base_dir: Path | None) -> ClassLength:
     """A multi-turn class: the last turn's prompt repeats the system prompt and every earlier turn
     and reply, then asks for one more reply."""
     from harness.workload.sessions import load_conversations
@@ -70,9 +71,12 @@ def session_class(cls: RequestClass, count: Any, base_dir: Path | None) -> Class
         best = (0, 0, 0)
         for c in convs:
             n = len(c.user_turns) if t_max is None else min(len(c.user_turns), t_max)
-            replies = [r if r is not None else out_max for r in c.reply_tokens[:n]]
-            if any(r is None for r in replies):
-                return ClassLength(cls.name, None, None, 0, "session replies without a bounded output_tokens")
+            replies: list[int] = []
+            for recorded in c.reply_tokens[:n]:
+                reply = recorded if recorded is not None else out_max
+                if reply is None:
+                    return ClassLength(cls.name, None, None, 0, "session replies without a bounded output_tokens")
+                replies.append(reply)
             prompt = (count(c.system) if c.system else 0) + sum(max(1, count(u)) for u in c.user_turns[:n]) + sum(replies[:-1])
             if prompt + replies[-1] > best[0] + best[1]:
                 best = (prompt, replies[-1], 2 * n + (1 if c.system else 0))

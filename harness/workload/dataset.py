@@ -17,13 +17,14 @@ plus an optional "output_tokens": N on any of them (max_tokens; wins over a Shar
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness import limits
 from harness.errors import UserError
-from harness.workload.files import content_id, read_input, resolve
+from harness.workload.files import content_id, not_json, read_input, resolve
 
 MAX_PROBLEMS = 5
 _USER = ("human", "user")
@@ -56,7 +57,7 @@ def _messages(raw: Any, where: str) -> tuple[dict[str, str], ...]:
     return tuple(out)
 
 
-def parse_record(obj: Any, count: Any, where: str) -> DatasetRecord:
+def parse_record(obj: Any, count: Callable[[str], int], where: str) -> DatasetRecord:
     """One line's object -> a record; ValueError with a one-line reason."""
     if not isinstance(obj, dict):
         raise ValueError(f"{where}: expected a JSON object")
@@ -112,7 +113,7 @@ def load_dataset(path: str, base_dir: Path | None, tokenizer: Any) -> LoadedData
         except RecursionError:
             problems.append(f"{where}: nested too deeply to read")
         except ValueError as exc:
-            problems.append(f"{where}: not JSON ({exc.msg})")
+            problems.append(f"{where}: not JSON ({not_json(exc)})")
         else:
             try:
                 records.append(parse_record(obj, tokenizer.count, where))

@@ -6,12 +6,12 @@ defines the work).
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
-from harness.errors import UserError  # noqa: F401 - kept for callers that import it from here
 from harness.scenario.inputs import read_input
 
-__all__ = ["content_id", "file_id", "read_input", "resolve"]
+__all__ = ["content_id", "file_id", "not_json", "read_input", "resolve"]
 
 
 def resolve(path: str, base_dir: Path | None) -> Path:
@@ -27,3 +27,9 @@ def content_id(data: bytes) -> str:
 def file_id(path: str, base_dir: Path | None, what: str) -> str:
     """Content hash of the file at `path`; a missing file is a one-line user error naming `what`."""
     return content_id(read_input(resolve(path, base_dir), f"{what} {path}"))
+
+
+def not_json(exc: ValueError) -> str:
+    """Why json.loads refused a line: the decoder's message, or the ValueError's own text where it
+    is no JSONDecodeError (a number past Python's 4300-digit limit for int conversion)."""
+    return exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)

@@ -88,11 +88,23 @@ def sample_think(dist: FixedTime | UniformTime | ExponentialTime | LogNormalTime
     return min(value, cap) if cap is not None else value
 
 
-def parse_conversation(obj: Any, where: str) -> RecordedConversation:
+@dataclass(frozen=True)
+class ParsedConversation:
+    """One JSONL object as read: the system prompt, the user turns and each turn's recorded reply
+    text (None where the conversation has none); load_conversations counts the replies."""
+
+    system: str
+    user_turns: tuple[str, ...]
+    replies: tuple[str | None, ...]
+
+
+def parse_conversation(obj: Any, where: str) -> ParsedConversation:
     """One JSONL object -> its system prompt and user turns in order; ValueError with a reason."""
     if not isinstance(obj, dict):
         raise ValueError(f"{where}: expected a JSON object")
-    system, users, replies = "", [], []
+    system = ""
+    users: list[str] = []
+    replies: list[str | None] = []
     if isinstance(obj.get("conversations"), list):
         items = [(t.get("from"), t.get("value")) for t in obj["conversations"] if isinstance(t, dict)]
     elif isinstance(obj.get("messages"), list):
@@ -113,10 +125,10 @@ def parse_conversation(obj: Any, where: str) -> RecordedConversation:
             replies[-1] = text
     if not users:
         raise ValueError(f"{where}: no user turn with text")
-    return RecordedConversation(system, tuple(users), tuple(r if r is None else r for r in replies))  # type: ignore[arg-type]
+    return ParsedConversation(system, tuple(users), tuple(replies))
 
 
-def load_conversations(path: str, base_dir: Path | None, count: Any) -> tuple[str, list[RecordedConversation]]:
+def load_conversations(path: str, base_dir: Path | None, count: Callable[[str], int]) -> tuple[str, list[RecordedConversation]]:
     """A JSONL file of recorded conversations -> (content id, conversations); UserError when bad."""
     p = resolve(path, base_dir)
     data = read_input(p, f"session dataset {path}")
@@ -131,7 +143,7 @@ def load_conversations(path: str, base_dir: Path | None, count: Any) -> tuple[st
         except ValueError as exc:
             raise UserError(str(exc) if str(exc).startswith(str(p)) else f"{p}:{n}: not JSON ({exc})") from None
         # recorded replies give each turn's max_tokens (as the single-turn replay does)
-        reply_tokens = tuple(None if r is None else max(1, count(r)) for r in conv.reply_tokens)  # type: ignore[arg-type]
+        reply_tokens = tuple(None if r is None else max(1, count(r)) for r in conv.replies)
         out.append(RecordedConversation(conv.system, conv.user_turns, reply_tokens))
     if not out:
         raise UserError(f"session dataset {path}: {p} holds no conversations (one JSON object per line)")
@@ -139,7 +151,7 @@ def load_conversations(path: str, base_dir: Path | None, count: Any) -> tuple[st
 
 
 def plan_session(spec: SessionSpec, class_name: str, seed: int, index: int, warmup: bool, words: Any,
-                 systems: list[str], recorded: list[RecordedConversation] | None, count: Any,
+                 systems: list[str], recorded: list[RecordedConversation] | None, count: Callable[[str], int],
                  salt: tuple[int, ...] = ()) -> SessionPlan:
     """The whole plan of session `index` (its words come from `words(rng, n)`, the generator's)."""
     rng = np.random.default_rng([seed, SESSION_DOMAIN, 1 if warmup else 0, index, *salt])
@@ -154,7 +166,7 @@ def plan_session(spec: SessionSpec, class_name: str, seed: int, index: int, warm
         n = len(conv.user_turns) if spec.turns is None else min(len(conv.user_turns), sample_length(spec.turns, rng))
         system = conv.system
         system_tokens = count(system) if system else 0
-        for text, reply in zip(conv.user_turns[:n], conv.reply_tokens[:n]):
+        for text, reply in zip(conv.user_turns[:n], conv.reply_tokens[:n], strict=True):
             out = reply if reply is not None else (sample_length(spec.output_tokens, rng) if spec.output_tokens else 128)
             turns.append(TurnPlan(text, max(1, count(text)), out, sample_think(spec.think_time_s, rng)))
     else:
@@ -221,13 +233,15 @@ class Conversation:
 
     def ideal_cached(self, prompt_tokens: int, system_seen: bool, block: int = DEFAULT_BLOCK) -> int:
         """What a large-enough prefix cache serves of this turn's prompt (whole blocks)."""
-        if self.turn == 0:
-            reusable = self.plan.system_tokens if system_seen else 0
-        else:
+        if self.turn > 0:
             reusable = self.prev_total
+        elif system_seen:
+            reusable = self.plan.system_tokens
+        else:
+            reusable = 0
         return (max(0, min(reusable, prompt_tokens - 1)) // block) * block
 
-    def complete(self, reply: str, prompt_tokens: int, output_tokens: int, count: Any) -> None:
+    def complete(self, reply: str, prompt_tokens: int, output_tokens: int, count: Callable[[str], int]) -> None:
         """Append the sent user turn and the reply as streamed back; the next turn repeats both."""
         t = self.plan.turns[self.turn]
         self.messages.append({"role": "user", "content": t.text})

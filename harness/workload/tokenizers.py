@@ -62,5 +62,5 @@ def load_tokenizer(spec: str | None, base_dir: Path | None = None) -> BuiltinTok
         )
     try:
         return HFTokenizer(path)
-    except Exception as exc:  # noqa: BLE001 - any parse failure is the user's file
+    except Exception as exc:  # any parse failure is the user's file
         raise UserError(f"workload.tokenizer: cannot load {path}: {exc}") from None

@@ -13,7 +13,6 @@ import random
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.errors import UserError
-from harness.metrics import exporter
 from harness.load.live_metrics import wrap_report
-from harness.metrics.exporter import HISTOGRAMS, LoadMetrics
+from harness.metrics import exporter
+from harness.metrics.exporter import HISTOGRAMS
 from harness.metrics.exporter_server import MetricsServer, RunMetrics, open_run
 from harness.metrics.record import RequestRecord
 from harness.scenario.models import Scenario
@@ -116,7 +115,7 @@ def _reference(recs: list[RequestRecord]) -> dict[str, Any]:
             # the table's TPOT (harness.metrics.table): a float rounded to ns, as in the HDR histogram
             # (the exporter once divided with //, disagreeing with summary.json)
             add(r.class_name, "tpot", round((r.chunk_ns[-1] - r.chunk_ns[0]) / (r.output_tokens - 1)))
-        for a, b, k in zip(r.chunk_ns, r.chunk_ns[1:], r.chunk_tokens[1:]):
+        for a, b, k in zip(r.chunk_ns, r.chunk_ns[1:], r.chunk_tokens[1:], strict=False):
             gap = b - a
             if k > 1:
                 add(r.class_name, "itl", gap // k, weight=k)  # k samples of gap // k, as in histograms.json
@@ -144,7 +143,7 @@ def test_two_processes_aggregate_exactly(tmp_path: Path) -> None:
     try:
         procs = [_child(run, recs[:250], tmp_path), _child(run, recs[250:], tmp_path)]
         for p in procs:
-            out, _ = p.communicate(timeout=60)
+            p.communicate(timeout=60)
             assert p.returncode == 0
         fams = _families(run)
     finally:

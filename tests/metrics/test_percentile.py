@@ -13,11 +13,11 @@ import random
 import numpy as np
 import pytest
 
+from harness.compare.stats import quantile_draws
 from harness.metrics import percentile
 from harness.metrics.hdr import PERCENTILES, Histogram
-from harness.results import hdr as report_hdr
 from harness.report.partial_summary import _pcts
-from harness.compare.stats import quantile_draws
+from harness.results import hdr as report_hdr
 from harness.telemetry.window import WindowAccumulator
 
 MS = 1_000_000
@@ -27,7 +27,7 @@ def _audit_ttft_ms() -> list[float]:
     """152 samples: 148 between 20 and 320 ms, then the audit's four-sample tail."""
     rng = random.Random(7)
     body = sorted(rng.uniform(20.0, 320.0) for _ in range(148))
-    return body + [325.5, 326.6, 488.7, 516.8]
+    return [*body, 325.5, 326.6, 488.7, 516.8]
 
 
 def _nearest_rank(values: list[float], pct: float) -> float:
@@ -79,7 +79,7 @@ def test_hdr_percentiles_bound_the_nearest_rank_at_small_counts(n: int) -> None:
     for v in values:
         h.record(v)
     got = h.percentiles([50, 90, 99, 99.9])
-    for pct, value in zip([50, 90, 99, 99.9], got):
+    for pct, value in zip([50, 90, 99, 99.9], got, strict=True):
         exact = _nearest_rank(values, pct)
         assert exact <= value <= exact * (1 + 2**-10), (pct, value, exact)
     assert h.percentile(100) == max(values) and h.percentile(0) >= min(values)

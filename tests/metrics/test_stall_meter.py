@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 
-from harness.metrics.stall_meter import StallMeter
 from waiting import wait_until
+
+from harness.metrics.stall_meter import StallMeter
 
 
 def test_window_filter_on_hand_made_stalls() -> None:

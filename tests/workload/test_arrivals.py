@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 
 from harness.errors import UserError
-from harness.scenario.models import Load
+from harness.scenario.models import Fixed, Load, LogNormal, Normal, Uniform
 from harness.workload.arrivals import get_arrival
 from harness.workload.lengths import mean_length, sample_length
 from harness.workload.schedule import arrival_offsets, worker_share
-from harness.scenario.models import Fixed, LogNormal, Normal, Uniform
 
 
 def _offsets(n: int, seed: int = 0, **load) -> np.ndarray:  # type: ignore[no-untyped-def]

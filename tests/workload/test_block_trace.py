@@ -58,6 +58,13 @@ def test_bad_records_name_the_line_and_field(tmp_path: Path, row: dict, problem:
     assert problem in str(e.value)
 
 
+def test_a_number_past_pythons_digit_limit_is_not_json(tmp_path: Path) -> None:
+    """A ValueError that is no JSONDecodeError: was AttributeError 'msg' (an internal error, exit 70)."""
+    line = '{"timestamp": ' + "1" * 5000 + ', "input_length": 8, "output_length": 4, "hash_ids": [1]}\n'
+    with pytest.raises(UserError, match=r"t\.jsonl:2: not JSON \(Exceeds the limit \(4300 digits\)"):
+        parse(_trace([ROWS[0]]) + line, tmp_path / "t.jsonl", B, "ms")
+
+
 def _generator(tmp_path: Path, rows: list[dict], **load: object) -> WorkloadGenerator:
     (tmp_path / "t.jsonl").write_text(_trace(rows))
     sc = Scenario.model_validate({"name": "t", "seed": 5, "load": {"concurrency": 1, "requests": 10, **load},

@@ -12,9 +12,9 @@ import pytest
 from harness.client.adapters.base import Prompt, get_adapter
 from harness.errors import UserError
 from harness.scenario import Scenario
-from harness.workload.fingerprint import fingerprint
 from harness.scenario.loader import validate
 from harness.workload.builtin_tokenizer import BuiltinTokenizer
+from harness.workload.fingerprint import fingerprint
 from harness.workload.generator import WorkloadGenerator, expected_prefix_hit_rate
 
 RECORDS = [
@@ -82,6 +82,8 @@ def test_chat_adapter_sends_the_recorded_messages(tmp_path):
     (json.dumps({"conversations": [{"from": "gpt", "value": "x"}]}), "d.jsonl:1: no user turn"),
     (json.dumps({"prompt": "   "}), "d.jsonl:1: empty prompt"),
     (json.dumps([1, 2]), "d.jsonl:1: expected a JSON object"),
+    # a ValueError that is no JSONDecodeError (Python's int digit limit): was AttributeError 'msg', exit 70
+    ('{"prompt": "x", "output_tokens": ' + "1" * 5000 + "}", "d.jsonl:1: not JSON (Exceeds the limit (4300 digits)"),
 ])
 def test_bad_records_are_one_line_errors(tmp_path, line, fragment):
     _write(tmp_path, [line])
@@ -98,7 +100,7 @@ def test_many_bad_lines_stop_after_five(tmp_path):
 
 
 def test_missing_file_empty_file_and_missing_output_length(tmp_path):
-    with pytest.raises(UserError, match="cannot read .*nope.jsonl .*relative to the scenario file"):
+    with pytest.raises(UserError, match=r"cannot read .*nope\.jsonl .*relative to the scenario file"):
         WorkloadGenerator(_scenario({"path": "nope.jsonl"}, output_tokens=4), None, tmp_path)
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(UserError, match="holds no records"):

@@ -90,5 +90,5 @@ def test_session_class_takes_no_plain_lengths() -> None:
 def test_missing_session_dataset_is_a_user_error(tmp_path: Path) -> None:
     sc = Scenario.model_validate({"name": "s", "load": {"concurrency": 1, "requests": 2}, "workload": {"classes": [
         {"name": "chat", "session": {"dataset": {"path": "nope.jsonl"}}}]}})
-    with pytest.raises(UserError, match="session dataset nope.jsonl"):
+    with pytest.raises(UserError, match=r"session dataset nope\.jsonl"):
         WorkloadGenerator(sc, base_dir=tmp_path)

@@ -12,9 +12,9 @@ import pytest
 
 from harness.errors import UserError
 from harness.scenario import Scenario
-from harness.workload.fingerprint import fingerprint
 from harness.scenario.loader import validate
 from harness.workload.arrivals.trace import load_gaps
+from harness.workload.fingerprint import fingerprint
 from harness.workload.schedule import arrival_offsets, worker_share
 
 STAMPS_MS = [1000, 1000, 1003, 1500, 3000, 3001, 3002, 7000]  # bursts and lulls, 7 gaps over 6 s
@@ -67,7 +67,7 @@ def test_bad_traces_are_one_line_errors(tmp_path, lines, fragment):
     with pytest.raises(UserError) as exc:
         load_gaps(sc.load.trace, tmp_path)
     assert any(fragment in line for line in exc.value.lines), exc.value.lines
-    with pytest.raises(UserError, match="cannot read .*missing.jsonl"):
+    with pytest.raises(UserError, match=r"cannot read .*missing\.jsonl"):
         load_gaps(_scenario(1.0, {"path": "missing.jsonl"}).load.trace, tmp_path)
 
 
