@@ -52,7 +52,9 @@ ENV_DIR = "HARNESS_METRICS_DIR"  # set (with PROMETHEUS_MULTIPROC_DIR) only for 
 
 #: name -> (buckets, help), from the metric table's live entries (harness.metrics.table). Names get
 #: the `harness_` prefix and `_seconds` unit.
-HISTOGRAMS: dict[str, tuple[tuple[float, ...], str]] = {m.live.name: (m.live.buckets, m.live.help) for m in LIVE if m.live}
+HISTOGRAMS: dict[str, tuple[tuple[float, ...], str]] = {
+    m.live.name: (m.live.buckets, m.live.help) for m in LIVE if m.live
+}
 _SOURCE = {m.live.name: m for m in LIVE if m.live}  # live name -> table entry
 _PROMETHEUS = {m.live.name: m.live.prometheus for m in LIVE if m.live}  # live name -> exported histogram name
 HIST_NAMES = tuple(HISTOGRAMS)
@@ -187,8 +189,13 @@ class LiveCounts:
                 users = int(self.users())
             except Exception:  # a gauge must never break the load
                 users = None
-        snap = {"classes": classes, "sent": sends - self._taken_sends, "cpu_s": cpu - self._cpu,
-                "in_flight": max(0, sends - self._finished), "users": users}
+        snap = {
+            "classes": classes,
+            "sent": sends - self._taken_sends,
+            "cpu_s": cpu - self._cpu,
+            "in_flight": max(0, sends - self._finished),
+            "users": users,
+        }
         self._taken_sends, self._cpu = sends, cpu
         return snap
 
@@ -232,15 +239,34 @@ class Families:
             name: Histogram(_PROMETHEUS[name], doc, ["class"], buckets=buckets, registry=reg)
             for name, (buckets, doc) in HISTOGRAMS.items()
         }
-        self.requests = Counter("harness_requests", "Finished requests by class, outcome (ok or error kind) and phase (warmup, measure).",
-                                ["class", "outcome", "phase"], registry=reg)
-        self.input_tokens = Counter("harness_input_tokens", "Prompt tokens of measured successful requests (server usage, else planned).",
-                                    ["class"], registry=reg)
-        self.output_tokens = Counter("harness_output_tokens", "Output tokens of measured successful requests.", ["class"], registry=reg)
-        self.sent = Counter("harness_requests_sent", "Requests sent (warmup and measured), sampled once a second.", registry=reg)
+        self.requests = Counter(
+            "harness_requests",
+            "Finished requests by class, outcome (ok or error kind) and phase (warmup, measure).",
+            ["class", "outcome", "phase"],
+            registry=reg,
+        )
+        self.input_tokens = Counter(
+            "harness_input_tokens",
+            "Prompt tokens of measured successful requests (server usage, else planned).",
+            ["class"],
+            registry=reg,
+        )
+        self.output_tokens = Counter(
+            "harness_output_tokens", "Output tokens of measured successful requests.", ["class"], registry=reg
+        )
+        self.sent = Counter(
+            "harness_requests_sent", "Requests sent (warmup and measured), sampled once a second.", registry=reg
+        )
         self.cpu = Counter("harness_client_cpu_seconds", "CPU time of the load processes.", registry=reg)
-        self.in_flight = Gauge("harness_in_flight_requests", "Requests sent and not yet finished.", registry=reg, multiprocess_mode="livesum")
-        self.active_users = Gauge("harness_active_users", "Running Locust users.", registry=reg, multiprocess_mode="livesum")
+        self.in_flight = Gauge(
+            "harness_in_flight_requests",
+            "Requests sent and not yet finished.",
+            registry=reg,
+            multiprocess_mode="livesum",
+        )
+        self.active_users = Gauge(
+            "harness_active_users", "Running Locust users.", registry=reg, multiprocess_mode="livesum"
+        )
         self._children: dict[str, Any] = {}
         self._lock = threading.Lock()  # flush may run from atexit while the loop is stopped
 
@@ -259,7 +285,7 @@ class Families:
                 # _buckets (+Inf last) and the sum in _sum; tests/metrics/test_exporter.py checks
                 # the result against a naive reference
                 buckets = child._buckets
-                for i, c in enumerate(counts[:len(buckets)]):
+                for i, c in enumerate(counts[: len(buckets)]):
                     if c:
                         buckets[i].inc(c)
                 child._sum.inc(sum_ns / 1e9)
@@ -277,8 +303,16 @@ class Families:
     def collect(self) -> Iterator[Any]:
         """The families' current values (in-memory mode), without prometheus_client's `_created`
         samples (the multiprocess collector has none either: the two modes serve the same series)."""
-        for metric in (*self.hist.values(), self.requests, self.input_tokens, self.output_tokens, self.sent,
-                       self.cpu, self.in_flight, self.active_users):
+        for metric in (
+            *self.hist.values(),
+            self.requests,
+            self.input_tokens,
+            self.output_tokens,
+            self.sent,
+            self.cpu,
+            self.in_flight,
+            self.active_users,
+        ):
             for fam in metric.collect():
                 fam.samples = [s for s in fam.samples if not s.name.endswith("_created")]
                 yield fam

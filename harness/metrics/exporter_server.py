@@ -42,8 +42,16 @@ def _alive(pid: int) -> bool:
 class RunMetrics:
     """One run's metrics directory and labels; collected by a `MetricsServer`."""
 
-    def __init__(self, server: MetricsServer | None, run_id: str, scenario: Any, model: str | None,
-                 labels: dict[str, str] | None = None, own_server: bool = False, source: Any = None) -> None:
+    def __init__(
+        self,
+        server: MetricsServer | None,
+        run_id: str,
+        scenario: Any,
+        model: str | None,
+        labels: dict[str, str] | None = None,
+        own_server: bool = False,
+        source: Any = None,
+    ) -> None:
         """`source`: the families to serve (a harness.metrics.exporter.MasterMetrics in this process,
         the web UI's master); None: a fresh multiprocess directory the load processes write to."""
         labels = dict(labels or {})
@@ -51,9 +59,15 @@ class RunMetrics:
         self.own_server = own_server
         self.source = source
         self.dir = "" if source is not None else tempfile.mkdtemp(prefix="harness-metrics-")
-        self.env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": self.dir, ENV_DIR: self.dir} if self.dir else dict(os.environ)
-        self.series_labels = {"run": run_id, "scenario": getattr(scenario, "name", str(scenario)),
-                              "config": str(labels.get("config", "")), "model": model or ""}
+        self.env = (
+            {**os.environ, "PROMETHEUS_MULTIPROC_DIR": self.dir, ENV_DIR: self.dir} if self.dir else dict(os.environ)
+        )
+        self.series_labels = {
+            "run": run_id,
+            "scenario": getattr(scenario, "name", str(scenario)),
+            "config": str(labels.get("config", "")),
+            "model": model or "",
+        }
         info = {_label_name(k): str(v) for k, v in labels.items()}
         info.update(self.series_labels)
         self.info = info
@@ -99,23 +113,34 @@ class RunMetrics:
         extra = self.series_labels
         names = list(extra)
         values = [extra[n] for n in names]
-        info = GaugeMetricFamily("harness_run_info", "The run being measured: run id, scenario, model, sweep labels.",
-                                 labels=list(self.info))
+        info = GaugeMetricFamily(
+            "harness_run_info", "The run being measured: run id, scenario, model, sweep labels.", labels=list(self.info)
+        )
         info.add_metric(list(self.info.values()), 1.0)
         out.append(info)
         start = GaugeMetricFamily("harness_run_start_time_seconds", "When the run started (Unix time).", labels=names)
         start.add_metric(values, self.started)
         out.append(start)
         if self.target_rate is not None:
-            g = GaugeMetricFamily("harness_target_rate_requests_per_second", "Open loop: the scenario's target request rate.", labels=names)
+            g = GaugeMetricFamily(
+                "harness_target_rate_requests_per_second",
+                "Open loop: the scenario's target request rate.",
+                labels=names,
+            )
             g.add_metric(values, float(self.target_rate))
             out.append(g)
         if self.target_users is not None:
-            g = GaugeMetricFamily("harness_target_users", "Closed loop: concurrency; open loop: max in flight.", labels=names)
+            g = GaugeMetricFamily(
+                "harness_target_users", "Closed loop: concurrency; open loop: max in flight.", labels=names
+            )
             g.add_metric(values, float(self.target_users))
             out.append(g)
         if self.expected_prefix_hit_rate is not None:
-            g = GaugeMetricFamily("harness_expected_prefix_hit_rate", "Prefix-cache hit rate the scenario's shared prefixes should give (0-1).", labels=names)
+            g = GaugeMetricFamily(
+                "harness_expected_prefix_hit_rate",
+                "Prefix-cache hit rate the scenario's shared prefixes should give (0-1).",
+                labels=names,
+            )
             g.add_metric(values, float(self.expected_prefix_hit_rate))
             out.append(g)
         if self.source is not None:
@@ -179,7 +204,9 @@ class MetricsServer:
         try:
             self._httpd, self._thread = start_http_server(self.port, addr=self.host, registry=registry)
         except OSError as exc:
-            raise UserError(f"--metrics-port {self.port}: cannot serve metrics on {self.host}:{self.port} ({exc.strerror or exc})") from None
+            raise UserError(
+                f"--metrics-port {self.port}: cannot serve metrics on {self.host}:{self.port} ({exc.strerror or exc})"
+            ) from None
         self.port = self._httpd.server_address[1]
         return self
 

@@ -73,7 +73,7 @@ class PromptFit:
         b = cov / var_x if var_x > max(1.0, 1e-6 * mx * mx) else 0.0
         a = my - b * mx
         # mean squared residual from the sums: E[(y - a - b x)^2]
-        msr = (self.syy / n - 2 * a * my - 2 * b * self.sxy / n + a * a + 2 * a * b * mx + b * b * self.sxx / n)
+        msr = self.syy / n - 2 * a * my - 2 * b * self.sxy / n + a * a + 2 * a * b * mx + b * b * self.sxx / n
         rms = math.sqrt(max(0.0, msr))
         # the slope's standard error: with scattered counts over a narrow range of lengths a
         # slope is noise, not a tokenizer that counts differently
@@ -87,11 +87,14 @@ class PromptFit:
             return []
         out = []
         if abs(fit["offset"]) > MAX_TEMPLATE_TOKENS:
-            out.append(f"a constant {fit['offset']:+.1f} tokens per request, more than a chat template adds "
-                       f"({MAX_TEMPLATE_TOKENS:.0f})")
+            out.append(
+                f"a constant {fit['offset']:+.1f} tokens per request, more than a chat template adds "
+                f"({MAX_TEMPLATE_TOKENS:.0f})"
+            )
         if abs(fit["scale_error"]) >= SCALE_ERROR_LIMIT and abs(fit["scale_error"]) > 3 * fit["scale_error_se"]:
-            out.append(f"lengths off by {100 * fit['scale_error']:+.1f}% in proportion (limit "
-                       f"{100 * SCALE_ERROR_LIMIT:.0f}%)")
+            out.append(
+                f"lengths off by {100 * fit['scale_error']:+.1f}% in proportion (limit {100 * SCALE_ERROR_LIMIT:.0f}%)"
+            )
         limit = max(RESIDUAL_MIN_TOKENS, RESIDUAL_SHARE_LIMIT * fit["mean_intended"])
         if fit["residual_rms"] >= limit:
             out.append(f"per-request scatter of {fit['residual_rms']:.1f} tokens (rms; limit {limit:.1f})")

@@ -129,8 +129,11 @@ class RequestRecord:
             "error_detail": self.error_detail[:300] if self.error_detail else None,
             **({"session": self.session, "turn": self.turn} if self.session is not None else {}),
             **({"agent": self.agent} if self.agent is not None else {}),
-            **({"ideal_cached_tokens": self.ideal_cached_tokens}
-               if self.session is not None or self.ideal_cached_tokens is not None else {}),
+            **(
+                {"ideal_cached_tokens": self.ideal_cached_tokens}
+                if self.session is not None or self.ideal_cached_tokens is not None
+                else {}
+            ),
             **({"labels": dict(self.labels)} if self.labels else {}),
             **(self._server_json() if self.server_timing is not None else {}),
         }
@@ -143,8 +146,14 @@ class RequestRecord:
         def v(ns: int | None) -> float | None:
             return None if ns is None else round(ns / ms, 3)
 
-        out: dict[str, Any] = {"server": {"timing": self.server_timing, "queue_ms": v(self.server_queue_ns),
-                                          "prefill_ms": v(self.server_prefill_ns), "decode_ms": v(self.server_decode_ns)}}
+        out: dict[str, Any] = {
+            "server": {
+                "timing": self.server_timing,
+                "queue_ms": v(self.server_queue_ns),
+                "prefill_ms": v(self.server_prefill_ns),
+                "decode_ms": v(self.server_decode_ns),
+            }
+        }
         d = self.derived()
         if d.ttft is not None:
             parts = {"send_lag": d.send_lag, "network": d.network, "queue": d.queue, "prefill": d.prefill}

@@ -22,7 +22,14 @@ ALL = "_all"
 #: histograms.json keys beside the classes: groupings ({"turn=3": class-shaped block}) and sessions
 GROUPS, SESSIONS = "_groups", "_sessions"
 RESERVED = (ALL, GROUPS, SESSIONS)
-__all__ = ["ALL", "HIST_NAMES", "LATENCY_NAMES", "ClassMetrics", "MetricSet", "histogram_for"]  # the names come from the table
+__all__ = [
+    "ALL",
+    "HIST_NAMES",
+    "LATENCY_NAMES",
+    "ClassMetrics",
+    "MetricSet",
+    "histogram_for",
+]  # the names come from the table
 NS_PER_MS = 1e6
 _COUNTS = frozenset(m.name for m in METRICS if m.hdr == "count")
 
@@ -223,8 +230,12 @@ class SessionStats:
         if not n:
             return None
         done, wall = c["agent_completed"], c["agent_wall_us"]
-        parts = {"engine": c["agent_engine_us"], "tools": c["agent_tool_us"], "think": c["agent_think_us"],
-                 "subagents": c["agent_subagent_us"]}
+        parts = {
+            "engine": c["agent_engine_us"],
+            "tools": c["agent_tool_us"],
+            "think": c["agent_think_us"],
+            "subagents": c["agent_subagent_us"],
+        }
         return {
             "sessions": n,
             "completed": done,
@@ -283,7 +294,8 @@ class SessionStats:
             "ideal_cached_tokens": c["ideal_cached_tokens"],
             "ideal_prefix_hit_rate": (c["ideal_cached_tokens"] / prompt) if prompt else None,
             "usage_cached_hit_rate": (c["usage_cached_tokens"] / prompt)
-            if prompt and c["turns_with_cached_usage"] else None,
+            if prompt and c["turns_with_cached_usage"]
+            else None,
             **({"agent": agent} if (agent := self._agent_summary()) is not None else {}),
         }
 
@@ -323,7 +335,7 @@ class MetricSet:
     def groups(self, dim: str) -> dict[str, ClassMetrics]:
         """{value: metrics} of one grouping dimension (e.g. "turn")."""
         prefix = f"{dim}="
-        return {k[len(prefix):]: cm for k, cm in self.by_group.items() if k.startswith(prefix)}
+        return {k[len(prefix) :]: cm for k, cm in self.by_group.items() if k.startswith(prefix)}
 
     @property
     def dimensions(self) -> list[str]:

@@ -51,7 +51,8 @@ class StallMeter:
 
     def summary(self, window_start: float | None = None, window_end: float | None = None) -> dict[str, Any]:
         inside = [
-            (t, ms) for t, ms in self.stalls
+            (t, ms)
+            for t, ms in self.stalls
             if (window_start is None or t >= window_start) and (window_end is None or t - ms / 1e3 <= window_end)
         ]
         stats = self.hist.stats(1e6)
@@ -77,8 +78,12 @@ class StallMeterProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> StallMeterProcess:
-        self.proc = subprocess.Popen([sys.executable, "-m", "harness.metrics.stall_meter", str(self.out_path)],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.metrics.stall_meter", str(self.out_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         return self
 
     def stop(self) -> None:
@@ -110,8 +115,9 @@ def main(argv: list[str]) -> int:
         signal.signal(sig, lambda *_a: done.set())
     done.wait()
     meter.stop()
-    out.write_text(json.dumps({"threshold_ms": meter.threshold_ns / 1e6, "stalls": meter.stalls,
-                               "hist": meter.hist.to_dict()}))
+    out.write_text(
+        json.dumps({"threshold_ms": meter.threshold_ns / 1e6, "stalls": meter.stalls, "hist": meter.hist.to_dict()})
+    )
     return 0
 
 

@@ -77,12 +77,17 @@ def derive(rec: RequestRecord) -> Derived:
     if ttft is not None and queue is not None and prefill is not None:
         network = ttft - (send_lag or 0) - queue - prefill
     return Derived(
-        start=start, ttft=ttft, e2e=e2e, tpot=tpot,
+        start=start,
+        ttft=ttft,
+        e2e=e2e,
+        tpot=tpot,
         send_lag=send_lag,
         gaps=[b - a for a, b in itertools.pairwise(times)] if len(times) > 1 else [],
-        gap_tokens=rec.chunk_tokens[1:len(times)],
+        gap_tokens=rec.chunk_tokens[1 : len(times)],
         chunk_tokens=rec.chunk_tokens,
-        queue=queue, prefill=prefill, network=network,
+        queue=queue,
+        prefill=prefill,
+        network=network,
     )
 
 
@@ -91,7 +96,8 @@ def _itl_token(d: Derived) -> list[int]:
     if len(tokens) == len(d.gaps) and tokens.count(1) == len(tokens):  # one token per chunk: the gaps
         return d.gaps[:]
     out: list[int] = []
-    for gap, k in zip(d.gaps, d.gap_tokens, strict=False):  # fewer token counts than gaps: the gaps past them are dropped
+    # fewer token counts than gaps: the gaps past them are dropped
+    for gap, k in zip(d.gaps, d.gap_tokens, strict=False):
         if k > 1:
             out.extend([gap // k] * k)
         else:
@@ -135,7 +141,9 @@ class Metric:
 
 # --------------------------------------------------------------------------- buckets (seconds)
 # Supersets of vLLM's bucket bounds in the range that matters (client and engine quantiles are
-# interpolated on shared edges there), with finer steps where LLM latencies sit.
+# interpolated on shared edges there), with finer steps where LLM latencies sit. (Not formatted:
+# the bounds read as rows, not one number a line.)
+# fmt: off
 TTFT_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0,
                 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0, 120.0, 300.0)
 ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.0175, 0.02, 0.025, 0.03, 0.035, 0.04,
@@ -144,35 +152,126 @@ E2E_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 
                50.0, 60.0, 90.0, 120.0, 240.0, 480.0, 960.0)
 SEND_LAG_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                     2.5, 5.0, 10.0)
+# fmt: on
 
 _ALL_PLACES = frozenset({"console", "report", "ui", "ui_table", "compare", "grafana", "sweep"})
 
 #: the table, in storage order (histograms.json, summary.json latency_ms); `shown` sorts by `rank`
 METRICS: tuple[Metric, ...] = (
-    Metric("ttft", "TTFT", "ms", "latency", lambda d: d.ttft, _ALL_PLACES | {"chart"}, 1, "ttft_ms", short="ttft",
-           live=Live("ttft", TTFT_BUCKETS, "Time to first token (first content chunk), client side, from the intended send in open loop."),
-           stats=("p50", "p90", "p99", "max"), rank=0),
-    Metric("itl_chunk", "ITL per chunk", "ms", "latency", lambda d: d.gaps, frozenset({"console", "report"}), 2, rank=2),
-    Metric("itl_token", "ITL per token", "ms", "latency", _itl_token, _ALL_PLACES | {"chart"}, 2, short="itl",
-           live=Live("itl", ITL_BUCKETS, "Inter-token latency per token: a chunk of k tokens after a gap g gives k samples of g/k."), rank=1,
-           ui_unit="ms/token", fallback="itl_chunk"),
-    Metric("tpot", "TPOT", "ms", "latency", lambda d: None if d.tpot is None else round(d.tpot), _ALL_PLACES - {"sweep"}, 2,
-           "tpot_ms", short="tpot",
-           live=Live("tpot", ITL_BUCKETS, "Time per output token per request: (E2E - TTFT) / (output tokens - 1)."), rank=3),
-    Metric("e2e", "E2E latency", "ms", "latency", lambda d: d.e2e, frozenset({"console", "report", "ui", "compare", "sweep", "grafana"}), 1,
-           "e2e_ms", short="e2e", stats=("p50", "p90", "p99", "max"), rank=4,
-           live=Live("e2e", E2E_BUCKETS, "End-to-end request latency (last content chunk), client side.")),
-    Metric("send_lag", "send lag (open loop)", "ms", "latency", lambda d: d.send_lag, frozenset({"console"}),
-           2, "send_lag_ms", optional=True, rank=5,
-           live=Live("send_lag", SEND_LAG_BUCKETS, "Open loop: actual send time minus intended send time.")),
+    Metric(
+        "ttft",
+        "TTFT",
+        "ms",
+        "latency",
+        lambda d: d.ttft,
+        _ALL_PLACES | {"chart"},
+        1,
+        "ttft_ms",
+        short="ttft",
+        live=Live(
+            "ttft",
+            TTFT_BUCKETS,
+            "Time to first token (first content chunk), client side, from the intended send in open loop.",
+        ),
+        stats=("p50", "p90", "p99", "max"),
+        rank=0,
+    ),
+    Metric(
+        "itl_chunk", "ITL per chunk", "ms", "latency", lambda d: d.gaps, frozenset({"console", "report"}), 2, rank=2
+    ),
+    Metric(
+        "itl_token",
+        "ITL per token",
+        "ms",
+        "latency",
+        _itl_token,
+        _ALL_PLACES | {"chart"},
+        2,
+        short="itl",
+        live=Live(
+            "itl",
+            ITL_BUCKETS,
+            "Inter-token latency per token: a chunk of k tokens after a gap g gives k samples of g/k.",
+        ),
+        rank=1,
+        ui_unit="ms/token",
+        fallback="itl_chunk",
+    ),
+    Metric(
+        "tpot",
+        "TPOT",
+        "ms",
+        "latency",
+        lambda d: None if d.tpot is None else round(d.tpot),
+        _ALL_PLACES - {"sweep"},
+        2,
+        "tpot_ms",
+        short="tpot",
+        live=Live("tpot", ITL_BUCKETS, "Time per output token per request: (E2E - TTFT) / (output tokens - 1)."),
+        rank=3,
+    ),
+    Metric(
+        "e2e",
+        "E2E latency",
+        "ms",
+        "latency",
+        lambda d: d.e2e,
+        frozenset({"console", "report", "ui", "compare", "sweep", "grafana"}),
+        1,
+        "e2e_ms",
+        short="e2e",
+        stats=("p50", "p90", "p99", "max"),
+        rank=4,
+        live=Live("e2e", E2E_BUCKETS, "End-to-end request latency (last content chunk), client side."),
+    ),
+    Metric(
+        "send_lag",
+        "send lag (open loop)",
+        "ms",
+        "latency",
+        lambda d: d.send_lag,
+        frozenset({"console"}),
+        2,
+        "send_lag_ms",
+        optional=True,
+        rank=5,
+        live=Live("send_lag", SEND_LAG_BUCKETS, "Open loop: actual send time minus intended send time."),
+    ),
     # TTFT decomposed with the server's own per-request timing (present only where the server reports it)
-    Metric("ttft_queue", "TTFT part: queue (server)", "ms", "latency", lambda d: d.queue, frozenset(), 2,
-           optional=True, rank=7),
-    Metric("ttft_prefill", "TTFT part: prefill (server)", "ms", "latency", lambda d: d.prefill, frozenset(), 2,
-           optional=True, rank=8),
+    Metric(
+        "ttft_queue",
+        "TTFT part: queue (server)",
+        "ms",
+        "latency",
+        lambda d: d.queue,
+        frozenset(),
+        2,
+        optional=True,
+        rank=7,
+    ),
+    Metric(
+        "ttft_prefill",
+        "TTFT part: prefill (server)",
+        "ms",
+        "latency",
+        lambda d: d.prefill,
+        frozenset(),
+        2,
+        optional=True,
+        rank=8,
+    ),
     # a histogram holds no negative values: a (mis-joined) negative rest is clamped here, raw in requests.jsonl
-    Metric("ttft_network", "TTFT part: network + HTTP", "ms", "latency",
-           lambda d: None if d.network is None else max(0, d.network), frozenset(), 2, optional=True, rank=9),
+    Metric(
+        "ttft_network",
+        "TTFT part: network + HTTP",
+        "ms",
+        "latency",
+        lambda d: None if d.network is None else max(0, d.network),
+        frozenset(),
+        2,
+        optional=True,
+        rank=9,
+    ),
     Metric("tokens_per_chunk", "tokens per chunk", "", "count", lambda d: d.chunk_tokens, frozenset(), 2, rank=10),
 )
 

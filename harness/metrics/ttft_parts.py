@@ -76,8 +76,11 @@ class TtftParts:
         self.partial += other.partial
 
     def to_dict(self) -> dict[str, Any]:
-        return {"buckets": {str(k): v for k, v in self.buckets.items()},
-                "slowest": [[t, i, p] for t, i, p in self.slowest], "partial": self.partial}
+        return {
+            "buckets": {str(k): v for k, v in self.buckets.items()},
+            "slowest": [[t, i, p] for t, i, p in self.slowest],
+            "partial": self.partial,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TtftParts:
@@ -110,15 +113,19 @@ class TtftParts:
 
         def block(sums: list[int]) -> dict[str, Any]:
             count, ttft = sums[0], sums[1]
-            return {"requests": count,
-                    "mean_ms": {p: sums[2 + i] / count / ms for i, p in enumerate(PARTS)},
-                    "share": {p: (sums[2 + i] / ttft if ttft else None) for i, p in enumerate(PARTS)}}
+            return {
+                "requests": count,
+                "mean_ms": {p: sums[2 + i] / count / ms for i, p in enumerate(PARTS)},
+                "share": {p: (sums[2 + i] / ttft if ttft else None) for i, p in enumerate(PARTS)},
+            }
 
         return {
             "requests": n,
             "partial": self.partial,
             **block(total),
             "tail": {"quantile": TAIL_QUANTILE, "ttft_from_ms": floor / ms, **block(tail)},
-            "slowest": [{"id": i, "ttft_ms": t / ms, "parts_ms": {p: v / ms for p, v in zip(PARTS, parts, strict=True)}}
-                        for t, i, parts in sorted(self.slowest, reverse=True)],
+            "slowest": [
+                {"id": i, "ttft_ms": t / ms, "parts_ms": {p: v / ms for p, v in zip(PARTS, parts, strict=True)}}
+                for t, i, parts in sorted(self.slowest, reverse=True)
+            ],
         }

@@ -57,8 +57,12 @@ class SubAgentPlan:
     steps: tuple[AgentStep, ...]  # the first is its task (USER), the rest tool results (TOOL)
 
 
-def _sub_agents(spec: AgentSpec, rng: np.random.Generator, words: Callable[[np.random.Generator, int], str],
-                call_tokens: Callable[[], int]) -> tuple[SubAgentPlan, ...]:
+def _sub_agents(
+    spec: AgentSpec,
+    rng: np.random.Generator,
+    words: Callable[[np.random.Generator, int], str],
+    call_tokens: Callable[[], int],
+) -> tuple[SubAgentPlan, ...]:
     fo = spec.fan_out
     assert fo is not None
     subs = []
@@ -69,16 +73,27 @@ def _sub_agents(spec: AgentSpec, rng: np.random.Generator, words: Callable[[np.r
         steps = [AgentStep(USER, words(rng, task), task, result if n == 1 else call_tokens(), 0.0)]
         for k in range(1, n):
             rt = sample_length(spec.tool_result_tokens, rng)
-            steps.append(AgentStep(TOOL, words(rng, rt), rt, result if k == n - 1 else call_tokens(),
-                                   sample_think(spec.tool_latency_s, rng)))
+            steps.append(
+                AgentStep(
+                    TOOL,
+                    words(rng, rt),
+                    rt,
+                    result if k == n - 1 else call_tokens(),
+                    sample_think(spec.tool_latency_s, rng),
+                )
+            )
         subs.append(SubAgentPlan(tuple(steps)))
     return tuple(subs)
 
 
-def plan_agent(spec: SessionSpec, rng: np.random.Generator, words: Callable[[np.random.Generator, int], str]) -> tuple[AgentStep, ...]:
+def plan_agent(
+    spec: SessionSpec, rng: np.random.Generator, words: Callable[[np.random.Generator, int], str]
+) -> tuple[AgentStep, ...]:
     """The parent's steps for one session (user turns, tool calls, fan-outs), drawn from `rng`."""
     agent = spec.agent
-    assert agent is not None and spec.turns is not None and spec.user_tokens is not None and spec.output_tokens is not None
+    assert (
+        agent is not None and spec.turns is not None and spec.user_tokens is not None and spec.output_tokens is not None
+    )
 
     def call_tokens() -> int:
         return sample_length(agent.call_tokens, rng)
@@ -103,8 +118,15 @@ def plan_agent(spec: SessionSpec, rng: np.random.Generator, words: Callable[[np.
 
 def agent_plan(plan: SessionPlan, steps: tuple[AgentStep, ...]) -> SessionPlan:
     """The session plan whose turns are the steps (what Conversation counts and reads)."""
-    return SessionPlan(plan.index, plan.class_name, plan.warmup, plan.system, plan.system_tokens, plan.system_id,
-                       tuple(TurnPlan(s.text, s.tokens, s.max_tokens, s.wait_s) for s in steps))
+    return SessionPlan(
+        plan.index,
+        plan.class_name,
+        plan.warmup,
+        plan.system,
+        plan.system_tokens,
+        plan.system_id,
+        tuple(TurnPlan(s.text, s.tokens, s.max_tokens, s.wait_s) for s in steps),
+    )
 
 
 @dataclass(slots=True)
@@ -176,8 +198,19 @@ class AgentConversation(Conversation):
         nxt = self.steps[self.turn + 1] if self.turn + 1 < len(self.steps) else None
         if nxt is not None and nxt.kind != USER and self.tool_format == "openai":
             args = json.dumps({"input": reply})
-            self.messages.append({"role": "assistant", "content": None, "tool_calls": [
-                {"id": self._call_id(self.turn), "type": "function", "function": {"name": "tool", "arguments": args}}]})
+            self.messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": self._call_id(self.turn),
+                            "type": "function",
+                            "function": {"name": "tool", "arguments": args},
+                        }
+                    ],
+                }
+            )
             self.call_msg_tokens = count(args) + 1  # the function's name is one more word
             self.history_tokens += self.call_msg_tokens
             self.prev_total = prompt_tokens  # the reply is not sent back verbatim: only the prompt is reusable
@@ -208,12 +241,28 @@ class AgentConversation(Conversation):
         # first one sent with it (the whole history), and so can the parent's request that joins them
         history = self.prev_total + self.call_msg_tokens
         for i, sub in enumerate(s.fan_out, 1):
-            plan = SessionPlan(self.plan.index, self.plan.class_name, self.plan.warmup, "", 0, None,
-                               tuple(TurnPlan(x.text, x.tokens, x.max_tokens, x.wait_s) for x in sub.steps))
-            child = AgentConversation(plan, messages=[dict(m) for m in self.messages], history_tokens=self.history_tokens,
-                                      prev_total=self.prev_total if i == 1 else history, adapter=self.adapter, steps=sub.steps,
-                                      tool_format=self.tool_format, count=self.count, parent=self,
-                                      agent_id=f"{self.fan_outs}.{i}", turn_offset=self.turn_offset + self.turn)
+            plan = SessionPlan(
+                self.plan.index,
+                self.plan.class_name,
+                self.plan.warmup,
+                "",
+                0,
+                None,
+                tuple(TurnPlan(x.text, x.tokens, x.max_tokens, x.wait_s) for x in sub.steps),
+            )
+            child = AgentConversation(
+                plan,
+                messages=[dict(m) for m in self.messages],
+                history_tokens=self.history_tokens,
+                prev_total=self.prev_total if i == 1 else history,
+                adapter=self.adapter,
+                steps=sub.steps,
+                tool_format=self.tool_format,
+                count=self.count,
+                parent=self,
+                agent_id=f"{self.fan_outs}.{i}",
+                turn_offset=self.turn_offset + self.turn,
+            )
             self.children.append(child)
         self.subagents += len(self.children)
         self.prev_total = history

@@ -121,8 +121,10 @@ def parse(text: str, path: Path, block_tokens: int, unit: str) -> BlockTraceFile
                 problems.append(f"{where}: session_id must be a string or an integer")
             elif ids is not None and n_in is not None and n_out is not None:
                 if ids and len(ids) > -(-n_in // block_tokens) + 1:
-                    problems.append(f"{where}: {len(ids)} hash_ids for {n_in} tokens: more blocks than "
-                                    f"{block_tokens}-token blocks the prompt holds (block_trace.block_tokens?)")
+                    problems.append(
+                        f"{where}: {len(ids)} hash_ids for {n_in} tokens: more blocks than "
+                        f"{block_tokens}-token blocks the prompt holds (block_trace.block_tokens?)"
+                    )
                 else:
                     rows.append((sid, n, at, delay, n_in, n_out, tuple(ids)))
         if len(problems) >= MAX_PROBLEMS:
@@ -139,13 +141,19 @@ def parse(text: str, path: Path, block_tokens: int, unit: str) -> BlockTraceFile
         turns = grouped.setdefault(key, [])
         if at is None:
             if not turns:
-                raise UserError(f"{path}:{n}: timestamp required (the first record of a session has no previous "
-                                "turn to follow)")
+                raise UserError(
+                    f"{path}:{n}: timestamp required (the first record of a session has no previous turn to follow)"
+                )
             at = turns[-1][1] + (delay or 0.0)
         turns.append([n, at, delay, n_in, n_out, ids])
     ideal = _ideal_prefixes(grouped, block_tokens)
-    sessions = sorted((tuple(TraceRecord(t[0], t[1], t[2], t[3], t[4], t[5], ideal[t[0]]) for t in turns)
-                       for turns in grouped.values()), key=lambda s: (s[0].at_s, s[0].line))
+    sessions = sorted(
+        (
+            tuple(TraceRecord(t[0], t[1], t[2], t[3], t[4], t[5], ideal[t[0]]) for t in turns)
+            for turns in grouped.values()
+        ),
+        key=lambda s: (s[0].at_s, s[0].line),
+    )
     starts = sorted(s[0].at_s for s in sessions)
     span = starts[-1] - starts[0]
     rate = (len(starts) - 1) / span if len(starts) > 1 and span > 0 else None
@@ -193,8 +201,10 @@ def load(spec: BlockTrace, base_dir: Path | None) -> BlockTraceFile:
     try:
         mtime = p.stat().st_mtime_ns
     except OSError as exc:
-        raise UserError(f"workload block_trace.path {spec.path}: cannot read {p} ({exc.strerror}); paths are relative "
-                        "to the scenario file") from None
+        raise UserError(
+            f"workload block_trace.path {spec.path}: cannot read {p} ({exc.strerror}); paths are relative "
+            "to the scenario file"
+        ) from None
     return _load(p, mtime, spec.block_tokens, spec.unit)
 
 
@@ -233,4 +243,3 @@ class TraceSession(Conversation):
             return self.last_end_ns + round(nxt.delay_s * self.scale * 1e9)
         due = (self.started_ns or 0) + round((nxt.at_s - self.records[0].at_s) * self.scale * 1e9)
         return max(self.last_end_ns, due)
-

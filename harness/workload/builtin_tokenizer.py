@@ -14,9 +14,7 @@ _CONSONANTS = "bcdfghjklmnprstvwz"
 _VOWELS = "aeiou"
 
 #: 1,620 distinct pseudo-words ("bab", "bac", ... ), stable across versions: prompts depend on it.
-VOCAB: tuple[str, ...] = tuple(
-    c1 + v + c2 for c1, v, c2 in itertools.product(_CONSONANTS, _VOWELS, _CONSONANTS)
-)
+VOCAB: tuple[str, ...] = tuple(c1 + v + c2 for c1, v, c2 in itertools.product(_CONSONANTS, _VOWELS, _CONSONANTS))
 
 
 class BuiltinTokenizer:

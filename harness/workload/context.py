@@ -77,18 +77,33 @@ def session_class(cls: RequestClass, count: Callable[[str], int], base_dir: Path
                 if reply is None:
                     return ClassLength(cls.name, None, None, 0, "session replies without a bounded output_tokens")
                 replies.append(reply)
-            prompt = (count(c.system) if c.system else 0) + sum(max(1, count(u)) for u in c.user_turns[:n]) + sum(replies[:-1])
+            prompt = (
+                (count(c.system) if c.system else 0)
+                + sum(max(1, count(u)) for u in c.user_turns[:n])
+                + sum(replies[:-1])
+            )
             if prompt + replies[-1] > best[0] + best[1]:
                 best = (prompt, replies[-1], 2 * n + (1 if c.system else 0))
-        return ClassLength(cls.name, best[0], best[1], best[2], f"the longest recorded conversation ({spec.dataset.path}): "
-                           "system prompt + every turn and reply before the last + its reply")
+        return ClassLength(
+            cls.name,
+            best[0],
+            best[1],
+            best[2],
+            f"the longest recorded conversation ({spec.dataset.path}): "
+            "system prompt + every turn and reply before the last + its reply",
+        )
     turns, user, out = upper(spec.turns), upper(spec.user_tokens), upper(spec.output_tokens)
     if turns is None or user is None or out is None:
-        return ClassLength(cls.name, None, None, 0, "a session length without a maximum (turns, user_tokens or output_tokens)")
+        return ClassLength(
+            cls.name, None, None, 0, "a session length without a maximum (turns, user_tokens or output_tokens)"
+        )
     system = spec.system_prompt.tokens if spec.system_prompt is not None else 0
     prompt = system + turns * user + (turns - 1) * out
-    how = (f"{turns} turns: " + (f"the {system}-token system prompt + " if system else "")
-           + f"{turns} user messages of up to {user} + {turns - 1} replies of up to {out}, then a reply of up to {out}")
+    how = (
+        f"{turns} turns: "
+        + (f"the {system}-token system prompt + " if system else "")
+        + f"{turns} user messages of up to {user} + {turns - 1} replies of up to {out}, then a reply of up to {out}"
+    )
     return ClassLength(cls.name, prompt, out, 2 * turns + (1 if system else 0), how)
 
 
@@ -100,10 +115,18 @@ def dataset_class(cls: RequestClass, generator: Any) -> ClassLength:
     for r in records:
         o = r.output_tokens if r.output_tokens is not None else out_default
         if o is None:
-            return ClassLength(cls.name, None, None, 1, "dataset records without output_tokens and a class output_tokens without a maximum")
+            return ClassLength(
+                cls.name,
+                None,
+                None,
+                1,
+                "dataset records without output_tokens and a class output_tokens without a maximum",
+            )
         if r.input_tokens + o > best[0] + (best[1] or 0):
             best = (r.input_tokens, o, len(r.messages) if r.messages else 1)
-    return ClassLength(cls.name, best[0], best[1], best[2], f"the longest record of {cls.dataset.path if cls.dataset else '?'}")
+    return ClassLength(
+        cls.name, best[0], best[1], best[2], f"the longest record of {cls.dataset.path if cls.dataset else '?'}"
+    )
 
 
 def class_lengths(scenario: Scenario, base_dir: Path | None = None, tokenizer: Any = None) -> list[ClassLength]:
@@ -120,7 +143,9 @@ def class_lengths(scenario: Scenario, base_dir: Path | None = None, tokenizer: A
                 from harness.workload.generator import WorkloadGenerator
                 from harness.workload.tokenizers import load_tokenizer
 
-                generator = WorkloadGenerator(scenario, tokenizer or load_tokenizer(scenario.workload.tokenizer, base_dir), base_dir)
+                generator = WorkloadGenerator(
+                    scenario, tokenizer or load_tokenizer(scenario.workload.tokenizer, base_dir), base_dir
+                )
             out.append(dataset_class(cls, generator))
         else:
             out.append(plain_class(cls))

@@ -81,7 +81,12 @@ def parse_record(obj: Any, count: Callable[[str], int], where: str) -> DatasetRe
             raise ValueError(f"{where}: no user turn (from: human) with a string value")
         text = turns[first]["value"]
         reply = turns[first + 1] if first + 1 < len(turns) else None
-        if out_tokens is None and isinstance(reply, dict) and reply.get("from") in _ASSISTANT and isinstance(reply.get("value"), str):
+        if (
+            out_tokens is None
+            and isinstance(reply, dict)
+            and reply.get("from") in _ASSISTANT
+            and isinstance(reply.get("value"), str)
+        ):
             out_tokens = max(1, count(reply["value"]))
     else:
         raise ValueError(f"{where}: needs prompt (text), messages (chat) or conversations (ShareGPT)")
@@ -90,8 +95,10 @@ def parse_record(obj: Any, count: Callable[[str], int], where: str) -> DatasetRe
     # the token bound of every other length (audit R10: a 200 MB prompt was counted for a minute and
     # sent); a prompt of more than 16 characters per allowed token is refused without counting
     if len(text) > 16 * limits.TOKENS.value:
-        raise ValueError(f"{where}: the prompt has {len(text):,} characters, far above the limit of "
-                         f"{limits.TOKENS.value:,} tokens in one request (set {limits.TOKENS.env}=N to raise it)")
+        raise ValueError(
+            f"{where}: the prompt has {len(text):,} characters, far above the limit of "
+            f"{limits.TOKENS.value:,} tokens in one request (set {limits.TOKENS.env}=N to raise it)"
+        )
     in_tokens = max(1, count(text))
     problem = limits.TOKENS.check(in_tokens + (out_tokens or 0))
     if problem:

@@ -26,7 +26,9 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def fingerprint_parts(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_ID, base_dir: Path | None = None) -> dict[str, str]:
+def fingerprint_parts(
+    scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_ID, base_dir: Path | None = None
+) -> dict[str, str]:
     """`base_dir`: where the scenario's relative dataset paths start (the scenario file's folder)."""
     data = scenario.model_dump(mode="json")
     workload = dict(data["workload"])
@@ -65,6 +67,8 @@ def fingerprint_parts(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_
     }
 
 
-def fingerprint(scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_ID, base_dir: Path | None = None) -> dict[str, Any]:
+def fingerprint(
+    scenario: Scenario, tokenizer_id: str = DEFAULT_TOKENIZER_ID, base_dir: Path | None = None
+) -> dict[str, Any]:
     parts = fingerprint_parts(scenario, tokenizer_id, base_dir)
     return {"value": _digest(parts), "parts": parts}

@@ -79,8 +79,9 @@ def _words(rng: np.random.Generator, n: int) -> str:
 
 
 class WorkloadGenerator:
-    def __init__(self, scenario: Scenario, tokenizer: BuiltinTokenizer | HFTokenizer | None = None,
-                 base_dir: Path | None = None) -> None:
+    def __init__(
+        self, scenario: Scenario, tokenizer: BuiltinTokenizer | HFTokenizer | None = None, base_dir: Path | None = None
+    ) -> None:
         self.scenario = scenario
         self.seed = scenario.seed
         #: workload.prompt_salt: other words, same lengths (None: the seed's words, as always)
@@ -93,7 +94,10 @@ class WorkloadGenerator:
             sp = cls.shared_prefix
             if sp is not None:
                 self._prefixes[cls.name] = [
-                    self._fit(_words(np.random.default_rng([self.seed, 4, ci, j, *self._salt()]), self._n_words(sp.tokens)), sp.tokens)
+                    self._fit(
+                        _words(np.random.default_rng([self.seed, 4, ci, j, *self._salt()]), self._n_words(sp.tokens)),
+                        sp.tokens,
+                    )
                     for j in range(sp.count)
                 ]
         #: session classes: their system prompts and recorded conversations
@@ -106,7 +110,10 @@ class WorkloadGenerator:
             if ss.system_prompt is not None:
                 sp = ss.system_prompt
                 self._systems[cls.name] = [
-                    self._fit(_words(np.random.default_rng([self.seed, SYSTEM_DOMAIN, ci, j, *self._salt()]), sp.tokens), sp.tokens)
+                    self._fit(
+                        _words(np.random.default_rng([self.seed, SYSTEM_DOMAIN, ci, j, *self._salt()]), sp.tokens),
+                        sp.tokens,
+                    )
                     for j in range(sp.count)
                 ]
             if ss.dataset is not None:
@@ -182,9 +189,18 @@ class WorkloadGenerator:
         if cls.block_trace is not None:
             return self._traced(cls, index, warmup)
         if cls.session is not None:
-            plan = plan_session(cls.session, cls.name, self.seed, index, warmup, self._session_words,
-                                self._systems.get(cls.name, []), self._recorded.get(cls.name), self.tokenizer.count,
-                                self._salt())
+            plan = plan_session(
+                cls.session,
+                cls.name,
+                self.seed,
+                index,
+                warmup,
+                self._session_words,
+                self._systems.get(cls.name, []),
+                self._recorded.get(cls.name),
+                self.tokenizer.count,
+                self._salt(),
+            )
             if cls.session.agent is not None:
                 return self.session_turn(self._agent(cls, plan, index, warmup))
             return self.session_turn(Conversation(plan))
@@ -212,8 +228,9 @@ class WorkloadGenerator:
         assert cls.session is not None and cls.session.agent is not None
         rng = np.random.default_rng([self.seed, AGENT_DOMAIN, WARMUP if warmup else MEASURED, index, *self._salt()])
         steps = plan_agent(cls.session, rng, self._session_words)
-        return AgentConversation(agent_plan(plan, steps), steps=steps, tool_format=cls.session.agent.tool_format,
-                                 count=self.tokenizer.count)
+        return AgentConversation(
+            agent_plan(plan, steps), steps=steps, tool_format=cls.session.agent.tool_format, count=self.tokenizer.count
+        )
 
     # ---------------------------------------------------------------- block traces
     def _block_text(self, warm: int, p: int, hid: int, tokens: int) -> str:
@@ -230,7 +247,7 @@ class WorkloadGenerator:
             return full
         if isinstance(self.tokenizer, HFTokenizer):
             return self.tokenizer.fit(full, tokens)
-        return " ".join(full.split(" ")[:self._n_words(tokens)])
+        return " ".join(full.split(" ")[: self._n_words(tokens)])
 
     def _trace_text(self, rec: TraceRecord, warm: int, p: int, index: int) -> str:
         """The record's prompt: its blocks in order, then words of its own if input_length runs past them."""
@@ -256,12 +273,33 @@ class WorkloadGenerator:
         engine_block = cls.block_trace.engine_block
         if len(session) == 1:
             rec = session[0]
-            return PlannedRequest(index, cls.name, "", self._trace_text(rec, warm, p, index), rec.input_tokens,
-                                  rec.output_tokens, None, warmup, ideal_cached=bt.ideal_tokens(rec, engine_block))
-        plan = SessionPlan(index, cls.name, warmup, "", 0, None,
-                           tuple(TurnPlan("", r.input_tokens, r.output_tokens, 0.0) for r in session))
-        conv = TraceSession(plan, records=session, build=lambda r: self._trace_text(r, warm, p, index),
-                            ideal=lambda r: bt.ideal_tokens(r, engine_block), scale=self._bt_scale)
+            return PlannedRequest(
+                index,
+                cls.name,
+                "",
+                self._trace_text(rec, warm, p, index),
+                rec.input_tokens,
+                rec.output_tokens,
+                None,
+                warmup,
+                ideal_cached=bt.ideal_tokens(rec, engine_block),
+            )
+        plan = SessionPlan(
+            index,
+            cls.name,
+            warmup,
+            "",
+            0,
+            None,
+            tuple(TurnPlan("", r.input_tokens, r.output_tokens, 0.0) for r in session),
+        )
+        conv = TraceSession(
+            plan,
+            records=session,
+            build=lambda r: self._trace_text(r, warm, p, index),
+            ideal=lambda r: bt.ideal_tokens(r, engine_block),
+            scale=self._bt_scale,
+        )
         return self.session_turn(conv)
 
     def _session_words(self, rng: np.random.Generator, n: int) -> str:
@@ -271,8 +309,20 @@ class WorkloadGenerator:
         """The request of the conversation's next turn: its whole history plus the new user message."""
         messages, text, n_in, n_out = conv.next_messages()
         p = conv.plan
-        return PlannedRequest(p.index, p.class_name, "", text, n_in, n_out, p.system_id, p.warmup, messages,
-                              conv, conv.turn_number(), conv.adapter)
+        return PlannedRequest(
+            p.index,
+            p.class_name,
+            "",
+            text,
+            n_in,
+            n_out,
+            p.system_id,
+            p.warmup,
+            messages,
+            conv,
+            conv.turn_number(),
+            conv.adapter,
+        )
 
     def _replayed(self, cls: RequestClass, index: int, warmup: bool, rng: np.random.Generator) -> PlannedRequest:
         records = self.datasets[cls.name].records
@@ -305,7 +355,9 @@ def expected_prefix_hit_rate(scenario: Scenario, block_size: int = 16) -> float 
     dataset class's prompts (whose sharing is unknown) are part of the mix.
     """
     classes = scenario.workload.classes
-    if not any(c.shared_prefix for c in classes) or any(c.dataset is not None or c.session is not None for c in classes):
+    if not any(c.shared_prefix for c in classes) or any(
+        c.dataset is not None or c.session is not None for c in classes
+    ):
         return None  # sessions: the ideal follows from the replies, computed during the run (summary.sessions)
     top = max(c.weight for c in classes)
     total_w = sum(c.weight / top for c in classes)  # over the largest first: 1e308 + 1e308 is inf

@@ -128,7 +128,9 @@ def parse_conversation(obj: Any, where: str) -> ParsedConversation:
     return ParsedConversation(system, tuple(users), tuple(replies))
 
 
-def load_conversations(path: str, base_dir: Path | None, count: Callable[[str], int]) -> tuple[str, list[RecordedConversation]]:
+def load_conversations(
+    path: str, base_dir: Path | None, count: Callable[[str], int]
+) -> tuple[str, list[RecordedConversation]]:
     """A JSONL file of recorded conversations -> (content id, conversations); UserError when bad."""
     p = resolve(path, base_dir)
     data = read_input(p, f"session dataset {path}")
@@ -150,9 +152,18 @@ def load_conversations(path: str, base_dir: Path | None, count: Callable[[str], 
     return content_id(data), out
 
 
-def plan_session(spec: SessionSpec, class_name: str, seed: int, index: int, warmup: bool, words: Any,
-                 systems: list[str], recorded: list[RecordedConversation] | None, count: Callable[[str], int],
-                 salt: tuple[int, ...] = ()) -> SessionPlan:
+def plan_session(
+    spec: SessionSpec,
+    class_name: str,
+    seed: int,
+    index: int,
+    warmup: bool,
+    words: Any,
+    systems: list[str],
+    recorded: list[RecordedConversation] | None,
+    count: Callable[[str], int],
+    salt: tuple[int, ...] = (),
+) -> SessionPlan:
     """The whole plan of session `index` (its words come from `words(rng, n)`, the generator's)."""
     rng = np.random.default_rng([seed, SESSION_DOMAIN, 1 if warmup else 0, index, *salt])
     system, system_tokens, system_id = "", 0, None
@@ -167,7 +178,9 @@ def plan_session(spec: SessionSpec, class_name: str, seed: int, index: int, warm
         system = conv.system
         system_tokens = count(system) if system else 0
         for text, reply in zip(conv.user_turns[:n], conv.reply_tokens[:n], strict=True):
-            out = reply if reply is not None else (sample_length(spec.output_tokens, rng) if spec.output_tokens else 128)
+            out = (
+                reply if reply is not None else (sample_length(spec.output_tokens, rng) if spec.output_tokens else 128)
+            )
             turns.append(TurnPlan(text, max(1, count(text)), out, sample_think(spec.think_time_s, rng)))
     else:
         assert spec.turns is not None and spec.user_tokens is not None and spec.output_tokens is not None

@@ -14,10 +14,22 @@ from harness.scenario import Scenario
 MS = 1_000_000
 
 
-def rec(chunks_ms: list[float], tokens: list[int], out: int | None = None, sent_ms: float = 0.0,
-        intended_ms: float | None = None, cls: str = "c", error: str | None = None, inp: int | None = 10) -> RequestRecord:
-    r = RequestRecord(index=0, class_name=cls, sent_ns=int(sent_ms * MS),
-                      intended_ns=None if intended_ms is None else int(intended_ms * MS))
+def rec(
+    chunks_ms: list[float],
+    tokens: list[int],
+    out: int | None = None,
+    sent_ms: float = 0.0,
+    intended_ms: float | None = None,
+    cls: str = "c",
+    error: str | None = None,
+    inp: int | None = 10,
+) -> RequestRecord:
+    r = RequestRecord(
+        index=0,
+        class_name=cls,
+        sent_ns=int(sent_ms * MS),
+        intended_ns=None if intended_ms is None else int(intended_ms * MS),
+    )
     r.chunk_ns = [int(c * MS) for c in chunks_ms]
     r.chunk_tokens = tokens
     r.output_tokens = sum(tokens) if out is None else out
@@ -88,7 +100,12 @@ def test_failed_requests_count_but_add_no_latency() -> None:
     ms.record(rec([5], [1], error="disconnect"))
     ms.record(rec([], [], out=0, error="http_429"))
     s = ms.classes[ALL].summarize(2.0)
-    assert s["requests"] == {"completed": 1, "failed": 2, "errors_by_kind": {"disconnect": 1, "http_429": 1}, "rps": 0.5}
+    assert s["requests"] == {
+        "completed": 1,
+        "failed": 2,
+        "errors_by_kind": {"disconnect": 1, "http_429": 1},
+        "rps": 0.5,
+    }
     assert s["latency_ms"]["ttft"]["count"] == 1 and s["latency_ms"]["itl_chunk"]["count"] == 1
     assert s["tokens"]["output_total"] == 2 and s["tokens"]["output_per_s"] == 1.0
     assert s["goodput"]["total"] == 3 and s["goodput"]["good"] == 1
@@ -114,12 +131,15 @@ def test_meets_slo() -> None:
 
 
 SCENARIO: dict[str, Any] = {
-    "name": "g", "load": {"concurrency": 1, "requests": 1},
+    "name": "g",
+    "load": {"concurrency": 1, "requests": 1},
     "slo": {"ttft_ms": 100, "tpot_ms": 10},
-    "workload": {"classes": [
-        {"name": "chat", "input_tokens": 5, "output_tokens": 5},
-        {"name": "doc", "input_tokens": 5, "output_tokens": 5, "slo": {"ttft_ms": 500}},
-    ]},
+    "workload": {
+        "classes": [
+            {"name": "chat", "input_tokens": 5, "output_tokens": 5},
+            {"name": "doc", "input_tokens": 5, "output_tokens": 5, "slo": {"ttft_ms": 500}},
+        ]
+    },
 }
 
 
@@ -152,8 +172,14 @@ def _records(n: int) -> list[RequestRecord]:
     for i in range(n):
         k = 1 + i % 3
         chunks = [20 + i % 17 + j * (3 + i % 5) for j in range(1 + i % 6)]
-        r = rec(chunks, [k] * len(chunks), cls=("chat", "doc")[i % 2], sent_ms=0,
-                intended_ms=None if i % 4 else -float(i % 7), error="http_5xx" if i % 11 == 0 else None)
+        r = rec(
+            chunks,
+            [k] * len(chunks),
+            cls=("chat", "doc")[i % 2],
+            sent_ms=0,
+            intended_ms=None if i % 4 else -float(i % 7),
+            error="http_5xx" if i % 11 == 0 else None,
+        )
         out.append(r)
     return out
 
@@ -175,8 +201,18 @@ def test_metricset_merge_of_two_workers_equals_one() -> None:
     direct.merge(w1)
     assert direct.classes[ALL].summarize(3.0) == whole.classes[ALL].summarize(3.0)
     enc = merged.encoded_histograms()
-    assert set(enc[ALL]) == {"ttft", "itl_chunk", "itl_token", "tpot", "e2e", "send_lag", "tokens_per_chunk",
-                        "ttft_queue", "ttft_prefill", "ttft_network"}
+    assert set(enc[ALL]) == {
+        "ttft",
+        "itl_chunk",
+        "itl_token",
+        "tpot",
+        "e2e",
+        "send_lag",
+        "tokens_per_chunk",
+        "ttft_queue",
+        "ttft_prefill",
+        "ttft_network",
+    }
 
 
 def test_zero_duration_gives_zero_rates() -> None:

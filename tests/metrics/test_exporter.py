@@ -30,12 +30,22 @@ from harness.scenario.models import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SCENARIO = Scenario.model_validate({
-    "name": "exp",
-    "load": {"rate": 5, "duration_s": 10, "max_in_flight": 32},
-    "workload": {"classes": [{"name": "a", "input_tokens": 100, "output_tokens": 20,
-                              "shared_prefix": {"tokens": 64, "count": 2, "fraction": 0.5}}]},
-})
+SCENARIO = Scenario.model_validate(
+    {
+        "name": "exp",
+        "load": {"rate": 5, "duration_s": 10, "max_in_flight": 32},
+        "workload": {
+            "classes": [
+                {
+                    "name": "a",
+                    "input_tokens": 100,
+                    "output_tokens": 20,
+                    "shared_prefix": {"tokens": 64, "count": 2, "fraction": 0.5},
+                }
+            ]
+        },
+    }
+)
 
 CHILD = r"""
 import json, sys, time
@@ -73,12 +83,21 @@ def _records(seed: int, n: int) -> list[RequestRecord]:
             tokens.append(rnd.choice([1, 1, 1, 1, 2, 3, 0]))
             t += rnd.randint(500_000, 60_000_000)
         err = rnd.choice([None] * 8 + ["http_500", "disconnect"]) if n_chunks else "empty_output"
-        out.append(RequestRecord(
-            index=i, class_name=rnd.choice(["chat", "sum"]), intended_ns=start if open_loop else None, sent_ns=sent,
-            chunk_ns=chunks, chunk_tokens=tokens, output_tokens=(sum(tokens) or None) if rnd.random() < 0.9 else None,
-            input_tokens=rnd.choice([None, rnd.randint(10, 4000)]), intended_input_tokens=123, error_kind=err,
-            warmup=rnd.random() < 0.1,
-        ))
+        out.append(
+            RequestRecord(
+                index=i,
+                class_name=rnd.choice(["chat", "sum"]),
+                intended_ns=start if open_loop else None,
+                sent_ns=sent,
+                chunk_ns=chunks,
+                chunk_tokens=tokens,
+                output_tokens=(sum(tokens) or None) if rnd.random() < 0.9 else None,
+                input_tokens=rnd.choice([None, rnd.randint(10, 4000)]),
+                intended_input_tokens=123,
+                error_kind=err,
+                warmup=rnd.random() < 0.1,
+            )
+        )
     return out
 
 
@@ -103,7 +122,9 @@ def _reference(recs: list[RequestRecord]) -> dict[str, Any]:
         requests[key] = requests.get(key, 0) + 1
         if r.warmup or r.error_kind:
             continue
-        tokens[(r.class_name, "in")] = tokens.get((r.class_name, "in"), 0) + (r.input_tokens if r.input_tokens is not None else r.intended_input_tokens)
+        tokens[(r.class_name, "in")] = tokens.get((r.class_name, "in"), 0) + (
+            r.input_tokens if r.input_tokens is not None else r.intended_input_tokens
+        )
         tokens[(r.class_name, "out")] = tokens.get((r.class_name, "out"), 0) + (r.output_tokens or 0)
         if r.send_lag_ns is not None:
             add(r.class_name, "send_lag", r.send_lag_ns)
@@ -130,8 +151,19 @@ def _families(run: RunMetrics) -> dict[str, Any]:
 
 def _child(run: RunMetrics, recs: list[RequestRecord], tmp: Path, wait: bool = False) -> subprocess.Popen[str]:
     data = tmp / f"recs-{len(list(tmp.iterdir()))}.json"
-    fields = ("index", "class_name", "intended_ns", "sent_ns", "chunk_ns", "chunk_tokens", "output_tokens",
-              "input_tokens", "intended_input_tokens", "error_kind", "warmup")
+    fields = (
+        "index",
+        "class_name",
+        "intended_ns",
+        "sent_ns",
+        "chunk_ns",
+        "chunk_tokens",
+        "output_tokens",
+        "input_tokens",
+        "intended_input_tokens",
+        "error_kind",
+        "warmup",
+    )
     data.write_text(json.dumps([{f: getattr(r, f) for f in fields} for r in recs]))
     args = [sys.executable, "-c", CHILD, str(data)] + (["wait"] if wait else [])
     return subprocess.Popen(args, env=run.env, stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True, cwd=ROOT)
@@ -162,8 +194,11 @@ def test_two_processes_aggregate_exactly(tmp_path: Path) -> None:
         assert count == hd["count"] and total == pytest.approx(hd["sum"] / 1e9, rel=1e-9), (cls, name)
         checked += 1
     assert checked >= 8 and any(n == "itl" for _c, n in ref["hist"])
-    got = {(s.labels["class"], s.labels["outcome"], s.labels["phase"]): s.value
-           for s in fams["harness_requests"].samples if s.name == "harness_requests_total"}
+    got = {
+        (s.labels["class"], s.labels["outcome"], s.labels["phase"]): s.value
+        for s in fams["harness_requests"].samples
+        if s.name == "harness_requests_total"
+    }
     assert got == ref["requests"]
     for (cls, d), value in ref["tokens"].items():
         name = "harness_input_tokens" if d == "in" else "harness_output_tokens"
@@ -201,8 +236,11 @@ def test_workers_counts_shipped_to_a_master_aggregate_exactly() -> None:
         (total,) = [s.value for s in samples if s.name.endswith("_sum")]
         assert count == hd["count"] and total == pytest.approx(hd["sum"] / 1e9, rel=1e-9), (cls, name)
         assert all(s.labels["run"] == "run-m" and s.labels["config"] == "c1" for s in samples)
-    got = {(s.labels["class"], s.labels["outcome"], s.labels["phase"]): s.value
-           for s in fams["harness_requests"].samples if s.name == "harness_requests_total"}
+    got = {
+        (s.labels["class"], s.labels["outcome"], s.labels["phase"]): s.value
+        for s in fams["harness_requests"].samples
+        if s.name == "harness_requests_total"
+    }
     assert got == ref["requests"]
     assert not any(s.name.endswith("_created") for f in fams.values() for s in f.samples)
     assert [s.value for s in fams["harness_active_users"].samples] == [3]
@@ -221,7 +259,11 @@ def test_live_gauges_count_only_running_processes(tmp_path: Path) -> None:
         (live,) = [s.value for s in _families(run)["harness_in_flight_requests"].samples]
         assert live == 7
         p.communicate("go\n", timeout=30)
-        samples = _families(run)["harness_in_flight_requests"].samples if "harness_in_flight_requests" in _families(run) else []
+        samples = (
+            _families(run)["harness_in_flight_requests"].samples
+            if "harness_in_flight_requests" in _families(run)
+            else []
+        )
         assert sum(s.value for s in samples) == 0  # the exited process no longer counts
         counters = _families(run)["harness_requests"].samples
         assert sum(s.value for s in counters if s.name.endswith("_total")) == 5  # its counters stay
@@ -238,13 +280,21 @@ def test_server_labels_info_and_final_values_after_close(tmp_path: Path) -> None
     server = MetricsServer(0).start()
     try:
         assert _scrape(server.url) == {}
-        run = RunMetrics(server, "run-3", SCENARIO, "sim-llama-8b", {"config": "cfg-a", "sweep": "s1", "odd key-1": "v"})
+        run = RunMetrics(
+            server, "run-3", SCENARIO, "sim-llama-8b", {"config": "cfg-a", "sweep": "s1", "odd key-1": "v"}
+        )
         p = _child(run, _records(3, 30), tmp_path)
         p.communicate(timeout=60)
         page = _scrape(server.url)
         (info,) = page["harness_run_info"].samples
-        assert info.labels == {"run": "run-3", "scenario": "exp", "config": "cfg-a", "model": "sim-llama-8b",
-                               "sweep": "s1", "odd_key_1": "v"}
+        assert info.labels == {
+            "run": "run-3",
+            "scenario": "exp",
+            "config": "cfg-a",
+            "model": "sim-llama-8b",
+            "sweep": "s1",
+            "odd_key_1": "v",
+        }
         assert page["harness_target_rate_requests_per_second"].samples[0].value == 5
         assert page["harness_target_users"].samples[0].value == 32
         assert 0 < page["harness_expected_prefix_hit_rate"].samples[0].value < 1
@@ -252,7 +302,9 @@ def test_server_labels_info_and_final_values_after_close(tmp_path: Path) -> None
         run.close()
         assert not os.path.exists(run.dir)
         after = _scrape(server.url)  # frozen at the final values until the next run attaches
-        assert {s.labels.get("class"): s.value for s in after["harness_requests"].samples if s.name.endswith("_total")} == before
+        assert {
+            s.labels.get("class"): s.value for s in after["harness_requests"].samples if s.name.endswith("_total")
+        } == before
         nxt = RunMetrics(server, "run-4", SCENARIO, "m")
         assert {s.labels["run"] for s in _scrape(server.url)["harness_run_info"].samples} == {"run-4"}
         nxt.close()
@@ -290,26 +342,48 @@ def test_run_scenario_final_values_equal_the_summary(tmp_path: Path, mode: dict[
     Locust master and 2 workers too (the workers ship their counts, the master writes them once)."""
     from harness.run import RunOptions, run_scenario
 
-    scenario = Scenario.model_validate({
-        "name": "exact", "seed": 2,
-        "load": {"concurrency": 4, "requests": 24},
-        "warmup": {"requests": 2},
-        "workload": {"classes": [
-            {"name": "x", "input_tokens": {"dist": "uniform", "min": 32, "max": 128}, "output_tokens": {"dist": "uniform", "min": 8, "max": 40}},
-            {"name": "y", "input_tokens": 64, "output_tokens": 100}]},
-    })
+    scenario = Scenario.model_validate(
+        {
+            "name": "exact",
+            "seed": 2,
+            "load": {"concurrency": 4, "requests": 24},
+            "warmup": {"requests": 2},
+            "workload": {
+                "classes": [
+                    {
+                        "name": "x",
+                        "input_tokens": {"dist": "uniform", "min": 32, "max": 128},
+                        "output_tokens": {"dist": "uniform", "min": 8, "max": 40},
+                    },
+                    {"name": "y", "input_tokens": 64, "output_tokens": 100},
+                ]
+            },
+        }
+    )
     server = MetricsServer(0).start()
     try:
-        summary = run_scenario(scenario, RunOptions(out_dir=tmp_path / "run", show_progress=False, write_report=False,
-                                                    metrics_server=server, labels={"config": "k"}, **mode))
+        summary = run_scenario(
+            scenario,
+            RunOptions(
+                out_dir=tmp_path / "run",
+                show_progress=False,
+                write_report=False,
+                metrics_server=server,
+                labels={"config": "k"},
+                **mode,
+            ),
+        )
         page = _scrape(server.url)  # the run has closed: frozen final values
     finally:
         server.close()
     s = summary.model_dump(mode="json")
 
     def total(family: str, suffix: str, **labels: str) -> float:
-        return sum(x.value for x in page[family].samples
-                   if x.name.endswith(suffix) and all(x.labels.get(k) == v for k, v in labels.items()))
+        return sum(
+            x.value
+            for x in page[family].samples
+            if x.name.endswith(suffix) and all(x.labels.get(k) == v for k, v in labels.items())
+        )
 
     assert total("harness_requests", "_total", phase="measure", outcome="ok") == s["requests"]["completed"] == 24
     assert total("harness_requests", "_total", phase="warmup") == 2
@@ -338,13 +412,15 @@ for run in range(2):            # a long-lived process (distributed worker) inst
     for i in range(3):
         report(ctrl.new_record(i))
 assert live_metrics._SINK is not None
-"""                              # the final flush happens at exit (atexit)
+"""  # the final flush happens at exit (atexit)
 
 
 def test_one_sink_per_process_across_installs(tmp_path: Path) -> None:
     run = RunMetrics(None, "run-5", SCENARIO, "m")
     try:
-        proc = subprocess.run([sys.executable, "-c", CHILD_TWICE], env=run.env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD_TWICE], env=run.env, cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
         assert proc.returncode == 0, proc.stderr
         fams = _families(run)
     finally:

@@ -36,10 +36,13 @@ def test_one_prompt_length_for_all_reads_the_difference_as_the_offset() -> None:
     assert f.solve()["offset"] == pytest.approx(9.0) and f.solve()["scale_error"] == 0.0 and f.mismatch() == []
 
 
-@pytest.mark.parametrize("server, expected", [
-    (lambda n: round(1.1 * n) + 9, "lengths off by +10.0% in proportion"),
-    (lambda n: n + 120, "a constant +120.0 tokens per request, more than a chat template adds"),
-])
+@pytest.mark.parametrize(
+    "server, expected",
+    [
+        (lambda n: round(1.1 * n) + 9, "lengths off by +10.0% in proportion"),
+        (lambda n: n + 120, "a constant +120.0 tokens per request, more than a chat template adds"),
+    ],
+)
 def test_a_real_mismatch_is_named(server, expected) -> None:  # type: ignore[no-untyped-def]
     rng = random.Random(2)
     f = _fit([(n, server(n)) for n in (rng.randint(50, 1800) for _ in range(200))])

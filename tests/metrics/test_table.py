@@ -19,9 +19,18 @@ MS = 1_000_000
 def _record(**kw) -> RequestRecord:  # type: ignore[no-untyped-def]
     """Intended at 100 ms, sent at 103 ms; content chunks at 150, 160, 190 ms (1, 1, 3 tokens); the
     server says it queued the request 20 ms and prefilled it in 25 ms."""
-    base = dict(index=0, class_name="c", intended_ns=100 * MS, sent_ns=103 * MS,
-                chunk_ns=[150 * MS, 160 * MS, 190 * MS], chunk_tokens=[1, 1, 3], output_tokens=5,
-                server_timing="vllm", server_queue_ns=20 * MS, server_prefill_ns=25 * MS)
+    base = dict(
+        index=0,
+        class_name="c",
+        intended_ns=100 * MS,
+        sent_ns=103 * MS,
+        chunk_ns=[150 * MS, 160 * MS, 190 * MS],
+        chunk_tokens=[1, 1, 3],
+        output_tokens=5,
+        server_timing="vllm",
+        server_queue_ns=20 * MS,
+        server_prefill_ns=25 * MS,
+    )
     return RequestRecord(**{**base, **kw})
 
 

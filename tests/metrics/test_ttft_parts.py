@@ -18,10 +18,20 @@ MS = 1_000_000
 def _rec(i: int, queue_ms: float, prefill_ms: float = 10, network_ms: float = 2, **kw) -> RequestRecord:
     """Closed loop: sent at 0, first chunk after network + queue + prefill."""
     ttft = round((network_ms + queue_ms + prefill_ms) * MS)
-    return RequestRecord(index=i, class_name=kw.pop("class_name", "c"), request_id=f"r{i}", sent_ns=1_000 * MS,
-                         chunk_ns=[1_000 * MS + ttft], chunk_tokens=[1], output_tokens=1, input_tokens=100,
-                         server_timing=kw.pop("server_timing", "vllm"), server_queue_ns=round(queue_ms * MS),
-                         server_prefill_ns=round(prefill_ms * MS), **kw)
+    return RequestRecord(
+        index=i,
+        class_name=kw.pop("class_name", "c"),
+        request_id=f"r{i}",
+        sent_ns=1_000 * MS,
+        chunk_ns=[1_000 * MS + ttft],
+        chunk_tokens=[1],
+        output_tokens=1,
+        input_tokens=100,
+        server_timing=kw.pop("server_timing", "vllm"),
+        server_queue_ns=round(queue_ms * MS),
+        server_prefill_ns=round(prefill_ms * MS),
+        **kw,
+    )
 
 
 def test_the_tail_is_split_apart_from_the_mean() -> None:
@@ -35,9 +45,14 @@ def test_the_tail_is_split_apart_from_the_mean() -> None:
     assert b["requests"] == 100 and b["partial"] == 0
     assert b["mean_ms"]["queue"] == pytest.approx(5.0) and b["mean_ms"]["prefill"] == pytest.approx(10.0)
     assert b["tail"]["requests"] == 1 and b["tail"]["share"]["queue"] == pytest.approx(500 / 512)
-    assert b["slowest"][0] == {"id": "r99", "ttft_ms": pytest.approx(512.0),
-                               "parts_ms": {"send_lag": 0.0, "network": pytest.approx(2.0), "queue": 500.0, "prefill": 10.0}}
-    assert len(b["slowest"]) == 5 and [s["ttft_ms"] for s in b["slowest"]] == sorted((s["ttft_ms"] for s in b["slowest"]), reverse=True)
+    assert b["slowest"][0] == {
+        "id": "r99",
+        "ttft_ms": pytest.approx(512.0),
+        "parts_ms": {"send_lag": 0.0, "network": pytest.approx(2.0), "queue": 500.0, "prefill": 10.0},
+    }
+    assert len(b["slowest"]) == 5 and [s["ttft_ms"] for s in b["slowest"]] == sorted(
+        (s["ttft_ms"] for s in b["slowest"]), reverse=True
+    )
     # the parts add up to TTFT: shares sum to 1
     assert sum(b["share"].values()) == pytest.approx(1.0)
 
@@ -70,8 +85,14 @@ def test_cache_outcome_per_class_and_ideal() -> None:
     no_usage = _rec(2, 0, class_name="d")
     ms.record(no_usage)
     c = ms.by_class["c"].summarize(1.0)["cache"]
-    assert c == {"requests_reporting": 2, "prompt_tokens": 200, "cached_tokens": 64, "hit_rate": 0.32,
-                 "ideal_cached_tokens": 96, "ideal_hit_rate": 0.96}
+    assert c == {
+        "requests_reporting": 2,
+        "prompt_tokens": 200,
+        "cached_tokens": 64,
+        "hit_rate": 0.32,
+        "ideal_cached_tokens": 96,
+        "ideal_hit_rate": 0.96,
+    }
     assert "cache" not in ms.by_class["d"].summarize(1.0)  # the server said nothing: no guess
     requests = json.loads(json.dumps(_rec(3, 4).to_json()))
     assert requests["server"] == {"timing": "vllm", "queue_ms": 4.0, "prefill_ms": 10.0, "decode_ms": None}

@@ -15,10 +15,28 @@ from harness.workload.generator import WorkloadGenerator
 
 def _scenario(**agent: object) -> Scenario:
     spec = {"tool_calls": 2, "call_tokens": 8, "tool_result_tokens": 40, "tool_latency_s": 0.25, **agent}
-    return Scenario.model_validate({"name": "a", "seed": 3, "load": {"concurrency": 1, "requests": 5},
-                                    "workload": {"classes": [{"name": "agent", "session": {
-                                        "turns": 2, "user_tokens": 20, "output_tokens": 30, "think_time_s": 1.5,
-                                        "system_prompt": {"tokens": 64}, "agent": spec}}]}})
+    return Scenario.model_validate(
+        {
+            "name": "a",
+            "seed": 3,
+            "load": {"concurrency": 1, "requests": 5},
+            "workload": {
+                "classes": [
+                    {
+                        "name": "agent",
+                        "session": {
+                            "turns": 2,
+                            "user_tokens": 20,
+                            "output_tokens": 30,
+                            "think_time_s": 1.5,
+                            "system_prompt": {"tokens": 64},
+                            "agent": spec,
+                        },
+                    }
+                ]
+            },
+        }
+    )
 
 
 def _conv(**agent: object) -> AgentConversation:
@@ -41,7 +59,10 @@ def test_history_in_openai_format() -> None:
     msgs, _text, n_in, max_tokens = c.next_messages()
     assert [m["role"] for m in msgs] == ["system", "user"] and n_in == 84 and max_tokens == 8
     c.complete("alpha beta", 84, 2, lambda t: len(t.split()))
-    assert c.messages[-1]["tool_calls"][0]["function"] == {"name": "tool", "arguments": json.dumps({"input": "alpha beta"})}
+    assert c.messages[-1]["tool_calls"][0]["function"] == {
+        "name": "tool",
+        "arguments": json.dumps({"input": "alpha beta"}),
+    }
     assert c.think_after_s() == 0.25
     msgs, _text, n_in, _m = c.next_messages()
     assert msgs[-1]["role"] == "tool" and msgs[-1]["tool_call_id"] == c.messages[-1]["tool_calls"][0]["id"]
@@ -60,7 +81,9 @@ def test_history_in_text_format() -> None:
 
 
 def test_fan_out_sub_agents_start_from_the_whole_history() -> None:
-    c = _conv(tool_calls=1, fan_out={"probability": 1.0, "agents": 3, "steps": 2, "task_tokens": 10, "result_tokens": 12})
+    c = _conv(
+        tool_calls=1, fan_out={"probability": 1.0, "agents": 3, "steps": 2, "task_tokens": 10, "result_tokens": 12}
+    )
     assert [s.kind for s in c.steps] == [USER, JOIN, USER, JOIN]
     count = lambda t: len(t.split())  # noqa: E731
     c.complete("call words here", 92, 3, count)  # its prompt was 92 tokens (server); the call sent back is 5
@@ -83,5 +106,20 @@ def test_fan_out_sub_agents_start_from_the_whole_history() -> None:
 
 def test_agent_needs_generated_sessions() -> None:
     with pytest.raises(ValidationError, match="agentic sessions are generated"):
-        Scenario.model_validate({"name": "a", "load": {"concurrency": 1, "requests": 5}, "workload": {"classes": [
-            {"name": "a", "session": {"dataset": {"path": "x.jsonl"}, "agent": {"tool_calls": 1, "tool_result_tokens": 8}}}]}})
+        Scenario.model_validate(
+            {
+                "name": "a",
+                "load": {"concurrency": 1, "requests": 5},
+                "workload": {
+                    "classes": [
+                        {
+                            "name": "a",
+                            "session": {
+                                "dataset": {"path": "x.jsonl"},
+                                "agent": {"tool_calls": 1, "tool_result_tokens": 8},
+                            },
+                        }
+                    ]
+                },
+            }
+        )

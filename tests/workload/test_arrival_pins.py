@@ -29,6 +29,8 @@ LOADS = {
     "trace-ramp": {"rate": 9.0, "arrival": "trace", "trace": {"path": "t.txt", "unit": "ms"}, "ramp_s": 2.0},
 }
 
+# fmt: off
+# (pinned values: one pattern a row, as they were recorded)
 PINNED: dict[str, list[float]] = {
     'constant': [0.0, 0.14285714285714285, 0.2857142857142857, 0.42857142857142855, 0.5714285714285714, 0.7142857142857143, 0.8571428571428571, 1.0],
     'gamma': [0.009213966101155964, 0.8816561998560974, 1.1815244594415573, 1.2202276060319897, 1.2202333695626721, 1.2439786432509092, 1.329579120651209, 1.334056250879201],
@@ -43,13 +45,18 @@ PINNED_FINGERPRINTS: dict[str, str] = {
     'trace': 'c310ce28838ecba3',
     'constant': '2a4dbc6d82d5331d',
 }
+# fmt: on
 
 
 def _scenario(load: dict) -> Scenario:  # type: ignore[type-arg]
-    return Scenario.model_validate({
-        "name": "pin", "seed": 11, "load": {**load, "requests": 50},
-        "workload": {"classes": [{"name": "c", "input_tokens": 10, "output_tokens": 5}]},
-    })
+    return Scenario.model_validate(
+        {
+            "name": "pin",
+            "seed": 11,
+            "load": {**load, "requests": 50},
+            "workload": {"classes": [{"name": "c", "input_tokens": 10, "output_tokens": 5}]},
+        }
+    )
 
 
 @pytest.fixture
@@ -71,16 +78,21 @@ def test_fingerprints_are_the_ones_before_the_seam(name: str, trace_dir: Path) -
 
 
 # ---------------------------------------------------------------- sessions: later turns arrive after a think time
-THINK = {"fixed": {"dist": "fixed", "value": 1.5}, "uniform": {"dist": "uniform", "min": 0.5, "max": 2.0},
-         "exponential": {"dist": "exponential", "mean": 2.0, "max": 2.5},
-         "lognormal": {"dist": "lognormal", "mean": 1.0, "sigma": 0.8, "max": 1.8}}
+THINK = {
+    "fixed": {"dist": "fixed", "value": 1.5},
+    "uniform": {"dist": "uniform", "min": 0.5, "max": 2.0},
+    "exponential": {"dist": "exponential", "mean": 2.0, "max": 2.5},
+    "lognormal": {"dist": "lognormal", "mean": 1.0, "sigma": 0.8, "max": 1.8},
+}
 
+# fmt: off
 PINNED_THINK: dict[str, list[float]] = {
     'fixed': [1.5, 1.5, 1.5, 1.5, 1.5, 1.5],
     'uniform': [0.6284737507154365, 0.8552157598941496, 1.7019116978095954, 1.3732430540965517, 0.6411929633605988, 1.1496904103547108],
     'exponential': [0.22002962535607967, 0.7793137471474076, 2.5, 2.5, 0.6869876383366448, 0.5156710461437624],
     'lognormal': [1.8, 0.09399327657657457, 1.0145844069659542, 0.46106525966800904, 0.5055443883029797, 0.6111103500496847],
 }
+# fmt: on
 
 
 @pytest.mark.parametrize("name", sorted(THINK))

@@ -16,33 +16,67 @@ from harness.workload.generator import WorkloadGenerator
 
 
 def scenario(*classes: dict, api: str = "openai-completions") -> Scenario:
-    return Scenario.model_validate({"name": "s", "seed": 3, "target": {"api": api}, "load": {"concurrency": 1, "requests": 1},
-                                    "workload": {"classes": list(classes)}})
+    return Scenario.model_validate(
+        {
+            "name": "s",
+            "seed": 3,
+            "target": {"api": api},
+            "load": {"concurrency": 1, "requests": 1},
+            "workload": {"classes": list(classes)},
+        }
+    )
 
 
 def test_shared_prefix_is_part_of_input_tokens_and_matches_what_the_generator_sends():
-    sc = scenario({"name": "a", "input_tokens": {"dist": "uniform", "min": 2100, "max": 2300}, "output_tokens": 32,
-                   "shared_prefix": {"tokens": 2000}})
+    sc = scenario(
+        {
+            "name": "a",
+            "input_tokens": {"dist": "uniform", "min": 2100, "max": 2300},
+            "output_tokens": 32,
+            "shared_prefix": {"tokens": 2000},
+        }
+    )
     (length,) = class_lengths(sc)
     assert (length.prompt, length.output) == (2300, 32)
     gen = WorkloadGenerator(sc)
     assert max(gen.request(i).input_tokens for i in range(300)) <= length.prompt
     # a rare draw shorter than the prefix still sends the prefix + 1 token: counted
-    wide = scenario({"name": "a", "input_tokens": {"dist": "lognormal", "mean": 3000, "max": 3100}, "output_tokens": 8,
-                     "shared_prefix": {"tokens": 2500}})
+    wide = scenario(
+        {
+            "name": "a",
+            "input_tokens": {"dist": "lognormal", "mean": 3000, "max": 3100},
+            "output_tokens": 8,
+            "shared_prefix": {"tokens": 2500},
+        }
+    )
     assert class_lengths(wide)[0].prompt == 3100
 
 
 def test_contradicting_prefix_is_refused_at_load_time():
     with pytest.raises(ValueError, match=r"shared_prefix.tokens 3000 is not shorter than input_tokens \(50..200\)"):
-        scenario({"name": "a", "input_tokens": {"dist": "uniform", "min": 50, "max": 200}, "output_tokens": 16,
-                  "shared_prefix": {"tokens": 3000}})
+        scenario(
+            {
+                "name": "a",
+                "input_tokens": {"dist": "uniform", "min": 50, "max": 200},
+                "output_tokens": 16,
+                "shared_prefix": {"tokens": 3000},
+            }
+        )
 
 
 def test_session_history_counts_every_earlier_turn_and_reply():
-    sc = scenario({"name": "chat", "session": {"turns": {"dist": "uniform", "min": 2, "max": 4}, "user_tokens": 100,
-                                               "output_tokens": {"dist": "uniform", "min": 10, "max": 50},
-                                               "system_prompt": {"tokens": 500}}}, api="openai-chat")
+    sc = scenario(
+        {
+            "name": "chat",
+            "session": {
+                "turns": {"dist": "uniform", "min": 2, "max": 4},
+                "user_tokens": 100,
+                "output_tokens": {"dist": "uniform", "min": 10, "max": 50},
+                "system_prompt": {"tokens": 500},
+            },
+        },
+        api="openai-chat",
+    )
     (length,) = class_lengths(sc)
     # the 4th turn repeats the system prompt, 3 user messages and 3 replies, adds its own message
     assert length.prompt == 500 + 4 * 100 + 3 * 50 and length.output == 50

@@ -19,7 +19,10 @@ from harness.workload.generator import WorkloadGenerator, expected_prefix_hit_ra
 
 RECORDS = [
     {"prompt": "alpha beta gamma", "output_tokens": 7},
-    {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "what is a cache"}], "output_tokens": 9},
+    {
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "what is a cache"}],
+        "output_tokens": 9,
+    },
     {"conversations": [{"from": "human", "value": "one two"}, {"from": "gpt", "value": "a b c d e"}]},
     {"prompt": "no length here"},
 ]
@@ -32,15 +35,21 @@ def _write(tmp_path: Path, records: list[Any], name: str = "d.jsonl") -> Path:
 
 
 def _scenario(dataset: dict[str, Any], **cls: Any) -> Scenario:
-    return Scenario.model_validate({
-        "name": "d", "seed": 5, "load": {"concurrency": 2, "requests": 10},
-        "workload": {"classes": [{"name": "replay", "dataset": dataset, **cls}]},
-    })
+    return Scenario.model_validate(
+        {
+            "name": "d",
+            "seed": 5,
+            "load": {"concurrency": 2, "requests": 10},
+            "workload": {"classes": [{"name": "replay", "dataset": dataset, **cls}]},
+        }
+    )
 
 
 def test_three_formats_and_lengths(tmp_path):
     _write(tmp_path, RECORDS)
-    gen = WorkloadGenerator(_scenario({"path": "d.jsonl", "order": "sequential"}, output_tokens=33), BuiltinTokenizer(), tmp_path)
+    gen = WorkloadGenerator(
+        _scenario({"path": "d.jsonl", "order": "sequential"}, output_tokens=33), BuiltinTokenizer(), tmp_path
+    )
     reqs = [gen.request(i) for i in range(5)]
     assert [(r.text, r.input_tokens, r.output_tokens) for r in reqs[:4]] == [
         ("alpha beta gamma", 3, 7),
@@ -49,7 +58,10 @@ def test_three_formats_and_lengths(tmp_path):
         ("no length here", 3, 33),  # the class's output_tokens for a record without one
     ]
     assert reqs[4].text == reqs[0].text  # sequential cycles
-    assert reqs[1].messages == ({"role": "system", "content": "be brief"}, {"role": "user", "content": "what is a cache"})
+    assert reqs[1].messages == (
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "what is a cache"},
+    )
     assert reqs[0].messages is None and reqs[0].prefix == "" and reqs[0].prefix_id is None
     # warmup walks the file from its end in sequential order
     assert gen.request(0, warmup=True).text == "no length here"
@@ -74,17 +86,23 @@ def test_chat_adapter_sends_the_recorded_messages(tmp_path):
     assert body["prompt"] == "s\n\nu"  # completions: the messages as one text
 
 
-@pytest.mark.parametrize("line, fragment", [
-    ("{not json", "d.jsonl:1: not JSON"),
-    (json.dumps({"text": "x"}), "d.jsonl:1: needs prompt (text), messages (chat) or conversations (ShareGPT)"),
-    (json.dumps({"prompt": "x", "output_tokens": 0}), "d.jsonl:1: output_tokens must be a whole number >= 1"),
-    (json.dumps({"messages": [{"role": "user"}]}), "d.jsonl:1: each message needs a string role and content"),
-    (json.dumps({"conversations": [{"from": "gpt", "value": "x"}]}), "d.jsonl:1: no user turn"),
-    (json.dumps({"prompt": "   "}), "d.jsonl:1: empty prompt"),
-    (json.dumps([1, 2]), "d.jsonl:1: expected a JSON object"),
-    # a ValueError that is no JSONDecodeError (Python's int digit limit): was AttributeError 'msg', exit 70
-    ('{"prompt": "x", "output_tokens": ' + "1" * 5000 + "}", "d.jsonl:1: not JSON (Exceeds the limit (4300 digits)"),
-])
+@pytest.mark.parametrize(
+    "line, fragment",
+    [
+        ("{not json", "d.jsonl:1: not JSON"),
+        (json.dumps({"text": "x"}), "d.jsonl:1: needs prompt (text), messages (chat) or conversations (ShareGPT)"),
+        (json.dumps({"prompt": "x", "output_tokens": 0}), "d.jsonl:1: output_tokens must be a whole number >= 1"),
+        (json.dumps({"messages": [{"role": "user"}]}), "d.jsonl:1: each message needs a string role and content"),
+        (json.dumps({"conversations": [{"from": "gpt", "value": "x"}]}), "d.jsonl:1: no user turn"),
+        (json.dumps({"prompt": "   "}), "d.jsonl:1: empty prompt"),
+        (json.dumps([1, 2]), "d.jsonl:1: expected a JSON object"),
+        # a ValueError that is no JSONDecodeError (Python's int digit limit): was AttributeError 'msg', exit 70
+        (
+            '{"prompt": "x", "output_tokens": ' + "1" * 5000 + "}",
+            "d.jsonl:1: not JSON (Exceeds the limit (4300 digits)",
+        ),
+    ],
+)
 def test_bad_records_are_one_line_errors(tmp_path, line, fragment):
     _write(tmp_path, [line])
     with pytest.raises(UserError) as exc:
@@ -110,17 +128,28 @@ def test_missing_file_empty_file_and_missing_output_length(tmp_path):
         WorkloadGenerator(_scenario({"path": "d.jsonl"}), None, tmp_path)
 
 
-@pytest.mark.parametrize("cls, fragment", [
-    ({"dataset": {"path": "d.jsonl"}, "input_tokens": 5, "output_tokens": 5}, "input_tokens: a dataset's prompts have their own lengths"),
-    ({"dataset": {"path": "d.jsonl"}, "output_tokens": 5, "shared_prefix": {"tokens": 8}}, "shared_prefix: a dataset's prompts are sent as they are"),
-    ({"output_tokens": 5}, "input_tokens required (a length or a distribution), or a dataset of prompts"),
-    ({"dataset": {"path": "d.jsonl", "order": "shuffled"}}, "order"),
-])
+@pytest.mark.parametrize(
+    "cls, fragment",
+    [
+        (
+            {"dataset": {"path": "d.jsonl"}, "input_tokens": 5, "output_tokens": 5},
+            "input_tokens: a dataset's prompts have their own lengths",
+        ),
+        (
+            {"dataset": {"path": "d.jsonl"}, "output_tokens": 5, "shared_prefix": {"tokens": 8}},
+            "shared_prefix: a dataset's prompts are sent as they are",
+        ),
+        ({"output_tokens": 5}, "input_tokens required (a length or a distribution), or a dataset of prompts"),
+        ({"dataset": {"path": "d.jsonl", "order": "shuffled"}}, "order"),
+    ],
+)
 def test_class_validation(cls, fragment):
     data = {"name": "d", "load": {"concurrency": 1, "requests": 1}, "workload": {"classes": [{"name": "c", **cls}]}}
     with pytest.raises(UserError) as exc:
         validate(Scenario, data, "s.yaml")
-    assert any(fragment in line and line.startswith("s.yaml: workload.classes[0]") for line in exc.value.lines), exc.value.lines
+    assert any(fragment in line and line.startswith("s.yaml: workload.classes[0]") for line in exc.value.lines), (
+        exc.value.lines
+    )
 
 
 def test_fingerprint_follows_the_content_not_the_path(tmp_path):
@@ -138,11 +167,16 @@ def test_fingerprint_follows_the_content_not_the_path(tmp_path):
 
 
 def test_no_expected_prefix_hit_rate_with_a_dataset_in_the_mix():
-    sc = Scenario.model_validate({
-        "name": "d", "load": {"concurrency": 1, "requests": 1},
-        "workload": {"classes": [
-            {"name": "sys", "input_tokens": 200, "output_tokens": 5, "shared_prefix": {"tokens": 128}},
-            {"name": "replay", "dataset": {"path": "d.jsonl"}, "output_tokens": 5},
-        ]},
-    })
+    sc = Scenario.model_validate(
+        {
+            "name": "d",
+            "load": {"concurrency": 1, "requests": 1},
+            "workload": {
+                "classes": [
+                    {"name": "sys", "input_tokens": 200, "output_tokens": 5, "shared_prefix": {"tokens": 128}},
+                    {"name": "replay", "dataset": {"path": "d.jsonl"}, "output_tokens": 5},
+                ]
+            },
+        }
+    )
     assert expected_prefix_hit_rate(sc) is None

@@ -19,8 +19,17 @@ BASE: dict[str, Any] = {
     "load": {"concurrency": 4, "duration_s": 10},
     "sampling": {"temperature": 0.0},
     "slo": {"ttft_ms": 100},
-    "workload": {"classes": [{"name": "a", "input_tokens": 100, "output_tokens": 50,
-                              "shared_prefix": {"tokens": 20, "count": 2}, "slo": {"ttft_ms": 50}}]},
+    "workload": {
+        "classes": [
+            {
+                "name": "a",
+                "input_tokens": 100,
+                "output_tokens": 50,
+                "shared_prefix": {"tokens": 20, "count": 2},
+                "slo": {"ttft_ms": 50},
+            }
+        ]
+    },
 }
 
 
@@ -104,7 +113,14 @@ def test_unchanged_by_target_and_judgement(path: str, value: Any) -> None:
 
 
 def test_parts_are_named() -> None:
-    assert set(fingerprint_parts(Scenario.model_validate(BASE))) == {"workload", "sampling", "load", "warmup", "seed", "api"}
+    assert set(fingerprint_parts(Scenario.model_validate(BASE))) == {
+        "workload",
+        "sampling",
+        "load",
+        "warmup",
+        "seed",
+        "api",
+    }
 
 
 def test_default_is_the_builtin_tokenizer_a_run_records() -> None:

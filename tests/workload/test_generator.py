@@ -19,16 +19,25 @@ MIXED: dict[str, Any] = {
     "load": {"concurrency": 4, "requests": 100},
     "workload": {
         "classes": [
-            {"name": "chat", "weight": 6,
-             "input_tokens": {"dist": "lognormal", "mean": 300, "sigma": 0.6, "min": 16, "max": 2000},
-             "output_tokens": {"dist": "uniform", "min": 8, "max": 64}},
-            {"name": "doc", "weight": 3,
-             "input_tokens": {"dist": "uniform", "min": 500, "max": 900},
-             "output_tokens": {"dist": "normal", "mean": 100, "std": 30, "min": 16, "max": 256}},
-            {"name": "sys", "weight": 1,
-             "input_tokens": {"dist": "uniform", "min": 120, "max": 160},
-             "output_tokens": 10,
-             "shared_prefix": {"tokens": 100, "count": 3, "fraction": 0.5}},
+            {
+                "name": "chat",
+                "weight": 6,
+                "input_tokens": {"dist": "lognormal", "mean": 300, "sigma": 0.6, "min": 16, "max": 2000},
+                "output_tokens": {"dist": "uniform", "min": 8, "max": 64},
+            },
+            {
+                "name": "doc",
+                "weight": 3,
+                "input_tokens": {"dist": "uniform", "min": 500, "max": 900},
+                "output_tokens": {"dist": "normal", "mean": 100, "std": 30, "min": 16, "max": 256},
+            },
+            {
+                "name": "sys",
+                "weight": 1,
+                "input_tokens": {"dist": "uniform", "min": 120, "max": 160},
+                "output_tokens": 10,
+                "shared_prefix": {"tokens": 100, "count": 3, "fraction": 0.5},
+            },
         ]
     },
 }
@@ -140,12 +149,27 @@ def test_prefix_longer_than_input_keeps_one_own_token() -> None:
     """A prefix as long as every prompt contradicts input_tokens (which includes it) and is refused
     when the scenario loads; a wide distribution's rare short draw still gets the prefix plus one
     token of its own (harness.workload.context counts the same)."""
-    data = {**MIXED, "workload": {"classes": [{"name": "p", "input_tokens": 50, "output_tokens": 4,
-                                               "shared_prefix": {"tokens": 80}}]}}
+    data = {
+        **MIXED,
+        "workload": {
+            "classes": [{"name": "p", "input_tokens": 50, "output_tokens": 4, "shared_prefix": {"tokens": 80}}]
+        },
+    }
     with pytest.raises(ValueError, match="input_tokens is the whole prompt, the shared prefix included"):
         _gen(data=data)
-    wide = {**MIXED, "workload": {"classes": [{"name": "p", "input_tokens": {"dist": "lognormal", "mean": 200, "sigma": 1.2},
-                                               "output_tokens": 4, "shared_prefix": {"tokens": 80}}]}}
+    wide = {
+        **MIXED,
+        "workload": {
+            "classes": [
+                {
+                    "name": "p",
+                    "input_tokens": {"dist": "lognormal", "mean": 200, "sigma": 1.2},
+                    "output_tokens": 4,
+                    "shared_prefix": {"tokens": 80},
+                }
+            ]
+        },
+    }
     gen = _gen(data=wide)
     short = next(r for r in (gen.request(i) for i in range(400)) if r.input_tokens == 81)
     assert (len(short.prefix.split()), len(short.text.split())) == (80, 1)
@@ -157,18 +181,36 @@ def _scenario(classes: list[dict[str, Any]]) -> Scenario:
 
 def test_expected_prefix_hit_rate() -> None:
     # shared_prefix.yaml's numbers: 2,000-token prefix used by 90%, prompts 2,100-2,400
-    sc = _scenario([{"name": "a", "input_tokens": {"dist": "uniform", "min": 2100, "max": 2400},
-                     "output_tokens": 64, "shared_prefix": {"tokens": 2000, "count": 4, "fraction": 0.9}}])
+    sc = _scenario(
+        [
+            {
+                "name": "a",
+                "input_tokens": {"dist": "uniform", "min": 2100, "max": 2400},
+                "output_tokens": 64,
+                "shared_prefix": {"tokens": 2000, "count": 4, "fraction": 0.9},
+            }
+        ]
+    )
     assert expected_prefix_hit_rate(sc) == pytest.approx(0.9 * 2000 / 2250)
     # only whole 16-token blocks count: 1000 tokens -> 992 cached
-    sc = _scenario([{"name": "a", "input_tokens": 2000, "output_tokens": 64,
-                     "shared_prefix": {"tokens": 1000, "fraction": 1.0}}])
+    sc = _scenario(
+        [{"name": "a", "input_tokens": 2000, "output_tokens": 64, "shared_prefix": {"tokens": 1000, "fraction": 1.0}}]
+    )
     assert expected_prefix_hit_rate(sc) == pytest.approx(992 / 2000)
     assert expected_prefix_hit_rate(sc, block_size=1) == pytest.approx(0.5)
     # a class without a prefix dilutes the rate by its weight and length
-    sc = _scenario([{"name": "a", "weight": 1, "input_tokens": 1601, "output_tokens": 8,
-                     "shared_prefix": {"tokens": 1600, "fraction": 1.0}},
-                    {"name": "b", "weight": 1, "input_tokens": 400, "output_tokens": 8}])
+    sc = _scenario(
+        [
+            {
+                "name": "a",
+                "weight": 1,
+                "input_tokens": 1601,
+                "output_tokens": 8,
+                "shared_prefix": {"tokens": 1600, "fraction": 1.0},
+            },
+            {"name": "b", "weight": 1, "input_tokens": 400, "output_tokens": 8},
+        ]
+    )
     # prefix=1600 of a 1601-token prompt (one own token); cached 1600 of (1601 + 400) / 2
     assert expected_prefix_hit_rate(sc) == pytest.approx(1600 / 2001)
     assert 0 <= expected_prefix_hit_rate(sc) <= 1
@@ -218,7 +260,9 @@ def test_tokenizer_path_errors(tmp_path: Path) -> None:
     with pytest.raises(UserError) as info:
         load_tokenizer(str(bad))
     assert info.value.lines[0].startswith(f"workload.tokenizer: cannot load {bad}")
-    assert isinstance(load_tokenizer(None), BuiltinTokenizer) and isinstance(load_tokenizer("builtin"), BuiltinTokenizer)
+    assert isinstance(load_tokenizer(None), BuiltinTokenizer) and isinstance(
+        load_tokenizer("builtin"), BuiltinTokenizer
+    )
 
 
 def test_relative_tokenizer_path_resolves_against_the_scenario_dir(tmp_path: Path) -> None:
@@ -240,9 +284,15 @@ def test_huge_finite_class_weights_still_mix() -> None:
     overflow warning) and all 72 requests went to the last class."""
     import warnings
 
-    data = {**MIXED, "workload": {"classes": [
-        {"name": "a", "weight": 1e308, "input_tokens": 16, "output_tokens": 8},
-        {"name": "b", "weight": 1e308, "input_tokens": 16, "output_tokens": 8}]}}
+    data = {
+        **MIXED,
+        "workload": {
+            "classes": [
+                {"name": "a", "weight": 1e308, "input_tokens": 16, "output_tokens": 8},
+                {"name": "b", "weight": 1e308, "input_tokens": 16, "output_tokens": 8},
+            ]
+        },
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no overflow warning either
         gen = _gen(data=data)

@@ -51,15 +51,25 @@ def test_a_file_over_the_input_limit_is_refused_unread(tmp_path: Path, monkeypat
     for name, read in _readers("big.jsonl", tmp_path):
         with pytest.raises(UserError) as err:
             read()
-        assert "bytes in one input file is above the limit of 1,000 (set HARNESS_MAX_INPUT_BYTES=N" in err.value.lines[0], name
+        assert (
+            "bytes in one input file is above the limit of 1,000 (set HARNESS_MAX_INPUT_BYTES=N" in err.value.lines[0]
+        ), name
 
 
-def test_a_dataset_prompt_over_the_token_limit_and_a_deep_line_are_one_line(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_dataset_prompt_over_the_token_limit_and_a_deep_line_are_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HARNESS_MAX_TOKENS", "100")
-    (tmp_path / "d.jsonl").write_text(json.dumps({"prompt": "word " * 150}) + "\n"
-                                      + json.dumps({"prompt": "x " * 5000}) + "\n"
-                                      + '{"prompt": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    (tmp_path / "d.jsonl").write_text(
+        json.dumps({"prompt": "word " * 150})
+        + "\n"
+        + json.dumps({"prompt": "x " * 5000})
+        + "\n"
+        + '{"prompt": '
+        + "[" * 100_000
+        + "]" * 100_000
+        + "}\n"
+    )
     with pytest.raises(UserError) as err:
         load_dataset("d.jsonl", tmp_path, BuiltinTokenizer())
     lines = err.value.lines

@@ -14,11 +14,22 @@ from harness.workload.sessions import Conversation, turn_label
 
 
 def _scenario(**session) -> Scenario:  # type: ignore[no-untyped-def]
-    spec = {"turns": {"dist": "uniform", "min": 2, "max": 5}, "user_tokens": 20, "output_tokens": 8,
-            "think_time_s": {"dist": "exponential", "mean": 1.5}, "system_prompt": {"tokens": 40, "count": 2}}
+    spec = {
+        "turns": {"dist": "uniform", "min": 2, "max": 5},
+        "user_tokens": 20,
+        "output_tokens": 8,
+        "think_time_s": {"dist": "exponential", "mean": 1.5},
+        "system_prompt": {"tokens": 40, "count": 2},
+    }
     spec.update(session)
-    return Scenario.model_validate({"name": "s", "seed": 5, "load": {"concurrency": 1, "requests": 10},
-                                    "workload": {"classes": [{"name": "chat", "session": spec}]}})
+    return Scenario.model_validate(
+        {
+            "name": "s",
+            "seed": 5,
+            "load": {"concurrency": 1, "requests": 10},
+            "workload": {"classes": [{"name": "chat", "session": spec}]},
+        }
+    )
 
 
 def test_plan_is_deterministic_and_turns_carry_the_history() -> None:
@@ -55,13 +66,29 @@ def test_turn_labels_are_bounded() -> None:
 
 
 def test_recorded_conversations_replay_user_turns_in_order(tmp_path: Path) -> None:
-    (tmp_path / "c.jsonl").write_text(json.dumps({"conversations": [
-        {"from": "system", "value": "be brief"},
-        {"from": "human", "value": "one two three"}, {"from": "gpt", "value": "a b"},
-        {"from": "human", "value": "four five"}, {"from": "gpt", "value": "c d e f"},
-    ]}) + "\n")
-    sc = Scenario.model_validate({"name": "s", "load": {"concurrency": 1, "requests": 2}, "workload": {"classes": [
-        {"name": "chat", "session": {"dataset": {"path": "c.jsonl", "order": "sequential"}}}]}})
+    (tmp_path / "c.jsonl").write_text(
+        json.dumps(
+            {
+                "conversations": [
+                    {"from": "system", "value": "be brief"},
+                    {"from": "human", "value": "one two three"},
+                    {"from": "gpt", "value": "a b"},
+                    {"from": "human", "value": "four five"},
+                    {"from": "gpt", "value": "c d e f"},
+                ]
+            }
+        )
+        + "\n"
+    )
+    sc = Scenario.model_validate(
+        {
+            "name": "s",
+            "load": {"concurrency": 1, "requests": 2},
+            "workload": {
+                "classes": [{"name": "chat", "session": {"dataset": {"path": "c.jsonl", "order": "sequential"}}}]
+            },
+        }
+    )
     gen = WorkloadGenerator(sc, base_dir=tmp_path)
     req = gen.request(0)
     conv: Conversation = req.session  # type: ignore[assignment]
@@ -70,25 +97,47 @@ def test_recorded_conversations_replay_user_turns_in_order(tmp_path: Path) -> No
     assert req.messages[0] == {"role": "system", "content": "be brief"}  # type: ignore[index]
 
 
-@pytest.mark.parametrize("session, fix", [
-    ({"turns": 3, "output_tokens": 8}, "user_tokens required"),
-    ({"turns": 3, "user_tokens": 8, "output_tokens": 8, "think_time_s": -1}, "greater than or equal"),
-    ({"turns": 3, "user_tokens": 8, "output_tokens": 8, "pause": 1}, "Extra inputs"),
-])
+@pytest.mark.parametrize(
+    "session, fix",
+    [
+        ({"turns": 3, "output_tokens": 8}, "user_tokens required"),
+        ({"turns": 3, "user_tokens": 8, "output_tokens": 8, "think_time_s": -1}, "greater than or equal"),
+        ({"turns": 3, "user_tokens": 8, "output_tokens": 8, "pause": 1}, "Extra inputs"),
+    ],
+)
 def test_bad_session_blocks_are_refused(session, fix) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(Exception, match=fix):
-        Scenario.model_validate({"name": "s", "load": {"concurrency": 1, "requests": 1},
-                                 "workload": {"classes": [{"name": "c", "session": session}]}})
+        Scenario.model_validate(
+            {
+                "name": "s",
+                "load": {"concurrency": 1, "requests": 1},
+                "workload": {"classes": [{"name": "c", "session": session}]},
+            }
+        )
 
 
 def test_session_class_takes_no_plain_lengths() -> None:
     with pytest.raises(Exception, match="a session class takes its lengths from session"):
-        Scenario.model_validate({"name": "s", "load": {"concurrency": 1, "requests": 1}, "workload": {"classes": [
-            {"name": "c", "input_tokens": 5, "session": {"turns": 2, "user_tokens": 4, "output_tokens": 4}}]}})
+        Scenario.model_validate(
+            {
+                "name": "s",
+                "load": {"concurrency": 1, "requests": 1},
+                "workload": {
+                    "classes": [
+                        {"name": "c", "input_tokens": 5, "session": {"turns": 2, "user_tokens": 4, "output_tokens": 4}}
+                    ]
+                },
+            }
+        )
 
 
 def test_missing_session_dataset_is_a_user_error(tmp_path: Path) -> None:
-    sc = Scenario.model_validate({"name": "s", "load": {"concurrency": 1, "requests": 2}, "workload": {"classes": [
-        {"name": "chat", "session": {"dataset": {"path": "nope.jsonl"}}}]}})
+    sc = Scenario.model_validate(
+        {
+            "name": "s",
+            "load": {"concurrency": 1, "requests": 2},
+            "workload": {"classes": [{"name": "chat", "session": {"dataset": {"path": "nope.jsonl"}}}]},
+        }
+    )
     with pytest.raises(UserError, match=r"session dataset nope\.jsonl"):
         WorkloadGenerator(sc, base_dir=tmp_path)

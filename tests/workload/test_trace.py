@@ -21,10 +21,14 @@ STAMPS_MS = [1000, 1000, 1003, 1500, 3000, 3001, 3002, 7000]  # bursts and lulls
 
 
 def _scenario(rate: float, trace: dict) -> Scenario:
-    return Scenario.model_validate({
-        "name": "t", "seed": 1, "load": {"rate": rate, "arrival": "trace", "trace": trace, "requests": 100},
-        "workload": {"classes": [{"name": "c", "input_tokens": 10, "output_tokens": 5}]},
-    })
+    return Scenario.model_validate(
+        {
+            "name": "t",
+            "seed": 1,
+            "load": {"rate": rate, "arrival": "trace", "trace": trace, "requests": 100},
+            "workload": {"classes": [{"name": "c", "input_tokens": 10, "output_tokens": 5}]},
+        }
+    )
 
 
 def _write(tmp_path: Path, lines: list[str], name: str = "t.jsonl") -> Path:
@@ -55,12 +59,15 @@ def test_bare_numbers_in_seconds(tmp_path):
     assert np.allclose(load_gaps(sc.load.trace, tmp_path), [0.5, 1.5])
 
 
-@pytest.mark.parametrize("lines, fragment", [
-    (['{"timestamp": "noon"}', "1", "2"], "t.jsonl:1: no number in field 'timestamp'"),
-    (["true", "1", "2"], "t.jsonl:1: no number"),
-    (["5"], "has 1 timestamp(s); a trace needs at least 2"),
-    (["5", "5", "5"], "every timestamp in"),
-])
+@pytest.mark.parametrize(
+    "lines, fragment",
+    [
+        (['{"timestamp": "noon"}', "1", "2"], "t.jsonl:1: no number in field 'timestamp'"),
+        (["true", "1", "2"], "t.jsonl:1: no number"),
+        (["5"], "has 1 timestamp(s); a trace needs at least 2"),
+        (["5", "5", "5"], "every timestamp in"),
+    ],
+)
 def test_bad_traces_are_one_line_errors(tmp_path, lines, fragment):
     _write(tmp_path, lines)
     sc = _scenario(1.0, {"path": "t.jsonl"})
@@ -71,12 +78,15 @@ def test_bad_traces_are_one_line_errors(tmp_path, lines, fragment):
         load_gaps(_scenario(1.0, {"path": "missing.jsonl"}).load.trace, tmp_path)
 
 
-@pytest.mark.parametrize("load, fragment", [
-    ({"rate": 2, "arrival": "trace", "requests": 5}, "arrival trace needs trace: {path: ...} and a rate"),
-    ({"concurrency": 2, "arrival": "trace", "trace": {"path": "t"}, "requests": 5}, "arrival trace needs"),
-    ({"rate": 2, "trace": {"path": "t"}, "requests": 5}, "trace is read only with arrival: trace"),
-    ({"rate": 2, "arrival": "trace", "trace": {"path": "t", "unit": "h"}, "requests": 5}, "load.trace.unit"),
-])
+@pytest.mark.parametrize(
+    "load, fragment",
+    [
+        ({"rate": 2, "arrival": "trace", "requests": 5}, "arrival trace needs trace: {path: ...} and a rate"),
+        ({"concurrency": 2, "arrival": "trace", "trace": {"path": "t"}, "requests": 5}, "arrival trace needs"),
+        ({"rate": 2, "trace": {"path": "t"}, "requests": 5}, "trace is read only with arrival: trace"),
+        ({"rate": 2, "arrival": "trace", "trace": {"path": "t", "unit": "h"}, "requests": 5}, "load.trace.unit"),
+    ],
+)
 def test_load_validation(load, fragment):
     data = {"name": "t", "load": load, "workload": {"classes": [{"name": "c", "input_tokens": 1, "output_tokens": 1}]}}
     with pytest.raises(UserError) as exc:
@@ -90,4 +100,6 @@ def test_fingerprint_follows_the_trace_content(tmp_path):
     before = fingerprint(sc, base_dir=tmp_path)
     _write(tmp_path, [str(s) for s in STAMPS_MS[:-1]])
     after = fingerprint(sc, base_dir=tmp_path)
-    assert before["parts"]["load"] != after["parts"]["load"] and before["parts"]["workload"] == after["parts"]["workload"]
+    assert (
+        before["parts"]["load"] != after["parts"]["load"] and before["parts"]["workload"] == after["parts"]["workload"]
+    )
