@@ -155,5 +155,7 @@ def test_every_request_failing_exits_1_with_a_line(tmp_path: Path) -> None:
     s = json.loads((out / "summary.json").read_text())
     assert s["requests"]["errors_by_kind"] == {"disconnect": 3} and s["requests"]["completed"] == 0
     assert s["validity"]["ok"] is False
+    # summary.json agrees with the exit status (audit R16: it said complete)
+    assert s["status"] == "failed" and s["status_reason"] == "no request completed in the measured window (disconnect 3)"
     lines = [json.loads(l) for l in (out / "requests.jsonl").read_text().splitlines()]
     assert [l["error"] for l in lines] == ["disconnect"] * 3

@@ -20,12 +20,13 @@ from harness.metrics.stall_meter import StallMeter
 from harness.results.console import Progress, print_summary
 from harness.results.layout import RunDir
 from harness.results.schema import RunSummary
+from harness.results.verdict import kinds
 from harness.run import finish, prepare
 from harness.run.follow import Follower, signal_group, tail
 from harness.run.instruments import Instruments
 from harness.run.modes import MODES, Started, merge_worker_files, stop_helpers
 from harness.run.options import RunOptions
-from harness.run.target import EmbeddedSim, sim_lora_args
+from harness.run.target import EmbeddedSim, refuses_connections, sim_lora_args
 from harness.scenario.models import Scenario
 from harness.signals import stop_reason
 
@@ -153,6 +154,7 @@ def _measure(prep: prepare.Prepared, opts: RunOptions, env: dict[str, str] | Non
     summary, metrics = finish.assemble(prep, results=results, engine=engine, stall=instruments.stall, status=status,
                                        processes=started.processes)
     _note_how_it_ended(summary, follower, stopped_by, run_dir)
+    _failed_though_complete(summary, prep, sim)
     if opts.distributed and len(results) < started.processes:
         summary.validity["warnings"].append(
             f"only {len(results)} of {started.processes} workers' final results arrived; the others' requests are "
@@ -200,6 +202,30 @@ def _note_how_it_ended(summary: RunSummary, follower: Follower | None, stopped_b
         summary.status = "failed"
         summary.status_reason = f"the simulated engine exited (code {code}) {at}; see {run_dir.sim_log}"
         summary.validity["warnings"].insert(0, summary.status_reason)
+        summary.validity["ok"] = False
+
+
+def _failed_though_complete(summary: RunSummary, prep: prepare.Prepared, sim: EmbeddedSim | None) -> None:
+    """A run that would read `complete` although no request completed in its window (audit R16:
+    summary.json said complete while harness run exited 1), or whose external engine stopped
+    accepting connections mid-run (audit R15: 39 done then 14 refused connections ended complete,
+    exit 0; a dying simulator is caught by its exit code, an external engine only this way)."""
+    if summary.status != "complete":
+        return
+    reason = None
+    if summary.requests.completed == 0:
+        reason = f"no request completed in the measured window ({kinds(summary)})"
+    elif sim is None and summary.requests.errors_by_kind.get("connect"):
+        for url in prep.scenario.target.endpoints or [prep.target_url]:
+            why = refuses_connections(url)
+            if why is not None:
+                reason = (f"the target {url} stopped accepting connections during the run ({why} now; "
+                          f"{summary.requests.errors_by_kind['connect']} requests could not connect): did the engine "
+                          "die? see its log")
+                break
+    if reason is not None:
+        summary.status, summary.status_reason = "failed", reason
+        summary.validity["warnings"].insert(0, reason)
         summary.validity["ok"] = False
 
 

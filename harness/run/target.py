@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import zlib
 from pathlib import Path
@@ -76,6 +77,17 @@ def _bounded_body(resp: Any, method: str, url: str) -> bytes:
         if len(raw) > MAX_ANSWER_BYTES or inflate.unconsumed_tail:
             raise TargetError(f"{method} {url}: the answer decompresses to more than {MAX_ANSWER_BYTES >> 20} MiB")
     return raw
+
+
+def refuses_connections(url: str, timeout_s: float = 2.0) -> str | None:
+    """Why a TCP connection to `url`'s host and port fails now (None: it connects)."""
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", port), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
 
 
 def reporting_args(args: list[str]) -> list[str]:
