@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pkgutil
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 _HARNESS = Path(__file__).resolve().parents[1]
 
@@ -28,5 +28,10 @@ def module_names(folder: str, first: tuple[str, ...], *, dashes: bool = False) -
 ARRIVAL_NAMES = module_names("workload/arrivals", ("poisson", "gamma", "constant", "trace"))
 API_NAMES = module_names("client/adapters", ("openai-chat", "openai-completions"), dashes=True)
 
-ArrivalName = Literal[ARRIVAL_NAMES]  # type: ignore[valid-type]
-ApiName = Literal[API_NAMES]  # type: ignore[valid-type]
+if TYPE_CHECKING:
+    # the members are known only at import (the folders' modules): to a type checker, a name
+    ArrivalName = str
+    ApiName = str
+else:
+    ArrivalName = Literal[ARRIVAL_NAMES]
+    ApiName = Literal[API_NAMES]

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from harness.errors import UserError
 from harness.scenario.models import Scenario
@@ -53,7 +54,7 @@ def _path(loc: tuple[Any, ...]) -> str:
 _DISTS = "fixed, uniform, normal, lognormal"
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: ErrorDetails) -> str:
     kind = err.get("type", "")
     if kind in _MESSAGES:
         return _MESSAGES[kind]
@@ -82,7 +83,7 @@ def _message(err: dict[str, Any]) -> str:
 def format_validation_error(source: str, exc: ValidationError) -> list[str]:
     """One line per value at fault: the errors pydantic gives for each member of a union (a flag
     value may be a string, a number, true/false, a mapping or a list) are one line."""
-    by_path: dict[str, list[dict[str, Any]]] = {}
+    by_path: dict[str, list[ErrorDetails]] = {}
     for e in exc.errors():
         by_path.setdefault(_path(tuple(e["loc"])), []).append(e)
     lines = []
@@ -160,9 +161,11 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """Overrides are dotted paths (`load.concurrency`). Setting one load mode clears the other."""
-    out = yaml.safe_load(yaml.safe_dump(data))  # deep copy of plain data
+    out: dict[str, Any] = yaml.safe_load(yaml.safe_dump(data))  # deep copy of plain data
     given = {k for k, v in overrides.items() if v is not None}
-    load = out.get("load") if isinstance(out.get("load"), dict) else {}
+    load = out.get("load")
+    if not isinstance(load, dict):
+        load = {}
     if given & {"load.concurrency", "load.rate", "load.offline"}:
         load.pop("concurrency", None)  # one load mode replaces the other
         load.pop("rate", None)

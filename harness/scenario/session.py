@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness.scenario.models import Dataset, Fixed, LengthDist, SharedPrefix, _length_shorthand
+from harness.scenario.parts import Dataset, Fixed, LengthDist, SharedPrefix, length_shorthand
 
 
 class _Strict(BaseModel):
@@ -88,7 +88,7 @@ class FanOut(_Strict):
     @classmethod
     def _shorthand(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            data = {k: _length_shorthand(v) if k in ("agents", "steps", "task_tokens", "result_tokens") else v
+            data = {k: length_shorthand(v) if k in ("agents", "steps", "task_tokens", "result_tokens") else v
                     for k, v in data.items()}
         return data
 
@@ -116,7 +116,7 @@ class AgentSpec(_Strict):
             data = dict(data)
             for key in ("tool_calls", "call_tokens", "tool_result_tokens"):
                 if key in data:
-                    data[key] = _length_shorthand(data[key])
+                    data[key] = length_shorthand(data[key])
             if "tool_latency_s" in data:
                 data["tool_latency_s"] = _time_shorthand(data["tool_latency_s"])
         return data
@@ -143,7 +143,7 @@ class SessionSpec(_Strict):
             data = dict(data)
             for key in ("turns", "user_tokens", "output_tokens"):
                 if key in data:
-                    data[key] = _length_shorthand(data[key])
+                    data[key] = length_shorthand(data[key])
             if "think_time_s" in data:
                 data["think_time_s"] = _time_shorthand(data["think_time_s"])
         return data

@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 
 from harness.errors import UserError
-from harness.scenario.inputs import not_a_file, read_input
 from harness.limits import YAML_NODES
+from harness.scenario.inputs import not_a_file, read_input
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -95,7 +95,7 @@ def load_yaml_file(path: Path, what: str = "YAML file") -> Any:
     raw = read_input(path, str(path), f"give the path of a {what}")
     text = _decode(raw, path)
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
     except _Duplicate as dup:
         raise UserError(f"{path}: line {dup.again}: duplicate key {str(dup.key)[:80]!r} (first on line {dup.first}); "
                         "keep one of them") from None
@@ -112,9 +112,9 @@ def load_yaml_file(path: Path, what: str = "YAML file") -> Any:
         n = expanded_size(data)
     except RecursionError:
         raise UserError(f"{path}: nested too deeply to read") from None
-    problem = YAML_NODES.check(n)
-    if problem:
-        raise UserError(f"{path}: {problem}; aliases (*name) repeat what they point to, so a few lines can "
+    too_many = YAML_NODES.check(n)
+    if too_many:
+        raise UserError(f"{path}: {too_many}; aliases (*name) repeat what they point to, so a few lines can "
                         "stand for millions of values")
     return data
 
@@ -124,7 +124,7 @@ def load_yaml_value(text: str, what: str) -> Any:
     duplicate key or an alias bomb is one line naming `what` (audit R11: the bomb refused in a file
     in 2.6 s grew memory for 96 s through --set); text that is not YAML is kept as the string."""
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
     except _Duplicate as dup:
         raise UserError(f"{what}: duplicate key {str(dup.key)[:80]!r}; keep one of them") from None
     except (yaml.YAMLError, ValueError):

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import json
 
-from harness.scenario.secrets import (MASK, SECRETS_ENV, is_secret_header, masked_scenario, restored_scenario,
-                                      secrets_env)
+from harness.scenario.secrets import (
+    MASK,
+    SECRETS_ENV,
+    is_secret_header,
+    masked_scenario,
+    restored_scenario,
+    secrets_env,
+)
 
 
 def test_credential_header_names() -> None:

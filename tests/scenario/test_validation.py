@@ -178,7 +178,7 @@ def test_cli_prints_error_lines_and_exits_2(tmp_path: Path, capsys: pytest.Captu
     text, expected = BAD[case]
     path = _write(tmp_path, case, text)
     rc = main(["run", str(path), "--out", str(tmp_path / "run"), "--quiet"])
-    out, err = capsys.readouterr()
+    err = capsys.readouterr().err
     assert rc == 2
     assert err == f"error: {path}: {expected}\n"
     assert not (tmp_path / "run").exists()  # nothing is started for an invalid file
@@ -221,7 +221,7 @@ def test_a_set_value_has_a_files_alias_bound() -> None:
     from harness.scenario.yaml_io import load_yaml_value
 
     levels = ["a: &a [1,1,1,1,1,1,1,1,1]"] + [f"{n}: &{n} [" + ",".join([f"*{p}"] * 9) + "]"
-                                              for p, n in zip("abcde", "bcdef")]
+                                              for p, n in zip("abcde", "bcdef", strict=True)]
     bomb = "{" + ", ".join(levels) + ", g: [" + ",".join(["*f"] * 9) + "]}"
     with pytest.raises(UserError) as err:
         load_yaml_value(bomb, "--set sampling.extra_body")
