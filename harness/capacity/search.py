@@ -360,15 +360,14 @@ def run_trial(scenario: Scenario, knob: Knob, level: float, out_dir: Path, setti
     except UserError as exc:
         return Trial(level=level, attainment=None, run_dir=str(out_dir), status="failed",
                      wall_s=time.monotonic() - t0, figures={"error": " ".join(exc.lines)[:300]})
-    overall = (summary.goodput or {}).get("overall") or {}
-    frac = overall.get("fraction")
+    frac = summary.goodput.overall.fraction
     lat = summary.latency_ms
-    warnings = [str(w) for w in (summary.validity or {}).get("warnings") or []]
+    warnings = list(summary.validity.warnings)
     return Trial(
         warnings=warnings,
         level=level,
-        attainment=float(frac) if isinstance(frac, (int, float)) else None,
-        saturated=(summary.load or {}).get("stopped_early"),
+        attainment=frac,
+        saturated=summary.load.stopped_early,
         run_dir=str(out_dir),
         status=summary.status,
         wall_s=time.monotonic() - t0,

@@ -21,6 +21,7 @@ from harness.errors import UserError
 from harness.results.lock import lock_dir
 from harness.results.schema import RunSummary
 from harness.results.verdict import RUN_FAILED_EXIT, failure_reason
+from harness.results.thresholds import evaluate as evaluate_thresholds
 from harness.scenario import thresholds as th
 from harness.scenario.models import Scenario
 
@@ -91,7 +92,7 @@ def outcome(summary: RunSummary, out: Path, wanted: list[th.Threshold]) -> int:
     if reason is not None:
         print(f"error: {reason}; results kept in {out} (see requests.jsonl and load.log)", file=sys.stderr)
         return RUN_FAILED_EXIT
-    missed = th.evaluate(wanted, summary.model_dump(mode="json"))
+    missed = evaluate_thresholds(wanted, summary)
     for line in missed:
         print(f"error: {line}", file=sys.stderr)
     return th.THRESHOLD_EXIT if missed else 0

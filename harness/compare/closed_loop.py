@@ -46,8 +46,8 @@ def slices_too_short(runs: list[RunLike]) -> tuple[float, float] | None:
     median request on some run, else None."""
     for r in runs:
         reqs = [q for q in r.measured_requests() if not q.get("error") and isinstance(q.get("e2e_ms"), (int, float))]
-        span = (r.summary.window or {}).get("duration_s")
-        if len(reqs) < 6 or not isinstance(span, (int, float)):
+        span = r.summary.window.duration_s
+        if len(reqs) < 6 or not span:
             continue
         k = min(10, max(3, len(reqs) // 5))
         median = float(np.median([q["e2e_ms"] for q in reqs])) / 1000.0

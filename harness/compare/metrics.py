@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from harness.errors import UserError
 from harness.metrics.table import shown
-from harness.results.schema import RunSummary
+from harness.results.models.summary import RunSummary
+from harness.results.run_metrics import BY_NAME as RUN
 
 
 @dataclass(frozen=True)
@@ -51,30 +52,21 @@ def _lat(metric: str, stat: str) -> Callable[[RunSummary], float | None]:
 
 
 def _goodput_rps(s: RunSummary) -> float | None:
-    overall = s.goodput.get("overall") if isinstance(s.goodput, dict) else None
-    return _num(overall.get("rps")) if isinstance(overall, dict) else None
+    """Goodput only where the summary has a goodput block (one rebuilt from requests.jsonl has none)."""
+    return RUN["goodput_req_per_s"].get(s) if "overall" in s.goodput.model_fields_set else None
 
 
 def _goodput_fraction(s: RunSummary) -> float | None:
-    overall = s.goodput.get("overall") if isinstance(s.goodput, dict) else None
-    v = _num(overall.get("fraction")) if isinstance(overall, dict) else None
+    v = RUN["goodput_fraction"].get(s) if "overall" in s.goodput.model_fields_set else None
     return None if v is None else 100.0 * v
 
 
-def _engine(*path: str, scale: float = 1.0) -> Callable[[RunSummary], float | None]:
-    def get(s: RunSummary) -> float | None:
-        node: Any = s.engine
-        for part in path:
-            node = node.get(part) if isinstance(node, dict) else None
-        v = _num(node)
-        return None if v is None else v * scale
+def _pct(get: Callable[[RunSummary], float | None]) -> Callable[[RunSummary], float | None]:
+    def pct(s: RunSummary) -> float | None:
+        v = get(s)
+        return None if v is None else 100.0 * v
 
-    return get
-
-
-def _error_rate(s: RunSummary) -> float | None:
-    total = s.requests.completed + s.requests.failed
-    return 100.0 * s.requests.failed / total if total else None
+    return pct
 
 
 def _defs() -> list[MetricDef]:
@@ -97,16 +89,17 @@ def _defs() -> list[MetricDef]:
                 )
             )
     out += [
-        MetricDef("rps", "requests/s", "req/s", "higher", "throughput", lambda s: _num(s.requests.rps) or None, slice_quantity="requests"),
-        MetricDef("output_tps", "output tokens/s", "tok/s", "higher", "throughput", lambda s: _num(s.tokens.output_per_s) or None, slice_quantity="output_tokens"),
-        MetricDef("input_tps", "input tokens/s", "tok/s", "higher", "throughput", lambda s: _num(s.tokens.input_per_s) or None, slice_quantity="input_tokens"),
+        # the run-level figures: harness.results.run_metrics (the table says where each comes from)
+        MetricDef("rps", "requests/s", "req/s", "higher", "throughput", lambda s: RUN["req_per_s"].get(s) or None, slice_quantity="requests"),
+        MetricDef("output_tps", "output tokens/s", "tok/s", "higher", "throughput", lambda s: RUN["output_tok_per_s"].get(s) or None, slice_quantity="output_tokens"),
+        MetricDef("input_tps", "input tokens/s", "tok/s", "higher", "throughput", lambda s: RUN["input_tok_per_s"].get(s) or None, slice_quantity="input_tokens"),
         MetricDef("goodput_rps", "goodput", "req/s", "higher", "throughput", _goodput_rps, slice_quantity="good"),
         MetricDef("goodput_pct", "goodput share", "%", "higher", "rate", _goodput_fraction),
-        MetricDef("error_rate", "failed requests", "%", "lower", "rate", _error_rate),
+        MetricDef("error_rate", "failed requests", "%", "lower", "rate", RUN["error_rate"].get),
         # the engine's own counters over the window (not in the default family: `--metrics` them)
-        MetricDef("prefix_hit_rate", "prefix-cache hit rate", "%", "higher", "rate", _engine("prefix_cache", "hit_rate", scale=100.0),
+        MetricDef("prefix_hit_rate", "prefix-cache hit rate", "%", "higher", "rate", _pct(RUN["prefix_hit_rate"].get),
                   engine_counter="prefix_hits_total", engine_denominator="prefix_queries_total"),
-        MetricDef("preemptions", "preemptions", "", "lower", "throughput", _engine("preemptions", "count"),
+        MetricDef("preemptions", "preemptions", "", "lower", "throughput", RUN["preemptions"].get,
                   engine_counter="preemptions_total"),
     ]
     return out

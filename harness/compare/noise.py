@@ -241,10 +241,9 @@ def good_counts(runs: list[RunLike]) -> tuple[int, int]:
     """(requests within the SLOs, requests judged) over runs, from summary.json's goodput block."""
     good = total = 0
     for r in runs:
-        o = r.summary.goodput.get("overall") if isinstance(r.summary.goodput, dict) else None
-        if isinstance(o, dict) and isinstance(o.get("good"), (int, float)) and isinstance(o.get("total"), (int, float)):
-            good += int(o["good"])
-            total += int(o["total"])
+        if "overall" in r.summary.goodput.model_fields_set:  # a summary rebuilt from requests.jsonl has none
+            good += r.summary.goodput.overall.good
+            total += r.summary.goodput.overall.total
     return good, total
 
 

@@ -14,12 +14,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from harness.diagnose import enginelog, interference, memory, timeslices  # noqa: F401 - register the analyses
 from harness.diagnose import ttft_parts  # noqa: F401 - registers its findings rule
 from harness.diagnose.base import ANALYSES, DiagnoseOptions, RunInputs
 from harness.diagnose.enginelog import LogWindow
 from harness.diagnose.findings import findings, headline
-from harness.results.schema import Finding, RunSummary
+from harness.results.models.diagnosis import Diagnosis, EngineLogBlock, Finding, TimeslicesBlock
+from harness.results.models.summary import RunSummary
 
 __all__ = ["ANALYSES", "DiagnoseOptions", "LogWindow", "diagnose", "headline"]
 
@@ -42,23 +45,44 @@ def diagnose(summary: RunSummary, root: Path, options: DiagnoseOptions) -> RunSu
         if block is not None:
             diag[name] = block
             inp.blocks[name] = block
-    summary.diagnosis = diag
+    summary.diagnosis = _typed(diag)
     summary.findings = findings(data, diag)
-    _validity(summary, diag)
+    _validity(summary, summary.diagnosis)
     return summary
 
 
-def _validity(summary: RunSummary, diag: dict[str, Any]) -> None:
-    warnings = summary.validity.setdefault("warnings", [])
-    log = diag.get("engine_log") or {}
-    for line in log.get("warnings") or []:
-        warnings.append(line)
-    if any(k in (log.get("events") or {}) for k in ("oom", "cuda_error")):
-        summary.validity["ok"] = False
-    ss = (diag.get("timeslices") or {}).get("steady_state") or {}
-    if ss.get("drift"):
-        warnings.append(ss["message"])
-        summary.validity["ok"] = False
+def _typed(diag: dict[str, Any]) -> Diagnosis:
+    """The blocks as summary.json's model (harness.results.models.diagnosis); a block the model does
+    not describe (an analysis changed without its model) becomes its error, never a lost run."""
+    try:
+        return Diagnosis.model_validate(diag)
+    except ValidationError:
+        pass
+    out: dict[str, Any] = {}
+    for name, block in diag.items():
+        try:
+            Diagnosis.model_validate({name: block})
+            out[name] = block
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            why = f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+            print(f"warning: post-run analysis {name}: its block does not match harness/results/models/diagnosis.py ({why})",
+                  file=sys.stderr)
+            out[name] = {"error": f"block does not match its model: {why}"}
+    return Diagnosis.model_validate(out)
+
+
+def _validity(summary: RunSummary, diag: Diagnosis) -> None:
+    warnings = summary.validity.warnings
+    log = diag.engine_log
+    if isinstance(log, EngineLogBlock):
+        warnings.extend(log.warnings)
+        if any(k in log.events for k in ("oom", "cuda_error")):
+            summary.validity.ok = False
+    ts = diag.timeslices
+    if isinstance(ts, TimeslicesBlock) and ts.steady_state.drift:
+        warnings.append(ts.steady_state.message or "not in steady state")
+        summary.validity.ok = False
 
 
 def top(summary: RunSummary | dict[str, Any], n: int = 3) -> list[Finding]:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.registry import Registry
-from harness.results.schema import Finding
+from harness.results.models.diagnosis import Finding, FindingValue
 
 Rule = Callable[[dict[str, Any], dict[str, Any]], "Finding | None"]
 RULES: Registry[Rule] = Registry("finding rule")
@@ -61,7 +61,8 @@ def _kv_pressure(summary: dict[str, Any], diag: dict[str, Any]) -> Finding | Non
         fixed = _num(eng.get("kv_cache_memory_bytes"))
         more = (f"then raise --kv-cache-memory-bytes (now {fixed / 2**30:.2f} GiB; it overrides --gpu-memory-utilization) "
                 if fixed else "then raise --gpu-memory-utilization ")
-        value = {"kv_usage_max": kv_max, "preemptions": pre, **({"kv_cache_memory_bytes": fixed} if fixed else {})}
+        value: dict[str, FindingValue] = {"kv_usage_max": kv_max, "preemptions": pre,
+                                          **({"kv_cache_memory_bytes": fixed} if fixed else {})}
         return Finding(id="kv_pressure", severity=0.9, title="KV cache pressure: preemptions",
                        text=f"{kv_txt} with {pre:.0f} preemptions", value=value,
                        advice="lower --max-num-seqs first, then --max-model-len; " + more +

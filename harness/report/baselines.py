@@ -123,8 +123,8 @@ def save(src: Path | str, name: str, engine_config: Path | str | None = None, ro
             _copy_run(src, tmp)
             meta.update(
                 scenario=run.name,
-                fingerprint=run.fingerprint,
-                target={k: v for k, v in run.summary.target.items() if k in ("url", "api", "model")},
+                fingerprint=run.fingerprint.model_dump(mode="json"),
+                target=run.summary.target.model_dump(mode="json", include={"url", "api", "model"}),
                 status=run.summary.status,
                 headline=_headline(run.summary),
                 has_requests=find_file(src, "requests.jsonl") is not None,
@@ -149,7 +149,7 @@ def save(src: Path | str, name: str, engine_config: Path | str | None = None, ro
                 configs=sweep.configs,
                 cells=len(sweep.cells),
                 cells_with_results=copied,
-                fingerprint={c.id: c.run.fingerprint for c in sweep.cells if c.run is not None},
+                fingerprint={c.id: c.run.fingerprint.model_dump(mode="json") for c in sweep.cells if c.run is not None},
             )
             if (src / "sweep.yaml").is_file():
                 meta["engine_config"] = "sweep.yaml"

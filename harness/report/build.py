@@ -18,6 +18,7 @@ from harness.compare.metrics import MetricDef
 from harness.report.metrics import fmt_num, fmt_pct
 from harness.results.engine_facts import facts_line
 from harness.results.models.facts import StartupFacts
+from harness.results.run_metrics import BY_NAME as RUN
 from harness.results.sweep_index import capacity, top_level
 
 
@@ -31,12 +32,10 @@ def validity_items(run: RunData) -> list[str]:
     """Everything that limits how far the numbers can be trusted, most important first."""
     s = run.summary
     items: list[str] = []
-    warnings = s.validity.get("warnings") if isinstance(s.validity, dict) else None
-    if isinstance(warnings, list):
-        items += [str(w) for w in warnings]
-    tel = (s.engine or {}).get("telemetry") if isinstance(s.engine, dict) else None
-    if isinstance(tel, dict) and tel.get("missing_reason"):
-        msg = f"engine telemetry missing: {tel['missing_reason']}"
+    items += list(s.validity.warnings)
+    missing = s.engine.telemetry.missing_reason
+    if missing:
+        msg = f"engine telemetry missing: {missing}"
         if not any("telemetry" in i for i in items):
             items.append(msg)
     items += [n for n in run.notes if n not in items]
@@ -78,9 +77,8 @@ def run_figures(run: RunData) -> list[Figure]:
                            f"Latency at each percentile, from the {src}; each step right on the x axis is 10× rarer, "
                            "so the tail is readable. Lines stop where the sample count runs out.", fig))
     engine_missing = ""
-    tel = (run.summary.engine or {}).get("telemetry") if isinstance(run.summary.engine, dict) else None
-    if isinstance(tel, dict) and tel.get("missing_reason"):
-        engine_missing = str(tel["missing_reason"])
+    if run.summary.engine.telemetry.missing_reason:
+        engine_missing = run.summary.engine.telemetry.missing_reason
     elif run.engine_metrics is None:
         engine_missing = "engine_metrics.jsonl missing"
     if run.engine_metrics or run.progress:
@@ -99,14 +97,14 @@ def build_run_report(run: RunData) -> Document:
     s = run.summary
     w = s.window
     subtitle_parts = [f"scenario `{run.name}`"]
-    if s.target.get("model"):
-        subtitle_parts.append(f"model `{s.target['model']}`")
-    if s.target.get("url"):
-        subtitle_parts.append(f"target {s.target['url']}")
-    if w.get("start"):
-        subtitle_parts.append(_when(w.get("start")))
+    if s.target.model:
+        subtitle_parts.append(f"model `{s.target.model}`")
+    if s.target.url:
+        subtitle_parts.append(f"target {s.target.url}")
+    if w.start:
+        subtitle_parts.append(_when(w.start))
     subtitle_parts.append(f"status **{s.status}**")
-    fp = run.fingerprint.get("value")
+    fp = run.fingerprint.value
     if fp:
         subtitle_parts.append(f"fingerprint `{fp}`")
     doc = Document(title=f"Run report: {run.name}", subtitle=" · ".join(subtitle_parts), kind="run")
@@ -148,7 +146,7 @@ def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str
     repeats = max((len(r.cells) for r in rows), default=1)
     mixed = V.mixed_loads(rows)
     with_gpu = any(r.gpu_memory_gib is not None for r in rows)
-    with_spec = any(r.spec("acceptance_rate") is not None for r in rows)
+    with_spec = any(r.spec("spec_acceptance_rate") is not None for r in rows)
     cols = ["#", "Config", "Flags", "Load", f"{key.label} ({key.unit})", "Good %", "req/s", "out tok/s",
             "TTFT p50", "TTFT p99", "ITL p99", "E2E p99", "KV max", "Preempt."]
     if with_gpu:
@@ -189,8 +187,8 @@ def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str
         if with_gpu:
             cells.append(fmt_num(r.gpu_memory_gib))
         if with_spec:
-            acc = r.spec("acceptance_rate")
-            cells += [fmt_pct(None if acc is None else 100 * acc, 0), fmt_num(r.spec("mean_acceptance_length"))]
+            acc = r.spec("spec_acceptance_rate")
+            cells += [fmt_pct(None if acc is None else 100 * acc, 0), fmt_num(r.spec("spec_mean_acceptance_length"))]
         if per_device:
             d, tps = r.devices or 1, r.value("output_tps")
             cells += [f"{r.replicas} x {d // max(r.replicas, 1)}", fmt_num(tps / d if tps is not None else None)]
@@ -217,16 +215,12 @@ def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str
     return Table(cols, out, caption=caption, align=align, notes=notes)  # type: ignore[arg-type]
 
 
-def _kv_max(run: Any) -> float | None:
-    kv = (run.summary.engine or {}).get("kv_usage")
-    v = kv.get("max") if isinstance(kv, dict) else None
-    return float(v) if isinstance(v, (int, float)) else None
+def _kv_max(run: RunData) -> float | None:
+    return RUN["kv_usage_max"].get(run.summary)
 
 
-def _preempt(run: Any) -> float | None:
-    p = (run.summary.engine or {}).get("preemptions")
-    v = p.get("count") if isinstance(p, dict) else None
-    return float(v) if isinstance(v, (int, float)) else None
+def _preempt(run: RunData) -> float | None:
+    return RUN["preemptions"].get(run.summary)
 
 
 def _scenarios_text(sweep: SweepData) -> str:

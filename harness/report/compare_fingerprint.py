@@ -6,12 +6,13 @@ from typing import Any
 
 
 from harness.report.data import RunData
+from harness.results.models.summary import Fingerprint
 
 
 # ---------------------------------------------------------------- fingerprints
 
 
-def _fp(run: RunData) -> dict[str, Any]:
+def _fp(run: RunData) -> Fingerprint:
     return run.fingerprint
 
 
@@ -19,18 +20,18 @@ def fingerprint_check(base: list[RunData], cand: list[RunData]) -> tuple[str, li
     """(description, problems). Problems name the differing parts."""
     problems: list[str] = []
     for role, runs in (("baseline", base), ("candidate", cand)):
-        missing = [str(r.path) for r in runs if not _fp(r).get("value")]
+        missing = [str(r.path) for r in runs if not _fp(r).value]
         if missing:
             problems.append(f"{role} has no workload fingerprint in summary.json ({', '.join(missing[:3])}): cannot tell it did the same work")
-        values = {_fp(r).get("value") for r in runs if _fp(r).get("value")}
+        values = {_fp(r).value for r in runs if _fp(r).value}
         if len(values) > 1:
-            parts = _diff_parts(_fp(runs[0]), next(_fp(r) for r in runs if _fp(r).get("value") != _fp(runs[0]).get("value")))
+            parts = _diff_parts(_fp(runs[0]), next(_fp(r) for r in runs if _fp(r).value != _fp(runs[0]).value))
             problems.append(f"{role} repeats did not do the same work (differ in {', '.join(parts) or 'fingerprint'})")
     if problems:
         return "unknown", problems
     fb, fc = _fp(base[0]), _fp(cand[0])
-    if fb.get("value") == fc.get("value"):
-        return f"fingerprints match ({fb.get('value')})", []
+    if fb.value == fc.value:
+        return f"fingerprints match ({fb.value})", []
     parts = _diff_parts(fb, fc)
     details = []
     for p in parts:
@@ -41,7 +42,7 @@ def fingerprint_check(base: list[RunData], cand: list[RunData]) -> tuple[str, li
             same_files = isinstance(base[0].scenario, dict) and base[0].scenario == cand[0].scenario
             hint = ("; the scenario files agree, so the tokenizer or the harness version that hashed them differs"
                     if same_files else "")
-            details.append(f"{p} (hash {(fb.get('parts') or {}).get(p, '?')} vs {(fc.get('parts') or {}).get(p, '?')}{hint})")
+            details.append(f"{p} (hash {fb.parts.get(p, '?')} vs {fc.parts.get(p, '?')}{hint})")
     return f"fingerprints differ in {', '.join(parts) or 'value'}", [f"workload fingerprints differ in: {', '.join(details) or 'the overall value'}"]
 
 
@@ -78,6 +79,6 @@ def _scenario_diffs(a: dict[str, Any] | None, b: dict[str, Any] | None, part: st
     return out
 
 
-def _diff_parts(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    pa, pb = a.get("parts") or {}, b.get("parts") or {}
+def _diff_parts(a: Fingerprint, b: Fingerprint) -> list[str]:
+    pa, pb = a.parts, b.parts
     return [k for k in sorted(set(pa) | set(pb)) if pa.get(k) != pb.get(k)]

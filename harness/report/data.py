@@ -22,7 +22,8 @@ from harness.errors import UserError
 from harness.metrics.table import BY_NAME
 from harness.results import hdr
 from harness.report.partial_summary import summary_from_requests
-from harness.results.schema import RunSummary
+from harness.results.models.summary import Fingerprint, GoodputBlock, RunSummary
+from harness.results.read import check_version
 
 RUN_FILES = ("summary.json", "histograms.json", "requests.jsonl", "engine_metrics.jsonl", "progress.jsonl")
 SWEEP_FILES = ("index.json", "sweep.yaml")
@@ -90,12 +91,11 @@ class RunData:
 
     @property
     def name(self) -> str:
-        return str(self.summary.scenario.get("name") or self.path.name)
+        return self.summary.scenario.name or self.path.name
 
     @property
-    def fingerprint(self) -> dict[str, Any]:
-        fp = self.summary.scenario.get("fingerprint")
-        return fp if isinstance(fp, dict) else {}
+    def fingerprint(self) -> Fingerprint:
+        return self.summary.scenario.fingerprint
 
     @property
     def classes(self) -> list[str]:
@@ -116,7 +116,7 @@ class RunData:
         summary = self.summary.model_copy(update={
             "requests": block.requests, "tokens": block.tokens, "latency_ms": block.latency_ms,
             "tokens_per_chunk": block.tokens_per_chunk,
-            "goodput": {"overall": block.goodput} if block.goodput else {}, "per_class": {},
+            "goodput": GoodputBlock(overall=block.goodput), "per_class": {},
         })
         requests = None if self.requests is None else [r for r in self.requests if r.get("class") == name]
         return RunData(
@@ -155,7 +155,7 @@ class RunData:
         return None
 
     def window_start(self) -> float | None:
-        start = self.summary.window.get("start")
+        start = self.summary.window.start
         return float(start) if isinstance(start, (int, float)) else None
 
 
@@ -196,7 +196,9 @@ def load_run(path: Path | str) -> RunData:
         notes.append("summary.json is missing: the run did not finish; the values below are computed from requests.jsonl")
     else:
         try:
-            summary = RunSummary.model_validate(read_json(spath))
+            data = read_json(spath)
+            check_version(spath, data)  # a newer or older schema: one line naming the version
+            summary = RunSummary.model_validate(data)
         except (OSError, json.JSONDecodeError) as exc:
             notes.append(f"summary.json is unreadable ({_short(exc)}); the values below are computed from requests.jsonl")
         except ValidationError as exc:

@@ -17,6 +17,13 @@ from harness.report.data import RunData
 from harness.report.document import Block, Callout, Figure, Heading, Paragraph, Table
 from harness.report.figures import PALETTE, _style
 from harness.report.tables import bucket_quantile
+from harness.results.models.diagnosis import (
+    AnalysisError,
+    EngineLogBlock,
+    InterferenceBlock,
+    MemoryBlock,
+    TimeslicesBlock,
+)
 
 
 def findings_callout(run: RunData) -> Callout | None:
@@ -37,46 +44,43 @@ def _read(path: Path) -> Any:
 
 
 def diagnosis_blocks(run: RunData) -> list[Block]:
-    d = run.summary.diagnosis or {}
-    if not d:
+    d = run.summary.diagnosis
+    if not d.model_fields_set:
         return []
     blocks: list[Block] = [Heading("Diagnosis")]
-    rows: list[list[str]] = []
-    inter = d.get("interference") or {}
-    if inter.get("inside"):
-        rows.append(["prefill/decode interference", inter.get("verdict", ""), inter.get("message", "")])
-    elif inter.get("message"):
-        rows.append(["prefill/decode interference", inter.get("verdict", ""), inter["message"]])
-    log = d.get("engine_log") or {}
-    if log:
-        ev = log.get("events") or {}
-        text = "; ".join(f"{k} {v['count']} (first: `{v['first'][:100]}`)" for k, v in ev.items()) or "nothing counted"
-        rows.append([f"engine log ({log.get('scope', '')})", str(sum(v["count"] for v in ev.values())),
-                     log.get("missing_reason") or text])
-    mem = d.get("memory") or {}
-    if mem:
-        sim = " (simulated)" if mem.get("source") == "simulated" else ""
-        rows.append([f"GPU memory{sim}", f"{mem.get('growth_gib', 0):+.2f} GiB",
-                     mem.get("message") or f"{mem.get('start_gib')} -> {mem.get('end_gib')} GiB, peak {mem.get('peak_gib')}, "
-                                             f"margin {mem.get('margin_gib')} GiB"])
-    ss = (d.get("timeslices") or {}).get("steady_state") or {}
-    if ss:
-        rows.append(["steady state", "drift" if ss.get("drift") else ("steady" if ss.get("checked") else "not checked"),
-                     ss.get("message") or ss.get("reason") or f"{ss.get('slices')} slices: first and last within noise"])
+    rows: list[list[str]] = [[name, "failed", block.error] for name, block in
+                             (("interference", d.interference), ("engine log", d.engine_log), ("GPU memory", d.memory),
+                              ("steady state", d.timeslices)) if isinstance(block, AnalysisError)]
+    inter = d.interference if isinstance(d.interference, InterferenceBlock) else None
+    if inter is not None and (inter.inside or inter.message):
+        rows.append(["prefill/decode interference", inter.verdict, inter.message])
+    log = d.engine_log if isinstance(d.engine_log, EngineLogBlock) else None
+    if log is not None:
+        ev = log.events
+        text = "; ".join(f"{k} {v.count} (first: `{v.first[:100]}`)" for k, v in ev.items()) or "nothing counted"
+        rows.append([f"engine log ({log.scope or ''})", str(sum(v.count for v in ev.values())), log.missing_reason or text])
+    mem = d.memory if isinstance(d.memory, MemoryBlock) else None
+    if mem is not None:
+        sim = " (simulated)" if mem.source == "simulated" else ""
+        rows.append([f"GPU memory{sim}", f"{mem.growth_gib or 0:+.2f} GiB",
+                     mem.message or f"{mem.start_gib} -> {mem.end_gib} GiB, peak {mem.peak_gib}, margin {mem.margin_gib} GiB"])
+    ss = d.timeslices.steady_state if isinstance(d.timeslices, TimeslicesBlock) else None
+    if ss is not None:
+        rows.append(["steady state", "drift" if ss.drift else ("steady" if ss.checked else "not checked"),
+                     ss.message or ss.reason or f"{ss.slices} slices: first and last within noise"])
     if rows:
         blocks.append(Table(["analysis", "verdict", "what it says"], rows, align=["l", "l", "l"]))
-    if inter.get("inside"):
-        eng = inter.get("engine") or {}
-        rows2 = [["inside a long prefill", str(inter["inside"]["count"]), _ms(inter["inside"]["p50_ms"]), _ms(inter["inside"]["p99_ms"])],
-                 ["outside", str(inter["outside"]["count"]), _ms(inter["outside"]["p50_ms"]), _ms(inter["outside"]["p99_ms"])]]
+    if inter is not None and inter.inside is not None and inter.outside is not None:
+        rows2 = [["inside a long prefill", str(inter.inside.count), _ms(inter.inside.p50_ms), _ms(inter.inside.p99_ms)],
+                 ["outside", str(inter.outside.count), _ms(inter.outside.p50_ms), _ms(inter.outside.p99_ms)]]
         for key, label in (("itl", "engine's own ITL histogram"), ("prefill", "engine: prefill time per request"),
                            ("decode", "engine: decode time per request")):
-            e = eng.get(key) or {}
-            if e.get("p50_ms") is not None or e.get("p50_bucket_ms"):
-                rows2.append([label, "", bucket_quantile(e, "p50", value_key="p50_ms"),
-                              bucket_quantile(e, "p99", value_key="p99_ms")])
+            e = (inter.engine or {}).get(key)
+            if e is not None and (e.p50_ms is not None or e.p50_bucket_ms):
+                rows2.append([label, "", bucket_quantile(e.model_dump(), "p50", value_key="p50_ms"),
+                              bucket_quantile(e.model_dump(), "p99", value_key="p99_ms")])
         blocks.append(Table(["ITL gaps (per chunk)", "gaps", "p50 (ms)", "p99 (ms)"], rows2,
-                            caption=f"Long prefill = prompt of {inter['long_prompt_tokens']}+ tokens, from its send to its first token"))
+                            caption=f"Long prefill = prompt of {inter.long_prompt_tokens}+ tokens, from its send to its first token"))
     fig = interference_figure(run.path)
     if fig is not None:
         blocks.append(fig)

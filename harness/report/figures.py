@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from harness.results import hdr
+from harness.results.models.summary import Window
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 ALL_COLOR = "#222222"
@@ -126,7 +127,7 @@ def _even(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def over_time_figure(
     engine: list[dict[str, Any]] | None,
     progress: list[dict[str, Any]] | None,
-    window: dict[str, Any] | None = None,
+    window: Window | None = None,
     engine_missing: str = "",
 ) -> Figure:
     """Four stacked panels sharing the time axis: KV cache usage, running/waiting requests,
@@ -149,8 +150,8 @@ def over_time_figure(
     meas = [float(r["t"]) for r in progress if r.get("phase") == "measure" and isinstance(r.get("t"), (int, float))]
     if warm and meas:
         warm_end = min(meas) - t0
-    elif window and isinstance(window.get("start"), (int, float)) and starts and window["start"] > t0:
-        warm_end = float(window["start"]) - t0
+    elif window is not None and window.start is not None and starts and window.start > t0:
+        warm_end = window.start - t0
 
     # 1. KV usage
     ax = axes[0]

@@ -41,22 +41,20 @@ def _run_md(run: RunData) -> list[str]:
     rows.append(["goodput (% within SLO)", fmt_pct(g)] + ["" for _ in groups[1:]])
     rows.append(["failed requests", f"{s.requests.failed:,} of {s.requests.completed + s.requests.failed:,}"] + ["" for _ in groups[1:]])
     out = table_md(Table(cols, rows)) + [""]
-    e = s.engine or {}
+    e = s.engine
     bits = []
-    kv = e.get("kv_usage")
-    if isinstance(kv, dict) and isinstance(kv.get("max"), (int, float)):
-        bits.append(f"KV cache max {fmt_pct(100 * kv['max'] if kv['max'] <= 1.5 else kv['max'], 0)}")
-    pre = e.get("preemptions")
-    if isinstance(pre, dict) and isinstance(pre.get("count"), (int, float)):
-        bits.append(f"{int(pre['count']):,} preemptions")
-    pc = e.get("prefix_cache")
-    if isinstance(pc, dict) and isinstance(pc.get("hit_rate"), (int, float)):
-        bits.append(f"prefix cache hit rate {fmt_pct(100 * pc['hit_rate'], 0)}")
-    gm = e.get("gpu_memory")
-    if isinstance(gm, dict) and isinstance(gm.get("used_max_bytes"), (int, float)):
-        holding = [p for p in gm.get("processes") or [] if p.get("used_max_bytes")]
-        others = f" (device-wide: {len(holding)} processes, see the engine table)" if gm.get("note") and holding else ""
-        bits.append(f"GPU memory max {gm['used_max_bytes'] / 2**30:,.1f} GiB{others}")
+    kv_max = e.kv_usage.max
+    if kv_max is not None:
+        bits.append(f"KV cache max {fmt_pct(100 * kv_max if kv_max <= 1.5 else kv_max, 0)}")
+    if e.preemptions.count is not None:
+        bits.append(f"{e.preemptions.count:,} preemptions")
+    if e.prefix_cache.hit_rate is not None:
+        bits.append(f"prefix cache hit rate {fmt_pct(100 * e.prefix_cache.hit_rate, 0)}")
+    gm = e.gpu_memory
+    if gm.used_max_bytes is not None:
+        holding = [p for p in gm.processes or [] if p.used_max_bytes]
+        others = f" (device-wide: {len(holding)} processes, see the engine table)" if gm.note and holding else ""
+        bits.append(f"GPU memory max {gm.used_max_bytes / 2**30:,.1f} GiB{others}")
     if bits:
         out += ["Engine: " + ", ".join(bits) + ".", ""]
     return out
@@ -117,7 +115,7 @@ def build_summary(path: Path | str, compare_to: str | None = None, opts: Options
         run = load_run(p)
         lines += [f"## {title or f'harness run `{run.name}`'}", "",
                   f"Status **{run.summary.status}**, {run.summary.requests.completed:,} requests in "
-                  f"{fmt_num(run.summary.window.get('duration_s'))} s, target `{run.summary.target.get('model') or run.summary.target.get('url') or '?'}`.", ""]
+                  f"{fmt_num(run.summary.window.duration_s)} s, target `{run.summary.target.model or run.summary.target.url or '?'}`.", ""]
         lines += _warn_lines(validity_items(run))
         lines += _run_md(run)
     else:

@@ -19,6 +19,7 @@ from harness.report.data import RunData
 from harness.report.sweep_data import Cell, SweepData
 from harness.report.figures import SweepPoint
 from harness.compare.metrics import METRICS, MetricDef
+from harness.results.run_metrics import BY_NAME as RUN
 from harness.results.sweep_index import low_acceptance
 
 
@@ -62,11 +63,11 @@ class ConfigResult:
         """The client load its runs carried ('32 users', '4 req/s'); with vary.link it differs
         between configs, and configs at different loads are not one comparison."""
         for r in self.runs:
-            load = r.summary.load or {}
-            if load.get("concurrency") is not None:
-                return f"{load['concurrency']:g} users"
-            if load.get("rate") is not None:
-                return f"{load['rate']:g} req/s"
+            load = r.summary.load
+            if load.concurrency is not None:
+                return f"{load.concurrency:g} users"
+            if load.rate is not None:
+                return f"{load.rate:g} req/s"
         return None
 
     @property
@@ -85,22 +86,19 @@ class ConfigResult:
     @property
     def gpu_memory_gib(self) -> float | None:
         """NVML's peak GPU memory used, mean over the repeats."""
-        vals = [float(g["used_max_bytes"]) / 2**30 for r in self.runs
-                if isinstance(g := (r.summary.engine or {}).get("gpu_memory"), dict) and isinstance(g.get("used_max_bytes"), (int, float))
-                and g["used_max_bytes"] > 0]
+        vals = [v for r in self.runs if (v := RUN["gpu_memory_used_max_gib"].get(r.summary)) is not None]
         return float(np.mean(vals)) if vals else None
 
-    def spec(self, field_name: str) -> float | None:
-        """Mean over the repeats of the engine's speculative-decoding figure (acceptance_rate,
-        mean_acceptance_length); None when the config does not speculate."""
-        vals = [float(v) for r in self.runs if isinstance(sd := (r.summary.engine or {}).get("spec_decode"), dict)
-                and isinstance(v := sd.get(field_name), (int, float))]
+    def spec(self, figure: str) -> float | None:
+        """Mean over the repeats of a speculative-decoding figure of the run-level table
+        (spec_acceptance_rate, spec_mean_acceptance_length); None when the config does not speculate."""
+        vals = [v for r in self.runs if (v := RUN[figure].get(r.summary)) is not None]
         return float(np.mean(vals)) if vals else None
 
     @property
     def unranked(self) -> str | None:
         """Why it is shown but not ranked: speculation below 50% acceptance (guide 001)."""
-        return low_acceptance(self.spec("acceptance_rate"))
+        return low_acceptance(self.spec("spec_acceptance_rate"))
 
     def value(self, metric: MetricDef | str) -> float | None:
         m = METRICS[metric] if isinstance(metric, str) else metric

@@ -9,19 +9,11 @@ from harness.metrics.table import shown
 from harness.report.data import RunData
 from harness.report.document import Table
 from harness.report.metrics import fmt_bytes_gib, fmt_num, fmt_pct
-from harness.results.schema import ClassBlock, Dist, RunSummary
+from harness.results.models.summary import ClassBlock, Dist, PrefixCacheIsolation, RunSummary
 
 
 def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _get(d: Any, *keys: str) -> Any:
-    for k in keys:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(k)
-    return d
 
 
 def _dist_cell(d: Dist | None, stat: str) -> str:
@@ -46,10 +38,8 @@ def slo_text(slo: Any) -> str:
 
 
 def run_slo(run: RunData) -> str:
-    text = slo_text(_get(run.summary.goodput, "slo"))
-    if not text and run.scenario:
-        text = slo_text(run.scenario.get("slo"))
-    return text
+    """The run's SLO in words, from its scenario.yaml (summary.json does not repeat it)."""
+    return slo_text(run.scenario.get("slo")) if run.scenario else ""
 
 
 def record_table(run: RunData) -> Table:
@@ -65,11 +55,11 @@ def record_table(run: RunData) -> Table:
     def lat(metric: str, stat: str):
         return lambda b: _dist_cell(b.latency_ms.get(metric), stat)
 
-    def goodput(b) -> str:
-        g = b.goodput.get("overall", b.goodput) if isinstance(b.goodput, dict) else {}
-        if not isinstance(g, dict) or _num(g.get("fraction")) is None:
+    def goodput(b: RunSummary | ClassBlock) -> str:
+        g = b.goodput.overall if isinstance(b, RunSummary) else b.goodput
+        if g.fraction is None:
             return "—"
-        return f"{fmt_pct(100 * g['fraction'])} ({fmt_num(_num(g.get('rps')))} req/s)"
+        return f"{fmt_pct(100 * g.fraction)} ({fmt_num(g.rps)} req/s)"
 
     rows = [
         row("Requests completed", lambda b: f"{b.requests.completed:,}"),
@@ -95,65 +85,59 @@ def record_table(run: RunData) -> Table:
 
 
 def engine_table(run: RunData) -> Table:
-    e = run.summary.engine or {}
-    tel = e.get("telemetry") if isinstance(e.get("telemetry"), dict) else {}
-    missing = tel.get("missing_reason") if tel else None
+    e = run.summary.engine
+    tel = e.telemetry
+    missing = tel.missing_reason
     rows: list[list[str]] = []
 
-    gm = e.get("gpu_memory")
-    if isinstance(gm, dict) and gm.get("available") is not False and _num(gm.get("used_max_bytes")) is not None:
-        used, total = _num(gm.get("used_max_bytes")), _num(gm.get("total_bytes"))
+    gm = e.gpu_memory
+    if gm.available and gm.used_max_bytes is not None:
+        used, total = gm.used_max_bytes, gm.total_bytes
         share = f" of {fmt_bytes_gib(total)} ({fmt_pct(100 * used / total)})" if total else ""
-        rows.append(["GPU memory used (max)", fmt_bytes_gib(used) + share + (" (simulated engine's model)" if gm.get("simulated") else "")])
-        if gm.get("note"):  # another process on the device: NVML counts it too
-            rows.append(["GPU memory note", str(gm["note"])])
+        rows.append(["GPU memory used (max)", fmt_bytes_gib(used) + share + (" (simulated engine's model)" if gm.simulated else "")])
+        if gm.note:  # another process on the device: NVML counts it too
+            rows.append(["GPU memory note", gm.note])
     else:
-        why = gm.get("reason") if isinstance(gm, dict) else None
-        rows.append(["GPU memory used (max)", "not available" + (f": {why}" if why else "")])
+        rows.append(["GPU memory used (max)", "not available" + (f": {gm.reason}" if gm.reason else "")])
 
-    kv = e.get("kv_usage")
-    if isinstance(kv, dict) and _num(kv.get("max")) is not None:
-        cap = _num(e.get("kv_capacity_tokens"))
+    kv = e.kv_usage
+    if kv.max is not None:
+        cap = e.kv_capacity_tokens
         rows.append([
             "KV cache occupancy mean / p99 / max",
-            " / ".join(_frac_pct(kv.get(k)) for k in ("mean", "p99", "max")) + (f" of {fmt_num(cap)} tokens" if cap else ""),
+            " / ".join(_frac_pct(v) for v in (kv.mean, kv.p99, kv.max)) + (f" of {fmt_num(cap)} tokens" if cap else ""),
         ])
     else:
         rows.append(["KV cache occupancy", "not available"])
 
-    pre = e.get("preemptions")
-    if isinstance(pre, dict) and _num(pre.get("count")) is not None:
-        rows.append(["Preemptions", f"{int(pre['count']):,} ({fmt_num(_num(pre.get('per_s')))} /s)"])
+    pre = e.preemptions
+    if pre.count is not None:
+        rows.append(["Preemptions", f"{pre.count:,} ({fmt_num(pre.per_s)} /s)"])
     else:
         rows.append(["Preemptions", "not available"])
 
-    pc = e.get("prefix_cache")
-    if isinstance(pc, dict) and _num(pc.get("hit_rate")) is not None:
-        expected = _num(pc.get("expected_hit_rate"))
-        rows.append(["Prefix cache hit rate", _frac_pct(pc["hit_rate"]) + (f" (workload allows {_frac_pct(expected)})" if expected is not None else "")])
+    pc = e.prefix_cache
+    if pc.hit_rate is not None:
+        expected = pc.expected_hit_rate
+        rows.append(["Prefix cache hit rate", _frac_pct(pc.hit_rate) + (f" (workload allows {_frac_pct(expected)})" if expected is not None else "")])
     else:
         rows.append(["Prefix cache hit rate", "not available"])
 
-    for key, label in (("running", "Running requests mean / max"), ("waiting", "Waiting requests mean / max")):
-        d = e.get(key)
-        if isinstance(d, dict) and _num(d.get("max")) is not None:
-            rows.append([label, f"{fmt_num(_num(d.get('mean')))} / {fmt_num(_num(d.get('max')), 0)}"])
-    sd = e.get("spec_decode")
-    if isinstance(sd, dict) and sd:
-        rows.append(["Speculative decoding", ", ".join(f"{k} {fmt_num(_num(v)) if _num(v) is not None else v}" for k, v in sd.items())])
-    el = e.get("engine_latency_ms")
-    if isinstance(el, dict):
-        for key, label in (("ttft", "Engine-reported TTFT p50 / p99"), ("itl", "Engine-reported ITL p50 / p99"), ("queue", "Engine queue time p50 / p99"),
-                           ("prefill", "Engine prefill time per request p50 / p99"), ("decode", "Engine decode time per request p50 / p99")):
-            d = el.get(key)
-            if isinstance(d, dict) and (_num(d.get("p50")) is not None or d.get("p50_bucket_ms")):
-                mean = _num(d.get("mean"))
-                rows.append([label, f"{bucket_quantile(d, 'p50')} / {bucket_quantile(d, 'p99')} ms"
-                             + (f"; mean {fmt_num(mean)} ms" if mean is not None else "") + " (from bucketed histograms)"])
-    source = (tel or {}).get("source")
-    rows.append(["Telemetry", f"{source or 'none'}, {tel.get('scrapes', 0) if tel else 0} scrapes" + (f"; missing: {missing}" if missing else "")])
-    profile = e.get("profile")
-    caption = "Engine, whole server" + (f" (profile {profile})" if profile else "")
+    for label, gauge in (("Running requests mean / max", e.running), ("Waiting requests mean / max", e.waiting)):
+        if gauge.max is not None:
+            rows.append([label, f"{fmt_num(gauge.mean)} / {fmt_num(gauge.max, 0)}"])
+    sd = e.spec_decode
+    if sd is not None:
+        rows.append(["Speculative decoding", ", ".join(f"{k} {fmt_num(_num(v)) if _num(v) is not None else v}"
+                                                       for k, v in sd.model_dump(mode="json").items())])
+    for key, label in (("ttft", "Engine-reported TTFT p50 / p99"), ("itl", "Engine-reported ITL p50 / p99"), ("queue", "Engine queue time p50 / p99"),
+                       ("prefill", "Engine prefill time per request p50 / p99"), ("decode", "Engine decode time per request p50 / p99")):
+        d = e.engine_latency_ms.get(key)
+        if d is not None and (d.p50 is not None or d.p50_bucket_ms):
+            rows.append([label, f"{bucket_quantile(d.model_dump(), 'p50')} / {bucket_quantile(d.model_dump(), 'p99')} ms"
+                         + (f"; mean {fmt_num(d.mean)} ms" if d.mean is not None else "") + " (from bucketed histograms)"])
+    rows.append(["Telemetry", f"{tel.source or 'none'}, {tel.scrapes} scrapes" + (f"; missing: {missing}" if missing else "")])
+    caption = "Engine, whole server" + (f" (profile {e.profile})" if e.profile else "")
     return Table(["Metric", "Value"], rows, caption=caption, align=["l", "l"],
                  notes=["From the engine's metrics endpoint over the measurement window; shared by all request classes."])
 
@@ -169,17 +153,17 @@ def bucket_quantile(d: dict, key: str, suffix: str = "_bucket_ms", value_key: st
     return fmt_num(_num(d.get(value_key or key)))
 
 
-def isolation_text(iso: Any) -> str | None:
+def isolation_text(iso: PrefixCacheIsolation | None) -> str | None:
     """How the run kept an earlier run's prefix cache out (summary.json prefix_cache_isolation),
     in words: the console said "prompts salted with workload.prompt_salt N" and the report said
     nothing (audit N18); salted prompts are other words at the same lengths, so a reader comparing
     with an unsalted run needs to know."""
-    if not isinstance(iso, dict) or not iso.get("mode"):
+    if iso is None or not iso.mode:
         return None
-    mode, salt, reason = iso.get("mode"), iso.get("prompt_salt"), iso.get("reason")
+    mode, salt, reason = iso.mode, iso.prompt_salt, iso.reason
     salted = f"prompts salted with workload.prompt_salt {salt} (same lengths, other words)" if salt is not None else ""
     if mode == "reset":
-        return f"reset (POST {iso.get('reset_path')})" + (f"; {salted}" if salted else "")
+        return f"reset (POST {iso.reset_path})" + (f"; {salted}" if salted else "")
     if mode == "salt":
         return salted + (f": the target has {reason}" if reason else "")
     return f"kept warm ({reason or 'not reset'})" + (f"; {salted}" if salted else "")
@@ -198,52 +182,47 @@ def measurement_table(run: RunData) -> Table:
     s = run.summary
     rows: list[list[str]] = []
     w = s.window
-    drain = _num(w.get("drain_s")) or 0.0
-    drain_text = f" (incl. {fmt_num(drain)} s drain)" if drain >= 0.05 else ""
-    rows.append(["Measurement window", f"{fmt_num(_num(w.get('duration_s')))} s{drain_text} after {fmt_num(_num(w.get('warmup_s')))} s of warmup"])
-    load = s.load or {}
-    if load:
-        rows.append(["Load", ", ".join(f"{k} {v}" for k, v in load.items() if v is not None)])
-    clock = s.timing.get("clock")
-    if clock:
-        rows.append(["Timestamp clock", str(clock)])
-    if _num(s.timing.get("coalesced_reads")) is not None:
-        rows.append(["Reads holding several events", f"{int(s.timing['coalesced_reads']):,}"])
-    meter = s.timing.get("stall_meter")
-    if isinstance(meter, dict) and _num(meter.get("stalls_in_window")) is not None:
-        rows.append(["Host stalls in the window", f"{int(meter['stalls_in_window'])} (longest {fmt_num(_num(meter.get('max_stall_ms')))} ms, "
-                     f"threshold {fmt_num(_num(meter.get('threshold_ms')))} ms)"])
-    elif isinstance(s.timing.get("stalls"), list):
-        rows.append(["Host stalls in the window", f"{len(s.timing['stalls'])}"])
-    sim = (s.engine or {}).get("simulator")
-    if isinstance(sim, dict) and _num(sim.get("modelled_s")) is not None:
-        lag = sim.get("step_lag_ms") or {}
-        share = _num(sim.get("behind_share"))
+    drain_text = f" (incl. {fmt_num(w.drain_s)} s drain)" if w.drain_s >= 0.05 else ""
+    rows.append(["Measurement window", f"{fmt_num(w.duration_s)} s{drain_text} after {fmt_num(w.warmup_s)} s of warmup"])
+    load = {k: v for k, v in s.load.model_dump(mode="json").items() if v is not None}
+    if "load" in s.model_fields_set and load:
+        rows.append(["Load", ", ".join(f"{k} {v}" for k, v in load.items())])
+    if "timing" in s.model_fields_set:  # a summary rebuilt from requests.jsonl has none
+        rows.append(["Timestamp clock", s.timing.clock])
+        rows.append(["Reads holding several events", f"{s.timing.coalesced_reads:,}"])
+    meter = s.timing.stall_meter
+    if "stalls_in_window" in meter.model_fields_set:
+        rows.append(["Host stalls in the window", f"{meter.stalls_in_window} (longest {fmt_num(meter.max_stall_ms)} ms, "
+                     f"threshold {fmt_num(meter.threshold_ms)} ms)"])
+    sim = s.engine.simulator
+    if sim is not None:
+        share = sim.behind_share
         rows.append(["Simulated engine behind its schedule",
-                     f"{fmt_num(_num(sim.get('behind_s')))} s ({fmt_pct(None if share is None else 100 * share)} of its busy time); "
-                     f"step lag p50 / p99 {fmt_num(_num(lag.get('p50')))} / {fmt_num(_num(lag.get('p99')))} ms "
-                     f"(mean step {fmt_num(_num(sim.get('mean_step_ms')))} ms)"])
-    if _num(s.client.get("cpu_max_pct")) is not None:
-        rows.append(["Client CPU max / mean", f"{fmt_pct(_num(s.client.get('cpu_max_pct')), 0)} / {fmt_pct(_num(s.client.get('cpu_mean_pct')), 0)}"])
+                     f"{fmt_num(sim.behind_s)} s ({fmt_pct(None if share is None else 100 * share)} of its busy time); "
+                     f"step lag p50 / p99 {fmt_num(sim.step_lag_ms.p50)} / {fmt_num(sim.step_lag_ms.p99)} ms "
+                     f"(mean step {fmt_num(sim.mean_step_ms)} ms)"])
+    if s.client.cpu_max_pct is not None:
+        rows.append(["Client CPU max / mean", f"{fmt_pct(s.client.cpu_max_pct, 0)} / {fmt_pct(s.client.cpu_mean_pct, 0)}"])
     lag = s.latency_ms.get("send_lag")
     if lag is not None and lag.count:
         rows.append(["Send lag p50 / p99 (open loop)", f"{fmt_num(lag.p50)} / {fmt_num(lag.p99)} ms"])
-    uc = s.usage_check or {}
-    if _num(uc.get("prompt_tokens_mean_diff")) is not None:
-        mx = uc.get("max_diff", uc.get("prompt_tokens_max_diff"))
+    uc = s.usage_check
+    if uc.prompt_tokens_mean_diff is not None:
         fit = ""
-        if _num(uc.get("prompt_tokens_offset")) is not None:  # harness.metrics.prompt_fit
-            fit = (f"; constant offset {uc['prompt_tokens_offset']:+.1f} per request (a chat template's fixed tokens), "
-                   f"scale {100 * (_num(uc.get('prompt_tokens_scale_error')) or 0.0):+.1f}%, "
-                   f"scatter {fmt_num(_num(uc.get('prompt_tokens_residual_rms')))} rms")
-        rows.append(["Server prompt tokens − intended", f"mean {fmt_num(_num(uc['prompt_tokens_mean_diff']))}, max {mx}{fit}"
-                     + (f" (tokenizer {uc['tokenizer']})" if uc.get("tokenizer") else "")])
-    elif uc:
-        rows.append(["Usage check", ", ".join(f"{k} {v}" for k, v in uc.items() if not isinstance(v, (dict, list)))])
-    iso = isolation_text(getattr(s, "prefix_cache_isolation", None))
+        if uc.prompt_tokens_offset is not None:  # harness.metrics.prompt_fit
+            fit = (f"; constant offset {uc.prompt_tokens_offset:+.1f} per request (a chat template's fixed tokens), "
+                   f"scale {100 * (uc.prompt_tokens_scale_error or 0.0):+.1f}%, "
+                   f"scatter {fmt_num(uc.prompt_tokens_residual_rms)} rms")
+        rows.append(["Server prompt tokens − intended", f"mean {fmt_num(uc.prompt_tokens_mean_diff)}, max {uc.max_diff}{fit}"
+                     + (f" (tokenizer {uc.tokenizer})" if uc.tokenizer else "")])
+    elif "usage_check" in s.model_fields_set:
+        rows.append(["Usage check", ", ".join(f"{k} {v}" for k, v in uc.model_dump(mode="json").items()
+                                              if not isinstance(v, (dict, list)))])
+    iso = isolation_text(s.prefix_cache_isolation)
     if iso:
         rows.append(["Prefix cache before the run", iso])
-    tgt = s.target or {}
-    if tgt:
-        rows.append(["Target", " ".join(str(tgt.get(k)) for k in ("url", "api", "model") if tgt.get(k))])
+    tgt = s.target
+    parts = [v for v in (tgt.url, tgt.api, tgt.model) if v]
+    if parts:
+        rows.append(["Target", " ".join(parts)])
     return Table(["Item", "Value"], rows, caption="How the measurement held up", align=["l", "l"])

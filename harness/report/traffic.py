@@ -2,7 +2,7 @@
 (per class, per turn, per endpoint, beside the ideal the workload allows) and TTFT split with the
 server's own timing (a stacked bar per class, the p99 tail's split, the slowest requests).
 
-Reads summary.json's typed blocks (harness.results.schema_traffic); a part no server reported
+Reads summary.json's typed blocks (harness.results.models.traffic); a part no server reported
 is named as unknown, never estimated.
 """
 
@@ -15,8 +15,8 @@ from matplotlib.figure import Figure as MplFigure
 from harness.report.data import RunData
 from harness.report.sweep_data import SweepData
 from harness.report.document import Block, Callout, Figure, Heading, Paragraph, Table
-from harness.results.schema import ClassBlock
-from harness.results.schema_traffic import CacheOutcome, ServerTiming, TtftBreakdown
+from harness.results.models.summary import ClassBlock
+from harness.results.models.traffic import CacheOutcome, FleetBalance, ServerTiming, TtftBreakdown
 
 PARTS = (("send_lag", "send lag", "#7f7f7f"), ("network", "network + HTTP", "#1f77b4"),
          ("queue", "queue", "#d62728"), ("prefill", "prefill", "#2ca02c"))
@@ -32,8 +32,7 @@ def _ms(v: float | None) -> str:
 
 
 def _classes(run: RunData) -> dict[str, ClassBlock]:
-    return {name: b if isinstance(b, ClassBlock) else ClassBlock.model_validate(b)
-            for name, b in (run.summary.per_class or {}).items()}
+    return run.summary.per_class
 
 
 def _cache_row(label: str, c: CacheOutcome | None) -> list[str] | None:
@@ -54,10 +53,10 @@ def cache_table(run: RunData) -> Table | None:
         row = _cache_row(f"class {name}", b.cache)
         if row is not None:
             rows.append(row)
-    groups: dict[str, dict[str, Any]] = getattr(run.summary, "groups", None) or {}
+    groups = run.summary.groups or {}
     for dim, label in CACHE_DIMS:
-        for value, raw in (groups.get(dim) or {}).items():
-            row = _cache_row(f"{label.lower()} {value}", ClassBlock.model_validate(raw).cache)
+        for value, block in (groups.get(dim) or {}).items():
+            row = _cache_row(f"{label.lower()} {value}", block.cache)
             if row is not None:
                 rows.append(row)
     if not rows:
@@ -181,16 +180,15 @@ def fleet_sweep_table(sweep: SweepData) -> Table | None:
     rows = []
     for c in sweep.cells:
         run = c.run
-        f = getattr(run.summary, "fleet", None) if run is not None else None
-        if not f:
+        f = run.summary.fleet if run is not None else None
+        if run is None or f is None:
             continue
-        f = f if isinstance(f, dict) else f.model_dump()
-        bal = f.get("balance") or {}
-        ttft = run.summary.latency_ms.get("ttft")  # type: ignore[union-attr]
-        ratio = bal.get("requests_max_over_mean"), bal.get("prompt_tokens_max_over_mean")
-        rows.append([c.config_id, c.scenario, str(c.repeat), str(f.get("routing")), str(len(f.get("endpoints") or [])),
-                     _pct(f.get("fleet_usage_cached_hit_rate")), _pct(f.get("prefix_overlap")),
-                     " / ".join(f"{n:,}" for n in bal.get("requests") or []) or "—",
+        bal = f.balance or FleetBalance()
+        ttft = run.summary.latency_ms.get("ttft")
+        ratio = bal.requests_max_over_mean, bal.prompt_tokens_max_over_mean
+        rows.append([c.config_id, c.scenario, str(c.repeat), f.routing, str(len(f.endpoints)),
+                     _pct(f.fleet_usage_cached_hit_rate), _pct(f.prefix_overlap),
+                     " / ".join(f"{n:,}" for n in bal.requests) or "—",
                      "—" if ratio[0] is None else f"{ratio[0]:.2f}", "—" if ratio[1] is None else f"{ratio[1]:.2f}",
                      _ms(getattr(ttft, "p50", None)), _ms(getattr(ttft, "p99", None))])
     if not rows:

@@ -14,7 +14,8 @@ from typing import Any, Protocol
 from harness import __version__
 from harness.metrics.prompt_fit import PromptFit
 from harness.metrics.recorder import ALL, MetricSet
-from harness.results.schema import RunSummary
+from harness.results.models.engine import EngineBlock
+from harness.results.models.summary import Fleet, GroupBlock, RunSummary, Sessions, UsageCheck, Validity
 from harness.results.server_timing import server_timing_block
 
 CPU_SATURATED_PCT = 90.0
@@ -255,68 +256,72 @@ def build_summary(
         usage_check["prompt_tokens_scale_error"] = round(fit["scale_error"], 5)
         usage_check["prompt_tokens_residual_rms"] = round(fit["residual_rms"], 2)
         usage_check["prompt_tokens_mismatch"] = usage["fit"].mismatch()
-    summary = RunSummary(
-        harness_version=__version__,
-        scenario=scenario,
-        target=target,
-        window=window,
-        load=load,
-        requests=overall["requests"],
-        tokens=overall["tokens"],
-        latency_ms=overall["latency_ms"],
-        tokens_per_chunk=overall["tokens_per_chunk"],
-        per_class=per_class,
-        goodput={"overall": overall["goodput"], "per_class": {k: v["goodput"] for k, v in per_class.items()}},
-        usage_check=usage_check,
-        timing=timing,
-        client=client,
-        engine=engine or {},
-        status=status,
-        cache=overall.get("cache"),
-        ttft_breakdown=overall.get("ttft_breakdown"),
-        server_timing=server_timing_block(classes[ALL].counts, completed, bool(merged.get("fleets"))),
-    )
+    summary = RunSummary.model_validate({
+        "harness_version": __version__,
+        "scenario": scenario,
+        "target": target,
+        "window": window,
+        "load": load,
+        "requests": overall["requests"],
+        "tokens": overall["tokens"],
+        "latency_ms": overall["latency_ms"],
+        "tokens_per_chunk": overall["tokens_per_chunk"],
+        # cache and ttft_breakdown are written (null) in every class block of this version, though
+        # ClassMetrics.summarize leaves them out when there is none (groups keep leaving them out)
+        "per_class": {k: {"cache": None, "ttft_breakdown": None, **v} for k, v in per_class.items()},
+        "cache": overall.get("cache"),
+        "ttft_breakdown": overall.get("ttft_breakdown"),
+        "server_timing": server_timing_block(classes[ALL].counts, completed, bool(merged.get("fleets"))),
+        "goodput": {"overall": overall["goodput"], "per_class": {k: v["goodput"] for k, v in per_class.items()}},
+        "usage_check": usage_check,
+        "timing": timing,
+        "client": client,
+        "engine": engine or {},
+        "status": status,
+        "status_reason": None,
+    })
     if groups:
-        summary.groups = groups
+        summary.groups = {dim: {value: GroupBlock.model_validate(block) for value, block in values.items()}
+                          for dim, values in groups.items()}
     if merged.get("fleets"):
-        summary.fleet = _fleet(merged["fleets"], groups.get("endpoint", {}))
         cached = overall["tokens"].get("cached_input_total")
-        summary.fleet["fleet_usage_cached_hit_rate"] = (cached / overall["tokens"]["input_total"]
-                                                        if cached is not None and overall["tokens"]["input_total"] else None)
+        fleet = _fleet(merged["fleets"], groups.get("endpoint", {}))
+        fleet["fleet_usage_cached_hit_rate"] = (cached / overall["tokens"]["input_total"]
+                                                if cached is not None and overall["tokens"]["input_total"] else None)
+        summary.fleet = Fleet.model_validate(fleet)
     sessions = metrics.sessions.summarize()
     if sessions is not None:
-        pc = (engine or {}).get("prefix_cache") or {}
         # the engine's hit rate over the window next to the ideal one the sessions allow
-        sessions["engine_prefix_hit_rate"] = pc.get("hit_rate")
-        summary.sessions = sessions
+        sessions["engine_prefix_hit_rate"] = summary.engine.prefix_cache.hit_rate
+        summary.sessions = Sessions.model_validate(sessions)
     if merged["abort_reasons"]:
         summary.status, summary.status_reason = "failed", merged["abort_reasons"][0]
     lost = [f"worker {k} was lost mid-run ({why}): the requests it finished and reported are kept, the ones it "
             f"had in flight or had not reported yet are missing" for k, why in sorted(merged["lost"])]
     if lost and summary.status == "complete":
         summary.status, summary.status_reason = "partial", lost[0]
-    warnings = lost + _validity(summary, load, completed, reconcile_warnings or [])
-    summary.validity = {"ok": not warnings, "warnings": warnings}
+    warnings = lost + _validity(summary, completed, reconcile_warnings or [])
+    summary.validity = Validity(ok=not warnings, warnings=warnings)
     return summary, metrics
 
 
-def _validity(s: RunSummary, load: dict[str, Any], completed: int, extra: list[str]) -> list[str]:
+def _validity(s: RunSummary, completed: int, extra: list[str]) -> list[str]:
     out: list[str] = []
     if completed == 0:
         out.append("no request completed in the measured window: there is nothing to report")
-    cpu = s.client.get("cpu_max_pct")
+    cpu = s.client.cpu_max_pct
     if cpu is not None and cpu >= CPU_SATURATED_PCT:
         out.append(
             f"client saturated: a load process reached {cpu:.0f}% CPU; latencies include client queueing "
             "(use --processes N or fewer streams per process)"
         )
-    stalls = s.timing.get("stall_meter", {})
-    if stalls.get("stalls_in_window"):
+    stalls = s.timing.stall_meter
+    if stalls.stalls_in_window:
         out.append(
-            f"host stalled {stalls['stalls_in_window']} time(s) in the window (max {stalls['max_stall_ms']:.0f} ms): "
+            f"host stalled {stalls.stalls_in_window} time(s) in the window (max {stalls.max_stall_ms:.0f} ms): "
             "tail latencies may include time the machine was not running"
         )
-    coalesced = s.timing.get("coalesced_reads", 0)
+    coalesced = s.timing.coalesced_reads
     chunks = s.latency_ms.get("itl_chunk")
     n_gaps = chunks.count if chunks else 0
     if n_gaps and coalesced / max(n_gaps, 1) > 0.01:
@@ -325,7 +330,7 @@ def _validity(s: RunSummary, load: dict[str, Any], completed: int, extra: list[s
             "those events share one arrival stamp, so ITL is less exact (client fell behind)"
         )
     lag = s.latency_ms.get("send_lag")
-    if load.get("mode") == "open" and lag and lag.p99 is not None and lag.p99 > SEND_LAG_P99_MS:
+    if s.load.mode == "open" and lag and lag.p99 is not None and lag.p99 > SEND_LAG_P99_MS:
         out.append(
             f"open-loop sends ran late (send lag p99 {lag.p99:.1f} ms): raise load.max_in_flight or add processes; "
             "latencies are measured from the intended send times"
@@ -339,61 +344,61 @@ def _validity(s: RunSummary, load: dict[str, Any], completed: int, extra: list[s
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(s.requests.errors_by_kind.items(), key=lambda kv: -kv[1]))
         out.append(f"{100 * failed / (completed + failed):.0f}% of measured requests failed ({kinds}): "
                    "the latencies describe only the requests that completed")
-    out.extend(_engine_pressure(s.engine or {}, completed + failed))
+    out.extend(_engine_pressure(s.engine, completed + failed))
     itl = s.latency_ms.get("itl_token")
-    out.extend(simulator_lag_warnings(s.engine or {}, itl.p50 if itl else None))
-    if s.client.get("cut_at_end"):
-        out.append(f"{s.client['cut_at_end']} in-flight request(s) were cut when the run stopped")
+    out.extend(simulator_lag_warnings(s.engine, itl.p50 if itl else None))
+    if s.client.cut_at_end:
+        out.append(f"{s.client.cut_at_end} in-flight request(s) were cut when the run stopped")
     # missing engine telemetry is reported by harness.telemetry.reconcile (passed in as `extra`)
     out.extend(extra)
     return out
 
 
-def _prompt_token_warnings(uc: dict[str, Any]) -> list[str]:
+def _prompt_token_warnings(uc: UsageCheck) -> list[str]:
     """The server's prompt counts against the intended lengths. A constant per-request offset is
     the chat template's fixed tokens (ChatML: +9 on real vLLM) and is only reported; a warning
     needs a real mismatch: a constant too large for a template, lengths off in proportion, or
     per-request scatter (harness.metrics.prompt_fit). Runs without the fit (older load results)
     keep the old rule: a mean difference of a token or more."""
-    mean_diff = uc.get("prompt_tokens_mean_diff")
+    mean_diff = uc.prompt_tokens_mean_diff
     if mean_diff is None:
         return []
-    builtin = str(uc.get("tokenizer", "")).startswith("builtin")
+    builtin = str(uc.tokenizer or "").startswith("builtin")
     hint = ("set workload.tokenizer to the model's tokenizer for exact lengths" if builtin else
             "the model's tokenizer is set, so the server tokenizes or templates the prompt differently")
-    mismatch = uc.get("prompt_tokens_mismatch")
+    mismatch = uc.prompt_tokens_mismatch
     if mismatch is None:
         if abs(mean_diff) < 1.0:
             return []
         return [f"the server counted {mean_diff:+.1f} prompt tokens per request on average vs the intended lengths "
-                f"(max {uc.get('max_diff')}); {hint}"]
+                f"(max {uc.max_diff}); {hint}"]
     if not mismatch:
         return []
     return [f"the server's prompt token counts disagree with the intended lengths beyond a constant chat-template "
-            f"offset ({uc.get('prompt_tokens_offset'):+.1f} per request): {'; '.join(mismatch)} (mean difference "
-            f"{mean_diff:+.1f}, max {uc.get('max_diff')}); {hint}"]
+            f"offset ({uc.prompt_tokens_offset or 0.0:+.1f} per request): {'; '.join(mismatch)} (mean difference "
+            f"{mean_diff:+.1f}, max {uc.max_diff}); {hint}"]
 
 
-def simulator_lag_warnings(engine: dict[str, Any], itl_p50_ms: float | None = None) -> list[str]:
+def simulator_lag_warnings(engine: EngineBlock, itl_p50_ms: float | None = None) -> list[str]:
     """The simulated engine measures its own lag (harness/sim/engine.py); a run where it fell
     behind measured a slower simulator, not the model: on a busy host the shipped speculative
     sweep inverted its lesson with no word but "host stalled" (audit N6). The text starts with
     "the simulated engine fell behind" (tests and sweeps look for it)."""
-    sim = engine.get("simulator") if isinstance(engine.get("simulator"), dict) else None
-    if not sim:
+    sim = engine.simulator
+    if sim is None:
         return []
-    behind = float(sim.get("behind_s") or 0.0)
-    share = sim.get("behind_share")
-    lag = (sim.get("step_lag_ms") or {}).get("p99")
-    step = sim.get("mean_step_ms") or itl_p50_ms  # a scripted engine has no modelled steps: its ITL
+    behind = sim.behind_s
+    share = sim.behind_share
+    lag = sim.step_lag_ms.p99
+    step = sim.mean_step_ms or itl_p50_ms  # a scripted engine has no modelled steps: its ITL
     slipped = share is not None and share >= SIM_BEHIND_SHARE and behind >= SIM_BEHIND_MIN_S
     late = (lag is not None and step and lag > SIM_LAG_P99_MIN_MS and lag > SIM_LAG_P99_STEP_SHARE * step)
     if not slipped and not late:
         return []
     parts = []
-    if slipped:
+    if slipped and share is not None:
         parts.append(f"by {behind:.2f} s ({100 * share:.0f}% of its busy time, limit {100 * SIM_BEHIND_SHARE:.0f}%)")
-    if late:
+    if late and lag is not None and step:
         parts.append(f"with steps {lag:.1f} ms late at p99 against a {step:.1f}-ms step "
                      f"(limit {SIM_LAG_P99_STEP_SHARE:g} step)")
     return [f"the simulated engine fell behind its own schedule {' and '.join(parts)}: the host did not give it "
@@ -401,21 +406,19 @@ def simulator_lag_warnings(engine: dict[str, Any], itl_p50_ms: float | None = No
             "streams, or with a lower --sim-speed"]
 
 
-def _engine_pressure(engine: dict[str, Any], requests: int) -> list[str]:
+def _engine_pressure(engine: EngineBlock, requests: int) -> list[str]:
     """A run whose engine ran out of KV room measured preemption and recomputation, not serving:
     the audit's sweep crowned a config at KV 100 % with 61 preemptions, silently."""
-    kv = engine.get("kv_usage") if isinstance(engine.get("kv_usage"), dict) else {}
-    pre = engine.get("preemptions") if isinstance(engine.get("preemptions"), dict) else {}
-    kv_max = kv.get("max") if isinstance(kv.get("max"), (int, float)) else None
-    count = pre.get("count") if isinstance(pre.get("count"), (int, float)) else None
+    kv_max = engine.kv_usage.max
+    count = engine.preemptions.count
     storm = count is not None and count >= max(PREEMPTION_STORM, 0.01 * requests)
     full = kv_max is not None and kv_max >= KV_FULL_FRACTION
     if not storm and not full:
         return []
     parts = []
-    if full:
+    if full and kv_max is not None:
         parts.append(f"the engine's KV cache reached {100 * kv_max:.0f}%")
-    if storm:
-        parts.append(f"{count:,.0f} request(s) were preempted ({pre.get('per_s') or 0:.2f}/s)")
+    if storm and count is not None:
+        parts.append(f"{count:,.0f} request(s) were preempted ({engine.preemptions.per_s or 0:.2f}/s)")
     return [" and ".join(parts) + ": the engine ran out of KV-cache room, so latencies include waiting for and "
             "recomputing evicted requests; lower the load or max-num-seqs, or give the KV cache more memory"]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from harness.metrics.table import shown
-from harness.results.schema import ClassBlock, Dist, RunSummary
+from harness.results.models.diagnosis import MemoryBlock
+from harness.results.models.summary import Dist, Quantiles, RunSummary
+from harness.results.models.traffic import TtftBreakdown, TtftTail
 from harness.scenario.models import Scenario
 
 
@@ -110,21 +112,21 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
     w = s.window
     p = lambda *a: print(*a, file=out)  # noqa: E731
     p("")
-    p(f"{s.scenario.get('name')}  ->  {s.target.get('url')}  model {s.target.get('model')}"
-      f"{'  (simulated engine)' if s.target.get('simulated') else ''}")
-    drain = w.get("drain_s") or 0.0
+    p(f"{s.scenario.name}  ->  {s.target.url}  model {s.target.model}"
+      f"{'  (simulated engine)' if s.target.simulated else ''}")
+    drain = w.drain_s
     drain_text = f" (incl. {drain:.1f} s drain)" if drain >= 0.05 else ""
-    p(f"window {w.get('duration_s', 0):.1f} s{drain_text} after {w.get('warmup_s', 0):.1f} s warmup; "
-      f"fingerprint {s.scenario.get('fingerprint', {}).get('value')}; clock: {s.timing.get('clock')} receive stamps")
-    off = s.load.get("offline") if isinstance(s.load, dict) else None
+    p(f"window {w.duration_s:.1f} s{drain_text} after {w.warmup_s:.1f} s warmup; "
+      f"fingerprint {s.scenario.fingerprint.value or None}; clock: {s.timing.clock} receive stamps")
+    off = s.load.offline
     if off:
-        spread = off.get("submit_spread_s")
-        p(f"offline: {off.get('requests')} requests submitted at once (on the wire within "
-          f"{'-' if spread is None else f'{spread:.2f}'} s, {off.get('peak_in_flight')} in flight at most); "
-          f"makespan {off.get('makespan_s', 0):.2f} s")
-        if off.get("req_per_s") is not None:
-            p(f"offline throughput: {off['req_per_s']:,.2f} req/s   input {off['input_tok_per_s']:,.0f} tok/s   "
-              f"output {off['output_tok_per_s']:,.0f} tok/s  (over the makespan)")
+        spread = off.submit_spread_s
+        p(f"offline: {off.requests} requests submitted at once (on the wire within "
+          f"{'-' if spread is None else f'{spread:.2f}'} s, {off.peak_in_flight} in flight at most); "
+          f"makespan {off.makespan_s:.2f} s")
+        if off.req_per_s is not None:
+            p(f"offline throughput: {off.req_per_s:,.2f} req/s   input {off.input_tok_per_s or 0:,.0f} tok/s   "
+              f"output {off.output_tok_per_s or 0:,.0f} tok/s  (over the makespan)")
     p("")
     cols = [c for c in next(iter(chosen.values()), {}) if c not in ("count", "mean", "max")] + ["max", "mean"] if chosen else []
     head = "latency (ms, offline)" if off else "latency (ms)"
@@ -133,7 +135,7 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
     else:
         p(f"  {head:<22}{'p50':>10}{'p90':>10}{'p99':>10}{'p99.9':>10}{'max':>10}{'mean':>10}")
     if off:
-        p(f"  ({off.get('latency_label')})")
+        p(f"  ({off.latency_label})")
     for m in shown("console"):  # harness.metrics.table
         d = s.latency_ms.get(m.name)
         if m.optional and (d is None or d.count == 0):
@@ -145,81 +147,76 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
       + (f"  ({', '.join(f'{k} {v}' for k, v in r.errors_by_kind.items())})" if r.errors_by_kind else ""))
     p(f"  tokens/s   input {t.input_per_s:,.0f}   output {t.output_per_s:,.0f}"
       f"   (tokens per chunk mean {_fmt(s.tokens_per_chunk.mean, 2)})")
-    g = s.goodput.get("overall", {})
-    slo_set = s.scenario.get("slo_set", True)  # summaries written before it was recorded: as before
-    if g.get("fraction") is not None and slo_set:
-        p(f"  goodput    {g.get('rps', 0):,.2f} req/s  ({100 * g['fraction']:.1f}% of requests met the SLOs)")
-    e = s.engine or {}
-    kv = e.get("kv_usage") or {}
-    pre = e.get("preemptions") or {}
+    g = s.goodput.overall
+    slo_set = s.scenario.slo_set
+    if g.fraction is not None and slo_set:
+        p(f"  goodput    {g.rps:,.2f} req/s  ({100 * g.fraction:.1f}% of requests met the SLOs)")
+    e = s.engine
+    kv, pre = e.kv_usage, e.preemptions
     memory_shown = False
-    if kv.get("max") is not None or pre.get("count") is not None:
-        pc = e.get("prefix_cache") or {}
-        gm = e.get("gpu_memory") or {}
-        count = pre.get("count")
-        line = f"  engine     KV usage mean {_pct(kv.get('mean'))} max {_pct(kv.get('max'))}   preemptions {'-' if count is None else count}"
-        if pc.get("hit_rate") is not None:
-            line += f"   prefix hit {_pct(pc.get('hit_rate'))}"
-            if pc.get("expected_hit_rate") is not None:
-                line += f" (expected {_pct(pc['expected_hit_rate'])})"
+    if kv.max is not None or pre.count is not None:
+        pc, gm = e.prefix_cache, e.gpu_memory
+        count = pre.count
+        line = f"  engine     KV usage mean {_pct(kv.mean)} max {_pct(kv.max)}   preemptions {'-' if count is None else count}"
+        if pc.hit_rate is not None:
+            line += f"   prefix hit {_pct(pc.hit_rate)}"
+            if pc.expected_hit_rate is not None:
+                line += f" (expected {_pct(pc.expected_hit_rate)})"
         p(line)
-        if gm.get("used_max_bytes"):
+        if gm.used_max_bytes:
             # one GPU memory line (audit N20: the diagnosis' over-the-window line repeated it)
-            p(f"  GPU memory {gm['used_max_bytes'] / 2**30:,.1f} GiB used of {(gm.get('total_bytes') or 0) / 2**30:,.1f} GiB"
-              + ("  (simulated engine's model, not a measurement)" if gm.get("simulated") else "") + _memory_over_window(s))
+            p(f"  GPU memory {gm.used_max_bytes / 2**30:,.1f} GiB used of {(gm.total_bytes or 0) / 2**30:,.1f} GiB"
+              + ("  (simulated engine's model, not a measurement)" if gm.simulated else "") + _memory_over_window(s))
             memory_shown = True
         else:  # the README promises the line; say why there is no number (audit D20)
-            p(f"  GPU memory not available ({gm.get('reason') or 'not sampled'})")
+            p(f"  GPU memory not available ({gm.reason or 'not sampled'})")
     if len(s.per_class) > 1:
         p("")
         p(f"  {'class':<16}{'done':>7}{'TTFT p50':>10}{'TTFT p99':>10}{'ITL p50':>9}{'ITL p99':>9}{'E2E p99':>10}{'good':>8}")
         for name, c in s.per_class.items():
             lt = c.latency_ms
-            gp = c.goodput.get("fraction") if slo_set else None
+            gp = c.goodput.fraction if slo_set else None
             p(f"  {name:<16}{c.requests.completed:>7}{_fmt(_g(lt, 'ttft', 'p50')):>10}{_fmt(_g(lt, 'ttft', 'p99')):>10}"
               f"{_fmt(_g(lt, 'itl_token', 'p50'), 2):>9}{_fmt(_g(lt, 'itl_token', 'p99'), 2):>9}"
               f"{_fmt(_g(lt, 'e2e', 'p99')):>10}{('-' if gp is None else f'{100 * gp:.0f}%'):>8}")
-    sess = getattr(s, "sessions", None)
+    sess = s.sessions
     if sess:
-        dur = (sess.get("duration_s") or {}).get("p50")
-        p(f"  sessions   {sess['started']} started, {sess['completed']} completed, {sess['cut']} cut   "
-          f"duration p50 {_fmt(dur)} s   prefix hit ideal {_pct(sess.get('ideal_prefix_hit_rate'))}, "
-          f"engine {_pct(sess.get('engine_prefix_hit_rate'))}")
+        p(f"  sessions   {sess.started} started, {sess.completed} completed, {sess.cut} cut   "
+          f"duration p50 {_fmt(sess.duration_s.p50)} s   prefix hit ideal {_pct(sess.ideal_prefix_hit_rate)}, "
+          f"engine {_pct(sess.engine_prefix_hit_rate)}")
     cache, parts = s.cache, s.ttft_breakdown
     if cache is not None and cache.requests_reporting:
         ideal = f", ideal {_pct(cache.ideal_hit_rate)}" if cache.ideal_hit_rate is not None else ""
         p(f"  cache      prefix hit (usage) {_pct(cache.hit_rate)} of {cache.prompt_tokens:,} prompt tokens{ideal}")
     if parts is not None and parts.requests and parts.tail is not None:
-        keys = ("send_lag", "network", "queue", "prefill") if s.load.get("mode") == "open" else ("network", "queue", "prefill")
+        keys = ("send_lag", "network", "queue", "prefill") if s.load.mode == "open" else ("network", "queue", "prefill")
 
-        def split(b) -> str:  # type: ignore[no-untyped-def]
+        def split(b: TtftBreakdown | TtftTail) -> str:
             return " ".join(f"{k.replace('_', ' ')} {_pct(getattr(b.share, k))}" for k in keys)
         p(f"  TTFT split mean {split(parts)} · p99 tail {split(parts.tail)}  (server timing, {parts.requests} requests)")
     elif s.server_timing is not None and not s.server_timing.timed and s.requests.completed:
         p("  TTFT split not known: the server returned no per-request timing (vLLM: --enable-per-request-metrics)")
-    fleet = getattr(s, "fleet", None)
+    fleet = s.fleet
     if fleet:
-        hit = fleet.get("fleet_usage_cached_hit_rate")
-        p(f"  fleet      {len(fleet['endpoints'])} endpoints, routing {fleet['routing']}, sent {fleet['sent']}   "
-          f"prefix overlap across replicas {_pct(fleet.get('prefix_overlap'))}   prefix hit (usage) {_pct(hit)}")
-        for e in fleet.get("engines") or []:
-            w = e.get("waiting") or {}
-            p(f"    {e['endpoint']}: waiting mean {_fmt(w.get('mean'))} max {_fmt(w.get('max'), 0)}   "
-              f"prefix hit {_pct(e.get('prefix_hit_rate'))}")
-    for dim, blocks in (getattr(s, "groups", None) or {}).items():
+        p(f"  fleet      {len(fleet.endpoints)} endpoints, routing {fleet.routing}, sent {fleet.sent}   "
+          f"prefix overlap across replicas {_pct(fleet.prefix_overlap)}   prefix hit (usage) {_pct(fleet.fleet_usage_cached_hit_rate)}")
+        for rep in fleet.engines or []:
+            wt = rep.waiting
+            p(f"    {rep.endpoint}: waiting mean {_fmt(wt.mean if wt else None)} max {_fmt(wt.max if wt else None, 0)}   "
+              f"prefix hit {_pct(rep.prefix_hit_rate)}")
+    for dim, blocks in (s.groups or {}).items():
         # the same table for every grouping (turn, adapter, endpoint): one row per value
         p("")
         p(f"  {dim:<16}{'done':>7}{'in tok':>8}{'TTFT p50':>10}{'TTFT p99':>10}{'ITL p50':>9}{'E2E p99':>10}{'good':>8}")
-        for value, raw in blocks.items():
-            c = ClassBlock.model_validate(raw)
-            lt, done = c.latency_ms, c.requests.completed
-            gp = c.goodput.get("fraction")
-            mean_in = c.tokens.input_total / done if done else None
-            p(f"  {value:<16}{done:>7}{_fmt(mean_in, 0):>8}{_fmt(_g(lt, 'ttft', 'p50')):>10}{_fmt(_g(lt, 'ttft', 'p99')):>10}"
-              f"{_fmt(_g(lt, 'itl_token', 'p50'), 2):>9}{_fmt(_g(lt, 'e2e', 'p99')):>10}{('-' if gp is None else f'{100 * gp:.0f}%'):>8}")
-    mem = (s.diagnosis or {}).get("memory") or {}
-    if mem.get("growth_gib") is not None and not memory_shown:
-        sim = " (simulated)" if mem.get("source") == "simulated" else ""
+        for value, grp in blocks.items():
+            glt, done = grp.latency_ms, grp.requests.completed
+            gp = grp.goodput.fraction
+            mean_in = grp.tokens.input_total / done if done else None
+            p(f"  {value:<16}{done:>7}{_fmt(mean_in, 0):>8}{_fmt(_g(glt, 'ttft', 'p50')):>10}{_fmt(_g(glt, 'ttft', 'p99')):>10}"
+              f"{_fmt(_g(glt, 'itl_token', 'p50'), 2):>9}{_fmt(_g(glt, 'e2e', 'p99')):>10}{('-' if gp is None else f'{100 * gp:.0f}%'):>8}")
+    mem = s.diagnosis.memory
+    if isinstance(mem, MemoryBlock) and mem.growth_gib is not None and not memory_shown:
+        sim = " (simulated)" if mem.source == "simulated" else ""
         p(f"  GPU memory{sim}" + _memory_over_window(s).removeprefix(";"))
     if s.findings:
         p("")
@@ -227,7 +224,7 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
             p(f"  FINDING {i}: {f.text}")
             if f.advice:
                 p(f"             -> {f.advice}")
-    warnings = s.validity.get("warnings", [])
+    warnings = s.validity.warnings
     if warnings:
         p("")
         for wtext in warnings:
@@ -239,18 +236,18 @@ def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-un
 def _memory_over_window(s: RunSummary) -> str:
     """'; 73.60 -> 73.60 GiB over the window (peak 73.60, 6.40 GiB left)' from the memory
     diagnosis, or '' when there is none."""
-    mem = (s.diagnosis or {}).get("memory") or {}
-    if mem.get("growth_gib") is None:
+    mem = s.diagnosis.memory
+    if not isinstance(mem, MemoryBlock) or mem.growth_gib is None:
         return ""
-    margin = f", {mem['margin_gib']:,.2f} GiB left" if mem.get("margin_gib") is not None else ""
-    return (f"; {mem.get('start_gib', 0):,.2f} -> {mem.get('end_gib', 0):,.2f} GiB over the window "
-            f"(peak {mem.get('peak_gib', 0):,.2f}{margin})")
+    margin = f", {mem.margin_gib:,.2f} GiB left" if mem.margin_gib is not None else ""
+    return (f"; {mem.start_gib or 0:,.2f} -> {mem.end_gib or 0:,.2f} GiB over the window "
+            f"(peak {mem.peak_gib or 0:,.2f}{margin})")
 
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
-def _g(lat: dict[str, Dist], key: str, field: str) -> float | None:
+def _g(lat: Mapping[str, Quantiles], key: str, field: str) -> float | None:
     d = lat.get(key)
     return getattr(d, field) if d is not None else None

@@ -22,6 +22,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.results.models.summary import OfflineFacts, RunSummary
+
 #: the last send may trail the first by this share of the makespan before the client counts as the limit
 SUBMIT_SHARE_LIMIT = 0.2
 #: ... and by at least this many seconds (a short makespan on a busy box)
@@ -59,7 +61,7 @@ def peak_in_flight(sends: list[tuple[int, float, int, int]]) -> int:
     return peak
 
 
-def offline_facts(summary: Any, requests_path: Path, submitted: int) -> dict[str, Any]:
+def offline_facts(summary: RunSummary, requests_path: Path, submitted: int) -> dict[str, Any]:
     """Add `load.offline` (makespan, submit spread, peak in flight, client_limited) and a validity
     warning when the client limited the run; returns the facts."""
     sends = _measured(requests_path)
@@ -68,7 +70,7 @@ def offline_facts(summary: Any, requests_path: Path, submitted: int) -> dict[str
         makespan = (max(s[0] + s[1] * 1e6 for s in sends) - first) / 1e9
         spread: float | None = (max(s[0] for s in sends) - first) / 1e9
     else:
-        makespan, spread = float(summary.window.get("duration_s") or 0.0), None
+        makespan, spread = float(summary.window.duration_s or 0.0), None
     peak = peak_in_flight(sends) if sends else 0
     done = sum(1 for s in sends if s[3])
     per_s = (lambda x: round(x / makespan, 3)) if makespan > 0 else (lambda x: None)
@@ -86,9 +88,9 @@ def offline_facts(summary: Any, requests_path: Path, submitted: int) -> dict[str
         why.append(f"only {peak} of {submitted} were in flight at once")
     if why:
         facts["client_limited"] = "; ".join(why)
-        summary.validity["warnings"].append(
+        summary.validity.warnings.append(
             f"client limited the offline run: {facts['client_limited']}; the throughput is the client's, not the engine's "
             "(use --processes N, raise the open-file limit, or submit fewer requests per process)")
-        summary.validity["ok"] = False
-    summary.load["offline"] = facts
+        summary.validity.ok = False
+    summary.load.offline = OfflineFacts.model_validate(facts)
     return facts

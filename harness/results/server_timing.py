@@ -4,7 +4,7 @@ parts stay unknown (so the report and the findings never present a guess as a me
 from __future__ import annotations
 
 from harness.client.server_timing import NOT_REPORTED
-from harness.results.schema_traffic import ServerTiming
+from harness.results.models.traffic import ServerTiming
 
 PARTS = ("queue", "prefill", "network")
 HOW = ("vLLM returns its per-request timing with --enable-per-request-metrics (0.32 has it; the final usage chunk's "

@@ -16,7 +16,7 @@ from harness.diagnose import DiagnoseOptions, diagnose
 from harness.metrics.recorder import MetricSet
 from harness.results.build import build_summary
 from harness.results.layout import write_json_atomic
-from harness.results.schema import RunSummary
+from harness.results.models.summary import PrefixCacheIsolation, ReplicaFigures, RunSummary
 from harness.results.trace_replay import block_trace_block
 from harness.results.verdict import most_failed
 from harness.run.instruments import Instruments
@@ -73,11 +73,12 @@ def conclude(prep: Prepared, summary: RunSummary, engine: dict[str, Any], instru
              slice_s: float = 10.0, judge: bool = True) -> None:
     """The checks every run gets, the post-run analyses, and (`judge`) status failed when most failed."""
     scenario = prep.scenario
-    summary.prefix_cache_isolation = prep.info.get("prefix_cache_isolation")
+    iso = prep.info.get("prefix_cache_isolation")
+    summary.prefix_cache_isolation = PrefixCacheIsolation.model_validate(iso) if iso is not None else None
     replicas = instruments.per_replica()
-    if replicas and getattr(summary, "fleet", None):
+    if replicas and summary.fleet is not None:
         # per replica over the window: queue depth (the autoscaling signal), running, KV, prefix hits
-        summary.fleet["engines"] = replicas
+        summary.fleet.engines = [ReplicaFigures.model_validate(r) for r in replicas]
     if scenario.load.offline:  # makespan, submit spread, peak in flight; a warning when the client was the limit
         from harness.results.offline import offline_facts
 
@@ -89,8 +90,8 @@ def conclude(prep: Prepared, summary: RunSummary, engine: dict[str, Any], instru
         if too_warm:
             warnings.append(too_warm)
         if warnings:
-            summary.validity["warnings"].extend(warnings)
-            summary.validity["ok"] = False
+            summary.validity.warnings.extend(warnings)
+            summary.validity.ok = False
     # post-run analyses (harness.diagnose: one module each, registered by name): summary.diagnosis, findings
     diagnose(summary, prep.run_dir.root, DiagnoseOptions(slice_s=slice_s, engine_log=instruments.log.path,
                                                          log_window=instruments.log.span, engine_kind=prep.engine_kind))

@@ -156,14 +156,14 @@ def _measure(prep: prepare.Prepared, opts: RunOptions, env: dict[str, str] | Non
     _note_how_it_ended(summary, follower, stopped_by, run_dir)
     _failed_though_complete(summary, prep, sim)
     if opts.distributed and len(results) < started.processes:
-        summary.validity["warnings"].append(
+        summary.validity.warnings.append(
             f"only {len(results)} of {started.processes} workers' final results arrived; the others' requests are "
             f"missing (see {run_dir.load_log})")
-        summary.validity["ok"] = False
+        summary.validity.ok = False
     if write_error is not None:
         summary.status, summary.status_reason = "failed", write_error
-        summary.validity["warnings"].insert(0, write_error)
-        summary.validity["ok"] = False
+        summary.validity.warnings.insert(0, write_error)
+        summary.validity.ok = False
     finish.conclude(prep, summary, engine, instruments, slice_s=opts.slice_s)
     try:
         finish.write(prep, summary, metrics)
@@ -189,20 +189,20 @@ def _note_how_it_ended(summary: RunSummary, follower: Follower | None, stopped_b
                        run_dir: RunDir) -> None:
     """An early stop (watcher), a stop signal, a dead embedded engine: status and warnings say so."""
     if follower is not None and follower.stopped_early:
-        summary.load["stopped_early"] = follower.stopped_early
-        summary.validity["warnings"].append(f"stopped early: {follower.stopped_early}")
-        summary.validity["ok"] = False
+        summary.load.stopped_early = follower.stopped_early
+        summary.validity.warnings.append(f"stopped early: {follower.stopped_early}")
+        summary.validity.ok = False
         summary.status = "partial"
     if stopped_by is not None:
         summary.status_reason = stop_reason(stopped_by)
     if follower is not None and follower.engine_exit is not None:
         code, when = follower.engine_exit
-        start = summary.window.get("start")
+        start = summary.window.start
         at = f"at t={when - start:.1f} s of the window" if start and when >= start else "before the window opened"
         summary.status = "failed"
         summary.status_reason = f"the simulated engine exited (code {code}) {at}; see {run_dir.sim_log}"
-        summary.validity["warnings"].insert(0, summary.status_reason)
-        summary.validity["ok"] = False
+        summary.validity.warnings.insert(0, summary.status_reason)
+        summary.validity.ok = False
 
 
 def _failed_though_complete(summary: RunSummary, prep: prepare.Prepared, sim: EmbeddedSim | None) -> None:

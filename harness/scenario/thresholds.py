@@ -5,15 +5,15 @@ threshold names the condition that FAILS the run: `error_rate>1%`, `slo_attainme
 `ttft_p99>500ms`, `output_tps<100`, and `invalid`: the run carries validity warnings (a
 saturated client, host stalls, a simulated engine behind its schedule, ...), which otherwise
 only print. They come from `--fail-on` (repeatable) and from the scenario's `thresholds:` list,
-and are checked against summary.json after the run.
-No imports from the rest of harness: the scenario model validates them, the CLI evaluates them.
+and are checked against summary.json after the run (harness.results.thresholds.evaluate).
+No imports from the rest of harness: the scenario model validates them; judging needs the typed
+summary, one layer up.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 #: exit status of `harness run` when a threshold failed (k6 uses the same)
 THRESHOLD_EXIT = 99
@@ -75,47 +75,9 @@ def parse(text: str) -> Threshold:
     return Threshold(text.strip(), metric, op, value)
 
 
-def actual(summary: dict[str, Any], metric: str) -> float | None:
-    """The run's value of `metric` from a summary.json dict (None when the run has none)."""
-    requests = summary.get("requests", {})
-    if metric == "error_rate":
-        done, failed = requests.get("completed", 0), requests.get("failed", 0)
-        return failed / (done + failed) if done + failed else None
-    if metric == "slo_attainment":
-        return (summary.get("goodput", {}).get("overall") or {}).get("fraction")
-    if metric == "rps":
-        return requests.get("rps")
-    if metric == "output_tps":
-        return summary.get("tokens", {}).get("output_per_s")
-    if metric == "goodput_rps":
-        return (summary.get("goodput", {}).get("overall") or {}).get("rps")
-    name, _, stat = metric.rpartition("_")
-    name = "itl_chunk" if name == "itl" else name
-    return (summary.get("latency_ms", {}).get(name) or {}).get(stat)
+def is_rate(metric: str) -> bool:
+    return metric in _RATES
 
 
-def _show(metric: str, value: float) -> str:
-    if metric in _RATES:
-        return f"{100 * value:.2f}%"
-    if metric in _THROUGHPUTS:
-        return f"{value:.2f}/s"
-    return f"{value:.1f} ms"
-
-
-def evaluate(thresholds: list[Threshold], summary: dict[str, Any]) -> list[str]:
-    """One line per failed threshold (a metric the run does not have fails too: nothing to judge)."""
-    out = []
-    for t in thresholds:
-        if t.metric == INVALID:
-            validity = summary.get("validity") or {}
-            if not validity.get("ok", True):
-                warnings = [str(w) for w in validity.get("warnings") or []] or ["validity.ok is false"]
-                out.append(f"threshold invalid failed: the run has {len(warnings)} validity warning(s):")
-                out.extend(f"  - {w}" for w in warnings)
-            continue
-        value = actual(summary, t.metric)
-        if value is None:
-            out.append(f"threshold {t.text} failed: the run has no {t.metric} (no request completed, or no slo set)")
-        elif t.failed(value):
-            out.append(f"threshold {t.text} failed: {t.metric} = {_show(t.metric, value)}")
-    return out
+def is_throughput(metric: str) -> bool:
+    return metric in _THROUGHPUTS

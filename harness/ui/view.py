@@ -6,6 +6,7 @@ from typing import Any
 
 from harness.metrics.recorder import ALL
 from harness.metrics.table import shown
+from harness.results.models.engine import EngineBlock
 from harness.ui.live import chart_specs, specs
 from harness.ui.live import class_view as _class_view
 
@@ -26,8 +27,8 @@ _STATE_TEXT = {
 def engine_view(run: Any) -> dict[str, Any]:
     if run.telemetry is None:
         return {"enabled": False}
-    if run.summary is not None and (run.summary.get("engine") or {}).get("kv_usage"):
-        return _engine_over_window(run.summary["engine"])
+    if run.summary is not None and "kv_usage" in run.summary.engine.model_fields_set:
+        return _engine_over_window(run.summary.engine)
     live = run.telemetry.live() or {}
     out: dict[str, Any] = {"enabled": True, "ok": bool(live.get("ok")), "error": live.get("error"),
                            "profile": live.get("profile")}
@@ -86,10 +87,9 @@ def build_view(s: Any) -> dict[str, Any]:
     rates = run.live.rates()
     out["rates_over"] = "last 10 s"
     if run.summary is not None:  # finished: whole-window rates, as in summary.json
-        s = run.summary
-        rates = {name: {"rps": c["requests"]["rps"], "tok_s": c["tokens"]["output_per_s"]}
-                 for name, c in s.get("per_class", {}).items()}
-        rates[ALL] = {"rps": s["requests"]["rps"], "tok_s": s["tokens"]["output_per_s"]}
+        summary = run.summary
+        rates = {name: {"rps": c.requests.rps, "tok_s": c.tokens.output_per_s} for name, c in summary.per_class.items()}
+        rates[ALL] = {"rps": summary.requests.rps, "tok_s": summary.tokens.output_per_s}
         out["rates_over"] = "whole run"
     # finished: the run's own metrics (what summary.json and the report say); live deltas before
     classes = (run.final_metrics if run.final_metrics is not None else run.live.total).classes
@@ -98,15 +98,15 @@ def build_view(s: Any) -> dict[str, Any]:
     out["classes"] = rows
     out["errors"] = rows[-1]["errors"]
     if run.summary is not None:
-        s = run.summary
+        summary = run.summary
         out["final"] = {
-            "status": s.get("status"),
-            "rps": s["requests"]["rps"],
-            "tok_s": s["tokens"]["output_per_s"],
-            "window_s": s["window"]["duration_s"],
-            "completed": s["requests"]["completed"],
-            "failed": s["requests"]["failed"],
-            "warnings": s.get("validity", {}).get("warnings", []),
+            "status": summary.status,
+            "rps": summary.requests.rps,
+            "tok_s": summary.tokens.output_per_s,
+            "window_s": summary.window.duration_s,
+            "completed": summary.requests.completed,
+            "failed": summary.requests.failed,
+            "warnings": list(summary.validity.warnings),
         }
     out["report"] = run.report
     if run.report == "ok":
@@ -190,14 +190,10 @@ def _pct(value: Any) -> str:
     return "–" if value is None else f"{100 * value:.1f} %"
 
 
-def _engine_over_window(engine: dict[str, Any]) -> dict[str, Any]:
+def _engine_over_window(engine: EngineBlock) -> dict[str, Any]:
     """After the run the engine cards show the measured window (max; preemptions and prefix hits
     over it), from summary.json, not the idle engine's current 0 % (audit D14)."""
-    def get(key: str, field: str) -> Any:
-        block = engine.get(key)
-        return block.get(field) if isinstance(block, dict) else None
-
-    return {"enabled": True, "ok": True, "error": None, "profile": engine.get("profile"),
+    return {"enabled": True, "ok": True, "error": None, "profile": engine.profile,
             "over": "over the measured window (max; preemptions and prefix hits: totals)",
-            "kv_usage": get("kv_usage", "max"), "running": get("running", "max"), "waiting": get("waiting", "max"),
-            "preemptions": get("preemptions", "count"), "prefix_hit_rate": get("prefix_cache", "hit_rate")}
+            "kv_usage": engine.kv_usage.max, "running": engine.running.max, "waiting": engine.waiting.max,
+            "preemptions": engine.preemptions.count, "prefix_hit_rate": engine.prefix_cache.hit_rate}

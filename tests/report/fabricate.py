@@ -180,10 +180,9 @@ def make_run(
         "goodput": {
             "overall": overall["goodput"],
             "per_class": {k: v["goodput"] for k, v in per_class.items()},
-            "slo": SLO,
         },
-        "usage_check": {"prompt_tokens_mean_diff": 0.0, "prompt_tokens_max_diff": 0},
-        "timing": {"clock": "kernel", "coalesced_reads": 3, "stalls": []},
+        "usage_check": {"prompt_tokens_mean_diff": 0.0, "max_diff": 0},
+        "timing": {"clock": "kernel", "coalesced_reads": 3},
         "client": {"cpu_max_pct": 41.0, "cpu_mean_pct": 22.0, "processes": 1},
         "engine": {
             "profile": "vllm",
@@ -194,12 +193,12 @@ def make_run(
             "running": {"mean": 12.5, "max": 16},
             "waiting": {"mean": 1.2, "max": 6},
             "spec_decode": None,
-            "gpu_memory": {"used_max_bytes": int(71.5 * 2**30), "total_bytes": 80 * 2**30},
+            "gpu_memory": {"available": True, "source": "nvml", "used_max_bytes": int(71.5 * 2**30), "total_bytes": 80 * 2**30},
             "engine_latency_ms": {},
             "telemetry": {"source": "metrics", "scrapes": int(duration), "missing_reason": None},
         }
         if telemetry
-        else {"telemetry": {"source": None, "scrapes": 0, "missing_reason": "connection refused at /metrics"}, "gpu_memory": {"available": False}},
+        else {"telemetry": {"source": "none", "scrapes": 0, "missing_reason": "connection refused at /metrics"}, "gpu_memory": {"available": False}},
         "validity": {"ok": not warnings, "warnings": list(warnings)},
         "status": status,
     }

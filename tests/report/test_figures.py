@@ -159,11 +159,12 @@ def test_a_long_missing_telemetry_reason_does_not_collapse_the_layout() -> None:
     import warnings
 
     from harness.report.figures import over_time_figure
+    from harness.results.models.summary import Window
 
     reason = ("http://127.0.0.1:39197/metrics unreachable (\"HTTPConnection(host='127.0.0.1', port=39197): Failed to "
               "establish a new connection: [Errno 111] Connection refused\")")
     progress = [{"t": 100.0 + i, "phase": "warmup", "in_flight": 0, "done": 0, "output_tokens": 0} for i in range(3)]
-    fig = over_time_figure([], progress, {"start": None}, reason)
+    fig = over_time_figure([], progress, Window(), reason)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fig.savefig(io.BytesIO(), format="png", dpi=100)

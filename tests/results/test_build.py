@@ -63,17 +63,17 @@ def test_two_workers_merge() -> None:
     assert s.requests.completed == 10 and s.requests.failed == 1
     assert s.requests.errors_by_kind == {"http_429": 1}
     assert s.requests.rps == pytest.approx(10 / 10.5)
-    assert s.usage_check["prompt_tokens_mean_diff"] == pytest.approx(0.5) and s.usage_check["max_diff"] == 3
-    assert s.client["sent"] == 11 and s.client["warmup_requests"] == 4 and s.client["processes"] == 2
-    assert s.timing["clock"] == "kernel" and s.timing["requests_by_clock"] == {"kernel": 11}
+    assert s.usage_check.prompt_tokens_mean_diff == pytest.approx(0.5) and s.usage_check.max_diff == 3
+    assert s.client.sent == 11 and s.client.warmup_requests == 4 and s.client.processes == 2
+    assert s.timing.clock == "kernel" and s.timing.requests_by_clock == {"kernel": 11}
     # the merged histograms are the single-process ones
     whole = MetricSet({ALL: {"ttft_ms": 60}})
     for r in [_rec(i) for i in range(10)] + [_rec(99, error="http_429")]:
         whole.record(r)
     assert s.latency_ms["ttft"].model_dump() == whole.classes[ALL].summarize(10.5)["latency_ms"]["ttft"]
-    assert s.goodput["overall"]["good"] == 10 - 0 and s.goodput["per_class"]["a"]["total"] == 11
+    assert s.goodput.overall.good == 10 - 0 and s.goodput.per_class["a"].total == 11
     assert set(s.latency_ms) == set(LATENCY_METRICS)
-    assert s.validity == {"ok": True, "warnings": []}
+    assert s.validity.ok is True and s.validity.warnings == []
 
 
 def test_summary_round_trips_through_json() -> None:
@@ -84,7 +84,7 @@ def test_summary_round_trips_through_json() -> None:
 
 def test_mixed_clocks_reported_as_user() -> None:
     r = _result(0, [_rec(0)], 1.0, 1.0, timing={"clock_by_request": {"kernel": 3, "user": 1}})
-    assert _build([r]).timing["clock"] == "user"
+    assert _build([r]).timing.clock == "user"
 
 
 @pytest.mark.parametrize("case,expected", [
@@ -116,9 +116,9 @@ def test_validity_warnings(case: str, expected: str) -> None:
     elif case == "cut":
         extra["cut_at_end"] = 3
     s = _build([_result(0, recs, 1.0, 5.0, **extra)], load=load)
-    assert s.validity["ok"] is False
-    assert any(w.startswith(expected) for w in s.validity["warnings"]), s.validity["warnings"]
-    assert len(s.validity["warnings"]) == 1, s.validity["warnings"]
+    assert s.validity.ok is False
+    assert any(w.startswith(expected) for w in s.validity.warnings), s.validity.warnings
+    assert len(s.validity.warnings) == 1, s.validity.warnings
 
 
 class _FixedStalls:
@@ -136,9 +136,9 @@ def test_stalls_in_window_warn() -> None:
     summary, _ = build_summary(scenario={}, target={}, load={"mode": "closed"},
                                results=[_result(0, [_rec(0)], 1.0, 1.0)], engine=None, stall_meter=meter)
     # the meter is asked about exactly the merged measured window
-    assert meter.window == (summary.window["start"], summary.window["end"]) and meter.window[0] is not None
-    assert summary.timing["stall_meter"] == meter.block
-    assert summary.validity["warnings"] == [
+    assert meter.window == (summary.window.start, summary.window.end) and meter.window[0] is not None
+    assert summary.timing.stall_meter.model_dump() == meter.block
+    assert summary.validity.warnings == [
         "host stalled 2 time(s) in the window (max 300 ms): tail latencies may include time the machine was not running"
     ]
 
@@ -147,8 +147,8 @@ def test_a_fifth_of_requests_failed_is_a_validity_warning() -> None:
     """Audit High 4: 16-27 % failed requests still gave validity.ok true and no warning."""
     recs = [_rec(i) for i in range(8)] + [_rec(8, error="http_5xx"), _rec(9, error="disconnect")]
     s = _build([_result(0, recs, 1.0, 2.0)])
-    assert s.validity["ok"] is False
-    assert any(w.startswith("20% of measured requests failed (disconnect 1, http_5xx 1)") for w in s.validity["warnings"])
+    assert s.validity.ok is False
+    assert any(w.startswith("20% of measured requests failed (disconnect 1, http_5xx 1)") for w in s.validity.warnings)
 
 
 def test_backoffs_suppressed_lines_and_abort_reason_merge() -> None:
@@ -158,7 +158,7 @@ def test_backoffs_suppressed_lines_and_abort_reason_merge() -> None:
     r1 = _result(1, [_rec(1)], 1.0, 2.0)
     r1.update(backoffs=2, backoff_s=0.25, error_lines_suppressed={"http_429": 1})
     s = _build([r0, r1], processes=2)
-    assert (s.client["backoffs"], s.client["backoff_s"], s.client["error_lines_suppressed"]) == (5, 0.75, {"http_429": 8})
+    assert (s.client.backoffs, s.client.backoff_s, s.client.error_lines_suppressed) == (5, 0.75, {"http_429": 8})
     assert s.status == "failed" and s.status_reason.startswith("stopped early")
 
 
@@ -174,7 +174,7 @@ def test_kv_full_or_a_preemption_storm_is_a_validity_warning(engine: dict[str, A
                                target={"url": "http://x", "api": "openai-chat", "model": "m"},
                                load={"mode": "closed"}, results=[_result(0, [_rec(i) for i in range(20)], 100.0, 10.0)],
                                engine=engine, stall_meter=None)
-    assert any(expected in w and "ran out of KV-cache room" in w for w in summary.validity["warnings"]), summary.validity
+    assert any(expected in w and "ran out of KV-cache room" in w for w in summary.validity.warnings), summary.validity
 
 
 def test_a_roomy_kv_cache_is_not_flagged() -> None:
@@ -182,7 +182,7 @@ def test_a_roomy_kv_cache_is_not_flagged() -> None:
                                target={"url": "http://x", "api": "openai-chat", "model": "m"},
                                load={"mode": "closed"}, results=[_result(0, [_rec(i) for i in range(20)], 100.0, 10.0)],
                                engine={"kv_usage": {"max": 0.3}, "preemptions": {"count": 1, "per_s": 0.1}}, stall_meter=None)
-    assert not any("KV-cache room" in w for w in summary.validity["warnings"])
+    assert not any("KV-cache room" in w for w in summary.validity.warnings)
 
 
 def _sim_block(behind_s: float, modelled_s: float, lag_p99_ms: float, mean_step_ms: float | None) -> dict[str, Any]:
@@ -203,9 +203,9 @@ def test_a_simulated_engine_behind_its_schedule_invalidates_the_run(engine: dict
                                target={"url": "http://x", "api": "openai-chat", "model": "m"},
                                load={"mode": "closed"}, results=[_result(0, [_rec(i) for i in range(20)], 100.0, 10.0)],
                                engine=engine, stall_meter=None)
-    hit = [w for w in summary.validity["warnings"] if w.startswith("the simulated engine fell behind")]
+    hit = [w for w in summary.validity.warnings if w.startswith("the simulated engine fell behind")]
     assert hit and expected in hit[0], summary.validity
-    assert summary.validity["ok"] is False
+    assert summary.validity.ok is False
 
 
 @pytest.mark.parametrize("engine", [_sim_block(0.03, 5.0, 1.5, 8.9), _sim_block(0.1, 5.0, 4.0, 8.9), {}])
@@ -214,4 +214,4 @@ def test_a_simulator_on_schedule_or_a_real_engine_is_not_flagged(engine: dict[st
                                target={"url": "http://x", "api": "openai-chat", "model": "m"},
                                load={"mode": "closed"}, results=[_result(0, [_rec(i) for i in range(20)], 100.0, 10.0)],
                                engine=engine, stall_meter=None)
-    assert not any("simulated engine" in w for w in summary.validity["warnings"])
+    assert not any("simulated engine" in w for w in summary.validity.warnings)

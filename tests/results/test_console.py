@@ -54,7 +54,7 @@ def test_gpu_memory_is_printed_once(tmp_path):
     data = json.loads((run / "summary.json").read_text())
     data["engine"]["gpu_memory"] = {"available": True, "used_max_bytes": int(73.6 * 2**30), "total_bytes": 80 * 2**30,
                                     "simulated": True}
-    data["diagnosis"] = {"memory": {"source": "simulated", "growth_gib": 0.0, "start_gib": 73.6, "end_gib": 73.6,
+    data["diagnosis"] = {"memory": {"source": "simulated", "samples": 10, "growth_gib": 0.0, "start_gib": 73.6, "end_gib": 73.6,
                                     "peak_gib": 73.6, "margin_gib": 6.4}}
     out = io.StringIO()
     print_summary(RunSummary.model_validate(data), run, file=out)

@@ -1,4 +1,4 @@
-"""--fail-on / scenario thresholds: parsing, units, evaluation against a summary."""
+"""--fail-on / scenario thresholds: parsing and units (judging a run: tests/results/test_thresholds.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,6 @@ import pytest
 from harness.errors import UserError
 from harness.scenario import Scenario
 from harness.scenario import thresholds as th
-
-SUMMARY = {
-    "requests": {"completed": 80, "failed": 20, "rps": 12.5},
-    "tokens": {"output_per_s": 400.0},
-    "goodput": {"overall": {"fraction": 0.9, "rps": 11.0}},
-    "latency_ms": {"ttft": {"p50": 100.0, "p99": 700.0}, "itl_chunk": {"p99": 30.0}, "e2e": {"p90": None}},
-}
-
 
 @pytest.mark.parametrize("text, metric, op, value", [
     ("error_rate>1%", "error_rate", ">", 0.01), ("error_rate > 0.05", "error_rate", ">", 0.05),
@@ -36,32 +28,14 @@ def test_parse_errors_name_the_problem(text: str, says: str) -> None:
         th.parse(text)
 
 
-def test_evaluate_reports_only_failed_thresholds() -> None:
-    ts = [th.parse(t) for t in ("error_rate>10%", "error_rate>50%", "slo_attainment<95%", "ttft_p99>500ms",
-                                "ttft_p50>500ms", "itl_p99>20ms", "output_tps<100", "e2e_p90>1s")]
-    lines = th.evaluate(ts, SUMMARY)
-    assert lines == [
-        "threshold error_rate>10% failed: error_rate = 20.00%",
-        "threshold slo_attainment<95% failed: slo_attainment = 90.00%",
-        "threshold ttft_p99>500ms failed: ttft_p99 = 700.0 ms",
-        "threshold itl_p99>20ms failed: itl_p99 = 30.0 ms",
-        "threshold e2e_p90>1s failed: the run has no e2e_p90 (no request completed, or no slo set)",
-    ]
-
-
-def test_invalid_fails_a_run_with_validity_warnings_and_prints_each() -> None:
-    t = th.parse("invalid")
-    assert t.metric == th.INVALID and th.parse(" INVALID ").metric == th.INVALID
-    warned = {**SUMMARY, "validity": {"ok": False, "warnings": ["host stalled 3 time(s)", "client saturated: 95% CPU"]}}
-    assert th.evaluate([t], warned) == ["threshold invalid failed: the run has 2 validity warning(s):",
-                                        "  - host stalled 3 time(s)", "  - client saturated: 95% CPU"]
-    assert th.evaluate([t], {**SUMMARY, "validity": {"ok": True, "warnings": []}}) == []
-    assert Scenario.model_validate(_scenario(thresholds=["invalid", "error_rate>1%"])).thresholds[0] == "invalid"
-
-
 def _scenario(**extra: object) -> dict:  # type: ignore[type-arg]
     return {"name": "t", "load": {"concurrency": 1, "requests": 1},
             "workload": {"classes": [{"name": "a", "input_tokens": 3, "output_tokens": 2}]}, **extra}
+
+
+def test_invalid_is_a_threshold() -> None:
+    assert th.parse("invalid").metric == th.INVALID and th.parse(" INVALID ").metric == th.INVALID
+    assert Scenario.model_validate(_scenario(thresholds=["invalid", "error_rate>1%"])).thresholds[0] == "invalid"
 
 
 def test_scenario_file_thresholds_are_validated() -> None:

@@ -133,7 +133,8 @@ class ScenarioInfo(Block):
     fingerprint: Fingerprint = Field(default_factory=Fingerprint)
     path: str | None = None
     seed: int | None = None
-    slo_set: Annotated[bool, Omit] = False  # (absent from runs written before it existed)
+    #: an SLO was set (goodput means something); absent from runs written before it existed: read as set
+    slo_set: Annotated[bool, Omit] = True
 
 
 class TargetInfo(Block):
@@ -333,7 +334,7 @@ class PrefixCacheIsolation(Block):
 
     mode: str  # reset | salt | off
     reset_path: str | None = None
-    prompt_salt: str | None = None
+    prompt_salt: int | None = None  # workload.prompt_salt: other words at the same lengths
     reason: str | None = None
 
 
