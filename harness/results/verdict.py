@@ -31,9 +31,9 @@ def failure_reason(summary: RunSummary) -> str | None:
     """Why the run failed, in one line; None for a run that measured what it was asked to."""
     if summary.status == "failed" and summary.status_reason:
         return summary.status_reason
-    lost = summary.client.get("lost_workers")
+    lost = summary.client.lost_workers
     if lost:  # what they reported is in the summary; what they had in flight is not
-        return f"{len(lost)} of {summary.client.get('processes')} workers lost mid-run ({summary.status_reason})"
+        return f"{len(lost)} of {summary.client.processes} workers lost mid-run ({summary.status_reason})"
     if summary.requests.completed == 0:
         return f"no request completed in the measured window ({kinds(summary)})"
     return most_failed(summary)
