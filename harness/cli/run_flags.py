@@ -131,7 +131,7 @@ def load_run_scenario(args: argparse.Namespace, overrides: dict[str, Any]) -> Sc
         raise UserError(f"--spawn-rate/-r {spawn_rate}: must be more than 0 users per second")
     if scenario.load.concurrency is None:
         raise UserError("--spawn-rate/-r starts the users of a closed loop; this run is open loop (--rate); drop -r")
-    return load({"load.ramp_s": scenario.load.concurrency / spawn_rate})
+    return load({"load.ramp_s": scenario.load.ramp_for(spawn_rate)})
 
 
 def chosen_percentiles(args: argparse.Namespace) -> tuple[float, ...] | None:

@@ -1,4 +1,4 @@
-"""The controller's agentic half (mixed into harness.load.controller.LoadController).
+"""The load controller's agentic part.
 
 An agentic session (harness.workload.agent) is a multi-turn session whose turns are the requests
 an agent makes: the load process sends them like any session's turns (harness.load.sessions),
@@ -9,18 +9,24 @@ endpoint under session affinity (they carry the session's index) and one history
 record says its call kind (`call` label: user, tool, join, subagent) and, for a sub-agent, its
 name; the parent's timeline is accounted here: time waiting on the engine (its own requests), on
 tools, on the user's think time and on its sub-agents, reported per session (SessionStats.agent).
+
+Like the session part, it asks the controller through `TurnGate` (harness.load.sessions) whether
+a sub-agent's request may go out and to count it; a session it cuts ends through `end_session`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from harness.metrics.record import RequestRecord
+from harness.metrics.recorder import SessionStats
 from harness.workload.agent import TOOL, USER, AgentConversation
 from harness.workload.sessions import Conversation
 
 if TYPE_CHECKING:
     from harness.load.controller import Item
+    from harness.load.sessions import TurnGate
 
 
 def _root(conv: AgentConversation) -> AgentConversation:
@@ -29,17 +35,22 @@ def _root(conv: AgentConversation) -> AgentConversation:
     return conv
 
 
-class AgentTurns:
-    """fan_out/join and the agent accounting; `self` is the LoadController."""
+class Agents:
+    """fan_out/join and the agent accounting of one load process (the session part's AgentHooks)."""
 
-    def _agent_labels(self, rec: RequestRecord, conv: Conversation) -> tuple[tuple[str, str], ...]:
+    def __init__(self, gate: TurnGate, stats: SessionStats, end_session: Callable[[Conversation], None]) -> None:
+        self.gate = gate
+        self.stats = stats
+        self.end_session = end_session
+
+    def labels(self, rec: RequestRecord, conv: Conversation) -> tuple[tuple[str, str], ...]:
         if not isinstance(conv, AgentConversation):
             return ()
         rec.agent = conv.agent_id
         kind = "subagent" if conv.parent is not None else conv.steps[conv.turn].kind
         return (("call", kind),)
 
-    def _agent_request_done(self, rec: RequestRecord, conv: Conversation) -> None:
+    def request_done(self, rec: RequestRecord, conv: Conversation) -> None:
         """A request of an agentic session ended: the engine time of whoever sent it."""
         if not isinstance(conv, AgentConversation) or conv.plan.warmup:
             return
@@ -52,7 +63,7 @@ class AgentTurns:
             else:
                 root.sub_engine_s += engine_s
 
-    def _agent_wait(self, conv: Conversation) -> None:
+    def wait(self, conv: Conversation) -> None:
         """The next step is about to be handed out: count the wait before it (tool or think)."""
         if not isinstance(conv, AgentConversation) or conv.plan.warmup or not conv.more:
             return
@@ -76,13 +87,13 @@ class AgentTurns:
         conv.fork_ns = conv.last_end_ns
         out = []
         for child in children:
-            if not self._turn_allowed(warm, intended):  # type: ignore[attr-defined]
+            if not self.gate.turn_allowed(warm, intended):
                 child.failed = True
                 continue
-            out.append(self._hand_out(child, intended, warm))  # type: ignore[attr-defined]
+            out.append(self.gate.hand_out(child, intended, warm))
         if not out:
             conv.failed = True
-            self._session_over(conv)  # type: ignore[attr-defined]
+            self.end_session(conv)
         return out
 
     def join(self, item: Item) -> None:
@@ -93,19 +104,19 @@ class AgentTurns:
         children = conv.children
         if any(c.failed or c.more for c in children) or not children:
             conv.failed = True
-            self._session_over(conv)  # type: ignore[attr-defined]
+            self.end_session(conv)
             return
         end = max(c.last_end_ns for c in children)
         if not conv.plan.warmup:
             _root(conv).subagent_s += max(0, end - conv.fork_ns) / 1e9
         conv.last_end_ns = end
 
-    def _agent_session_over(self, conv: Conversation, completed: bool) -> bool:
+    def session_over(self, conv: Conversation, completed: bool) -> bool:
         """A session ended: True when it is a sub-agent (its parent accounts for it), after adding
         an agentic root's timeline to the session statistics."""
         if not isinstance(conv, AgentConversation):
             return False
         if conv.parent is not None:
             return True
-        self.metrics.sessions.agent_end(conv, completed)  # type: ignore[attr-defined]
+        self.stats.agent_end(conv, completed)
         return False

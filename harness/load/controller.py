@@ -7,9 +7,13 @@ handed out inside the window are measured to completion (drain), so the window's
 extended to the last completion. Nothing here imports gevent: the caller supplies the clock
 and sleeps, which keeps the controller testable without Locust.
 
-Its other jobs are mixed in from their own modules: multi-turn sessions (harness.load.sessions),
-agentic sessions' fan-out and accounting (harness.load.agents), fleets and adapters
-(harness.load.fleet), progress lines and the result (harness.load.tally).
+Its other jobs are parts it holds, each in its own module with a narrow interface: `fleet`
+(several endpoints, routing, adapters: harness.load.fleet), `sessions` (multi-turn sessions:
+harness.load.sessions), `agents` (agentic sessions' fan-out and accounting: harness.load.agents)
+and `tally` (counts of what was recorded, the client's CPU: harness.load.tally). The session and
+agent parts ask the controller whether a turn may go out and to count it (the `TurnGate`
+protocol: `turn_allowed`, `hand_out`); the controller lays the tally's counts out in the progress
+line and the result.
 """
 
 from __future__ import annotations
@@ -31,21 +35,21 @@ from harness.client.request import (
     build_payload,
     sampling_fields,
 )
-from harness.load.agents import AgentTurns
+from harness.load.agents import Agents
 from harness.load.deadlines import request_timeout_s
 from harness.load.failures import FailureWatch
-from harness.load.fleet import FleetTurns
+from harness.load.fleet import Fleet
 from harness.load.linefile import LineFile
 from harness.load.phases import DONE, DRAIN, MEASURE, WARMUP
 from harness.load.plan import LoadPlan
-from harness.load.sessions import SessionTurns
+from harness.load.sessions import Sessions
 from harness.load.tally import Tally
-from harness.metrics.prompt_fit import PromptFit
 from harness.metrics.record import RequestRecord
 from harness.metrics.recorder import ALL, MetricSet
 from harness.scenario.models import Scenario
 from harness.workload.generator import PlannedRequest, WorkloadGenerator
 from harness.workload.schedule import arrival_offsets, worker_share
+from harness.workload.sessions import Conversation
 from harness.workload.tokenizers import load_tokenizer
 
 #: requests.jsonl lines: one encoder for the run (json.dumps with separators builds one per call)
@@ -62,7 +66,7 @@ class Item:
         self.payload = payload
         self.intended_ns = intended_ns
         self.request_id = request_id
-        self.endpoint = 0  # index into the controller's endpoints, set by route()
+        self.endpoint = 0  # index into the fleet's endpoints, set by Fleet.route()
 
 
 class Pause:
@@ -83,7 +87,7 @@ PAUSE_POLL_NS = 2_000_000
 OFFLINE_POLL_NS = 50_000_000
 
 
-class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
+class LoadController:
     def __init__(self, plan: LoadPlan, emit: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.plan = plan
         self.scenario = Scenario.model_validate(plan.scenario)
@@ -132,19 +136,8 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
         self.done = 0
         self.failed = 0
         self.warm_done = 0
-        self.output_tokens = 0
-        self.coalesced_reads = 0
-        self.reads_clock: dict[str, int] = {}
-        #: server prompt_tokens - intended, as running figures (a list of them grew by one per request)
-        self.usage_checked = 0
-        self.usage_diff_sum = 0
-        self.usage_diff_max: int | None = None
-        self.usage_fit = PromptFit()  # server prompt tokens vs intended: offset, scale, scatter
-        self.output_disagreements = 0
         self.cut_at_end = 0
         self.failures = FailureWatch()
-        self.backoffs = 0
-        self.backoff_s = 0.0
         self._schedule: Iterator[tuple[int, float]] | None = None
         self._prefetched: deque[tuple[int, float | None, Item]] = deque()
         self._warm_schedule: Iterator[tuple[int, float]] | None = None
@@ -154,14 +147,13 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
         self.scheduled = 0  # open loop: measured requests handed out ahead of their send time, not yet sent
         self._closed_index = plan.worker
         self._warm_index = plan.worker
-        self.cpu_samples: list[float] = []
-        self.finish_backlog_max = 0  # set by the Finisher (harness.load.user)
-        self.cpu_at_window: os.times_result | None = None  # process CPU times when the window opened
-        self._last_cpu = (time.process_time(), time.perf_counter())
         self.on_done: Callable[[], None] = lambda: None
-        self._init_sessions()  # multi-turn sessions (harness.load.sessions)
-        # fleets (harness.load.fleet): several endpoints, a routing policy, prefix overlap
-        self._init_fleet(list(sc.target.endpoints or [plan.target_url]))
+        # ---- parts
+        self.tally = Tally()  # counts of what was recorded, client CPU
+        # several endpoints (one without a fleet), a routing policy, prefix overlap
+        self.fleet = Fleet(list(sc.target.endpoints or [plan.target_url]), sc.target.routing, self.tokenizer)
+        self.agents = Agents(self, self.metrics.sessions, end_session=lambda conv: self.sessions.session_over(conv))
+        self.sessions = Sessions(self, self.metrics.sessions, self.count_tokens, self.agents)
 
     # ------------------------------------------------------------------ phases
     def start(self) -> None:
@@ -176,9 +168,7 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
         self.phase = MEASURE
         self.window_start_ns = perf_ns()
         self.window_start_wall = time.time()
-        # client CPU is judged over the window only: start a fresh interval here
-        self._last_cpu = (time.process_time(), time.perf_counter())
-        self.cpu_at_window = os.times()  # user and system CPU seconds when the window opened
+        self.tally.window_opened()  # client CPU is judged over the window only
         if self.open_loop:
             self._schedule = worker_share(arrival_offsets(self.scenario.load, self.scenario.seed, Path(self.plan.scenario_dir)), self.plan.worker, self.plan.workers)
         self.emit({"event": "window_start", "t": self.window_start_wall})
@@ -364,10 +354,49 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
         rid = f"{'w' if planned.warmup else 'm'}{planned.index}{turn}-{os.getpid()}"
         return Item(planned, build_payload(self.spec, prompt, planned.adapter), intended, rid)
 
+    def turn_allowed(self, warm: bool, intended: int | None) -> bool:
+        """Whether a session's next request may still go out: inside the warmup (its quota and
+        duration) or inside the measured window (its quota and duration; open loop, an intended
+        time before the window's end). The session and agent parts' TurnGate."""
+        now = perf_ns()
+        when = intended if intended is not None else now
+        load = self.scenario.load
+        if warm:
+            w = self.scenario.warmup
+            quota = w.requests // self.plan.workers + (1 if self.plan.worker < w.requests % self.plan.workers else 0)
+            ok = self.phase == WARMUP and not (w.requests > 0 and self.warm_sent >= quota)
+            if ok and w.duration_s > 0:
+                ok = when - self.started_ns < w.duration_s * 1e9
+            if ok and intended is not None:
+                ok = intended < self._warm_window_due_ns()
+            return ok
+        ok = self.phase == MEASURE or (self.phase == DRAIN and self.open_loop and self.window_end_ns is not None
+                                       and when < self.window_end_ns)
+        if ok and load.requests is not None and self.sent >= self._my_request_quota():
+            ok = False
+            if not self.open_loop:
+                self._end_window()
+        if ok and load.duration_s is not None and self.window_start_ns is not None \
+                and when - self.window_start_ns >= load.duration_s * 1e9:
+            ok = False
+        return ok
+
+    def hand_out(self, conv: Conversation, intended: int | None, warm: bool) -> Item:
+        """The conversation's next request, counted as handed out (in flight, sent, scheduled)."""
+        nxt = self._item(self.generator.session_turn(conv), intended)
+        self.in_flight += 1
+        if warm:
+            self.warm_sent += 1
+            self._warm_unsent += intended is not None
+        else:
+            self.sent += 1
+            self.scheduled += intended is not None
+        return nxt
+
     def unsend(self, item: Item) -> None:
         """A handed-out request that will not be sent (the run stopped before its send time)."""
         self.in_flight -= 1
-        self.release(item)
+        self.fleet.release(item)
         if item.planned.warmup:
             self.warm_sent -= 1
             self._warm_unsent -= item.intended_ns is not None
@@ -375,7 +404,7 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
             self.sent -= 1
             self.scheduled -= item.intended_ns is not None
         if item.planned.session is not None and item.planned.turn > 1:
-            self._session_over(item.planned.session)
+            self.sessions.session_over(item.planned.session)
         self._maybe_done()
 
     # ------------------------------------------------------------------ results
@@ -397,55 +426,34 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
             ideal_cached_tokens=p.ideal_cached,  # a block trace's record (a session's turn: set when recorded)
         )
         stage = (("stage", self.stage),) if self.stage is not None else ()  # LoadTestShape: the stage it was sent in
-        rec.labels = self._session_labels(rec, item) + stage + self._fleet_labels(item)
+        rec.labels = self.sessions.labels(rec, item) + stage + self.fleet.labels(item)
         return rec
 
     def finish(self, rec: RequestRecord) -> bool:
         """Record a finished request; returns whether it met its SLO (False for warmup)."""
         self.in_flight -= 1
-        self.reads_clock[rec.clock] = self.reads_clock.get(rec.clock, 0) + 1
+        self.tally.read_clock(rec)
         good = False
-        conv = self._conv_of.get(rec.request_id) if rec.session is not None else None
-        if conv is not None:
-            self._session_turn_done(rec)
+        conv = self.sessions.before_record(rec)
         if rec.warmup:
             self.warm_done += 1
         else:
             good = self.metrics.record(rec)
             self.last_done_ns = perf_ns()
-            if rec.ok:
-                self.done += 1
-                self.output_tokens += rec.output_tokens or 0
-                if rec.input_tokens is not None:
-                    diff = rec.input_tokens - rec.intended_input_tokens
-                    self.usage_checked += 1
-                    self.usage_diff_sum += diff
-                    if self.usage_diff_max is None or abs(diff) > self.usage_diff_max:
-                        self.usage_diff_max = abs(diff)
-                    self.usage_fit.add(rec.intended_input_tokens, rec.input_tokens)
-                if rec.tokenizer_output_tokens is not None and rec.output_tokens is not None and rec.output_source != "tokenizer":
-                    self.output_disagreements += rec.tokenizer_output_tokens != rec.output_tokens
-            else:
-                self.failed += 1
-            self.coalesced_reads += rec.coalesced_reads
+            self.tally.measured(rec)
             if self.failures.keep_line(rec):
                 line = rec.to_json()
                 if self.requests_file.write(_encode_line(line) + "\n") is False:
                     self.check_files()
         if conv is not None:
-            self._session_advance(rec, conv)
-        self._fleet_recorded(rec)
+            self.sessions.after_record(rec, conv)
+        self.fleet.recorded(rec)
         reason = self.failures.observe(rec)
         if reason is not None:
             self.emit({"event": "abort", "reason": reason, "t": time.time()})
             self.stop()
         self._maybe_done()
         return good
-
-    def note_backoff(self, delay_s: float) -> None:
-        """A closed-loop user waits `delay_s` after a refused or failed request (load.backoff)."""
-        self.backoffs += 1
-        self.backoff_s += delay_s
 
     def check_files(self) -> None:
         """A file that could not be written (a full disk): say so once, and stop the load, since
@@ -470,3 +478,77 @@ class LoadController(FleetTurns, AgentTurns, SessionTurns, Tally):
                 f.close()
             except (OSError, ValueError):
                 pass
+
+    # ------------------------------------------------------------------ progress and result
+    @property
+    def in_flight_sent(self) -> int:
+        """Requests on the wire: open loop hands arrivals out ahead of their intended times, and
+        those still waiting to be sent are not in flight (audit D9: "in-flight 142" at 5 s)."""
+        return max(0, self.in_flight - self.scheduled - max(0, self._warm_unsent))
+
+    def shown_phase(self) -> str:
+        """The phase as a person should read it: open loop enters DRAIN as soon as the last
+        arrival inside the window has been handed out, but the window lasts until its end."""
+        if self.phase == DRAIN and self.window_end_ns is not None and perf_ns() < self.window_end_ns:
+            return MEASURE
+        return self.phase
+
+    def progress(self) -> dict[str, Any]:
+        """The progress line (progress.jsonl, the orchestrator's live view); samples client CPU."""
+        cpu_pct = self.tally.sample_cpu(self.phase in (MEASURE, DRAIN))
+        now = perf_ns()
+        elapsed = (now - self.window_start_ns) / 1e9 if self.window_start_ns else 0.0
+        load = self.scenario.load
+        tally = self.tally
+        line = {
+            "t": time.time(),
+            "phase": self.shown_phase(),
+            "worker": self.plan.worker,
+            "elapsed_s": round(elapsed, 3),
+            "duration_s": load.duration_s,
+            "requests_target": load.requests,
+            "sent": self.sent - self.scheduled,
+            "done": tally.done,
+            "failed": tally.failed,
+            "in_flight": self.in_flight_sent,
+            "scheduled": self.scheduled,
+            "output_tokens": tally.output_tokens,
+            "warmup_done": self.warm_done,
+            "cpu_pct": round(cpu_pct, 1),
+        }
+        self.progress_file.write(json.dumps(line) + "\n")
+        self.requests_file.flush()
+        self.check_files()
+        return line
+
+    def result(self) -> dict[str, Any]:
+        """Everything the orchestrator needs to build summary.json for this process."""
+        start = self.window_start_ns
+        end_candidates = [t for t in (self.window_end_ns, self.last_done_ns) if t is not None]
+        end = max(end_candidates) if end_candidates else start
+        duration = (end - start) / 1e9 if start is not None and end is not None else 0.0
+        self.sessions.cut_open()
+        tally = self.tally
+        return {
+            "worker": self.plan.worker,
+            "metrics": self.metrics.to_dict(),
+            "window": {
+                "start": self.window_start_wall,
+                "end": (self.window_start_wall or 0) + duration if self.window_start_wall else None,
+                "duration_s": duration,
+                "warmup_s": (start - self.started_ns) / 1e9 if start else 0.0,
+                "warmup_requests": self.warm_done,
+                # from the stop condition (duration or count) to the last completion: the window
+                # includes it because every request handed out inside it is measured to the end
+                "drain_s": max(0.0, (end - self.window_end_ns) / 1e9) if end is not None and self.window_end_ns else 0.0,
+            },
+            "sent": self.sent,
+            "cut_at_end": self.cut_at_end,
+            "abort_reason": self.failures.abort_reason,
+            **tally.backoff_block(),
+            "error_lines_suppressed": dict(self.failures.suppressed),
+            "timing": tally.timing(),
+            "usage_check": tally.usage_check(self.tokenizer.id),
+            "client": tally.client(),
+            **self.fleet.result(),
+        }

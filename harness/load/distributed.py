@@ -51,6 +51,7 @@ from harness.load.collector import Collector
 from harness.load.gc_policy import GCPolicy
 from harness.load.messages import Delta, Final, Plan, Stage, Stop
 from harness.load.plan import LoadPlan
+from harness.scenario.models import Scenario
 from harness.signals import ParentWatch
 from harness.metrics.exporter import ENV_DIR, LiveCounts, MasterMetrics
 from harness.metrics.record import RequestRecord
@@ -60,16 +61,6 @@ log = logging.getLogger("harness.distributed")
 
 
 DEFAULT_MASTER_PORT = 5557
-
-
-def users_for(plan: LoadPlan) -> tuple[int, float]:
-    """(Locust users, spawn rate) for a plan's whole load: closed-loop concurrency, or the
-    open-loop pool of max_in_flight users (their requests go out at the scheduled times)."""
-    load = plan.scenario["load"]
-    users = (load.get("requests") if load.get("offline") else None) or load.get("concurrency") or load.get("max_in_flight") or 1024
-    ramp = float(load.get("ramp_s") or 0.0)
-    closed = load.get("concurrency") is not None
-    return int(users), (users / ramp if (ramp > 0 and closed) else float(users))
 
 
 # ====================================================================== worker side
@@ -112,6 +103,7 @@ class _WorkerRun:
         self.progress: dict[str, Any] = {}
         self.progress_at = 0.0
         self.live: LiveCounts | None = None  # plan.live_metrics: Prometheus counts for the master
+        self.load: user_module.LoadRun | None = None  # what this process's users work on (on the Environment)
 
 
 class WorkerAgent:
@@ -161,7 +153,7 @@ class WorkerAgent:
             runner = self.env.runner
             run.live.users = lambda: runner.user_count
         # export=False: whatever this host's environment says, the master exports our counts once
-        user_module.install(ctrl, self._report, export=False)
+        run.load = user_module.install(self.env, ctrl, self._report, export=False)
         self.run = run
         if self._test_running():
             self._start()  # LocalRunner: the plan arrives from inside test_start
@@ -241,9 +233,9 @@ class WorkerAgent:
             run=run.run_id,
             worker=run.ctrl.plan.worker,
             t=time.time(),
-            progress={**run.progress, "phase": run.ctrl.shown_phase(), "sent": run.ctrl.sent - run.ctrl.scheduled, "done": run.ctrl.done,
-                      "failed": run.ctrl.failed, "in_flight": run.ctrl.in_flight_sent,
-                      "output_tokens": run.ctrl.output_tokens},
+            progress={**run.progress, "phase": run.ctrl.shown_phase(), "sent": run.ctrl.sent - run.ctrl.scheduled,
+                      "done": run.ctrl.tally.done, "failed": run.ctrl.tally.failed, "in_flight": run.ctrl.in_flight_sent,
+                      "output_tokens": run.ctrl.tally.output_tokens},
             events=events,
             metrics=interval.to_dict(with_all=False),  # classes, groupings (per turn, ...), sessions
             requests=run.outbox.take(),
@@ -272,8 +264,8 @@ class WorkerAgent:
             deadline = time.monotonic() + ctrl.plan.stop_grace_s
             while ctrl.phase != DONE and time.monotonic() < deadline:
                 gevent.sleep(0.02)
-            if user_module.FINISHER is not None:
-                user_module.FINISHER.drain()  # finished but not yet recorded
+            if run.load is not None:
+                run.load.finisher.drain()  # finished but not yet recorded
             ctrl.cut_at_end = ctrl.in_flight
             if run.sender is not None:
                 run.sender.kill(block=True)
@@ -363,8 +355,8 @@ def run_master(plan: LoadPlan, expect_workers: int, bind_host: str, port: int, c
             runner.quit()
             return 2
         gevent.sleep(0.1)
-    users, spawn_rate = users_for(plan)
-    gevent.spawn(runner.start, users, spawn_rate)
+    load = Scenario.model_validate(plan.scenario).load  # the whole load: Locust shares the users out
+    gevent.spawn(runner.start, load.users, load.spawn_rate())
 
     def _progress() -> None:
         while True:

@@ -29,7 +29,6 @@ from harness.load.deadlines import drain_s
 from harness.load.gc_policy import GCPolicy
 from harness.load.limits import raise_fd_limit
 from harness.load.plan import LoadPlan
-from harness.scenario.models import Scenario
 from harness.signals import ParentWatch
 
 
@@ -56,25 +55,21 @@ def run(plan: LoadPlan) -> dict:
         use_reader(None if plan.reader == "auto" else plan.reader)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    fd_note = raise_fd_limit(Scenario.model_validate(plan.scenario).load.users // plan.workers + 64)
+    users, spawn_rate = plan.users()
+    fd_note = raise_fd_limit(users + 64)
     if plan.kernel_stamps:
         warm_kernel_timestamps()  # before any request: see http_stream.warm_kernel_timestamps
     ctrl = LoadController(plan, emit=_emit)
     env = Environment(user_classes=[user_module.LLMUser], events=locust.events)
-    finisher = user_module.install(ctrl, user_module.locust_reporter(env))
+    load_run = user_module.install(env, ctrl, user_module.locust_reporter(env))
     finished = gevent.event.Event()
     ctrl.on_done = finished.set
     runner = env.create_local_runner()
-    load = ctrl.scenario.load
-    users = load.users
-    users = max(1, users // plan.workers + (1 if plan.worker < users % plan.workers else 0))
-    spawn_rate = users / load.ramp_s if (load.ramp_s > 0 and not ctrl.open_loop) else float(users)
 
     def _stop(*_args: object) -> None:
         if parent.orphaned:
             _abandon(ctrl)  # the parent-death signal: the orchestrator is gone, stop now
-        ctrl.stop()
-        user_module.STOPPING.set()
+        load_run.stop()
 
     gevent.signal_handler(signal.SIGTERM, _stop)
     gevent.signal_handler(signal.SIGINT, _stop)
@@ -101,10 +96,10 @@ def run(plan: LoadPlan) -> dict:
         finished.wait(0.2)
     drain = drain_s(ctrl.scenario, plan.stop_grace_s)
     finished.wait(drain)
-    if not finished.is_set() and user_module.cut_in_flight(f"still in flight {drain:g} s after the window ended (drain deadline)"):
+    if not finished.is_set() and load_run.cut_in_flight(f"still in flight {drain:g} s after the window ended (drain deadline)"):
         finished.wait(5.0)  # the cut requests reach the Finisher and are recorded
     runner.stop()
-    finisher.drain()  # requests that finished but were not yet recorded
+    load_run.finisher.drain()  # requests that finished but were not yet recorded
     ctrl.cut_at_end = ctrl.in_flight
     runner.quit()
     finished.set()

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.scenario.models import Scenario
 from harness.scenario.secrets import masked_scenario, restored_scenario, secrets_env
 
 
@@ -56,6 +57,13 @@ class LoadPlan(BaseModel):
         plan = cls.model_validate_json(Path(path).read_text())
         plan.scenario = restored_scenario(plan.scenario, os.environ if env is None else env)
         return plan
+
+    def users(self) -> tuple[int, float]:
+        """This load process's Locust users and spawn rate: its share (worker of workers) of the
+        scenario's load (harness.scenario.models.Load defines both)."""
+        load = Scenario.model_validate(self.scenario).load
+        users = load.users_of(self.worker, self.workers)
+        return users, load.spawn_rate(users)
 
     def secrets_env(self) -> dict[str, str]:
         """What a load process started on this plan's file needs in its environment."""

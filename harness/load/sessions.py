@@ -1,4 +1,4 @@
-"""The controller's multi-turn half (mixed into harness.load.controller.LoadController).
+"""The load controller's multi-turn part: conversations, their turns and their accounting.
 
 A session's first turn is an ordinary request: it arrives by the scenario's arrival pattern
 (harness.workload.arrivals, open loop) or when a closed-loop user is free. A user holding a
@@ -6,45 +6,78 @@ conversation asks for its next turn once the previous reply has been interpreted
 at idle time); open loop, that turn's intended time is the reply's end plus the plan's think time
 (harness.workload.sessions). The history grows off the read path, the turn counts against the
 window and the request quota like any request, and a session the window ends is counted as cut.
+
+Whether a turn may still go out, and counting it as handed out, are the controller's (its
+window and quotas): this part asks through `TurnGate`. An agentic session's extra accounting is
+the agent part's (harness.load.agents), reached through `AgentHooks`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from harness.client.http_stream import perf_ns
-from harness.load.phases import DRAIN, MEASURE, WARMUP
 from harness.metrics.record import RequestRecord
+from harness.metrics.recorder import SessionStats
 from harness.workload.sessions import Conversation, turn_label
 
 if TYPE_CHECKING:
     from harness.load.controller import Item
 
+Labels = tuple[tuple[str, str], ...]
 
-class SessionTurns:
-    """think_s/next_turn and the session bookkeeping; `self` is the LoadController."""
 
-    phase: str
+class TurnGate(Protocol):
+    """What a session's next request needs of the controller (harness.load.controller)."""
 
-    def _init_sessions(self) -> None:
+    def turn_allowed(self, warm: bool, intended: int | None) -> bool:
+        """Whether a request may still go out (warmup or window, their quotas and durations)."""
+
+    def hand_out(self, conv: Conversation, intended: int | None, warm: bool) -> Item:
+        """The conversation's next request, counted as handed out."""
+
+
+class AgentHooks(Protocol):
+    """An agentic session's accounting (harness.load.agents.Agents)."""
+
+    def labels(self, rec: RequestRecord, conv: Conversation) -> Labels: ...
+
+    def request_done(self, rec: RequestRecord, conv: Conversation) -> None: ...
+
+    def wait(self, conv: Conversation) -> None: ...
+
+    def session_over(self, conv: Conversation, completed: bool) -> bool: ...
+
+
+class Sessions:
+    """think_s/next_turn and the session bookkeeping of one load process."""
+
+    def __init__(self, gate: TurnGate, stats: SessionStats, count_tokens: Callable[[str], int],
+                 agents: AgentHooks) -> None:
+        self.gate = gate
+        self.stats = stats
+        self.count_tokens = count_tokens
+        self.agents = agents
         # conversations with a turn in flight, and the system prompts already sent (turn 1 of a
         # later session can hit those)
         self._conv_of: dict[str, Conversation] = {}
         self._systems_seen: set[tuple[str, int]] = set()
         self._open_sessions: dict[int, Conversation] = {}  # measured sessions not ended yet
 
-    def _session_labels(self, rec: RequestRecord, item: Item) -> tuple[tuple[str, str], ...]:
+    def labels(self, rec: RequestRecord, item: Item) -> Labels:
         """At send time: the record's session and turn (and its per-turn label)."""
         p = item.planned
         if p.session is None:
             return ()
         rec.session, rec.turn = p.index, p.turn
         self._conv_of[item.request_id] = p.session
-        return (("turn", turn_label(p.turn)),) + self._agent_labels(rec, p.session)  # type: ignore[attr-defined]
+        return (("turn", turn_label(p.turn)),) + self.agents.labels(rec, p.session)
 
-    def _cut_open_sessions(self) -> None:
-        for conv in list(self._open_sessions.values()):  # still thinking when the window ended: cut
-            self._session_over(conv)
+    def cut_open(self) -> None:
+        """The result is taken: sessions still thinking when the window ended are cut."""
+        for conv in list(self._open_sessions.values()):
+            self.session_over(conv)
 
     def think_s(self, item: Item) -> float | None:
         """After a session turn was recorded: the pause before its next turn; None when the
@@ -66,67 +99,29 @@ class SessionTurns:
             return None
         warm = item.planned.warmup
         intended = conv.next_intended_ns() if item.intended_ns is not None else None
-        if not self._turn_allowed(warm, intended):
-            self._session_over(conv)
+        if not self.gate.turn_allowed(warm, intended):
+            self.session_over(conv)
             return None
-        self._agent_wait(conv)  # type: ignore[attr-defined]
-        return self._hand_out(conv, intended, warm)
+        self.agents.wait(conv)
+        return self.gate.hand_out(conv, intended, warm)
 
-    def _turn_allowed(self, warm: bool, intended: int | None) -> bool:
-        """Whether a session's next request may still go out: inside the warmup (its quota and
-        duration) or inside the measured window (its quota and duration; open loop, an intended
-        time before the window's end)."""
-        now = perf_ns()
-        when = intended if intended is not None else now
-        load = self.scenario.load
-        if warm:
-            w = self.scenario.warmup
-            quota = w.requests // self.plan.workers + (1 if self.plan.worker < w.requests % self.plan.workers else 0)
-            ok = self.phase == WARMUP and not (w.requests > 0 and self.warm_sent >= quota)
-            if ok and w.duration_s > 0:
-                ok = when - self.started_ns < w.duration_s * 1e9
-            if ok and intended is not None:
-                ok = intended < self._warm_window_due_ns()
-            return ok
-        ok = self.phase == MEASURE or (self.phase == DRAIN and self.open_loop and self.window_end_ns is not None
-                                       and when < self.window_end_ns)
-        if ok and load.requests is not None and self.sent >= self._my_request_quota():
-            ok = False
-            if not self.open_loop:
-                self._end_window()
-        if ok and load.duration_s is not None and self.window_start_ns is not None \
-                and when - self.window_start_ns >= load.duration_s * 1e9:
-            ok = False
-        return ok
-
-    def _hand_out(self, conv: Conversation, intended: int | None, warm: bool) -> Item:
-        """The conversation's next request, counted as handed out (in flight, sent, scheduled)."""
-        nxt = self._item(self.generator.session_turn(conv), intended)
-        self.in_flight += 1
-        if warm:
-            self.warm_sent += 1
-            self._warm_unsent += intended is not None
-        else:
-            self.sent += 1
-            self.scheduled += intended is not None
-        return nxt
-
-    def _session_over(self, conv: Conversation) -> None:
+    def session_over(self, conv: Conversation) -> None:
         """A measured session ended: completed (every turn answered) or cut (window end, failure)."""
         if conv.plan.warmup or conv.ended or conv.started_ns is None:
             return
         conv.ended = True
         self._open_sessions.pop(id(conv), None)
         completed = not conv.more and not conv.failed
-        if self._agent_session_over(conv, completed):  # type: ignore[attr-defined]
+        if self.agents.session_over(conv, completed):
             return  # a sub-agent: its parent is the session
-        self.metrics.sessions.session_end(conv.last_end_ns - conv.started_ns, conv.turn, completed)
+        self.stats.session_end(conv.last_end_ns - conv.started_ns, conv.turn, completed)
 
-    def _session_turn_done(self, rec: RequestRecord) -> None:
-        """Before a session turn is recorded: its ideal prefix-cache hit; after: the history grows."""
-        conv = self._conv_of.pop(rec.request_id, None)
+    def before_record(self, rec: RequestRecord) -> Conversation | None:
+        """Before a session turn is recorded: its ideal prefix-cache hit, its conversation's
+        timeline. Returns the conversation (None: not a session's request)."""
+        conv = self._conv_of.pop(rec.request_id, None) if rec.session is not None else None
         if conv is None:
-            return
+            return None
         p = conv.plan
         prompt = rec.input_tokens if rec.input_tokens is not None else rec.intended_input_tokens
         if conv.turn == 0:
@@ -139,15 +134,15 @@ class SessionTurns:
             if key is not None:
                 self._systems_seen.add(key)
         conv.last_end_ns = rec.chunk_ns[-1] if rec.chunk_ns else perf_ns()
-        self._agent_request_done(rec, conv)  # type: ignore[attr-defined]
-        return None
+        self.agents.request_done(rec, conv)
+        return conv
 
-    def _session_advance(self, rec: RequestRecord, conv: Conversation) -> None:
+    def after_record(self, rec: RequestRecord, conv: Conversation) -> None:
+        """After it was recorded: the reply joins the history (or the failed session ends)."""
         prompt = rec.input_tokens if rec.input_tokens is not None else rec.intended_input_tokens
         if rec.ok:
             conv.complete(rec.reply_text or "", prompt, rec.output_tokens or 0, self.count_tokens)
         else:
             conv.failed = True  # no reply to continue from: the session ends here
         if not conv.more:
-            self._session_over(conv)
-
+            self.session_over(conv)

@@ -4,15 +4,22 @@ Imports Locust (and so gevent's monkey-patching): only load processes import thi
 Each user owns one keep-alive connection. In open loop a user sleeps until the request's
 intended send time; if every user is busy the request goes out late and its latency still counts
 from the intended time (coordinated omission), with the lateness reported as send lag.
+
+What a load process's users share (its controller, the Finisher, the stop flag, the requests in
+flight) is one `LoadRun` hung on Locust's Environment (`install`, `load_of`), not module state:
+a process that runs several tests (the web UI, a distributed worker) or several Environments
+(tests) keeps each run's users on their own run.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 import gevent
 import gevent.event
 from locust import User, constant, task
+from locust.env import Environment
 from locust.exception import StopUser
 
 from harness.client.http_stream import Connection, Endpoint, StreamError, StreamResult, perf_ns
@@ -22,27 +29,6 @@ from harness.load import backoff
 from harness.load.controller import LoadController, Pause
 from harness.load import live_metrics
 from harness.metrics.record import RequestRecord
-
-CONTROLLER: LoadController | None = None
-#: set when the run stops before its window ends (SIGTERM, an early stop): open-loop users still
-#: waiting for a send time give the request back instead of sending it
-STOPPING = gevent.event.Event()
-FINISHER: Finisher | None = None
-PREFETCHER: gevent.Greenlet | None = None
-#: user greenlets inside a request (connect, send, read): what a drain deadline cuts
-IN_FLIGHT: set[gevent.Greenlet] = set()
-
-
-def cut_in_flight(detail: str) -> int:
-    """End every request still in flight with error kind `cut` (the drain deadline passed).
-
-    The request's greenlet gets a StreamError at the point it waits, so `transfer` records it
-    like any transport failure and the Finisher counts it; nothing is silently dropped."""
-    victims = list(IN_FLIGHT)
-    for g in victims:
-        g.kill(exception=StreamError("cut", detail), block=False)
-    return len(victims)
-
 
 class Finisher:
     """Interprets and records finished requests while the event loop is idle.
@@ -104,8 +90,9 @@ class Finisher:
                 self.wake.wait()
                 continue
             waiting = len(queue)
-            if waiting > self.ctrl.finish_backlog_max:
-                self.ctrl.finish_backlog_max = waiting
+            tally = self.ctrl.tally
+            if waiting > tally.finish_backlog_max:
+                tally.finish_backlog_max = waiting
             if waiting < self.SOFT:
                 gevent.idle()
             elif waiting < self.HARD:
@@ -126,25 +113,64 @@ def _prefetcher(ctrl: LoadController, limit: int) -> None:
             gevent.sleep(0.02)
 
 
-def install(controller: LoadController, report=None, export: bool = True) -> Finisher:  # type: ignore[no-untyped-def]
-    """Make `controller` the source of work for LLMUser in this process.
+class LoadRun:
+    """One run's share in this process, as its users see it: hung on Locust's Environment.
+
+    `ctrl` hands out the work; `finisher` interprets finished requests; `stopping` is set when
+    the run stops before its window ends (SIGTERM, an early stop): open-loop users still waiting
+    for a send time give the request back instead of sending it; `in_flight` holds the user
+    greenlets inside a request (connect, send, read): what a drain deadline cuts."""
+
+    ATTR = "harness_load"  # the Environment attribute it hangs on
+
+    def __init__(self, ctrl: LoadController, report: Any) -> None:
+        self.ctrl = ctrl
+        self.stopping = gevent.event.Event()
+        self.in_flight: set[gevent.Greenlet] = set()
+        self.finisher = Finisher(ctrl, report)
+        load = ctrl.scenario.load
+        limit = min(max(load.concurrency or 0, 16), 512) if not ctrl.open_loop else 64
+        self.prefetcher = gevent.spawn(_prefetcher, ctrl, limit)
+
+    def stop(self) -> None:
+        """Stop handing out work, and release users waiting for a send time."""
+        self.ctrl.stop()
+        self.stopping.set()
+
+    def cut_in_flight(self, detail: str) -> int:
+        """End every request still in flight with error kind `cut` (the drain deadline passed).
+
+        The request's greenlet gets a StreamError at the point it waits, so `transfer` records it
+        like any transport failure and the Finisher counts it; nothing is silently dropped."""
+        victims = list(self.in_flight)
+        for g in victims:
+            g.kill(exception=StreamError("cut", detail), block=False)
+        return len(victims)
+
+    def close(self) -> None:
+        """The run is over (or replaced): its background greenlets end."""
+        self.finisher.greenlet.kill(block=False)
+        self.prefetcher.kill(block=False)
+
+
+def load_of(environment: Environment) -> LoadRun | None:
+    """The run this process's users work for, or None (no share of the test)."""
+    return getattr(environment, LoadRun.ATTR, None)
+
+
+def install(environment: Environment, controller: LoadController, report=None, export: bool = True) -> LoadRun:  # type: ignore[no-untyped-def]
+    """Make `controller` the source of work for the LLMUsers of `environment`.
 
     `export=False`: this process never writes live Prometheus metrics itself (a Locust worker:
     its counts travel to the master in its deltas, which exports them once)."""
-    global CONTROLLER, FINISHER, PREFETCHER
-    if FINISHER is not None:  # a previous run in this process (web UI, distributed worker: one per test)
-        FINISHER.greenlet.kill(block=False)
-    if PREFETCHER is not None:
-        PREFETCHER.kill(block=False)
-    CONTROLLER = controller
-    STOPPING.clear()
+    old = load_of(environment)
+    if old is not None:  # a previous run on this environment (web UI, distributed worker: one per test)
+        old.close()
     # live Prometheus metrics (only when the runner set HARNESS_METRICS_DIR): observed in the Finisher
     report = report or (lambda rec: None)
-    FINISHER = Finisher(controller, live_metrics.wrap_report(report, controller) if export else report)
-    load = controller.scenario.load
-    limit = min(max(load.concurrency or 0, 16), 512) if not controller.open_loop else 64
-    PREFETCHER = gevent.spawn(_prefetcher, controller, limit)
-    return FINISHER
+    run = LoadRun(controller, live_metrics.wrap_report(report, controller) if export else report)
+    setattr(environment, LoadRun.ATTR, run)
+    return run
 
 
 #: epoll waits in whole milliseconds, so a plain gevent.sleep wakes up to 1 ms late; the last
@@ -173,7 +199,7 @@ class Streams:
         conn = self.conns.get(i)
         if conn is None:
             ctrl = self.ctrl
-            endpoint = Endpoint.parse(ctrl.endpoints[i])
+            endpoint = Endpoint.parse(ctrl.fleet.endpoints[i])
             # plain HTTP: the process's epoll reactor reads every stream; TLS: a blocking reader each
             conn_cls = Connection if endpoint.tls else ReactorConnection
             conn = self.conns[i] = conn_cls(endpoint, timeout_s=ctrl.spec.timeout_s, kernel_stamps=ctrl.plan.kernel_stamps)
@@ -184,16 +210,17 @@ class Streams:
             conn.close()
 
 
-def send(ctrl: LoadController, item, done: gevent.event.Event | None, streams: Streams):  # type: ignore[no-untyped-def]
+def send(run: LoadRun, item, done: gevent.event.Event | None, streams: Streams):  # type: ignore[no-untyped-def]
     """Route, wait for the intended send time (open loop), stream and stamp; the record goes to the
     Finisher. Raises StopUser when the run stops before the send time (the item is given back)."""
-    i = ctrl.route(item)  # the endpoint (a fleet's routing policy; one endpoint: always 0)
+    ctrl = run.ctrl
+    i = ctrl.fleet.route(item)  # the endpoint (a fleet's routing policy; one endpoint: always 0)
     conn = streams.conn(i)
     if item.intended_ns is not None:
         # open the connection shortly before the send time (not all at spawn), so connect
         # time never shows up as send lag
         early = item.intended_ns - perf_ns() - CONNECT_AHEAD_NS
-        if early > 0 and STOPPING.wait(early / 1e9):
+        if early > 0 and run.stopping.wait(early / 1e9):
             ctrl.unsend(item)
             raise StopUser()
         try:
@@ -204,46 +231,47 @@ def send(ctrl: LoadController, item, done: gevent.event.Event | None, streams: S
     rec = ctrl.new_record(item)
     conn.expected_events = item.planned.output_tokens + 4  # role, usage, [DONE] and one spare
     me = gevent.getcurrent()
-    IN_FLIGHT.add(me)
+    run.in_flight.add(me)
     try:
         res = transfer(conn, ctrl.spec, item.payload, rec)
     finally:
-        IN_FLIGHT.discard(me)
-        ctrl.release(item)
-    FINISHER.put(rec, res, done)  # type: ignore[union-attr]
+        run.in_flight.discard(me)
+        ctrl.fleet.release(item)
+    run.finisher.put(rec, res, done)
     return rec, res
 
 
-def run_session(ctrl: LoadController, item, streams: Streams, sender=None) -> None:  # type: ignore[no-untyped-def]
+def run_session(run: LoadRun, item, streams: Streams, sender=None) -> None:  # type: ignore[no-untyped-def]
     """Hold one conversation to its end: each turn is built once the Finisher has interpreted the
     previous reply (idle time, off the read path); between turns the think time or the tool's
     latency; an agentic step that fans out runs its sub-agents in parallel (each on connections
     of its own, on this load process) and joins them before the parent continues. `sender`: sends
     a turn (the user's `_send`, with its back-off; a sub-agent's: plain `send`)."""
+    sessions, agents = run.ctrl.sessions, run.ctrl.agents
     while item is not None:
         done = gevent.event.Event()
         if sender is not None:
-            sender(ctrl, item, done)
+            sender(run, item, done)
         else:
-            send(ctrl, item, done, streams)
+            send(run, item, done, streams)
         done.wait()
-        subs = ctrl.fan_out(item)
+        subs = agents.fan_out(item)
         if subs:
-            gevent.joinall([gevent.spawn(_sub_agent, ctrl, s) for s in subs])
-            ctrl.join(item)
-        think = ctrl.think_s(item)
+            gevent.joinall([gevent.spawn(_sub_agent, run, s) for s in subs])
+            agents.join(item)
+        think = sessions.think_s(item)
         if think is None:
             return
-        if item.intended_ns is None and think > 0 and STOPPING.wait(think):
-            ctrl.next_turn(item)  # past the window now: counted as a cut session
+        if item.intended_ns is None and think > 0 and run.stopping.wait(think):
+            sessions.next_turn(item)  # past the window now: counted as a cut session
             return
-        item = ctrl.next_turn(item)
+        item = sessions.next_turn(item)
 
 
-def _sub_agent(ctrl: LoadController, item) -> None:  # type: ignore[no-untyped-def]
-    streams = Streams(ctrl)
+def _sub_agent(run: LoadRun, item) -> None:  # type: ignore[no-untyped-def]
+    streams = Streams(run.ctrl)
     try:
-        run_session(ctrl, item, streams)
+        run_session(run, item, streams)
     except StopUser:
         pass  # the run stopped before its send time: the item was given back
     finally:
@@ -255,12 +283,12 @@ class LLMUser(User):
     host = "http://127.0.0.1"  # the controller's plan holds the real target
 
     def on_start(self) -> None:
-        ctrl = CONTROLLER
-        self.ctrl = ctrl
-        if ctrl is None:  # this process has no share of the test (its start failed, or it joined late)
+        run = load_of(self.environment)
+        self.run = run
+        if run is None:  # this process has no share of the test (its start failed, or it joined late)
             self.conn = None
             return
-        self.streams = Streams(ctrl)
+        self.streams = Streams(run.ctrl)
         self.conn = self.streams.conn(0)
 
     def on_stop(self) -> None:
@@ -270,30 +298,30 @@ class LLMUser(User):
 
     @task
     def one_request(self) -> None:
-        ctrl = self.ctrl
-        if ctrl is None:
+        run = self.run
+        if run is None:
             raise StopUser()
-        item = ctrl.next_item()
+        item = run.ctrl.next_item()
         if item is None:
             raise StopUser()
         if isinstance(item, Pause):  # open-loop warmup still sending: the window is not open yet
             _sleep_until(item.until_ns)
             return
         if item.planned.session is None:
-            self._send(ctrl, item, None)
+            self._send(run, item, None)
             return
         # a multi-turn session: this user holds the conversation to its end
-        run_session(ctrl, item, self.streams, sender=self._send)
+        run_session(run, item, self.streams, sender=self._send)
 
-    def _send(self, ctrl: LoadController, item, done: gevent.event.Event | None) -> None:  # type: ignore[no-untyped-def]
-        rec, res = send(ctrl, item, done, self.streams)
+    def _send(self, run: LoadRun, item, done: gevent.event.Event | None) -> None:  # type: ignore[no-untyped-def]
+        rec, res = send(run, item, done, self.streams)
         status = res.status if res is not None else None
         if item.intended_ns is None and backoff.should_back_off(status, rec.error_kind):
             # closed loop against a refusing or failing target: back off (harness.load.backoff)
             # instead of a retry storm of thousands of failed requests a second
             self._failures = getattr(self, "_failures", 0) + 1
             delay = backoff.delay_s(self._failures, res.headers.get("retry-after") if res is not None else None)
-            ctrl.note_backoff(delay)
+            run.ctrl.tally.note_backoff(delay)
             gevent.sleep(delay)
         else:
             self._failures = 0

@@ -237,13 +237,31 @@ class Load(Strict):
     def open_loop(self) -> bool:
         return self.rate is not None
 
+    # Locust users and their spawn rate are defined here and only here: the load processes
+    # (harness.load.main, the distributed master), the web UI's form defaults and `harness run -r`
+    # all ask these.
     @property
     def users(self) -> int:
         """Streams the load holds open at most: closed-loop users, open-loop in-flight cap, or
-        every request at once (offline)."""
+        every request at once (offline). Locust runs one user per stream."""
         if self.offline:
             return self.requests or 1
         return self.concurrency if self.concurrency is not None else self.max_in_flight
+
+    def spawn_rate(self, users: int | None = None) -> float:
+        """Locust's spawn rate (users started per second) for `users` of this load (default: all
+        of them): spread over ramp_s, except in open loop, where the arrival schedule paces the
+        requests and every user of the pool starts at once."""
+        n = self.users if users is None else users
+        return n / self.ramp_s if (self.ramp_s > 0 and not self.open_loop) else float(n)
+
+    def users_of(self, worker: int, workers: int) -> int:
+        """Load process `worker` of `workers`: its share of the users (at least one)."""
+        return max(1, self.users // workers + (1 if worker < self.users % workers else 0))
+
+    def ramp_for(self, spawn_rate: float) -> float:
+        """The ramp_s that starts this load's users at `spawn_rate` a second (Locust's -r)."""
+        return self.users / spawn_rate
 
 
 class Warmup(Strict):

@@ -25,6 +25,7 @@ import gevent
 import gevent.event
 from locust.env import Environment
 
+from harness import limits
 from harness.errors import UserError
 from harness.load.collector import Collector
 from harness.load.messages import Delta
@@ -47,7 +48,6 @@ from harness.ui.view import build_view, engine_view
 log = logging.getLogger("harness.web")
 
 SERIES_EVERY_S = 1.0
-UNTIL_STOPPED_S = 10 * 86400.0  # "until Stop": a window longer than any test
 
 
 class Run:
@@ -152,12 +152,11 @@ class RunSession:
                 self.env.process_exit_code = 2
                 gevent.spawn_later(0.1, self.env.runner.quit)
             return
-        load = scenario.load
+        load = scenario.load  # the form's defaults: the scenario's users and spawn rate (Load defines both)
         if self.opts.num_users is None:
-            self.opts.num_users = load.concurrency if load.concurrency is not None else load.max_in_flight
+            self.opts.num_users = load.users
         if self.opts.spawn_rate is None:
-            users = self.opts.num_users
-            self.opts.spawn_rate = users / load.ramp_s if (load.ramp_s > 0 and not load.open_loop) else float(users)
+            self.opts.spawn_rate = load.spawn_rate(self.opts.num_users)
         if not self.env.host and (not scenario.target.url or len(self.choices.files) > 1):
             self._start_sim()
 
@@ -196,14 +195,14 @@ class RunSession:
         if rate is not None:
             out["load.rate"] = rate
         open_loop = rate is not None or scenario_data.load.open_loop
-        if users > 0:
+        if users > 0 and not scenario_data.load.offline:  # offline: the batch (load.requests) is the users
             if open_loop:
                 out["load.max_in_flight"] = users  # the pool of users that send at the scheduled times
             else:
                 out["load.concurrency"] = users
         window = _number(getattr(o, "measured_window", ""), "measured-window")
         if window is not None:
-            out["load.duration_s"] = window if window > 0 else UNTIL_STOPPED_S
+            out["load.duration_s"] = window if window > 0 else until_stopped_s()
         warmup = _number(getattr(o, "warmup", ""), "warmup")
         if warmup is not None:
             out["warmup.duration_s"] = warmup
@@ -225,7 +224,7 @@ class RunSession:
         scenario = load_scenario(path, overrides)
         run_dir = RunDir(default_run_dir(scenario.name, self.results_root)).create()
         run = Run(run_dir.root.name, run_dir, scenario, path)
-        run.until_stopped = overrides.get("load.duration_s") == UNTIL_STOPPED_S
+        run.until_stopped = overrides.get("load.duration_s") == until_stopped_s()
         self.run = run
         self.runs[run.name] = run_dir.root.resolve()
         self.state = "starting"
@@ -472,6 +471,12 @@ class RunSession:
 
     def base_path(self) -> str:
         return (getattr(self.opts, "web_base_path", "") or "").rstrip("/")
+
+
+def until_stopped_s() -> float:
+    """"Until Stop" (a measured window of 0 in the form): the longest window a scenario may ask
+    for (HARNESS_MAX_DURATION_S), longer than any test; the summary says until_stopped instead."""
+    return float(limits.DURATION.value)
 
 
 def _number(text: Any, name: str) -> float | None:

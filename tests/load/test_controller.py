@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from harness.load import controller as ctl
-from harness.load import sessions, tally
+from harness.load import sessions
 from harness.load.controller import DONE, DRAIN, MEASURE, WARMUP, LoadController
 from harness.load.plan import LoadPlan
 from harness.metrics.recorder import ALL
@@ -37,7 +37,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     c = Clock()
-    for module in (ctl, sessions, tally):  # the controller and its session and reporting halves
+    for module in (ctl, sessions):  # the controller and its session part
         monkeypatch.setattr(module, "perf_ns", c)
     return c
 
@@ -267,7 +267,7 @@ def test_cpu_samples_cover_the_window_only(tmp_path: Path, clock: Clock, monkeyp
     t["cpu"] += 0.2
     t["wall"] += 1.0  # the load: 20 %
     c.progress()
-    assert c.cpu_samples == [pytest.approx(20.0)]
+    assert c.tally.cpu_samples == [pytest.approx(20.0)]
     assert c.result()["client"]["cpu_max_pct"] == pytest.approx(20.0)
 
 
