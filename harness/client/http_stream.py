@@ -16,18 +16,21 @@ The module works with plain sockets and with gevent's patched ones (inside Locus
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import ssl
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-try:  # the compiled reader (harness/client/_native.c), built at install time where a compiler is
-    from harness.client import _native
+try:  # the compiled reader (harness/client/_native.c, typed in _native.pyi), built at install time where a compiler is
+    from harness.client import _native as _native
 except ImportError:  # no compiler, no headers, another OS: the pure-Python reader below
+    # None where it did not build; every use is behind READER == "native", which choose_reader sets only where it built
     _native = None  # type: ignore[assignment]
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
@@ -82,6 +85,20 @@ def use_reader(name: str | None = None) -> str:
     global READER
     READER = choose_reader(name)
     return READER
+
+
+class StreamParser(Protocol):
+    """What the blocking read loop asks of either reader's parser (ResponseParser, _native.Parser)."""
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def res(self) -> StreamResult: ...
+
+    def feed(self, data: bytes, stamp: int, /) -> None: ...
+
+    def eof(self, stamp: int, /) -> None: ...
 
 
 def new_parser(fd: int = -1, kernel: bool = False, offset_ns: int = 0, expected_events: int = 0) -> Any:
@@ -177,10 +194,8 @@ class Connection:
 
     def close(self) -> None:
         if self.sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self.sock.close()
-            except OSError:
-                pass
             self.sock = None
 
     # ------------------------------------------------------------------ request
@@ -218,21 +233,22 @@ class Connection:
 
     def _exchange(self, data: bytes, offset_ns: int, deadline_ns: int) -> StreamResult:
         """Write the request and read its response (the reactor's connection overrides this)."""
-        self.sock.sendall(data)  # type: ignore[union-attr]
+        sock = self.sock
+        assert sock is not None  # request() connected it
+        sock.sendall(data)
         return self._read_response(offset_ns, deadline_ns)
 
     def _read_response(self, offset_ns: int, deadline_ns: int) -> StreamResult:
         sock = self.sock
         assert sock is not None
-        kernel = self.kernel
-        recvmsg = sock.recvmsg if kernel else None
+        recvmsg = sock.recvmsg if self.kernel else None
         recv = sock.recv
-        parser = new_parser()
+        parser: StreamParser = new_parser()
         while not parser.done:
             if perf_ns() > deadline_ns:
                 what = "waiting for the response head" if parser.res.status == 0 else "stream not finished before the request timeout"
                 raise StreamError("timeout", what)
-            data, stamp = _read(recvmsg, recv, offset_ns, kernel)
+            data, stamp = _read(recvmsg, recv, offset_ns)
             if data:
                 parser.feed(data, stamp)
             else:
@@ -287,8 +303,21 @@ class ResponseParser:
     gevent reactor (harness/load/reactor.py), so framing behaves identically in both.
     """
 
-    __slots__ = ("res", "done", "_buf", "_head_done", "_chunked", "_length", "_received", "_sse",
-                 "_pending", "_need", "_trailer", "_body", "_body_bytes")
+    __slots__ = (
+        "_body",
+        "_body_bytes",
+        "_buf",
+        "_chunked",
+        "_head_done",
+        "_length",
+        "_need",
+        "_pending",
+        "_received",
+        "_sse",
+        "_trailer",
+        "done",
+        "res",
+    )
 
     def __init__(self) -> None:
         self.res = StreamResult()
@@ -466,10 +495,15 @@ def warm_kernel_timestamps() -> bool:
     return _KEEPER is not None
 
 
-def _read(recvmsg, recv, offset_ns: int, kernel: bool) -> tuple[bytes, int]:  # type: ignore[no-untyped-def]
-    """One read and its arrival stamp on the perf_counter_ns clock."""
+#: socket.recvmsg(bufsize, ancbufsize) -> (data, ancillary data (level, type, payload), flags, address)
+RecvMsg = Callable[[int, int], tuple[bytes, list[tuple[int, int, bytes]], int, Any]]
+
+
+def _read(recvmsg: RecvMsg | None, recv: Callable[[int], bytes], offset_ns: int) -> tuple[bytes, int]:
+    """One read and its arrival stamp on the perf_counter_ns clock: `recvmsg` (with the kernel's
+    receive stamp) where the socket stamps reads, else `recv` stamped right after it returns."""
     try:
-        if kernel:
+        if recvmsg is not None:
             data, ancdata, _flags, _addr = recvmsg(READ_SIZE, _CMSG_SPACE)
             now = perf_ns()
             for level, kind, payload in ancdata:

@@ -10,7 +10,7 @@ interpreted as the run would, and a bad answer is named with a hint.
 from __future__ import annotations
 
 from harness.client.adapters.base import ApiAdapter
-from harness.client.http_stream import Connection, Endpoint, StreamError, StreamResult, perf_ns
+from harness.client.http_stream import Connection, Endpoint, StreamResult, perf_ns
 from harness.client.sse import SSEError, interpret
 from harness.metrics.record import RequestRecord
 

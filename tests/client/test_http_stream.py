@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import select
 import socket
@@ -9,10 +10,10 @@ import time
 
 import pytest
 from rawhttp import RawServer, chunked, sse_head
+from waiting import HANG_S, wait_until
 
 from harness.client import http_stream
 from harness.client.http_stream import Connection, Endpoint, StreamError, perf_ns
-from waiting import HANG_S, wait_until
 
 pytestmark = pytest.mark.usefixtures("reader")  # both stream readers (tests/conftest.py)
 
@@ -35,7 +36,7 @@ def _request(server: RawServer, conn: Connection | None = None, timeout_s: float
 
 def _split(data: bytes, cuts: list[int]) -> list[bytes]:
     edges = [0, *sorted(c for c in cuts if 0 < c < len(data)), len(data)]
-    return [data[a:b] for a, b in zip(edges, edges[1:]) if b > a]
+    return [data[a:b] for a, b in itertools.pairwise(edges) if b > a]
 
 
 def _wire_chunked() -> bytes:
@@ -68,7 +69,7 @@ def test_chunked_sse_split_anywhere(case: str, kernel: bool) -> None:
     script = [("request",)]
     for part in parts:
         script += [("send", part), ("sleep", 0.01)]
-    with RawServer([script + [("hold",)]]) as server:
+    with RawServer([[*script, ("hold",)]]) as server:
         conn, sent, res = _request(server, kernel_stamps=kernel)
     assert res.status == 200 and res.complete
     assert [line for _, line in res.lines] == EVENTS  # comments and blank lines dropped
@@ -245,9 +246,8 @@ def test_connect_refused() -> None:
 
 def test_read_timeout() -> None:
     head = sse_head() + chunked(EVENTS[1] + b"\n\n")[:-5]  # one event, then silence
-    with RawServer([[("request",), ("send", head), ("hold",)]]) as server:
-        with pytest.raises(StreamError) as info:
-            _request(server, timeout_s=0.3)
+    with RawServer([[("request",), ("send", head), ("hold",)]]) as server, pytest.raises(StreamError) as info:
+        _request(server, timeout_s=0.3)
     assert info.value.kind == "timeout"
 
 
@@ -256,9 +256,8 @@ def test_read_timeout() -> None:
     (b"garbage\r\n\r\n", "bad status line"),
 ])
 def test_malformed_framing(wire: bytes, detail: str) -> None:
-    with RawServer([[("request",), ("send", wire), ("hold",)]]) as server:
-        with pytest.raises(StreamError) as info:
-            _request(server)
+    with RawServer([[("request",), ("send", wire), ("hold",)]]) as server, pytest.raises(StreamError) as info:
+        _request(server)
     assert info.value.kind == "malformed" and detail in info.value.detail
 
 
@@ -282,7 +281,7 @@ def test_kernel_stamp_is_arrival_time_user_stamp_is_read_time() -> None:
         server.sendall(b"data: x\n")
         assert select.select([client], [], [], HANG_S)[0]  # the data waits in the socket buffer
         read_start = perf_ns()
-        data, stamp = http_stream._read(client.recvmsg if kernel else None, client.recv, offset, kernel)
+        data, stamp = http_stream._read(client.recvmsg if kernel else None, client.recv, offset)
         assert data == b"data: x\n"
         if kernel:
             assert before_send - 200_000 <= stamp < read_start
@@ -308,7 +307,6 @@ def test_line_without_newline_is_cut(monkeypatch: pytest.MonkeyPatch) -> None:
     blob = b"z" * 65536
     script = [("request",), ("send", sse_head() + b"7\r\ndata: {\r\n")]
     script += [("send", b"%x\r\n%s\r\n" % (len(blob), blob))] * 64 + [("hold",)]
-    with RawServer([script]) as server:
-        with pytest.raises(StreamError) as exc:
-            _request(server)
+    with RawServer([script]) as server, pytest.raises(StreamError) as exc:
+        _request(server)
     assert exc.value.kind == "malformed" and "line" in exc.value.detail

@@ -10,6 +10,7 @@ The native reader's own recvmsg is checked against Python's on the same segment 
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import random
 import socket
@@ -95,7 +96,7 @@ def resplit(segments: list[tuple[bytes, int]], cuts: list[int]) -> list[tuple[by
         owner += [k] * len(d)
         pos += len(d)
     edges = [0, *sorted(set(cuts)), len(wire)]
-    return [(wire[a:b], segments[owner[b - 1]][1]) for a, b in zip(edges, edges[1:]) if b > a]
+    return [(wire[a:b], segments[owner[b - 1]][1]) for a, b in itertools.pairwise(edges) if b > a]
 
 
 def test_recorded_engine_reads_agree_on_every_stamp() -> None:

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.client.adapters.base import ADAPTERS, Prompt, choice_finish_reason, first_choice, streaming_body, text_field
+from harness.client.adapters.base import (
+    ADAPTERS,
+    Prompt,
+    choice_finish_reason,
+    first_choice,
+    streaming_body,
+    text_field,
+)
 
 
 class OpenAIChat:
