@@ -65,8 +65,10 @@ def choose_reader(wanted: str | None = None) -> str:
     if wanted not in READERS:
         raise ValueError(f"{READER_ENV}={wanted!r}: choose one of auto, native, python")
     if wanted == "native" and _native is None:
-        raise ValueError(f"{READER_ENV}=native: the native reader was not built here (harness/client/_native.c; "
-                         "reinstall with a C compiler and Python headers: pip install -e .), or unset it")
+        raise ValueError(
+            f"{READER_ENV}=native: the native reader was not built here (harness/client/_native.c; "
+            "reinstall with a C compiler and Python headers: pip install -e .), or unset it"
+        )
     return wanted
 
 
@@ -199,7 +201,9 @@ class Connection:
             self.sock = None
 
     # ------------------------------------------------------------------ request
-    def request(self, method: str, path: str, headers: dict[str, str], body: bytes, deadline_ns: int) -> tuple[int, int, StreamResult]:
+    def request(
+        self, method: str, path: str, headers: dict[str, str], body: bytes, deadline_ns: int
+    ) -> tuple[int, int, StreamResult]:
         """Send one request and read the whole response, stamping every read.
 
         Returns (clock offset wall-perf at send, perf_ns stamped right before the send, result).
@@ -246,7 +250,11 @@ class Connection:
         parser: StreamParser = new_parser()
         while not parser.done:
             if perf_ns() > deadline_ns:
-                what = "waiting for the response head" if parser.res.status == 0 else "stream not finished before the request timeout"
+                what = (
+                    "waiting for the response head"
+                    if parser.res.status == 0
+                    else "stream not finished before the request timeout"
+                )
                 raise StreamError("timeout", what)
             data, stamp = _read(recvmsg, recv, offset_ns)
             if data:
@@ -437,8 +445,15 @@ class ResponseParser:
                     continue
                 need = _chunk_size(size_field)
                 end = pos + need
-                if (sse and need > 2 and not self._pending and end + 2 <= size and data[end - 2 : end] == b"\n\n"
-                        and data.startswith(b"data:", pos) and data.find(b"\n", pos, end) == end - 2):
+                if (
+                    sse
+                    and need > 2
+                    and not self._pending
+                    and end + 2 <= size
+                    and data[end - 2 : end] == b"\n\n"
+                    and data.startswith(b"data:", pos)
+                    and data.find(b"\n", pos, end) == end - 2
+                ):
                     # fast path, the common case: one whole chunk holding exactly one SSE event
                     self.res.lines.append((stamp, data[pos : end - 2]))
                     pos = end

@@ -13,7 +13,9 @@ from harness.scenario.secrets import MASK  # one mask for files and echoes alike
 
 _PATTERNS = (
     re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{6,}"),  # Authorization schemes
-    re.compile(r"(?i)\b((?:x-)?api[-_]?key|authorization|access[-_]?token|secret|password)\b(\"?\s*[:=]\s*\"?)[^\s\",;}]{4,}"),
+    re.compile(
+        r"(?i)\b((?:x-)?api[-_]?key|authorization|access[-_]?token|secret|password)\b(\"?\s*[:=]\s*\"?)[^\s\",;}]{4,}"
+    ),
     re.compile(r"\b(sk|rk|pk)-[A-Za-z0-9_-]{8,}"),  # OpenAI-style keys
     re.compile(r"\bhf_[A-Za-z0-9]{16,}"),  # Hugging Face tokens
 )

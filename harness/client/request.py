@@ -101,7 +101,9 @@ def transfer(conn: Connection, spec: RequestSpec, payload: bytes, rec: RequestRe
     return res
 
 
-def finalize(rec: RequestRecord, res: StreamResult, spec: RequestSpec, count_tokens: Callable[[str], int]) -> RequestRecord:
+def finalize(
+    rec: RequestRecord, res: StreamResult, spec: RequestSpec, count_tokens: Callable[[str], int]
+) -> RequestRecord:
     """Classify the HTTP outcome and interpret the SSE stream into the record."""
     _classify(rec, res, spec, count_tokens)
     if rec.error_detail:  # what the server said is stored: never with a credential it echoed

@@ -52,7 +52,9 @@ def _ms(obj: dict[str, Any], key: str) -> float | None:
 def _vllm(obj: Any) -> ServerTiming | None:
     if not isinstance(obj, dict):
         return None
-    t = ServerTiming("vllm", _ms(obj, "queue_time_ms"), _ms(obj, "time_to_first_token_ms"), _ms(obj, "generation_time_ms"))
+    t = ServerTiming(
+        "vllm", _ms(obj, "queue_time_ms"), _ms(obj, "time_to_first_token_ms"), _ms(obj, "generation_time_ms")
+    )
     return t if t.prefill_ms is not None or t.queue_ms is not None else None
 
 

@@ -170,7 +170,9 @@ def _check_usage(usage: Any, payload: bytes) -> None:
         raise SSEError("malformed", f"usage.prompt_tokens_details is not an object: {payload[:120]!r}")
     cached = details.get("cached_tokens") if details else None
     if cached is not None and (isinstance(cached, bool) or not isinstance(cached, int)):
-        raise SSEError("malformed", f"usage.prompt_tokens_details.cached_tokens is not a token count: {payload[:120]!r}")
+        raise SSEError(
+            "malformed", f"usage.prompt_tokens_details.cached_tokens is not a token count: {payload[:120]!r}"
+        )
 
 
 def _tokens_per_chunk(

@@ -30,8 +30,14 @@ def _spec(model: str, api: str = "openai-chat", timeout_s: float = 10.0) -> Requ
     )
 
 
-def _run(url: str, model: str, max_tokens: int = 6, api: str = "openai-chat", conn: Connection | None = None,
-         timeout_s: float = 10.0) -> RequestRecord:
+def _run(
+    url: str,
+    model: str,
+    max_tokens: int = 6,
+    api: str = "openai-chat",
+    conn: Connection | None = None,
+    timeout_s: float = 10.0,
+) -> RequestRecord:
     spec = _spec(model, api, timeout_s)
     conn = conn or Connection(Endpoint.parse(url), timeout_s=timeout_s)
     rec = RequestRecord(index=3, class_name="c", request_id="m3-1")
@@ -74,14 +80,17 @@ def test_no_usage(fake_openai) -> None:  # type: ignore[no-untyped-def]
     assert rec.ok and rec.output_source == "tokenizer" and rec.output_tokens == 4 and rec.input_tokens is None
 
 
-@pytest.mark.parametrize("model,kind,detail", [
-    ("error500", "http_5xx", "boom"),
-    ("error429", "http_429", "slow down"),
-    ("malformed", "malformed", "not JSON"),
-    ("midstream", "server_error", "engine died"),
-    ("cut", "disconnect", ""),
-    ("empty", "empty_output", ""),
-])
+@pytest.mark.parametrize(
+    "model,kind,detail",
+    [
+        ("error500", "http_5xx", "boom"),
+        ("error429", "http_429", "slow down"),
+        ("malformed", "malformed", "not JSON"),
+        ("midstream", "server_error", "engine died"),
+        ("cut", "disconnect", ""),
+        ("empty", "empty_output", ""),
+    ],
+)
 def test_error_kinds(fake_openai, model: str, kind: str, detail: str) -> None:  # type: ignore[no-untyped-def]
     rec = _run(fake_openai.url, model)
     assert not rec.ok and rec.error_kind == kind, rec.error_detail
@@ -99,16 +108,27 @@ def _raw_error(status: str, body: bytes, ctype: str = "application/json") -> lis
     return [("request",), ("send", head + body), ("hold",)]
 
 
-@pytest.mark.parametrize("status,body,kind,detail", [
-    ("400 Bad Request", json.dumps({"error": {"message": "max_tokens is too large: 99999"}}).encode(), "http_4xx",
-     "max_tokens is too large: 99999"),
-    ("404 Not Found", json.dumps({"detail": "Not Found"}).encode(), "http_4xx", "Not Found"),
-    ("400 Bad Request", json.dumps({"object": "error", "message": "model x does not exist"}).encode(), "http_4xx",
-     "model x does not exist"),
-    ("422 Unprocessable", json.dumps({"error": "bad field"}).encode(), "http_4xx", "bad field"),
-    ("503 Service Unavailable", b"overloaded, try later", "http_5xx", "overloaded, try later"),
-    ("429 Too Many Requests", b"", "http_429", ""),
-])
+@pytest.mark.parametrize(
+    "status,body,kind,detail",
+    [
+        (
+            "400 Bad Request",
+            json.dumps({"error": {"message": "max_tokens is too large: 99999"}}).encode(),
+            "http_4xx",
+            "max_tokens is too large: 99999",
+        ),
+        ("404 Not Found", json.dumps({"detail": "Not Found"}).encode(), "http_4xx", "Not Found"),
+        (
+            "400 Bad Request",
+            json.dumps({"object": "error", "message": "model x does not exist"}).encode(),
+            "http_4xx",
+            "model x does not exist",
+        ),
+        ("422 Unprocessable", json.dumps({"error": "bad field"}).encode(), "http_4xx", "bad field"),
+        ("503 Service Unavailable", b"overloaded, try later", "http_5xx", "overloaded, try later"),
+        ("429 Too Many Requests", b"", "http_429", ""),
+    ],
+)
 def test_http_errors_carry_the_server_message(status: str, body: bytes, kind: str, detail: str) -> None:
     with RawServer([_raw_error(status, body)]) as server:
         rec = _run(server.url, "x")
@@ -148,8 +168,14 @@ def test_request_headers_and_body() -> None:
     head, _, body = raw.partition(b"\r\n\r\n")
     lines = head.decode().split("\r\n")
     assert lines[0] == "POST /v1/chat/completions HTTP/1.1"
-    for h in ("Accept-Encoding: identity", "Accept: text/event-stream", "Authorization: Bearer sekrit",
-              "X-Extra: 1", "X-Request-Id: m3-1", "Content-Type: application/json"):
+    for h in (
+        "Accept-Encoding: identity",
+        "Accept: text/event-stream",
+        "Authorization: Bearer sekrit",
+        "X-Extra: 1",
+        "X-Request-Id: m3-1",
+        "Content-Type: application/json",
+    ):
         assert h in lines
     payload = json.loads(body)
     assert payload["model"] == "mymodel" and payload["max_tokens"] == 9 and payload["stream"] is True

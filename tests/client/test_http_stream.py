@@ -61,8 +61,9 @@ def _awkward_cuts(wire: bytes) -> dict[str, list[int]]:
 
 
 @pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "user"])
-@pytest.mark.parametrize("case", ["inside_head", "size_line_cr_lf", "inside_data_prefix", "between_event_newlines",
-                                  "terminal_chunk"])
+@pytest.mark.parametrize(
+    "case", ["inside_head", "size_line_cr_lf", "inside_data_prefix", "between_event_newlines", "terminal_chunk"]
+)
 def test_chunked_sse_split_anywhere(case: str, kernel: bool) -> None:
     wire = _wire_chunked()
     parts = _split(wire, _awkward_cuts(wire)[case])
@@ -96,7 +97,7 @@ def _newline_offset(wire: bytes, line: bytes) -> int:
         if size == 0:
             break
         start = eol + 2
-        body += wire[start:start + size]
+        body += wire[start : start + size]
         mapping += range(start, start + size)
         pos = start + size + 2
     return mapping[body.index(line) + len(line)]
@@ -104,7 +105,7 @@ def _newline_offset(wire: bytes, line: bytes) -> int:
 
 def test_byte_by_byte() -> None:
     wire = _wire_chunked()
-    script = [("request",)] + [("send", wire[i:i + 1]) for i in range(len(wire))] + [("hold",)]
+    script = [("request",)] + [("send", wire[i : i + 1]) for i in range(len(wire))] + [("hold",)]
     with RawServer([script]) as server:
         _conn, _sent, res = _request(server)
     assert res.complete and [line for _, line in res.lines] == EVENTS
@@ -133,8 +134,9 @@ def test_content_length_body_cut_short() -> None:
 def test_close_delimited_body() -> None:
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
     last = b'data: {"x": "no trailing newline"}'
-    with RawServer([[("request",), ("send", head + SSE[:40]), ("sleep", 0.01), ("send", SSE[40:] + last),
-                     ("close",)]]) as server:
+    with RawServer(
+        [[("request",), ("send", head + SSE[:40]), ("sleep", 0.01), ("send", SSE[40:] + last), ("close",)]]
+    ) as server:
         conn, _sent, res = _request(server)
     assert res.complete  # EOF ends a close-delimited body
     assert [line for _, line in res.lines] == [*EVENTS, last]
@@ -192,8 +194,15 @@ def test_terminal_crlf_in_a_later_read_leaves_the_connection_usable() -> None:
     """A segment boundary between "0\\r\\n" and the final "\\r\\n" must not poison the next response."""
     body = sse_head() + chunked(SSE)
     resp2 = sse_head() + chunked(b"data: [DONE]\n\n")
-    script = [("request",), ("send", body[:-2]), ("sleep", 0.05), ("send", body[-2:]),
-              ("request",), ("send", resp2), ("hold",)]
+    script = [
+        ("request",),
+        ("send", body[:-2]),
+        ("sleep", 0.05),
+        ("send", body[-2:]),
+        ("request",),
+        ("send", resp2),
+        ("hold",),
+    ]
     with RawServer([script]) as server:
         conn, _s, r1 = _request(server)
         conn, _s, r2 = _request(server, conn)
@@ -204,8 +213,9 @@ def test_terminal_crlf_in_a_later_read_leaves_the_connection_usable() -> None:
 @pytest.mark.parametrize("how", ["close", "reset"])
 def test_stale_keep_alive_is_retried_once(how: str) -> None:
     resp = sse_head() + chunked(SSE)
-    with RawServer([[("request",), ("send", resp), ("sleep", 0.05), (how,)],
-                    [("request",), ("send", resp), ("hold",)]]) as server:
+    with RawServer(
+        [[("request",), ("send", resp), ("sleep", 0.05), (how,)], [("request",), ("send", resp), ("hold",)]]
+    ) as server:
         conn, _s, r1 = _request(server)
         wait_until(lambda: server.closed == 1, "the server to close the idle connection")
         conn, _s, r2 = _request(server, conn)
@@ -215,9 +225,13 @@ def test_stale_keep_alive_is_retried_once(how: str) -> None:
 
 def test_stale_retry_happens_only_once() -> None:
     resp = sse_head() + chunked(SSE)
-    with RawServer([[("request",), ("send", resp), ("sleep", 0.05), ("close",)],
-                    [("request",), ("close",)],
-                    [("request",), ("send", resp), ("hold",)]]) as server:
+    with RawServer(
+        [
+            [("request",), ("send", resp), ("sleep", 0.05), ("close",)],
+            [("request",), ("close",)],
+            [("request",), ("send", resp), ("hold",)],
+        ]
+    ) as server:
         conn, _s, _r1 = _request(server)
         wait_until(lambda: server.closed == 1, "the server to close the idle connection")
         with pytest.raises(StreamError) as info:
@@ -251,10 +265,16 @@ def test_read_timeout() -> None:
     assert info.value.kind == "timeout"
 
 
-@pytest.mark.parametrize("wire,detail", [
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\nzz\r\n", "bad chunk size"),
-    (b"garbage\r\n\r\n", "bad status line"),
-])
+@pytest.mark.parametrize(
+    "wire,detail",
+    [
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\nzz\r\n",
+            "bad chunk size",
+        ),
+        (b"garbage\r\n\r\n", "bad status line"),
+    ],
+)
 def test_malformed_framing(wire: bytes, detail: str) -> None:
     with RawServer([[("request",), ("send", wire), ("hold",)]]) as server, pytest.raises(StreamError) as info:
         _request(server)
@@ -294,8 +314,11 @@ def test_kernel_stamp_is_arrival_time_user_stamp_is_read_time() -> None:
 
 def test_cr_only_line_endings_parse() -> None:
     """The SSE spec allows a lone CR as the line end (audit Low 18: every request was malformed)."""
-    events = (b'data: {"choices":[{"delta":{"content":" a"}}]}\r\r', b'data: {"choices":[{"delta":{"content":" b"}}]}\r\r',
-              b"data: [DONE]\r\r")
+    events = (
+        b'data: {"choices":[{"delta":{"content":" a"}}]}\r\r',
+        b'data: {"choices":[{"delta":{"content":" b"}}]}\r\r',
+        b"data: [DONE]\r\r",
+    )
     with RawServer([[("request",), ("send", sse_head() + chunked(*events)), ("hold",)]]) as server:
         _conn, _sent, res = _request(server)
     assert [line for _, line in res.lines] == [e.rstrip(b"\r") for e in events] and res.complete

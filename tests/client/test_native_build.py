@@ -21,8 +21,14 @@ def _build(tmp_path: Path, cc: str | None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     if cc is not None:
         env["CC"] = cc
-    return subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_no_compiler_is_a_warning_not_a_failure(tmp_path: Path) -> None:

@@ -37,17 +37,20 @@ DATA = Path(__file__).parent / "data" / "sim_stream_segments.json"
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from tick_server import C_LAST, C_ROLE, C_TOKEN, HEAD, chunk  # noqa: E402
 
-TAIL = chunk(b'data: {"id":"b","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":21}}\n\n') \
-    + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+TAIL = (
+    chunk(b'data: {"id":"b","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":21}}\n\n')
+    + chunk(b"data: [DONE]\n\n")
+    + b"0\r\n\r\n"
+)
 #: wire forms beyond the engine's: every framing, odd line ends, and the error paths
 WIRES = {
     "tick": HEAD + C_ROLE + C_TOKEN * 20 + C_LAST + TAIL,
     "cr_lf_mixed": HEAD + chunk(b"data: a\r\n\r\ndata: b\rdata: c\r") + chunk(b"\ndata: d\n\n") + b"0\r\n\r\n",
     "chunk_extension_trailer": HEAD + b"5;foo=bar\r\ndata:\r\n2\r\n\n\n\r\n0\r\nX-Trailer: 1\r\n\r\n",
     "content_length": b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 30\r\n\r\n"
-                      b"data: x\n\ndata: y\n\ndata: zzzzzzz",
+    b"data: x\n\ndata: y\n\ndata: zzzzzzz",
     "close_delimited": b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: x\n\ndata: tail",
-    "json_error": b"HTTP/1.1 400 Bad\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"error\":1}",
+    "json_error": b'HTTP/1.1 400 Bad\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"error":1}',
     "chunked_json": b"HTTP/1.1 500 X\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
     "lone_cr_in_one_chunk": HEAD + chunk(b"data: a\rb\n\n") + chunk(b"data: c\n\n") + b" 0 \r\n\r\n",
     "bad_chunk_size": HEAD + b"zz\r\nhello\r\n",
@@ -75,8 +78,19 @@ def outcome(parser, segments: list[tuple[bytes, int]], eof_stamp: int | None) ->
         if not parser.done and eof_stamp is not None:
             parser.eof(eof_stamp)
         r = parser.res
-        return ("ok", parser.done, r.status, r.reason, r.headers, r.head_ns, r.lines, r.body, r.end_ns, r.reads,
-                r.complete)
+        return (
+            "ok",
+            parser.done,
+            r.status,
+            r.reason,
+            r.headers,
+            r.head_ns,
+            r.lines,
+            r.body,
+            r.end_ns,
+            r.reads,
+            r.complete,
+        )
     except StreamError as exc:
         return ("error", exc.kind, exc.detail)
 
@@ -131,8 +145,9 @@ def test_recorded_reads_byte_by_byte_agree() -> None:
 def test_every_framing_and_error_agrees(name: str) -> None:
     wire = WIRES[name]
     rnd = random.Random(name)
-    splits = [[], list(range(1, len(wire)))] + [rnd.sample(range(1, len(wire)), rnd.randint(1, min(12, len(wire) - 1)))
-                                                for _ in range(200)]
+    splits = [[], list(range(1, len(wire)))] + [
+        rnd.sample(range(1, len(wire)), rnd.randint(1, min(12, len(wire) - 1))) for _ in range(200)
+    ]
     for cuts in splits:
         segments = resplit([(wire, 0)], cuts)
         segments = [(d, 1000 + 7 * i) for i, (d, _) in enumerate(segments)]
@@ -147,7 +162,7 @@ def test_limits_agree() -> None:
     body = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + b"y" * 5000
     head = b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"z" * 70000
     for wire in (long_line, body, head):
-        segments = [(wire[i:i + 1000], i) for i in range(0, len(wire), 1000)]
+        segments = [(wire[i : i + 1000], i) for i in range(0, len(wire), 1000)]
         py_parser, nat_parser = ResponseParser(), native.Parser(4096)
         old = http_stream.MAX_LINE_BYTES
         http_stream.MAX_LINE_BYTES = 4096
@@ -188,7 +203,7 @@ def test_native_recvmsg_stamps_as_python_does(kernel: bool) -> None:
     # exact) is clamped to each reader's own "now", which differ; the margin keeps both unclamped
     offset = wall_ns() - perf_ns() + 1_000_000
     wire = WIRES["tick"]
-    parts = [wire[:120], *[wire[i:i + 150] for i in range(120, len(wire), 150)]]
+    parts = [wire[:120], *[wire[i : i + 150] for i in range(120, len(wire), 150)]]
     nat = native.Parser(http_stream.MAX_LINE_BYTES, client.fileno(), kernel, offset, 30)
     py = ResponseParser()
     try:

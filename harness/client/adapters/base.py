@@ -23,7 +23,9 @@ class ApiAdapter(Protocol):
     name: str
     path: str
 
-    def build_body(self, prompt: Prompt, model: str, sampling: dict[str, Any], stream_options: dict[str, Any]) -> dict[str, Any]:
+    def build_body(
+        self, prompt: Prompt, model: str, sampling: dict[str, Any], stream_options: dict[str, Any]
+    ) -> dict[str, Any]:
         """The JSON body of a streaming request."""
         ...
 
@@ -61,8 +63,14 @@ def text_field(obj: dict[str, Any], name: str) -> str:
     return value
 
 
-def streaming_body(model: str, input_key: str, input_value: Any, prompt: Prompt, sampling: dict[str, Any],
-                   stream_options: dict[str, Any]) -> dict[str, Any]:
+def streaming_body(
+    model: str,
+    input_key: str,
+    input_value: Any,
+    prompt: Prompt,
+    sampling: dict[str, Any],
+    stream_options: dict[str, Any],
+) -> dict[str, Any]:
     """The body OpenAI-style streaming APIs share; the API's input field (`messages`, `prompt`)
     comes second, as the adapters always sent it."""
     return {

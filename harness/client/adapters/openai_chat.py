@@ -22,7 +22,9 @@ class OpenAIChat:
     name = "openai-chat"
     path = "/v1/chat/completions"
 
-    def build_body(self, prompt: Prompt, model: str, sampling: dict[str, Any], stream_options: dict[str, Any]) -> dict[str, Any]:
+    def build_body(
+        self, prompt: Prompt, model: str, sampling: dict[str, Any], stream_options: dict[str, Any]
+    ) -> dict[str, Any]:
         messages: list[dict[str, str]] = []
         if prompt.messages:  # a dataset's chat, as recorded
             messages = [dict(m) for m in prompt.messages]

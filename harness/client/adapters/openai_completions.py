@@ -18,7 +18,9 @@ class OpenAICompletions:
     name = "openai-completions"
     path = "/v1/completions"
 
-    def build_body(self, prompt: Prompt, model: str, sampling: dict[str, Any], stream_options: dict[str, Any]) -> dict[str, Any]:
+    def build_body(
+        self, prompt: Prompt, model: str, sampling: dict[str, Any], stream_options: dict[str, Any]
+    ) -> dict[str, Any]:
         text = f"{prompt.prefix} {prompt.text}" if prompt.prefix else prompt.text
         return streaming_body(model, "prompt", text, prompt, sampling, stream_options)
 
