@@ -8,6 +8,7 @@ from harness.errors import UserError
 from harness.scenario import Scenario
 from harness.scenario import thresholds as th
 
+
 @pytest.mark.parametrize("text, metric, op, value", [
     ("error_rate>1%", "error_rate", ">", 0.01), ("error_rate > 0.05", "error_rate", ">", 0.05),
     ("slo_attainment<95%", "slo_attainment", "<", 0.95), ("ttft_p99>500ms", "ttft_p99", ">", 500.0),
