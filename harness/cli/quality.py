@@ -92,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"quality: {len(result.outputs)} prompts from {url} ({result.seconds:.1f} s), outputs in {out / 'quality.jsonl'}")
         for line in verdict_lines(verdict, against=str(args.baseline) if baseline else None):
             print(line)
+    if result.errors:  # the reason on stderr too, not only in quality.json (audit R18)
+        first = next(o for o in result.outputs if o.error)
+        print(f"error: {result.errors} of {len(result.outputs)} prompts failed (first, {first.id}: {str(first.error)[:200]}); "
+              f"see {out / 'quality.jsonl'}", file=sys.stderr)
     if result.errors or verdict.failed:
         return 1
     return 0

@@ -11,6 +11,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness import limits
+from harness.scenario.parts import within
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
@@ -33,7 +36,7 @@ class QualitySpec(_Strict):
         description='JSONL, relative to the file: {"prompt"} or {"messages"}, optional "expected" '
         '(string or list) and "match" (exact|contains|regex|choice)'
     )
-    max_tokens: Annotated[int, Field(gt=0)] = 128
+    max_tokens: Annotated[int, Field(gt=0), within(limits.TOKENS)] = 128  # 1e12 failed every prompt at the server
     baseline: Annotated[str, Field(min_length=1)] | None = Field(
         default=None, description="sweeps/tune: the config whose outputs are the reference (default: base, else the first)"
     )

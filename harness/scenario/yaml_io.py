@@ -99,11 +99,16 @@ def load_yaml_file(path: Path, what: str = "YAML file") -> Any:
     except _Duplicate as dup:
         raise UserError(f"{path}: line {dup.again}: duplicate key {str(dup.key)[:80]!r} (first on line {dup.first}); "
                         "keep one of them") from None
+    except yaml.reader.ReaderError as exc:  # a control character: the reader knows where, not the parser
+        line = text.count("\n", 0, exc.position) + 1
+        col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise UserError(f"{path}: line {line} column {col}: character #x{exc.character:04x} is not allowed in YAML "
+                        "(a control character); remove it, or write it as an escape in a double-quoted string") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
+        where = f": line {mark.line + 1}" if mark else ""
         problem = str(getattr(exc, "problem", None) or exc).splitlines()[0]
-        raise UserError(f"{path}:{where}: not valid YAML ({problem})") from None
+        raise UserError(f"{path}{where}: not valid YAML ({problem})") from None
     except RecursionError:
         raise UserError(f"{path}: nested too deeply to read") from None
     except ValueError as exc:  # int() of a number over 4,300 digits, inside the YAML parser

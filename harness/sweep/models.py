@@ -79,6 +79,25 @@ class EngineSpec(Strict):
         default=None, description="device ids (e.g. GPUs) shared out to the replicas in order: each gets tensor-parallel-"
         "size of them as {devices} (\"0,1\"), e.g. env CUDA_VISIBLE_DEVICES: \"{devices}\"")
 
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        """What exec can take: a NUL passed --plan and then failed every cell with `harness error:
+        ValueError: embedded null byte` (audit R18)."""
+        for name, value in v.items():
+            if not name or "=" in name or "\0" in name:
+                raise ValueError(f"env {name[:40]!r}: not an environment variable name")
+            if "\0" in value:
+                raise ValueError(f"env {name}: the value holds a NUL byte (\\0), which no process environment can")
+        return v
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and any("\0" in a for a in v):
+            raise ValueError("an argument holds a NUL byte (\\0), which no command line can")
+        return v
+
     @field_validator("port")
     @classmethod
     def _port(cls, v: int | str) -> int | str:

@@ -10,6 +10,13 @@ from harness.sweep.plan import Plan
 from harness.sweep.progress import fmt_duration
 
 
+
+def one_line(text: str) -> str:
+    """`text` for one line of the plan: a newline or another control character in a flag value is
+    shown as its escape (audit R20: a newline broke the `[start n/N] config ...` line in two; the
+    argv line below it is quoted by shlex and was right)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
 def render_plan(plan: Plan) -> str:
     sweep = plan.sweep
     spec = sweep.engine
@@ -64,7 +71,7 @@ def render_plan(plan: Plan) -> str:
     total_s = 0.0
     known = True
     for n, (config, cells) in enumerate(starts, 1):
-        what = describe(config.varied) or "base flags"
+        what = one_line(describe(config.varied)) or "base flags"
         lines.append(f"[start {n}/{len(starts)}] config {config.id}" + ("" if what == config.id else f": {what}"))
         argv = plan.command(config)
         lines.append(f"  $ {shlex.join(argv)}" if argv else f"  (attached to {spec.url})")
@@ -73,7 +80,7 @@ def render_plan(plan: Plan) -> str:
                          f"{config.devices} device(s) in all); the load is routed over them (target.routing)")
         for cell in cells:
             step += 1
-            ov = ", ".join(f"{k}={v}" for k, v in cell.overrides.items())
+            ov = one_line(", ".join(f"{k}={v}" for k, v in cell.overrides.items()))
             load = cell.resolved.load
             what = f"concurrency {load.concurrency}" if load.concurrency else f"rate {load.rate:g}/s"
             stop = " or ".join(x for x in (f"{load.duration_s:g}s" if load.duration_s else "", f"{load.requests} requests" if load.requests else "") if x)

@@ -116,6 +116,7 @@ def test_a_bad_prompts_file_is_one_line_naming_the_problem(tmp_path, text, needl
     ({"prompts": "x.jsonl", "gate": {"min_exact_agreement": 1.5}}, "quality.gate.min_exact_agreement"),
     ({"max_tokens": 5}, "quality.prompts"),
     ({"prompts": "missing.jsonl"}, "quality.prompts"),
+    ({"prompts": "x.jsonl", "max_tokens": 10**12}, "quality.max_tokens: 1,000,000,000,000 tokens in one request is above the limit"),
 ])
 def test_a_bad_quality_block_is_one_line_with_its_field(tmp_path, block, field):
     (tmp_path / "x.jsonl").write_text('{"prompt": "a"}\n')
@@ -123,3 +124,13 @@ def test_a_bad_quality_block_is_one_line_with_its_field(tmp_path, block, field):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and field in lines[0], proc.stderr
+
+
+def test_prompts_that_fail_at_the_server_are_said_on_stderr(tmp_path, fake_openai):
+    """Audit R18: every prompt failing ended exit 1 with nothing on stderr (only quality.json said so)."""
+    out = tmp_path / "out"
+    proc = harness("quality", str(scenario(tmp_path)), "--target", fake_openai.url, "--model", "error500",
+                   "--out", str(out))
+    assert proc.returncode == 1
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert line.startswith("error: 64 of 64 prompts failed (first, repeat-01: HTTP 500") and line.endswith(f"see {out / 'quality.jsonl'}")

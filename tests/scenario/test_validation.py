@@ -229,3 +229,13 @@ def test_a_set_value_has_a_files_alias_bound() -> None:
     assert load_yaml_value("0.7", "--set x") == 0.7 and load_yaml_value("{a: [1", "--set x") == "{a: [1"
     with pytest.raises(UserError, match="duplicate key 'a'"):
         load_yaml_value("{a: 1, a: 2}", "--set x")
+
+
+def test_a_control_character_is_named_by_line_and_column(tmp_path: Path) -> None:
+    """Audit R17: a BEL read `x.yaml:: not valid YAML (unacceptable character #x0007 ...)`: no line, two colons."""
+    path = tmp_path / "bel.yaml"
+    path.write_bytes(b'name: t\ndescription: "a\x07b"\n')
+    with pytest.raises(UserError) as err:
+        load_scenario(path)
+    assert err.value.lines == [f"{path}: line 2 column 16: character #x0007 is not allowed in YAML (a control "
+                               "character); remove it, or write it as an escape in a double-quoted string"]

@@ -181,3 +181,19 @@ def test_concurrency_levels_are_whole_users(write_sweep):
     plan = build_plan(write_sweep({"name": "s", "engine": SIM, "loads": {"load.concurrency": [1, 16]}}))
     assert [c.resolved.load.concurrency for c in plan.cells] == [1, 16]
     assert [c.id for c in plan.cells] == ["base__tiny__concurrency=1__r1", "base__tiny__concurrency=16__r1"]
+
+
+def test_a_nul_in_engine_env_is_refused_and_a_newline_in_a_flag_stays_on_its_plan_line(write_sweep) -> None:  # type: ignore[no-untyped-def]
+    """Audit R18: a NUL in engine.env passed --plan, then every cell failed `ValueError: embedded
+    null byte`. Audit R20: a newline in a flag value broke the `[start n/N] config ...` line in two."""
+    from harness.errors import UserError
+    from harness.sweep.plan import build_plan
+    from harness.sweep.render import render_plan
+
+    with pytest.raises(UserError) as err:
+        build_plan(write_sweep({"name": "s", "engine": {"kind": "sim", "env": {"A": "x\0y"}},
+                                "vary": {"flags": {"max-num-seqs": [4]}}}))
+    assert len(err.value.lines) == 1 and "engine.env: env A: the value holds a NUL byte" in err.value.lines[0]
+    text = render_plan(build_plan(write_sweep({"name": "s", "engine": {"kind": "sim"},
+                                               "vary": {"flags": {"served-model-name": ["a\nb"]}}})))
+    assert "config served-model-name=a_b: served-model-name=a\\nb\n" in text
