@@ -83,12 +83,18 @@ Test = tuple[tuple[float, float] | None, str, float | None]
 
 
 def _rel(db: np.ndarray, dc: np.ndarray, pb: float, opts: Options, desc: str) -> Test:
-    """Interval and p-value of the relative difference of draws, in percent of the baseline."""
+    """Interval and p-value of the relative difference, in percent: each candidate draw over its
+    paired baseline draw, minus one. A ratio of positive quantities, so it can never fall below
+    -100% (the difference over the baseline's point estimate could, when a resample's baseline
+    came out far above it)."""
     n = min(db.size, dc.size)  # a resample that drew no block is dropped: pair what both sides have
-    diff = (dc[:n] - db[:n]) / abs(pb) * 100.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        diff = (dc[:n] / db[:n] - 1.0) * 100.0
+    diff = diff[np.isfinite(diff)]
+    if diff.size < 10:
+        return None, f"{desc}: too few usable resamples", None
     lo, hi = stats.interval(diff, opts.confidence)
-    # every compared quantity is non-negative: a relative change cannot fall below -100%
-    return (max(lo, -100.0), hi), desc, stats.p_value(diff)
+    return (lo, hi), desc, stats.p_value(diff)
 
 
 def _bootstrap_test(m: MetricDef, b: _SideData, c: _SideData, opts: Options, rng: np.random.Generator) -> Test:

@@ -142,9 +142,29 @@ def show_row(row: Row, loop: dict[str, Any] | None = None) -> str:
 
 
 def guard_key(m: Measurement) -> str:
-    """goodput_rps when the runs have an SLO (summary.json goodput), else rps: goodput is then
-    plain throughput."""
+    """goodput_rps when the runs' scenarios set an SLO, else rps: without one every completed
+    request counts as good, goodput is plain throughput and the reason says so."""
+    for scenario in m.scenarios:
+        for d in m.run_dirs(scenario)[:1]:
+            return GOODPUT if _has_slo(d) else THROUGHPUT
     return GOODPUT if m.metric("goodput_req_per_s") is not None else THROUGHPUT
+
+
+_SLO: dict[str, bool] = {}
+
+
+def _has_slo(run_dir: Path) -> bool:
+    key = str(run_dir)
+    if key not in _SLO:
+        import yaml
+
+        from harness.compare.slo import has_slo
+
+        try:
+            _SLO[key] = has_slo(yaml.safe_load((run_dir / "scenario.yaml").read_text()))
+        except (OSError, yaml.YAMLError):
+            _SLO[key] = True  # unknown: judge by goodput as before
+    return _SLO[key]
 
 
 def guard_name(key: str) -> str:

@@ -47,7 +47,7 @@ def test_eager_in_base_is_turned_to_graphs_by_the_prior(tmp_path):
     assert rc == 0, text[-3000:]
     s = by_step(out)["cuda-graphs"]
     assert s["verdict"] == "changed", s["reason"]
-    assert "the side the guides keep" in s["reason"] and "ITL p50" in s["reason"] and "startup" in s["reason"]
+    assert "the side the guides keep" in s["reason"] and "TPOT p50" in s["reason"] and "startup" in s["reason"]
     assert "enforce-eager" not in out["final"]["flags"]
 
 

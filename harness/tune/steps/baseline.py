@@ -4,6 +4,7 @@ KV occupancy and preemptions). Later steps and the final comparison are judged a
 
 from __future__ import annotations
 
+from harness.tune.judge import THROUGHPUT, guard_key
 from harness.tune.steps.base import STEPS, StepResult, fmt, tried_row
 
 
@@ -23,18 +24,23 @@ class Baseline:
                               dict(ctx.current), [tried_row(m)])
         ctx.baseline = m
         r = m.row()
-        no_slo = m.metric("goodput_req_per_s") is None
+        no_slo = guard_key(m) == THROUGHPUT
         good = ("no SLO in the tune file or the scenarios: goodput is plain throughput, and the latency steps are judged on "
                 "their latency metrics; " if no_slo else
                 f"goodput {fmt(r['goodput_req_per_s'])} req/s ({fmt((r['goodput_fraction'] or 0) * 100, '.0f')}% within the SLOs), ")
         text = (f"at {m.expected_level}: {good}"
                 f"{fmt(r['req_per_s'])} req/s, {fmt(r['output_tok_per_s'], '.0f')} output tok/s; TTFT p50/p99 {fmt(r['ttft_p50_ms'], '.0f')}/{fmt(r['ttft_p99_ms'], '.0f')} ms, "
-                f"ITL p50/p99 {fmt(r['itl_p50_ms'], '.1f')}/{fmt(r['itl_p99_ms'], '.1f')} ms, E2E p99 {fmt(r['e2e_p99_ms'], '.0f')} ms; "
+                f"ITL p50/p99 {fmt(r['itl_p50_ms'], '.1f')}/{fmt(r['itl_p99_ms'], '.1f')} ms, TPOT p50 {fmt(tpot_p50(m), '.1f')} ms, "
+                f"E2E p99 {fmt(r['e2e_p99_ms'], '.0f')} ms; "
                 f"KV usage max {fmt(r['kv_usage_max'])}, {fmt(r['preemptions'], '.0f')} preemptions")
         if r["gpu_memory_used_max_bytes"]:
             text += f", GPU memory {r['gpu_memory_used_max_bytes'] / 2**30:.1f} GiB"
         text += "." + short_window(m, ctx.tune.measure.duration_s)
         return StepResult(self.name, "kept", text, dict(ctx.current), [tried_row(m)])
+
+
+def tpot_p50(m) -> float | None:  # type: ignore[no-untyped-def]
+    return m.summary_value(lambda s: s.latency_ms["tpot"].p50 if "tpot" in s.latency_ms else None)
 
 
 #: fewer completed requests than this in a window make goodput intervals wide

@@ -1,7 +1,7 @@
 """Step 5, cuda-graphs: when the current flags run eager, CUDA graphs on vs off.
 
-Objective (guide 001 2.2, guide 000 "Select compilation behavior"): steady-state ITL (p50 and
-p99) and GPU memory against startup time. Graph capture removes the per-step launch overhead
+Objective (guide 001 2.2, guide 000 "Select compilation behavior"): steady-state ITL (TPOT p50,
+the median request's time per token, and ITL p99) and GPU memory against startup time. Graph capture removes the per-step launch overhead
 (decode steps 10-20% faster) and costs graph-pool memory; eager mode saves startup work and
 "usually lowers steady-state performance. Do not use it as a production default without a
 benchmark." Prior: graphs are the engines' default (vLLM's hybrid execution), so graphs on is
@@ -27,7 +27,8 @@ from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, prologue, 
 from harness.results.run_metrics import BY_NAME as RUN
 
 KNOB = "cuda-graphs"
-OBJECTIVE = Objective(targets=("itl.p50", "itl.p99"))
+#: steady-state decode: the median request's time per token (TPOT p50) and the ITL tail
+OBJECTIVE = Objective(targets=("tpot.p50", "itl.p99"))
 
 
 def startup_s(m: Measurement) -> float | None:

@@ -3,20 +3,24 @@
 Objective (guide 001 1.1: "Compare p50 and p99 for both TTFT and ITL"; guide 000: "A smaller
 value gives decode requests more frequent scheduling opportunities and can reduce inter-token
 latency ... A small token budget can protect decode latency and make long-prefill completion
-slower"): ITL p99 (the spikes long prefills cause) is the target; ITL p50 and TTFT p50/p99 are
-the named costs; goodput is the guard. Prior: the budget is the engine's (or the deployment's)
-value, and leaving it needs a measured gain: ITL p99 better beyond noise, goodput not worse
-beyond noise, and no cost larger than the gain: an ITL p50 worse beyond noise by more (in %)
-than ITL p99 improved is harm (a budget that cuts the spikes by slowing every decode step five
-times, as 512 did at 16 sequences on the storm case, is no win), and so is a TTFT loss beyond
+slower"): ITL p99 (the spikes long prefills cause) is the target; the typical decode speed
+(TPOT p50: the median request's time per output token, the per-request ITL) and TTFT p50/p99
+are the named costs; goodput is the guard. TPOT rather than the per-token ITL p50: when a server
+flushes several tokens at once (vLLM's CPU build on a busy box sent whole answers in one burst),
+most per-token gaps are zero and ITL p50 says nothing, while TPOT still measures decode speed.
+Prior: the budget is the engine's (or the deployment's) value, and leaving it needs a measured
+gain: ITL p99 better beyond noise, goodput not worse beyond noise, and no cost larger than the
+gain: a TPOT p50 worse beyond noise by more (in %) than ITL p99 improved is harm (a budget that
+cuts the spikes by slowing every decode step five times, as 512 did at 16 sequences on the storm
+case, is no win), and so is a TTFT loss beyond
 noise larger than the gain when no TTFT SLO prices it through goodput (the guide's "slightly"
 slower long prompts, not several times slower). Chunked prefill itself is the engines' default:
 when the current flags turn it off, the candidate that turns it on is taken unless worse beyond
 noise.
 
-The step runs when the baseline shows decode stalls (ITL p99 at least twice p50) or the tune
-file lists budgets. The guide's 512 runs first; when it wins and leaves no stall (ITL p99 below
-2x p50) the step stops there, otherwise 2048 is measured too, and among budgets that win, those
+The step runs when the baseline shows decode stalls (ITL p99 at least twice TPOT p50) or the
+tune file lists budgets. The guide's 512 runs first; when it wins and leaves no stall (ITL p99
+below 2x TPOT p50) the step stops there, otherwise 2048 is measured too, and among budgets that win, those
 that leave no stall come first, then the largest: a smaller one only makes long prompts slower
 to start; when every winner still stalls, the one with the lowest ITL p99.
 """
@@ -33,15 +37,15 @@ FLAG = "max-num-batched-tokens"
 CHUNKED = "enable-chunked-prefill"
 STALL_RATIO = 2.0
 GUIDE_START = 512
-OBJECTIVE = Objective(targets=("itl.p99",), costs=("itl.p50", "ttft.p50", "ttft.p99"))
+OBJECTIVE = Objective(targets=("itl.p99",), costs=("tpot.p50", "ttft.p50", "ttft.p99"))
 
 
 def cost_too_high(j: Judgement, has_ttft_slo: bool) -> str | None:
-    """Why the named costs outweigh the ITL p99 gain (None: the trade holds): ITL p50, and TTFT
+    """Why the named costs outweigh the ITL p99 gain (None: the trade holds): TPOT p50, and TTFT
     when no TTFT SLO prices it, worse beyond noise by more (in %) than ITL p99 improved."""
     if j.cmp is None:
         return None
-    costs = ("itl.p50",) if has_ttft_slo else ("itl.p50", "ttft.p50", "ttft.p99")
+    costs = ("tpot.p50",) if has_ttft_slo else ("tpot.p50", "ttft.p50", "ttft.p99")
     worst: tuple[float, str] = (0.0, "")
     gain = 0.0
     for rows in j.cmp.rows.values():
@@ -53,14 +57,20 @@ def cost_too_high(j: Judgement, has_ttft_slo: bool) -> str | None:
         if r is not None and r.verdict == "improved" and r.change is not None:
             gain = max(gain, -r.change)
     if worst[0] > gain:
-        why = "" if has_ttft_slo or worst[1].startswith("ITL") else " with no TTFT SLO to price it through goodput"
+        why = "" if has_ttft_slo or worst[1].startswith("TPOT") else " with no TTFT SLO to price it through goodput"
         return f"{worst[1]} worse beyond noise by {worst[0]:+.0f}%, more than ITL p99 improved ({gain:.0f}%){why}"
     return None
 
 
+def typical_gap(m: Measurement) -> float | None:
+    """The median request's time per output token (TPOT p50): the decode step a stall is measured
+    against (the per-token ITL p50 is zero when tokens arrive in bursts)."""
+    return m.summary_value(lambda s: s.latency_ms["tpot"].p50 if "tpot" in s.latency_ms else None)
+
+
 def stalls(m: Measurement) -> bool:
-    """Decode stalls remain: ITL p99 at least STALL_RATIO times p50 (unknown counts as a stall)."""
-    p50, p99 = m.metric("itl_p50_ms"), m.metric("itl_p99_ms")
+    """Decode stalls remain: ITL p99 at least STALL_RATIO times TPOT p50 (unknown counts as a stall)."""
+    p50, p99 = typical_gap(m), m.metric("itl_p99_ms")
     return not (p50 and p99 is not None and p99 / p50 < STALL_RATIO)
 
 
@@ -84,7 +94,7 @@ def longest_prompt(scenarios: list[Any]) -> int | None:
 class MaxNumBatchedTokens:
     name = "max-num-batched-tokens"
     summary = ("when ITL p99 >= 2x p50 and prompts exceed 512 tokens (decodes stalled by prefills): chunked prefill at 512 "
-               "then 2048 tokens; ITL p50/p99 must improve beyond noise, TTFT is the named cost, goodput the guard")
+               "then 2048 tokens; ITL p99 must improve beyond noise, TPOT p50 and TTFT are the named costs, goodput the guard")
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
         done, inc = prologue(ctx, self.name, FLAG, incumbent_first=True)
@@ -92,10 +102,10 @@ class MaxNumBatchedTokens:
             return done
         flag = ctx.knob(FLAG).flag or FLAG
         chunked = ctx.knob(CHUNKED).flag  # None: the kind always chunks (nothing to switch on)
-        p50, p99 = inc.metric("itl_p50_ms"), inc.metric("itl_p99_ms")
+        p50, p99 = typical_gap(inc), inc.metric("itl_p99_ms")
         given = ctx.candidates(flag)
         ratio = (p99 / p50) if p50 and p99 else None
-        stall = f"ITL p99 {fmt(p99, '.1f')} ms is {fmt(ratio, '.1f')}x p50 {fmt(p50, '.1f')} ms"
+        stall = f"ITL p99 {fmt(p99, '.1f')} ms is {fmt(ratio, '.1f')}x the median request's time per token (TPOT p50 {fmt(p50, '.1f')} ms)"
         current = flag_of(ctx.current, flag)
         if not given and (ratio is None or ratio < STALL_RATIO):
             return StepResult(self.name, "skipped", f"{stall}: no decode stalls from long prefills to protect "
@@ -155,7 +165,7 @@ class MaxNumBatchedTokens:
                                     v if isinstance(v, (int, float)) else 0, v, m, j))
             if r + 1 < len(rounds) and winners and not stalls(winners[0][3]):
                 later = ", ".join(map(str, rounds[r + 1]))
-                not_started = f" ({later} not started: {GUIDE_START} leaves no stall, ITL p99 below {STALL_RATIO:g}x p50)"
+                not_started = f" ({later} not started: {GUIDE_START} leaves no stall, ITL p99 below {STALL_RATIO:g}x TPOT p50)"
                 break
         cur_name = current if current is not None else "the default"
 
@@ -170,7 +180,7 @@ class MaxNumBatchedTokens:
         slo_note = "" if ttft_slo else " (no TTFT SLO: TTFT is weighed against the ITL gain)"
         if not winners:
             return StepResult(self.name, "kept", f"{stall}; {cur_name} (current) vs {listing}. No budget taken: leaving {cur_name} "
-                              f"needs ITL p99 better beyond noise, goodput and failed requests not worse, and no larger cost on ITL p50 "
+                              f"needs ITL p99 better beyond noise, goodput and failed requests not worse, and no larger cost on TPOT p50 "
                               f"or TTFT{slo_note}{note}.", dict(ctx.current), rows)
         # goodput winners first; then budgets that leave no stall (ITL p99 below 2x p50), the
         # largest of them, since a smaller one only makes long prefills slower (guide 000); when
@@ -183,7 +193,7 @@ class MaxNumBatchedTokens:
         _by_goodput, _, v, m, j = winners[0]
         ctx.current = m.flags
         return StepResult(self.name, "changed", f"{stall}; {cur_name} (current) vs {listing}. {flag} {v}: {j.why}, and its costs "
-                          f"on ITL p50 and TTFT do not exceed the ITL p99 gain{slo_note}{note}.", dict(m.flags), rows, {"candidates": values})
+                          f"on TPOT p50 and TTFT do not exceed the ITL p99 gain{slo_note}{note}.", dict(m.flags), rows, {"candidates": values})
 
 
 def has_ttft_slo(scenarios: list[Any], override: Any) -> bool:
