@@ -23,14 +23,14 @@ from .helpers import assert_all_null, assert_close_tree, assert_shape, telemetry
 from waiting import lines_of, wait_until  # noqa: E402
 
 
-def both_scraped(dirs, what: str, match, after: tuple[int, ...] = (0, 0)) -> tuple[int, ...]:
-    """Wait until each session's engine_metrics.jsonl holds, past its first `after` lines, a scrape
-    that `match`es; returns the line counts then (the next call's `after`)."""
+def both_scraped(dirs, what: str, match, after: tuple[int, ...] = (0, 0), count: int = 1) -> tuple[int, ...]:
+    """Wait until each session's engine_metrics.jsonl holds, past its first `after` lines, `count`
+    scrapes that `match`; returns the line counts then (the next call's `after`)."""
     def found():
         counts = []
         for out, skip in zip(dirs, after):
             lines = [json.loads(x) for x in lines_of(out / "engine_metrics.jsonl")]
-            if not any(match(x) for x in lines[skip:]):
+            if sum(1 for x in lines[skip:] if match(x)) < count:
                 return None
             counts.append(len(lines))
         return tuple(counts)
@@ -80,14 +80,19 @@ def test_direct_and_prometheus_modes_agree(stack, tmp_path, caplog) -> None:
     direct.mark_window_start()
     viaprom.mark_window_start()
     n = both_scraped(dirs, "the baseline scrapes", lambda x: x.get("mark") == "start", n)
+    # each phase lasts until both sources saw its state, then two more of their scrapes, so the sampled
+    # means (KV usage, running) weigh the phases alike in both modes
+    active, idle = (lambda x: (x.get("kv_usage") or 0) >= 0.3), (lambda x: x.get("kv_usage") == pytest.approx(0.05))
     exporter.cmd("active")
     n = both_scraped(dirs, "a scrape at the top KV level", lambda x: x.get("kv_usage") == pytest.approx(0.9), n)
+    n = both_scraped(dirs, "two more active scrapes", active, n, count=2)
     exporter.cmd("idle")
-    n = both_scraped(dirs, "the pre-restart idle values", lambda x: x.get("kv_usage") == pytest.approx(0.05), n)
+    n = both_scraped(dirs, "the pre-restart idle values, three times", idle, n, count=3)
     exporter.cmd("reset")
     exporter.cmd("active")
     # after the restart KV cycles up to 0.9 again: a scrape at 0.9 shows each source saw it active
-    both_scraped(dirs, "an active scrape after the restart", lambda x: x.get("kv_usage") == pytest.approx(0.9), n)
+    n = both_scraped(dirs, "an active scrape after the restart", lambda x: x.get("kv_usage") == pytest.approx(0.9), n)
+    both_scraped(dirs, "two more active scrapes", active, n, count=2)
     truth = exporter.cmd("idle")
     direct.mark_window_end()
     viaprom.mark_window_end()

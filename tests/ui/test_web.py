@@ -75,7 +75,9 @@ class UI:
                 return cond()
             except OSError:
                 return False
-        wait_until(met, what, timeout_s=timeout_s, interval_s=0.25, details=lambda: "log:\n" + Path(self.log.name).read_text()[-3000:])
+        # `timeout_s` is a hang guard: the figures the callers pass (10-60 s) fit a quiet box, and a
+        # busy one (load 22 here) took longer to reach the same state; never less than 120 s
+        wait_until(met, what, timeout_s=max(timeout_s, 120.0), interval_s=0.25, details=lambda: "log:\n" + Path(self.log.name).read_text()[-3000:])
 
     def stop(self) -> None:
         if self.proc.poll() is None:
