@@ -43,7 +43,6 @@ Trial` (tests, or a caller that runs trials its own way, e.g. on a restarted eng
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
@@ -52,7 +51,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness.errors import UserError
-from harness.results.layout import write_json_atomic
+from harness.results.layout import write_text_atomic
+from harness.results.models import FILES
+from harness.results.models.capacity import CapacitySearch, SweepCapacity
+from harness.results.read import load_capacity
 from harness.scenario.loader import apply_overrides, validate
 from harness.scenario.models import Scenario
 
@@ -118,6 +120,11 @@ class CapacityResult:
         out["relative_gap"] = self.relative_gap
         out["saturated_trials"] = self.saturated_trials
         return out
+
+    def to_model(self, scenario: str, target: str | None = None) -> CapacitySearch:
+        """capacity.json's model (harness.results.models.capacity); `target` only for `harness capacity`."""
+        return CapacitySearch.model_validate({"scenario": scenario, **({"target": target} if target is not None else {}),
+                                             **self.to_dict()})
 
     def lines(self) -> list[str]:
         """The console/markdown summary: the boundary, then one line per trial by level."""
@@ -435,7 +442,7 @@ def search_capacity(
         return trial
 
     def save(result: CapacityResult) -> None:
-        write_json_atomic(out_dir / "capacity.json", {"scenario": scenario.name, "target": url, **result.to_dict()})
+        write_text_atomic(out_dir / "capacity.json", FILES["capacity.json"].dumps(result.to_model(scenario.name, url)))
 
     try:
         result = search_levels(evaluate, start=float(start), attainment=attainment, precision=precision,
@@ -449,6 +456,6 @@ def search_capacity(
     return result
 
 
-def load_result(path: Path) -> dict[str, Any]:
+def load_result(path: Path) -> CapacitySearch | SweepCapacity:
     """capacity.json of a search directory (for reports)."""
-    return json.loads((Path(path) / "capacity.json").read_text())
+    return load_capacity(path)

@@ -101,15 +101,15 @@ def _run(args: argparse.Namespace) -> int:
 
 def _failure_reasons(out: Path) -> str:
     """The distinct reasons the cells failed, most frequent first (from index.json)."""
-    import json
+    from harness.results.read import load_sweep
 
     try:
-        cells = json.loads((out / "index.json").read_text()).get("cells") or []
-    except (OSError, ValueError):
+        cells = load_sweep(out).cells
+    except UserError:
         return "see the cells' logs"
     counts: dict[str, int] = {}
     for c in cells:
-        reason = str(c.get("reason") or c.get("status") or "unknown")
+        reason = c.reason or c.status or "unknown"
         counts[reason] = counts.get(reason, 0) + 1
     ordered = sorted(counts.items(), key=lambda kv: -kv[1])
     text = "; ".join(f"{r}" + (f" ({n} cells)" if len(ordered) > 1 else "") for r, n in ordered[:3])
@@ -120,9 +120,9 @@ def _capacity_hook(args: argparse.Namespace, plan, out: Path):  # type: ignore[n
     """`--capacity-search`: a capacity search per config against its running engine, on the
     config's first complete cell's scenario; `DIR/capacity/<config>/capacity.json` and one line
     per config, and `DIR/capacity.json` with every config's boundary."""
-    import json
-
     from harness.capacity.search import TrialSettings, has_slo, search_capacity
+    from harness.results.models import dumps
+    from harness.results.models.capacity import CapacitySearch, SweepCapacity
 
     if not 0 < args.capacity_precision < 1:
         raise UserError(f"--capacity-precision {args.capacity_precision}: give a fraction between 0 and 1, e.g. 0.05")
@@ -131,7 +131,7 @@ def _capacity_hook(args: argparse.Namespace, plan, out: Path):  # type: ignore[n
     if not any(has_slo(c.resolved) for c in plan.cells):
         raise UserError(f"{args.file}: --capacity-search needs an SLO to judge levels by; add `slo:` to the scenario "
                         "(e.g. slo: {ttft_ms: 500, tpot_ms: 50})")
-    found: dict[str, dict] = {}
+    found: dict[str, CapacitySearch] = {}
 
     def after(config, base_url: str, cell) -> None:  # type: ignore[no-untyped-def]
         scenario = cell.resolved
@@ -139,8 +139,8 @@ def _capacity_hook(args: argparse.Namespace, plan, out: Path):  # type: ignore[n
                               precision=args.capacity_precision, max_trials=args.capacity_max_trials,
                               settings=TrialSettings(target_url=base_url, model=plan.sweep.engine.served_model_name,
                                                      engine_kind=plan.sweep.engine.kind))
-        found[config.id] = {"scenario": cell.scenario.name, **res.to_dict()}
-        (out / "capacity.json").write_text(json.dumps(found, indent=2, default=str) + "\n")
+        found[config.id] = res.to_model(cell.scenario.name)
+        (out / "capacity.json").write_text(dumps(SweepCapacity(found)))
         if not args.quiet:
             for line in res.lines():
                 print(f"  capacity {config.id}: {line}")

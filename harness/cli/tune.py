@@ -57,12 +57,13 @@ def _run(args: argparse.Namespace) -> int:
     _signals_to_interrupt()
     outcome = Tuner(spec, out, resume=bool(args.resume), show_progress=not args.quiet, force=args.force).run()
     doc = outcome.doc
-    for s in doc["steps"]:
-        print(f"{s['step']:<24} {s['verdict']:<8} {s['reason']}")
-    fin = doc["final"]
-    print(f"recommended: {json.dumps(fin['flags'])}  (vs baseline: {(fin.get('vs_baseline') or {}).get('verdict', 'not compared')})")
-    c = doc["cost"]
-    print(f"cost: {c['engine_starts']} engine starts, {c['measured_s'] / 60:.1f} measured min, {c['wall_s'] / 60:.1f} wall min")
+    for s in doc.steps:
+        print(f"{s.step:<24} {s.verdict:<8} {s.reason}")
+    fin = doc.final
+    vs = fin.vs_baseline.verdict if fin.vs_baseline is not None else "not compared"
+    print(f"recommended: {json.dumps(fin.flags)}  (vs baseline: {vs})")
+    c = doc.cost
+    print(f"cost: {c.engine_starts} engine starts, {c.measured_s / 60:.1f} measured min, {c.wall_s / 60:.1f} wall min")
     print(f"results: {out}/tune.json, {out}/report.html, {out}/recommended.yaml")
     if outcome.interrupted:
         print(f"interrupted: finished cells are kept; continue with: harness tune {args.file} --resume {out}", file=sys.stderr)

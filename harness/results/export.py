@@ -16,6 +16,7 @@ from typing import Any
 from harness.errors import UserError
 from harness.metrics.hdr import Histogram
 from harness.metrics.recorder import RESERVED, class_keys
+from harness.results.read import load_run
 from harness.results.schema import LATENCY_METRICS
 
 DEFAULT_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
@@ -69,7 +70,7 @@ def read_histograms(run_dir: Path) -> dict[str, Any]:
 
 def write_json(path: Path, run_dir: Path, percentiles: tuple[float, ...]) -> Path:
     """summary.json plus `percentiles_ms`: {class: {metric: stats}} at the chosen percentiles."""
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = load_run(run_dir).model_dump(mode="json")  # the file as written (typed round trip)
     hist = read_histograms(run_dir)
     summary["percentiles_ms"] = {group: chosen(hist, percentiles, group) for group in hist if group not in RESERVED[1:]}
     summary["percentiles"] = list(percentiles)
@@ -81,7 +82,7 @@ def write_json(path: Path, run_dir: Path, percentiles: tuple[float, ...]) -> Pat
 def write_csv(path: Path, run_dir: Path, percentiles: tuple[float, ...]) -> Path:
     """One row per (class, latency metric), `_all` first: count, mean, chosen percentiles, max (ms),
     then the class's requests/s and output tokens/s so one file answers "how fast, how good"."""
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = load_run(run_dir)
     hist = read_histograms(run_dir)
     pcols = [label(p) for p in percentiles]
     cols = ["class", "metric", "unit", "count", "mean", *pcols, "max", "requests_per_s", "output_tokens_per_s"]
@@ -91,9 +92,9 @@ def write_csv(path: Path, run_dir: Path, percentiles: tuple[float, ...]) -> Path
         w = csv.writer(f)
         w.writerow(cols)
         for group in groups:
-            block = summary if group == "_all" else (summary.get("per_class") or {}).get(group, {})
-            rps = (block.get("requests") or {}).get("rps")
-            tok = (block.get("tokens") or {}).get("output_per_s")
+            block = summary if group == "_all" else summary.per_class.get(group)
+            rps = block.requests.rps if block is not None else None
+            tok = block.tokens.output_per_s if block is not None else None
             for metric, row in chosen(hist, percentiles, group).items():
                 if not row["count"] and metric == "send_lag":
                     continue  # closed loop: no intended send times

@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from harness.results.models import FILES
+from harness.results.models.tune import SavedBaseline, TuneDoc
 from harness.sweep.engines import get_kind
 from harness.sweep.flags import apply_flags, substitute
 from harness.sweep.results import atomic_write
@@ -38,14 +40,14 @@ BLOCKING = ("context-length", "gpu-memory", "baseline")
 @dataclass
 class TuneOutcome:
     out_dir: Path
-    doc: dict[str, Any]
+    doc: TuneDoc
     interrupted: bool = False
 
     @property
     def exit_code(self) -> int:
         if self.interrupted:
             return 130
-        return 1 if any(s["verdict"] == "failed" for s in self.doc["steps"]) else 0
+        return 1 if any(s.verdict == "failed" for s in self.doc.steps) else 0
 
 
 def engine_command(spec: TuneSpec, flags: dict[str, Any]) -> list[str]:
@@ -102,8 +104,8 @@ class Tuner:
             self._write_recommended(doc)
             saved = self._save_baseline()
             if saved is not None:
-                doc["final"]["baseline"] = saved
-                atomic_write(self.out / "tune.json", json.dumps(doc, indent=2, default=str) + "\n")
+                doc.final.baseline = SavedBaseline.model_validate(saved)
+                atomic_write(self.out / "tune.json", FILES["tune.json"].dumps(doc))
             self._write_report()
         return TuneOutcome(self.out, doc, interrupted)
 
@@ -123,8 +125,10 @@ class Tuner:
             "vs_baseline": getattr(self.ctx, "vs_baseline", None),
         }
 
-    def _write(self, steps: list[StepResult], status: str) -> dict[str, Any]:
-        doc = {
+    def _write(self, steps: list[StepResult], status: str) -> TuneDoc:
+        """tune.json through its model (harness.results.models.tune): a key the model does not
+        declare fails here, at the writer, not silently in a reader."""
+        doc = TuneDoc.model_validate({
             "schema_version": SCHEMA_VERSION,
             "name": self.spec.file.name,
             "tune_file": str(self.spec.source),
@@ -134,16 +138,16 @@ class Tuner:
             "baseline_flags": dict(self.spec.file.base),
             "steps": [s.to_json() for s in steps],
             "final": self._final(),
-            "cost": self.ledger.cost().model_dump(mode="json"),
-        }
-        atomic_write(self.out / "tune.json", json.dumps(doc, indent=2, default=str) + "\n")
+            "cost": self.ledger.cost(),
+        })
+        atomic_write(self.out / "tune.json", FILES["tune.json"].dumps(doc))
         return doc
 
-    def _write_recommended(self, doc: dict[str, Any]) -> None:
-        vs = (doc["final"].get("vs_baseline") or {}).get("verdict", "not compared")
+    def _write_recommended(self, doc: TuneDoc) -> None:
+        vs = doc.final.vs_baseline.verdict if doc.final.vs_baseline is not None else "not compared"
         head = (f"# harness tune {self.spec.file.name}: the recommended flags (paste as a sweep/tune `base` block).\n"
                 f"# final vs baseline: {vs}; decisions: {self.out / 'tune.json'}\n")
-        body = yaml.safe_dump({"base": doc["final"]["flags"]}, sort_keys=False)
+        body = yaml.safe_dump({"base": doc.final.flags}, sort_keys=False)
         atomic_write(self.out / "recommended.yaml", head + body)
 
     def _save_baseline(self) -> dict[str, Any] | None:
