@@ -10,6 +10,7 @@ alarm in the whole comparison at 5% (docs/reports.md has the A/A and 10%-slower 
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from harness.compare.metrics import MetricDef
 from harness.compare.model import Options, Row
 from harness.compare.runs import RunLike
 from harness.compare.slo import meets_slo, slo_lookup
-
+from harness.results.hdr import Hist
 
 # ---------------------------------------------------------------- per-metric noise
 
@@ -32,8 +33,10 @@ class _SideData:
         self.requests = [r.measured_requests() for r in runs]
         self.pooled = [q for reqs in self.requests for q in reqs]
         self.has_requests = all(r.requests for r in runs)
-        self._itl: dict[str, Any] = {}
-        self._good: list[list[bool]] | None | bool = False
+        self._gaps: tuple[np.ndarray, np.ndarray] | None = None
+        self._gaps_known = False
+        self._good: list[list[bool]] | None = None
+        self._good_known = False
         blocks, first = [], 0
         for reqs in self.requests:
             ids = stats.time_blocks(reqs, first)
@@ -47,32 +50,37 @@ class _SideData:
         keep = [i for i, q in enumerate(self.pooled) if not q.get("error") and isinstance(q.get(name), (int, float))]
         return np.asarray([float(self.pooled[i][name]) for i in keep]), self.blocks[keep]
 
-    def itl_gaps(self):
-        if "gaps" not in self._itl:
-            parts = []
-            offset = 0
-            for reqs in self.requests:
-                g = stats.itl_gaps(reqs)
-                if g is None:
-                    self._itl["gaps"] = None
-                    break
-                parts.append((g[0], self.blocks[g[1] + offset]))  # clusters: the requests' time blocks
-                offset += len(reqs)
-            else:
-                self._itl["gaps"] = (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])) if parts else None
-        return self._itl["gaps"]
+    def itl_gaps(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(gap ms, time block) of every run's requests, pooled; None when a run's records lack them."""
+        if not self._gaps_known:
+            self._gaps, self._gaps_known = self._pooled_gaps(), True
+        return self._gaps
+
+    def _pooled_gaps(self) -> tuple[np.ndarray, np.ndarray] | None:
+        parts = []
+        offset = 0
+        for reqs in self.requests:
+            g = stats.itl_gaps(reqs)
+            if g is None:
+                return None
+            parts.append((g[0], self.blocks[g[1] + offset]))  # clusters: the requests' time blocks
+            offset += len(reqs)
+        return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])) if parts else None
 
     def good_flags(self) -> list[list[bool]] | None:
-        if self._good is False:
-            flags: list[list[bool]] | None = []
-            for run, reqs in zip(self.runs, self.requests):
-                slo_of = slo_lookup(run.scenario)
-                if slo_of is None:
-                    flags = None
-                    break
-                flags.append([meets_slo(q, slo_of(str(q.get("class")))) for q in reqs])  # type: ignore[union-attr]
-            self._good = flags
-        return self._good  # type: ignore[return-value]
+        """Per run, per request: within its class's SLO; None when a run's scenario is unknown."""
+        if not self._good_known:
+            self._good, self._good_known = self._judge_good(), True
+        return self._good
+
+    def _judge_good(self) -> list[list[bool]] | None:
+        flags: list[list[bool]] = []
+        for run, reqs in zip(self.runs, self.requests, strict=True):
+            slo_of = slo_lookup(run.scenario)
+            if slo_of is None:
+                return None
+            flags.append([meets_slo(q, slo_of(str(q.get("class")))) for q in reqs])
+        return flags
 
 
 TOO_FEW = "too few requests"
@@ -101,42 +109,41 @@ def _bootstrap_test(m: MetricDef, b: _SideData, c: _SideData, opts: Options, rng
     """Interval of the relative difference (percent of the baseline's estimate), a description
     and the two-sided p-value of 'no difference' (None without a test)."""
     B = opts.bootstrap
-    if m.kind == "latency" and m.itl is None and m.record_field:
+    stat = m.stat  # a percentile or "mean": every latency metric has one (harness.compare.metrics)
+    if m.kind == "latency" and m.itl is None and m.record_field and stat is not None:
         if not (b.has_requests and c.has_requests):
             return None, "no per-request records", None
         (xb, kb), (xc, kc) = b.field(m.record_field), c.field(m.record_field)
         if xb.size < 8 or xc.size < 8:
             return None, f"{TOO_FEW} to resample ({xb.size}/{xc.size}; 8+ each)", None
-        if m.stat != "mean" and min(xb.size, xc.size) * (1 - float(m.stat) / 100.0) < 1:  # type: ignore[arg-type]
-            need = int(np.ceil(1 / (1 - float(m.stat) / 100.0)))  # type: ignore[arg-type]
-            return None, f"{TOO_FEW}: the p{m.stat:g} of {min(xb.size, xc.size)} requests is their maximum; it takes {need}+ to resample it", None  # type: ignore[str-format]
-        pb, db = stats.cluster_quantile_draws((xb, kb), [m.stat], B, rng)[m.stat]  # type: ignore[list-item]
-        _, dc = stats.cluster_quantile_draws((xc, kc), [m.stat], B, rng)[m.stat]  # type: ignore[list-item]
+        if stat != "mean" and min(xb.size, xc.size) * (1 - float(stat) / 100.0) < 1:
+            need = int(np.ceil(1 / (1 - float(stat) / 100.0)))
+            return None, f"{TOO_FEW}: the p{float(stat):g} of {min(xb.size, xc.size)} requests is their maximum; it takes {need}+ to resample it", None
+        pb, db = stats.cluster_quantile_draws((xb, kb), [stat], B, rng)[stat]
+        _, dc = stats.cluster_quantile_draws((xc, kc), [stat], B, rng)[stat]
         if pb == 0:
             return None, "baseline estimate is zero", None
         nb, nc = len(np.unique(kb)), len(np.unique(kc))
         return _rel(db, dc, pb, opts, f"bootstrap over {xb.size:,}/{xc.size:,} requests in {nb}/{nc} time blocks")
-    if m.kind == "latency" and m.itl:
+    if m.kind == "latency" and m.itl and stat is not None:
         gb, gc = (b.itl_gaps(), c.itl_gaps()) if (b.has_requests and c.has_requests) else (None, None)
         if gb is not None and gc is not None:
             n_gaps = max(gb[0].size, gc[0].size)
             # resampling whole blocks costs B x gaps; 500 draws place a 95 % interval's ends well enough
             B_itl = int(max(200, min(B, 500, 5e8 // max(1, n_gaps))))
-            rb = stats.cluster_quantile_draws(gb, [m.stat], B_itl, rng)[m.stat]  # type: ignore[list-item]
-            rc = stats.cluster_quantile_draws(gc, [m.stat], B_itl, rng)[m.stat]  # type: ignore[list-item]
+            rb = stats.cluster_quantile_draws(gb, [stat], B_itl, rng)[stat]
+            rc = stats.cluster_quantile_draws(gc, [stat], B_itl, rng)[stat]
             if rb[0] == 0 or rb[1].size == 0 or rc[1].size == 0:
                 return None, "no gaps", None
             nb, nc = len(np.unique(gb[1])), len(np.unique(gc[1]))
             return _rel(rb[1], rc[1], rb[0], opts, f"bootstrap over {gb[0].size:,}/{gc[0].size:,} gaps in {nb}/{nc} time blocks of requests")
-        hb = [r.hist("itl_token") for r in b.runs]
-        hc = [r.hist("itl_token") for r in c.runs]
-        if all(h is not None for h in hb + hc):
+        hb = [h for r in b.runs if (h := r.hist("itl_token")) is not None]
+        hc = [h for r in c.runs if (h := r.hist("itl_token")) is not None]
+        if len(hb) == len(b.runs) and len(hc) == len(c.runs):  # every run has its ITL histogram
             nb = sum(r.summary.requests.completed for r in b.runs)
             nc = sum(r.summary.requests.completed for r in c.runs)
-            hb0 = _merge(hb)  # type: ignore[arg-type]
-            hc0 = _merge(hc)  # type: ignore[arg-type]
-            pb, db = stats.hist_quantile_draws(hb0, m.stat, nb, B, rng)  # type: ignore[arg-type]
-            _, dc = stats.hist_quantile_draws(hc0, m.stat, nc, B, rng)  # type: ignore[arg-type]
+            pb, db = stats.hist_quantile_draws(_merge(hb), stat, nb, B, rng)
+            _, dc = stats.hist_quantile_draws(_merge(hc), stat, nc, B, rng)
             if pb == 0:
                 return None, "baseline estimate is zero", None
             return _rel(db, dc, pb, opts, f"histogram bootstrap, one sample per request ({nb:,}/{nc:,})")
@@ -149,23 +156,23 @@ def _bootstrap_test(m: MetricDef, b: _SideData, c: _SideData, opts: Options, rng
             good_b, good_c = b.good_flags(), c.good_flags()
             if good_b is None or good_c is None:
                 return None, "SLO unknown (scenario.yaml missing)", None
-        rb = stats.slice_rates(b.requests, m.slice_quantity, good_b)
-        rc = stats.slice_rates(c.requests, m.slice_quantity, good_c)
-        if rb.size < 3 or rc.size < 3:
+        rates_b = stats.slice_rates(b.requests, m.slice_quantity, good_b)
+        rates_c = stats.slice_rates(c.requests, m.slice_quantity, good_c)
+        if rates_b.size < 3 or rates_c.size < 3:
             return None, "too few completions for time slices", None
-        pb, db = stats.slice_mean_draws(rb, B, rng)
-        _, dc = stats.slice_mean_draws(rc, B, rng)
+        pb, db = stats.slice_mean_draws(rates_b, B, rng)
+        _, dc = stats.slice_mean_draws(rates_c, B, rng)
         if pb == 0:
             return None, "baseline estimate is zero", None
-        return _rel(db, dc, pb, opts, f"bootstrap over {rb.size}/{rc.size} time slices")
+        return _rel(db, dc, pb, opts, f"bootstrap over {rates_b.size}/{rates_c.size} time slices")
     if m.engine_counter:
         return _engine_test(m, b.runs, c.runs, opts, rng)
     if m.key == "error_rate":
-        kb = sum(r.summary.requests.failed for r in b.runs)
-        nb = kb + sum(r.summary.requests.completed for r in b.runs)
-        kc = sum(r.summary.requests.failed for r in c.runs)
-        nc = kc + sum(r.summary.requests.completed for r in c.runs)
-        t = stats.proportion_diff_test(kb, nb, kc, nc, opts.confidence)
+        failed_b = sum(r.summary.requests.failed for r in b.runs)
+        nb = failed_b + sum(r.summary.requests.completed for r in b.runs)
+        failed_c = sum(r.summary.requests.failed for r in c.runs)
+        nc = failed_c + sum(r.summary.requests.completed for r in c.runs)
+        t = stats.proportion_diff_test(failed_b, nb, failed_c, nc, opts.confidence)
         return (None, "no requests", None) if t is None else ((t[0] * 100, t[1] * 100), f"binomial interval over {nb:,}/{nc:,} requests", t[2])
     if m.key == "goodput_pct":
         (gb_, nb_), (gc_, nc_) = good_counts(b.runs), good_counts(c.runs)
@@ -188,9 +195,9 @@ def engine_slices(run: RunLike, counter: str, denominator: str | None, slices: i
     k = min(slices, len(pts) - 1)
     edges = np.linspace(0, len(pts) - 1, k + 1).round().astype(int)
     out = []
-    for a, b in zip(edges[:-1], edges[1:]):
+    for a, b in itertools.pairwise(edges):
         if b > a:
-            out.append((float(pts[b][1]) - float(pts[a][1]), float(pts[b][2]) - float(pts[a][2])))  # type: ignore[arg-type]
+            out.append((float(pts[b][1]) - float(pts[a][1]), float(pts[b][2]) - float(pts[a][2])))
     return out
 
 
@@ -265,9 +272,7 @@ def _zero_goodput_test(base: list[RunLike], cand: list[RunLike]) -> tuple[str, f
     return f"0 of {nb} requests within the SLOs vs {kc} of {nc} (one-sided Fisher exact p={p:.2g})", p
 
 
-def _merge(hists: list[Any]) -> Any:
-    from harness.results.hdr import Hist
-
+def _merge(hists: list[Hist]) -> Hist:
     if len(hists) == 1:
         return hists[0]
     vals = np.concatenate([h.values for h in hists])
@@ -296,10 +301,13 @@ def compare_runs(base: list[RunLike], cand: list[RunLike], metrics: list[MetricD
                                        None, unit, None, None, [f"missing in the {'baseline' if not vb else 'candidate'}"], None, "n/a")})
             continue
         mb, mc = float(np.mean(vb)), float(np.mean(vc))
-        if pct_unit:
-            change = (0.0 if mc == 0 else None) if mb == 0 else (mc - mb) / abs(mb) * 100.0
-        else:
+        change: float | None
+        if not pct_unit:
             change = mc - mb
+        elif mb == 0:
+            change = 0.0 if mc == 0 else None
+        else:
+            change = (mc - mb) / abs(mb) * 100.0
         if change is None:
             zero = _zero_goodput_test(base, cand) if m.key == "goodput_rps" else None
             row = Row(m.key, m.label, m.unit, m.better, mb, mc, None, unit, None, None,
@@ -319,7 +327,7 @@ def compare_runs(base: list[RunLike], cand: list[RunLike], metrics: list[MetricD
         pending.append({"row": row, "p": p, "sep": sep, "too_few": interval is None and desc.startswith(TOO_FEW),
                         "threshold": opts.threshold_pct if pct_unit else opts.max_error_pp})
     tested = [e for e in pending if e.get("p") is not None]
-    for e, adj in zip(tested, stats.holm([e["p"] for e in tested])):
+    for e, adj in zip(tested, stats.holm([e["p"] for e in tested]), strict=True):
         e["row"].p_adjusted = adj
         if len(tested) > 1:
             e["row"].tests.append(f"p={e['p']:.2g}, Holm-adjusted over {len(tested)} metrics p={adj:.2g}")

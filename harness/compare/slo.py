@@ -22,7 +22,8 @@ def slo_lookup(scenario: dict[str, Any] | None) -> SloOf | None:
     is unknown (scenario.yaml missing), so no caller mistakes 'unknown' for 'no limits'."""
     if not isinstance(scenario, dict):
         return None
-    base = scenario.get("slo") if isinstance(scenario.get("slo"), dict) else {}
+    slo = scenario.get("slo")
+    base: dict[str, Any] = slo if isinstance(slo, dict) else {}
     per: dict[str, dict[str, Any]] = {}
     for c in (scenario.get("workload") or {}).get("classes") or []:
         if isinstance(c, dict) and c.get("name"):
@@ -36,7 +37,7 @@ def has_slo(scenario: dict[str, Any] | None) -> bool:
     if of is None:
         return False
     names = [str(c.get("name")) for c in ((scenario or {}).get("workload") or {}).get("classes") or [] if isinstance(c, dict)]
-    return any(v is not None for n in names + [""] for v in of(n).values())
+    return any(v is not None for n in [*names, ""] for v in of(n).values())
 
 
 def meets_slo(request: dict[str, Any], slo: dict[str, Any]) -> bool:

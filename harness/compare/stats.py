@@ -32,7 +32,6 @@ import numpy as np
 from harness.metrics import percentile
 from harness.results import hdr
 
-
 #: blocks per run for the time-block bootstrap: at most this many (a stable interval needs tens
 #: of blocks), each at least one median request long (requests that overlapped share a block)
 MAX_BLOCKS = 30

@@ -6,7 +6,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from harness.metrics.table import shown
 from harness.results.models.diagnosis import MemoryBlock
@@ -18,7 +18,7 @@ from harness.scenario.models import Scenario
 class Progress:
     """One line, rewritten in place on a TTY (a plain line every 5 s otherwise)."""
 
-    def __init__(self, scenario: Scenario, enabled: bool = True, live: Callable[[], dict] | None = None,
+    def __init__(self, scenario: Scenario, enabled: bool = True, live: Callable[[], dict[str, Any]] | None = None,
                  sink: Callable[[str], None] | None = None) -> None:
         self.sink = sink  # a sweep shows the line inside its own; the table stays off then
         self.enabled = enabled or sink is not None
@@ -34,11 +34,11 @@ class Progress:
         if not self.enabled or not lines:
             return
         phase = lines[0].get("phase", "")
-        elapsed = max(l.get("elapsed_s", 0.0) for l in lines)
-        done = sum(l.get("done", 0) for l in lines)
-        failed = sum(l.get("failed", 0) for l in lines)
-        in_flight = sum(l.get("in_flight", 0) for l in lines)
-        tokens = sum(l.get("output_tokens", 0) for l in lines)
+        elapsed = max(ln.get("elapsed_s", 0.0) for ln in lines)
+        done = sum(ln.get("done", 0) for ln in lines)
+        failed = sum(ln.get("failed", 0) for ln in lines)
+        in_flight = sum(ln.get("in_flight", 0) for ln in lines)
+        tokens = sum(ln.get("output_tokens", 0) for ln in lines)
         now = time.time()
         tok_s = 0.0
         if self._last_t is not None and now > self._last_t:
@@ -46,7 +46,7 @@ class Progress:
         self._last_t, self._last_tokens = now, tokens
         load = self.scenario.load
         if phase == "warmup":
-            text = f"warming up: {sum(l.get('warmup_done', 0) for l in lines)} requests"
+            text = f"warming up: {sum(ln.get('warmup_done', 0) for ln in lines)} requests"
         else:
             parts = [f"{elapsed:6.1f}s"]
             if load.duration_s:
@@ -59,7 +59,7 @@ class Progress:
         if self.live is not None:
             try:
                 live = self.live() or {}
-            except Exception:  # noqa: BLE001 - a display must never break a run
+            except Exception:
                 live = {}
             if live.get("kv_usage") is not None:
                 text += f"  KV {100 * live['kv_usage']:.0f}%"
@@ -105,12 +105,15 @@ def _chosen_row(name: str, row: dict[str, Any] | None, cols: list[str], digits: 
     return f"  {name:<22}" + "".join(f"{_fmt(row.get(c), digits):>10}" for c in cols)
 
 
-def print_summary(s: RunSummary, run_dir: Path, file=None,  # type: ignore[no-untyped-def]
+def print_summary(s: RunSummary, run_dir: Path, file: TextIO | None = None,
                   chosen: dict[str, dict[str, Any]] | None = None) -> None:
     """`chosen`: {metric: {"p95": ms, ..., "max", "mean"}} for `--percentiles` (from the HDR histograms)."""
     out = file or sys.stdout
     w = s.window
-    p = lambda *a: print(*a, file=out)  # noqa: E731
+
+    def p(*a: object) -> None:
+        print(*a, file=out)
+
     p("")
     p(f"{s.scenario.name}  ->  {s.target.url}  model {s.target.model}"
       f"{'  (simulated engine)' if s.target.simulated else ''}")

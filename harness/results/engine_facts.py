@@ -9,8 +9,6 @@ requests longer than that are rejected with a 400 at run time.
 
 from __future__ import annotations
 
-from typing import Any
-
 from harness.results.models.facts import FactNum, StartupFacts
 from harness.results.models.sweep import Cell
 from harness.scenario.models import Scenario

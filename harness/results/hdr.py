@@ -97,10 +97,10 @@ def encode_values_b64(values: list[int] | np.ndarray, lowest: int = 1, highest: 
     # round to 4 significant figures (finer than the histogram's 3) and record each value once with its count
     mag = 10.0 ** (np.floor(np.log10(arr)) - 3)
     uniq, counts = np.unique(np.round(arr / mag) * mag, return_counts=True)
-    for v, c in zip(uniq, counts):
+    for v, c in zip(uniq, counts, strict=True):
         h.record_value(int(min(max(int(v), lowest), highest)), int(c))
     out = h.encode()
     return out.decode() if isinstance(out, bytes) else str(out)
 
 
-__all__ = ["Hist", "HistogramError", "TAIL_TICKS", "decode", "from_values", "percentile_curve", "encode_values_b64"]
+__all__ = ["TAIL_TICKS", "Hist", "HistogramError", "decode", "encode_values_b64", "from_values", "percentile_curve"]

@@ -44,8 +44,8 @@ def _measured(requests_path: Path) -> list[tuple[int, float, int, int]]:
                 if r.get("warmup") or r.get("sent_ns") is None:
                     continue
                 ok = r.get("error") is None
-                out.append((int(r["sent_ns"]), float(r.get("e2e_ms") or 0.0), int(ok and r.get("input_tokens") or 0),
-                            int(ok and r.get("output_tokens") or 0)))
+                out.append((int(r["sent_ns"]), float(r.get("e2e_ms") or 0.0), int((ok and r.get("input_tokens")) or 0),
+                            int((ok and r.get("output_tokens")) or 0)))
     except OSError:
         return []
     return out

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.compare.closed_loop import per_request_goodput
 from harness.report.data import RunData
 from harness.results.schema import RunSummary
-from harness.compare.closed_loop import per_request_goodput
 
 SCENARIO = {"load": {"concurrency": 128}, "slo": {"tpot_ms": 60}, "workload": {"classes": [{"name": "chat"}]}}
 

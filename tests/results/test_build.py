@@ -56,7 +56,7 @@ def test_two_workers_merge() -> None:
                  usage_check={"prompt_tokens_mean_diff": 2.0, "max_diff": 3, "requests_with_usage": 5})
     r1 = _result(1, [_rec(i) for i in range(1, 10, 2)] + [_rec(99, error="http_429")], start=100.5, dur=10.0,
                  usage_check={"prompt_tokens_mean_diff": -1.0, "max_diff": 1, "requests_with_usage": 5})
-    metrics, merged = merge_load_results([r0, r1])
+    _metrics, merged = merge_load_results([r0, r1])
     assert merged["window"]["start"] == 100.0 and merged["window"]["end"] == 110.5
     assert merged["window"]["duration_s"] == pytest.approx(10.5)
     s = _build([r0, r1], processes=2)

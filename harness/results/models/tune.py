@@ -15,7 +15,7 @@ from pydantic import Field
 
 from harness.results.models.base import Block, Num, Omit
 from harness.results.models.facts import FactNum
-from harness.results.models.sweep import FlagValue, Flags
+from harness.results.models.sweep import Flags, FlagValue
 
 
 class MetricJudgement(Block):
