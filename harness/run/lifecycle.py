@@ -225,8 +225,8 @@ def _failed_though_complete(summary: RunSummary, prep: prepare.Prepared, sim: Em
                 break
     if reason is not None:
         summary.status, summary.status_reason = "failed", reason
-        summary.validity["warnings"].insert(0, reason)
-        summary.validity["ok"] = False
+        summary.validity.warnings.insert(0, reason)
+        summary.validity.ok = False
 
 
 def _unwritten(exc: OSError, run_dir: RunDir) -> str:
