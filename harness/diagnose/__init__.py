@@ -21,7 +21,7 @@ from harness.diagnose import ttft_parts  # noqa: F401 - registers its findings r
 from harness.diagnose.base import ANALYSES, DiagnoseOptions, RunInputs
 from harness.diagnose.enginelog import LogWindow
 from harness.diagnose.findings import findings, headline
-from harness.results.models.diagnosis import Diagnosis, EngineLogBlock, Finding, TimeslicesBlock
+from harness.results.models.diagnosis import Diagnosis, EngineLogBlock, TimeslicesBlock
 from harness.results.models.summary import RunSummary
 
 __all__ = ["ANALYSES", "DiagnoseOptions", "LogWindow", "diagnose", "headline"]
@@ -33,8 +33,7 @@ _VALIDITY = ("timeslices",)
 def diagnose(summary: RunSummary, root: Path, options: DiagnoseOptions) -> RunSummary:
     """Run every analysis on the run directory `root`; add `diagnosis`, `findings` and the validity
     lines to `summary` (in place, also returned). An analysis that fails loses its block only."""
-    data = summary.model_dump(mode="json")
-    inp = RunInputs.load(Path(root), data, options)
+    inp = RunInputs.load(Path(root), summary, options)
     diag: dict[str, Any] = {}
     for name in ANALYSES:
         try:
@@ -46,7 +45,7 @@ def diagnose(summary: RunSummary, root: Path, options: DiagnoseOptions) -> RunSu
             diag[name] = block
             inp.blocks[name] = block
     summary.diagnosis = _typed(diag)
-    summary.findings = findings(data, diag)
+    summary.findings = findings(summary, summary.diagnosis)
     _validity(summary, summary.diagnosis)
     return summary
 
@@ -83,9 +82,3 @@ def _validity(summary: RunSummary, diag: Diagnosis) -> None:
     if isinstance(ts, TimeslicesBlock) and ts.steady_state.drift:
         warnings.append(ts.steady_state.message or "not in steady state")
         summary.validity.ok = False
-
-
-def top(summary: RunSummary | dict[str, Any], n: int = 3) -> list[Finding]:
-    raw = summary.findings if isinstance(summary, RunSummary) else (summary.get("findings") or [])
-    out = [f if isinstance(f, Finding) else Finding.model_validate(f) for f in raw]
-    return out[:n]

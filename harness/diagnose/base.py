@@ -17,6 +17,7 @@ import numpy as np
 
 from harness.metrics import percentile
 from harness.registry import Registry
+from harness.results.models.summary import RunSummary
 
 
 @dataclass
@@ -37,7 +38,7 @@ class DiagnoseOptions:
 @dataclass
 class RunInputs:
     root: Path
-    summary: dict[str, Any]
+    summary: RunSummary
     options: DiagnoseOptions
     requests: list[dict[str, Any]] = field(default_factory=list)  # measured requests only
     engine_metrics: list[dict[str, Any]] = field(default_factory=list)
@@ -46,17 +47,16 @@ class RunInputs:
     blocks: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, root: Path, summary: dict[str, Any], options: DiagnoseOptions) -> RunInputs:
+    def load(cls, root: Path, summary: RunSummary, options: DiagnoseOptions) -> RunInputs:
         reqs = [r for r in _jsonl(root / "requests.jsonl") if not r.get("warmup")]
         return cls(root=root, summary=summary, options=options, requests=reqs,
                    engine_metrics=_jsonl(root / "engine_metrics.jsonl"), progress=_jsonl(root / "progress.jsonl"))
 
     @property
     def window(self) -> tuple[float, float] | None:
-        w = self.summary.get("window") or {}
-        start, dur = w.get("start"), w.get("duration_s")
-        if isinstance(start, (int, float)) and isinstance(dur, (int, float)) and dur > 0:
-            return float(start), float(start) + float(dur)
+        w = self.summary.window
+        if w.start is not None and w.duration_s > 0:
+            return w.start, w.start + w.duration_s
         return None
 
     def clock_offset_s(self) -> float | None:

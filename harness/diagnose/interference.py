@@ -20,6 +20,7 @@ import numpy as np
 
 from harness.diagnose.base import ANALYSES, RunInputs, chunk_times_s, pct, rnd
 from harness.results.layout import write_text_atomic
+from harness.results.models.summary import RunSummary
 
 FILE = "interference.json"
 #: points kept for the time plot (the summary's figures use every gap)
@@ -136,14 +137,12 @@ def _verdict(b: dict[str, Any], ratio: float | None) -> dict[str, Any]:
     return {"verdict": "interference" if strong else "mild" if ratio >= 1.3 else "none", "message": text}
 
 
-def _engine_side(summary: dict[str, Any]) -> dict[str, Any] | None:
+def _engine_side(summary: RunSummary) -> dict[str, Any] | None:
     """The engine's own ITL (and per-iteration figures where exposed), shown beside the client's."""
-    eng = summary.get("engine") or {}
-    lat = eng.get("engine_latency_ms") or {}
-    out = {k: {"p50_ms": rnd(v.get("p50")), "p99_ms": rnd(v.get("p99")),
+    out = {k: {"p50_ms": rnd(v.p50), "p99_ms": rnd(v.p99),
                # a quantile inside the first bucket is null: the bucket says "below its bound"
-               **{f"{q}_bucket_ms": v[f"{q}_bucket_ms"] for q in ("p50", "p99") if v.get(f"{q}_bucket_ms")}}
-           for k, v in lat.items() if k in ("itl", "prefill", "decode") and isinstance(v, dict)}
+               **{f"{q}_bucket_ms": b for q, b in (("p50", v.p50_bucket_ms), ("p99", v.p99_bucket_ms)) if b}}
+           for k, v in summary.engine.engine_latency_ms.items() if k in ("itl", "prefill", "decode")}
     return out or None
 
 

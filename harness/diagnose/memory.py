@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.diagnose.base import ANALYSES, RunInputs, rnd
 from harness.diagnose.timeslices import gpu_used_bytes
+from harness.results.models.summary import RunSummary
 
 GIB = float(1 << 30)
 #: growth below this is noise (allocator caching, NVML granularity)
@@ -64,10 +65,10 @@ class Memory:
         return block
 
 
-def _total(summary: dict[str, Any], row: dict[str, Any]) -> float | None:
-    gm = (summary.get("engine") or {}).get("gpu_memory") or {}
-    if isinstance(gm.get("total_bytes"), (int, float)) and gm.get("available"):
-        return float(gm["total_bytes"])
+def _total(summary: RunSummary, row: dict[str, Any]) -> float | None:
+    gm = summary.engine.gpu_memory
+    if gm.total_bytes is not None and gm.available:
+        return float(gm.total_bytes)
     t = row.get("sim_gpu_total_bytes")
     return float(t) if isinstance(t, (int, float)) else None
 

@@ -52,7 +52,7 @@ class Timeslices:
         slices = compute_slices(inp, edges, off)
         # the drain (after the last measured send) is not steady by design: closed-loop concurrency
         # falls off, an open-loop backlog empties. The check reads the full slices before it.
-        drain = float((inp.summary.get("window") or {}).get("drain_s") or 0.0)
+        drain = inp.summary.window.drain_s
         sends_end = t1 - drain
         for s, a in zip(slices, edges[:-1]):
             s["drain"] = bool(a + width > sends_end + 1e-6)

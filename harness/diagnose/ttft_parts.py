@@ -11,10 +11,9 @@ says which parts are unknown).
 
 from __future__ import annotations
 
-from typing import Any
-
 from harness.diagnose.findings import rule
-from harness.results.schema import Finding
+from harness.results.models.diagnosis import Diagnosis, Finding
+from harness.results.models.summary import RunSummary
 
 DOMINANT = 0.5  # a part holding at least this share of the tail's TTFT names the limit...
 MIN_PART_MS = 50.0  # ...when it is this long on average in the tail (a 10-ms queue behind one engine step is not saturation)
@@ -35,25 +34,25 @@ LABEL = {"queue": "queue", "network": "network + HTTP", "send_lag": "send lag", 
 
 
 @rule("ttft_parts")
-def _ttft_parts(summary: dict[str, Any], diag: dict[str, Any]) -> Finding | None:
-    b = summary.get("ttft_breakdown") or {}
-    tail = b.get("tail") or {}
-    share = tail.get("share") or {}
-    if not b.get("requests") or not share:
+def _ttft_parts(summary: RunSummary, diag: Diagnosis) -> Finding | None:
+    b = summary.ttft_breakdown
+    tail = b.tail if b is not None else None
+    if b is None or tail is None or not b.requests:
         return None
-    part, top = max(((p, s) for p, s in share.items() if isinstance(s, (int, float))), key=lambda x: x[1], default=(None, 0.0))
+    shares = {p: v for p, v in tail.share.model_dump().items() if isinstance(v, (int, float))}
+    part, top = max(shares.items(), key=lambda x: x[1], default=(None, 0.0))
     if part is None or top < DOMINANT or part not in ADVICE:
         return None
-    part_ms = (tail.get("mean_ms") or {}).get(part)
-    if not isinstance(part_ms, (int, float)) or part_ms < MIN_PART_MS:
+    part_ms = getattr(tail.mean_ms, part)
+    if part_ms is None or part_ms < MIN_PART_MS:
         return None
     title, meaning, advice, guide, knobs, severity = ADVICE[part]
-    mean_share = (b.get("share") or {}).get(part)
-    ttft_ms = sum(v for v in (tail.get("mean_ms") or {}).values() if isinstance(v, (int, float)))
-    mean_txt = f" (over all timed requests {100 * mean_share:.0f}%)" if isinstance(mean_share, (int, float)) else ""
+    mean_share = getattr(b.share, part)
+    ttft_ms = sum(v for v in tail.mean_ms.model_dump().values() if isinstance(v, (int, float)))
+    mean_txt = f" (over all timed requests {100 * mean_share:.0f}%)" if mean_share is not None else ""
     return Finding(id="ttft_parts", severity=severity, title=title,
                    text=f"TTFT p99 is {100 * top:.0f}% {LABEL[part]}{mean_txt}, {ttft_ms:,.0f} ms in the tail on average: "
                         f"{meaning}",
                    advice=advice, guide=guide, knobs=knobs,
                    value={"part": part, "tail_share": top, "mean_share": mean_share, "tail_ttft_ms": ttft_ms,
-                          "tail_shares": share})
+                          "tail_shares": tail.share.model_dump()})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.diagnose.base import DiagnoseOptions, RunInputs
+from harness.results.models import RunSummary
 from harness.diagnose.enginelog import EngineLog, LogWindow
 from harness.diagnose.logs import for_kind
 
@@ -31,7 +32,7 @@ def test_counts_only_the_window_with_first_lines(tmp_path):
     with log.open("a") as fh:
         fh.write(BEFORE)  # after the window: not counted
     opts = DiagnoseOptions(engine_log=log, log_window=w.span, engine_kind="sim")
-    block = EngineLog().analyze(RunInputs(root=tmp_path, summary={}, options=opts))
+    block = EngineLog().analyze(RunInputs(root=tmp_path, summary=RunSummary(), options=opts))
     ev = block["events"]
     assert block["scope"] == "measured window" and block["patterns"] == "vllm"
     assert ev["recompilation"]["count"] == 2 and "batch size 12" in ev["recompilation"]["first"]
@@ -50,5 +51,5 @@ def test_pattern_tables_per_kind():
 
 def test_missing_log_is_said_not_raised(tmp_path: Path):
     opts = DiagnoseOptions(engine_log=tmp_path / "gone.log")
-    block = EngineLog().analyze(RunInputs(root=tmp_path, summary={}, options=opts))
+    block = EngineLog().analyze(RunInputs(root=tmp_path, summary=RunSummary(), options=opts))
     assert "cannot read the engine log" in block["missing_reason"]

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from harness.diagnose.findings import findings, headline
+from typing import Any
+
+from harness.diagnose.findings import findings as typed_findings
+from harness.diagnose.findings import headline
+from harness.results.models import RunSummary
+from harness.results.models.diagnosis import Diagnosis, Finding
+
+
+def findings(summary: dict[str, Any], diag: dict[str, Any]) -> list[Finding]:
+    """The rules on a summary and diagnosis given as summary.json would hold them."""
+    return typed_findings(RunSummary.model_validate(summary), Diagnosis.model_validate(diag))
 
 
 def test_kv_pressure_says_the_guides_order():
@@ -16,9 +26,12 @@ def test_kv_pressure_says_the_guides_order():
 
 def test_ranking_and_quiet_runs():
     diag = {
-        "engine_log": {"events": {"recompilation": {"count": 14, "first": "Recompiling ..."}}},
-        "timeslices": {"steady_state": {"drift": True, "message": "not in steady state: ...", "drifted": []}},
-        "memory": {"grew": True, "growth_gib": 2.1, "margin_gib": 0.4, "peak_gib": 79.6, "low_margin": True, "source": "nvml"},
+        "engine_log": {"path": "e.log", "patterns": "vllm",
+                       "events": {"recompilation": {"count": 14, "first": "Recompiling ...", "means": "m"}}},
+        "timeslices": {"slice_s": 10.0, "count": 6, "file": "timeslices.json",
+                       "steady_state": {"checked": True, "drift": True, "message": "not in steady state: ...", "drifted": []}},
+        "memory": {"grew": True, "growth_gib": 2.1, "margin_gib": 0.4, "peak_gib": 79.6, "low_margin": True, "source": "nvml",
+                   "samples": 20},
     }
     ids = [f.id for f in findings({"engine": {}}, diag)]
     assert ids == ["recompilation", "memory_growth", "drift"], ids

@@ -6,6 +6,7 @@ import json
 
 from harness.report.data import load_run
 from harness.report.tables import engine_table
+from harness.results.models import RunSummary
 
 from .fabricate import make_run
 
@@ -58,7 +59,7 @@ def test_the_diagnosis_table_prints_a_first_bucket_quantile_as_the_engine_table_
                     "p50_bucket_ms": [0.0, 300.0], "p99_bucket_ms": [0.0, 300.0]},
         "itl": {"p50": 31.0, "p99": 48.0, "mean": 32.0, "count": 900,
                 "p50_bucket_ms": [25.0, 50.0], "p99_bucket_ms": [25.0, 50.0]}}}
-    side = _engine_side({"engine": engine})
+    side = _engine_side(RunSummary.model_validate({"engine": engine}))
     assert side["prefill"]["p50_ms"] is None and side["prefill"]["p50_bucket_ms"] == [0.0, 300.0]
 
     run = make_run(tmp_path / "r")
