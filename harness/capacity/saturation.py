@@ -61,7 +61,7 @@ def fit_slope(xs: list[float], ys: list[float], effective_n: float | None = None
     sxx = sum((x - mx) ** 2 for x in xs)
     if sxx <= 0:
         return None
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
     syy = sum((y - my) ** 2 for y in ys)
     slope = sxy / sxx
     n_eff = min(float(n), effective_n) if effective_n is not None else float(n)

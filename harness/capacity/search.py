@@ -184,7 +184,7 @@ def classify(trials: list[Trial], target: float) -> tuple[float | None, float | 
     by_level = sorted(trials, key=lambda t: t.level)
     fitted = isotonic_decreasing([t.score for t in by_level])
     lo = hi = None
-    for t, f in zip(by_level, fitted):
+    for t, f in zip(by_level, fitted, strict=True):
         t.passed = f >= target and not t.saturated
         if t.passed:
             lo = t.level

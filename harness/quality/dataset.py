@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.errors import UserError
 from harness.quality.matching import MATCHERS
-from harness.workload.files import content_id, read_input, resolve
+from harness.workload.files import content_id, not_json, read_input, resolve
 
 _KEYS = {"id", "prompt", "messages", "expected", "match", "max_tokens"}
 
@@ -112,8 +112,8 @@ def parse_quality_set(data: bytes, path: Path) -> QualitySet:
             continue
         try:
             obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"quality.prompts {path}:{n}: not JSON ({exc.msg}); one JSON object per line") from None
+        except ValueError as exc:  # JSONDecodeError, or a number past Python's int digit limit
+            raise UserError(f"quality.prompts {path}:{n}: not JSON ({not_json(exc)}); one JSON object per line") from None
         except RecursionError:
             raise UserError(f"quality.prompts {path}:{n}: nested too deeply to read; one JSON object per line") from None
         try:

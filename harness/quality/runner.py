@@ -8,6 +8,7 @@ Outputs are appended to `quality.jsonl` as they arrive, so a run cut short keeps
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -114,9 +115,9 @@ def parse_choice(p: QualityPrompt, data: dict[str, Any]) -> QualityOutput:
         if isinstance(lp, dict) and isinstance(lp.get("tokens"), list) and lp["tokens"]:
             out.tokens = [str(t) for t in lp["tokens"]]
             out.logprobs = [float(v) if v is not None else 0.0 for v in lp.get("token_logprobs") or []]
-            tops = lp.get("top_logprobs")
-            if isinstance(tops, list) and any(tops):
-                out.top_logprobs = [{str(k): float(v) for k, v in (t or {}).items()} for t in tops]
+            given = lp.get("top_logprobs")
+            if isinstance(given, list) and any(given):
+                out.top_logprobs = [{str(k): float(v) for k, v in (t or {}).items()} for t in given]
     return out
 
 
@@ -135,13 +136,13 @@ def run_quality(qset: QualitySet, spec: QualitySpec, target_url: str, *, model: 
     model = model or _first_model(base, session, min(spec.timeout_s, 30.0))
     want_logprobs = spec.logprobs
     got_logprobs = False
-    sink = None
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        sink = open(out_dir / OUTPUTS_FILE, "w")
-    t0 = time.monotonic()
-    outputs: list[QualityOutput] = []
-    try:
+    with contextlib.ExitStack() as files:
+        sink = None
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            sink = files.enter_context(open(out_dir / OUTPUTS_FILE, "w"))
+        t0 = time.monotonic()
+        outputs: list[QualityOutput] = []
         for i, p in enumerate(qset.prompts):
             out = _one(session, base, p, spec, model, want_logprobs)
             if out.error and want_logprobs and "logprob" in out.error.lower():
@@ -154,9 +155,6 @@ def run_quality(qset: QualitySet, spec: QualitySpec, target_url: str, *, model: 
                 sink.flush()
             if on_output is not None:
                 on_output(i, out)
-    finally:
-        if sink is not None:
-            sink.close()
     run = QualityRun(outputs=outputs, prompts_sha256=qset.sha256, model=model, target=base,
                      max_tokens=spec.max_tokens, logprobs=got_logprobs, seconds=time.monotonic() - t0)
     if out_dir is not None:

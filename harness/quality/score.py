@@ -42,7 +42,7 @@ def tokens_of(o: QualityOutput) -> list[str]:
 
 def common_prefix(a: list[str], b: list[str]) -> int:
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):  # the prefix the shorter list shares
         if x != y:
             break
         n += 1

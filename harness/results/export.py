@@ -56,7 +56,7 @@ def chosen(histograms: dict[str, Any], percentiles: tuple[float, ...], group: st
         row.update({label(p): None for p in percentiles})
         if h.count:
             row["mean"] = h.sum / h.count / NS_PER_MS
-            for p, v in zip(percentiles, h.percentiles(list(percentiles))):
+            for p, v in zip(percentiles, h.percentiles(list(percentiles)), strict=True):
                 row[label(p)] = v / NS_PER_MS  # nearest rank, within [min, max] (harness.metrics.percentile)
             row["max"] = (h.max or 0) / NS_PER_MS
         out[metric] = row
@@ -86,7 +86,7 @@ def write_csv(path: Path, run_dir: Path, percentiles: tuple[float, ...]) -> Path
     hist = read_histograms(run_dir)
     pcols = [label(p) for p in percentiles]
     cols = ["class", "metric", "unit", "count", "mean", *pcols, "max", "requests_per_s", "output_tokens_per_s"]
-    groups = ["_all"] + sorted(class_keys(hist))
+    groups = ["_all", *sorted(class_keys(hist))]
     _parent(path)
     with path.open("w", newline="") as f:
         w = csv.writer(f)

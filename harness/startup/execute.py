@@ -94,7 +94,7 @@ class StartupRunner:
             if STOP.requested:
                 raise KeyboardInterrupt
             primed = cache is not None and cache.exists()
-            if start.kind == "cold" or not primed:
+            if start.kind == "cold" or cache is None or not primed:
                 fresh = self.out / "caches" / config.id / start.id.split("__")[-1]
                 if fresh.exists():
                     shutil.rmtree(fresh)

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from harness.capacity.search import TrialSettings, run_trial, search_capacity
+from harness.run.target import EmbeddedSim
 from harness.scenario.loader import validate
 from harness.scenario.models import Scenario
 from harness.sim.cli import build_parser
 from harness.sim.config import SimConfig
 from harness.sim.costmodel import CostModel
-from harness.run.target import EmbeddedSim
 
 SLOTS, TOKENS, SPEED = 4, 16, 0.1
 SIM_ARGS = ["--max-num-seqs", str(SLOTS), "--sim-speed", str(SPEED), "--disable-log-stats"]

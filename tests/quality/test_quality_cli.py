@@ -97,10 +97,12 @@ BAD_LINES = [
     ('{"prompt": "a", "expected": "(", "match": "regex"}\n', "regex"),
     ('{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}\n', "already used"),
     ("", "no prompts"),
+    # Python's int digit limit is a ValueError, no JSONDecodeError: it escaped as an internal error (exit 70)
+    ('{"prompt": "a", "max_tokens": ' + "1" * 5000 + "}\n", "not JSON (Exceeds the limit (4300 digits)"),
 ]
 
 
-@pytest.mark.parametrize("text,needle", BAD_LINES, ids=["json", "no-prompt", "match", "regex", "dup-id", "empty"])
+@pytest.mark.parametrize("text,needle", BAD_LINES, ids=["json", "no-prompt", "match", "regex", "dup-id", "empty", "digits"])
 def test_a_bad_prompts_file_is_one_line_naming_the_problem(tmp_path, text, needle):
     (tmp_path / "bad.jsonl").write_text(text)
     scen = scenario(tmp_path, {"prompts": "bad.jsonl"})

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from harness.quality import judge, load_quality_set, run_quality
-from harness.scenario.quality import QualityGate, QualitySpec
 from harness.run.target import EmbeddedSim
+from harness.scenario.quality import QualityGate, QualitySpec
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "scenarios" / "datasets" / "quality_sim.jsonl"
-WORDS = "the of cat sun run blue tree red fox box sky map pen cup".split()
+WORDS = ["the", "of", "cat", "sun", "run", "blue", "tree", "red", "fox", "box", "sky", "map", "pen", "cup"]
 
 
 @pytest.fixture(scope="module")
