@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness.metrics import percentile  # noqa: E402  (nearest rank, as every harness figure)
 from harness.telemetry.direct import DirectSource
 from harness.telemetry.exposition import names_in, parse
-from harness.telemetry.profiles import PROFILES
+from harness.engines import profiles
 
 
 def free_port() -> int:
@@ -79,7 +79,7 @@ def main() -> int:
             requests.post(url + "/v1/completions", json={"model": "sim-llama-8b", "prompt": "bab bac bad",
                                                           "max_tokens": 20, "ignore_eos": True}, timeout=30)
         page = requests.get(url + "/metrics", timeout=5).text
-        wanted = PROFILES.get("vllm").wanted()
+        wanted = profiles().get("vllm").wanted()
         print(f"{'page':<28}{'KiB':>7}{'lines':>7}  {'full parse ms':>14}  {'prefiltered ms':>15}  {'names_in ms':>12}")
         for label, text in (("sim (vLLM names), 1 engine", page), ("synthetic, 8 DP engines", dp_page(page, 8))):
             full = timed(lambda t=text: parse(t, 0.0), args.repeat)

@@ -35,9 +35,9 @@ def sim_args(text: str, flag: str = "--sim-args") -> list[str]:
 
 
 def engine_kinds() -> list[str]:
-    from harness.telemetry.profiles import KIND_ALIASES, KINDS_WITHOUT_METRICS, PROFILES
+    from harness.engines import run_kind_names
 
-    return sorted({*PROFILES, *KIND_ALIASES, *KINDS_WITHOUT_METRICS})
+    return run_kind_names()
 
 
 def check_engine_kind(kind: str | None) -> None:

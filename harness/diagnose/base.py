@@ -31,7 +31,7 @@ class DiagnoseOptions:
     #: the engine's log and the byte range [start, end) written during the measured window
     engine_log: Path | None = None
     log_window: tuple[int, int] | None = None
-    #: profile name of the engine (vllm, sglang, tgi, llamacpp; "sim" reads as vllm)
+    #: the engine kind, its profile name or an alias (harness.engines.find_kind)
     engine_kind: str | None = None
 
 

@@ -6,7 +6,7 @@ simulator) it knows the log file; for a server it did not start, `--engine-log F
 `LogWindow` notes the file's size when the window opens and when it closes (two `stat` calls, off
 the hot path), so only the lines written during the window count, even in a sweep's log that
 holds every earlier cell too. Each kind (recompilation, preemption, OOM, CUDA error, abort) gets a
-count and its first line; the pattern table is the engine kind's (harness.diagnose.logs).
+count and its first line; the pattern table is the engine kind's (its `log_patterns`, harness/engines).
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.diagnose.base import ANALYSES, RunInputs
-from harness.diagnose.logs import EVENTS, for_kind
+from harness.engines import log_patterns
+from harness.engines.parts.facts import strip_ansi
+from harness.engines.parts.logs import EVENTS
 
 #: a log larger than this inside one window is read up to here (the counts then say so)
 MAX_BYTES = 256 << 20
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 class LogWindow:
@@ -61,7 +62,7 @@ class EngineLog:
         path = inp.options.engine_log
         if path is None:
             return None
-        table = for_kind(inp.options.engine_kind)
+        table = log_patterns(inp.options.engine_kind)
         block: dict[str, Any] = {"path": str(path), "patterns": table.name}
         try:
             size = os.path.getsize(path)
@@ -83,7 +84,7 @@ class EngineLog:
         first: dict[str, str] = {}
         lines = 0
         for raw in data.decode("utf-8", "replace").splitlines():
-            line = _ANSI.sub("", raw).strip()
+            line = strip_ansi(raw).strip()
             if not line:
                 continue
             lines += 1

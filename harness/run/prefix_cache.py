@@ -4,9 +4,9 @@ The same seed gives the same prompts, so a second run against a long-lived serve
 from the first run's cached KV blocks (the audit saw 61-92 % hits for a workload that shares
 nothing, and `compare` called it an improvement). Before a run the harness therefore:
 
-1. resets the engine's prefix cache where the engine allows it (vLLM `POST /reset_prefix_cache`,
-   which needs `VLLM_SERVER_DEV_MODE=1`; SGLang `POST /flush_cache`; the simulated engine serves
-   vLLM's), the same reset sweeps do between cells;
+1. resets the engine's prefix cache where the engine allows it (each engine kind's `reset_path`,
+   tried in turn: vLLM `POST /reset_prefix_cache`, which needs `VLLM_SERVER_DEV_MODE=1`; SGLang
+   `POST /flush_cache`; the simulated engine serves vLLM's), the same reset sweeps do between cells;
 2. otherwise varies the prompts' words with a salt (`workload.prompt_salt`, recorded in
    scenario.yaml and summary.json): lengths, classes and shared-prefix structure stay identical,
    only the words change, so the run is still like-with-like (the salt is not in the fingerprint);
@@ -22,10 +22,9 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from harness.engines import reset_paths
 from harness.scenario.models import Scenario
 
-#: tried in order; the first 2xx wins (vLLM and the simulator, then SGLang)
-RESET_PATHS = ("/reset_prefix_cache", "/flush_cache")
 #: hit rate above the workload's expectation by more than this (absolute) -> validity warning
 HIT_RATE_MARGIN = 0.10
 
@@ -55,7 +54,7 @@ def post_reset(base_url: str, headers: dict[str, str] | None = None, timeout_s: 
     (the audit's stall_head server held every run 60 s here before its 3-s window)."""
     timeout_s = RESET_TIMEOUT_S if timeout_s is None else timeout_s
     tried = []
-    for path in RESET_PATHS:
+    for path in reset_paths():  # the kinds' paths in their documented order; the first 2xx wins
         req = urllib.request.Request(base_url.rstrip("/") + path, data=b"", method="POST", headers=headers or {})
         try:
             with urllib.request.urlopen(req, timeout=timeout_s) as resp:

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.load.plan import LoadPlan
 from harness.results.layout import RunDir, write_text_atomic
+from harness.engines import tokenize_for
 from harness.run.prefix_cache import CacheIsolation, isolate, post_reset
 from harness.run.target import _auth_headers, calibrate_tokens, preflight
 from harness.scenario.loader import dump_scenario
@@ -106,9 +107,10 @@ def _calibrate_tokens(scenario: Scenario, target_url: str, model: str, engine_ki
                       verbose: bool) -> Scenario:
     """No tokenizer given: size the built-in prompts in the target's tokens (its POST /tokenize),
     recorded in workload.token_scale (harness.run.target.calibrate_tokens says why)."""
-    if scenario.workload.tokenizer is not None or scenario.workload.token_scale is not None or engine_kind == "sim":
-        return scenario  # the simulated engine counts built-in words exactly
-    scale = calibrate_tokens(target_url, model, scenario)
+    tokenize = tokenize_for(engine_kind)
+    if scenario.workload.tokenizer is not None or scenario.workload.token_scale is not None or tokenize is None:
+        return scenario  # no endpoint to ask (the simulated engine counts built-in words exactly)
+    scale = calibrate_tokens(target_url, model, scenario, tokenize)
     if scale is None or abs(scale - 1.0) < 0.02:
         return scenario
     scenario = scenario.model_copy(update={"workload": scenario.workload.model_copy(update={"token_scale": scale})})

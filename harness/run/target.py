@@ -19,6 +19,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from harness.engines import Tokenize, tokenize_for
 from harness.errors import TargetError
 from harness.scenario.models import Scenario
 from harness.signals import die_with_parent
@@ -354,8 +355,9 @@ def _read_json_answer(url: str, body: dict[str, Any], headers: dict[str, str]) -
                 return None
 
 
-def calibrate_tokens(url: str, model: str, scenario: Scenario) -> float | None:
-    """The target's tokens per built-in word, from its POST /tokenize (vLLM, SGLang), or None.
+def calibrate_tokens(url: str, model: str, scenario: Scenario, tokenize: Tokenize | None = None) -> float | None:
+    """The target's tokens per built-in word, from its tokenize endpoint (the engine kind's
+    `tokenize`; vLLM's POST /tokenize, which SGLang serves too, when not given), or None.
 
     Without a local tokenizer, prompts are sized in built-in words, and a model's tokenizer may
     split each word into two or three tokens: prompts of "3000-6000 tokens" were 2-3 times longer
@@ -364,17 +366,16 @@ def calibrate_tokens(url: str, model: str, scenario: Scenario) -> float | None:
     the target's tokens; the usage check then compares against those."""
     from harness.workload.generator import calibration_text
 
+    tokenize = tokenize or tokenize_for(None)
+    if tokenize is None:
+        return None
     base = url.rstrip("/")
-    body = {"model": model, "prompt": calibration_text(CALIBRATION_WORDS), "add_special_tokens": False}
+    body = tokenize.body(model, calibration_text(CALIBRATION_WORDS))
     try:
-        raw = _read_json_answer(base + "/tokenize", body, _auth_headers(scenario))
+        raw = _read_json_answer(base + tokenize.path, body, _auth_headers(scenario))
         if raw is None:
             return None
-        data = json.loads(raw)
-        count = data.get("count")
-        if not isinstance(count, int):
-            tokens = data.get("tokens")
-            count = len(tokens) if isinstance(tokens, list) else None
+        count = tokenize.count(json.loads(raw))
     except Exception:  # noqa: BLE001 - best effort: a target without a usable /tokenize is not calibrated
         return None
     if not count:

@@ -12,7 +12,7 @@ cold compile makes the next start with the same settings load instead of compile
 cache unless `VLLM_CACHE_ROOT` or `--sim-compile-cache` names one (the test suite's simulators
 must not write to the home directory).
 
-The parsed facts (harness/sweep/engines/vllm.py) read these same lines from a real vLLM.
+The parsed facts (harness/engines/vllm.py) read these same lines from a real vLLM.
 """
 
 from __future__ import annotations

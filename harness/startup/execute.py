@@ -23,7 +23,7 @@ from harness.results.models.startup import Start as StartRecord
 from harness.results.startup_phases import engine_init, logged_s, split
 from harness.startup.plan import Start, StartupPlan
 from harness.startup.results import StartupResults
-from harness.sweep.engines import failure_hint, get_kind
+from harness.engines import failure_hint, get_kind
 from harness.sweep.execute import STOP, SweepExecutor, SweepOptions
 from harness.sweep.engine_start import engine_cwd, engine_env
 from harness.sweep.launcher import EngineProcess, StartupFailed, free_port, wait_port_free
@@ -108,7 +108,7 @@ class StartupRunner:
     def _env(self, port: int, cache: Path, start: Start) -> dict[str, str]:
         spec = self.spec.engine
         env = engine_env(self.kind, spec, {"port": port, "model": spec.model, "host": spec.host})
-        for var, sub in getattr(self.kind, "cache_env", {}).items():
+        for var, sub in self.kind.cache_env.items():
             env[var] = str(cache / sub)
         if self.spec.cold_model and start.kind == "cold":
             env["HF_HOME"] = str(cache / "hf")

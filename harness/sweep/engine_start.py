@@ -62,7 +62,7 @@ def build_engine(plan: Plan, kind: Any, config: Config, out: Path, port: int | N
     or a fleet of replicas (replica 0 on `port`, the others on free ports of their own, the load
     routed over them by the scenario)."""
     spec = plan.sweep.engine
-    if spec.kind == "external":
+    if not kind.starts_engine:
         return Launch(AttachedEngine(base_url), [base_url])
 
     def env(rport: int, replica: int) -> dict[str, str]:

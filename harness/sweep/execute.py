@@ -26,7 +26,7 @@ from harness.scenario.loader import format_validation_error
 from harness.scenario.models import Scenario
 from harness.sweep.cell import cell_entry, cell_run_options, cell_scenario
 from harness.sweep.engine_start import ENGINE_RECORD, build_engine, note_engine, stop_recorded_engine
-from harness.sweep.engines import failure_hint, get_kind
+from harness.engines import failure_hint, get_kind
 from harness.sweep.launcher import (
     AttachedEngine,
     EngineProcess,
@@ -190,7 +190,7 @@ class SweepExecutor:
     # ------------------------------------------------------------ one engine start
     def _run_start(self, config: Config, cells: list[Cell]) -> None:
         spec = self.sweep.engine
-        attached = spec.kind == "external"
+        attached = not self.kind.starts_engine
         port = None if attached else free_port(spec.host) if spec.port == "auto" else int(spec.port)
         argv = [] if attached else self.plan.command(config, port)
         base_url = str(spec.url).rstrip("/") if attached else f"http://{spec.host}:{port}"  # external: url validated

@@ -11,10 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-
-def flag_key(name: str) -> str:
-    """Canonical key of a flag name: no leading dashes, underscores as dashes."""
-    return name.lstrip("-").replace("_", "-")
+from harness.engines.parts.flags import flag_key
 
 
 def _spelling(name: str) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.signals import die_with_parent
-from harness.sweep.engines.base import Probe
+from harness.engines import Probe
 
 
 class StartupFailed(Exception):
@@ -106,7 +106,7 @@ def tail_lines(path: Path, n: int = 20, start: int = 0) -> list[str]:
             data = f.read().decode("utf-8", "replace")
     except OSError:
         return []
-    from harness.sweep.engines.base import strip_ansi
+    from harness.engines.parts.facts import strip_ansi
 
     lines = [ln.rstrip() for ln in strip_ansi(data).replace("\r", "\n").splitlines() if ln.strip()]
     return lines[-n:]

@@ -11,13 +11,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.engines import kind_names
 from harness.scenario.durations import Seconds, rename_duration_key
 from harness.scenario.quality import QualitySpec
 
 FlagValue = str | int | float | bool | dict[str, Any] | list[Any] | None
 Flags = dict[str, FlagValue]
 
-ENGINE_KINDS = ("vllm", "sglang", "tgi", "llamacpp", "sim", "transformers", "custom", "external")
 _ID = r"^[A-Za-z0-9_.=,+-]+$"
 #: scenario fields a sweep's `loads` may step through (closed-loop users or open-loop rate)
 LOAD_PATHS = ("load.concurrency", "load.rate")
@@ -35,20 +35,10 @@ def _check_flag_names(flags: dict[str, Any]) -> dict[str, Any]:
     return flags
 
 
-def _engine_kind_names() -> tuple[str, ...]:
-    """One module per engine kind in harness/sweep/engines (each registers itself in KINDS under
-    its module's name; tests/sweep/test_kinds_literal.py checks the two agree): the `kind` choices
-    follow the files, so a new engine kind is one file, not an edit here too."""
-    import pkgutil
-    from pathlib import Path
-
-    folder = Path(__file__).with_name("engines")  # read, not imported: the kinds import this module
-    first = ("vllm", "sglang", "tgi", "llamacpp", "sim", "transformers", "custom", "external")  # the documented order
-    found = {m.name for m in pkgutil.iter_modules([str(folder)]) if m.name != "base" and not m.name.startswith("_")}
-    return tuple(k for k in first if k in found) + tuple(sorted(found - set(first)))
-
-
-EngineKindName = Literal[_engine_kind_names()]  # type: ignore[valid-type]
+#: one module per engine kind in harness/engines (each registers itself under its module's name;
+#: tests/sweep/test_kinds_literal.py checks the two agree): the `kind` choices follow the modules, so
+#: a new engine kind is one file, not an edit here too
+EngineKindName = Literal[tuple(kind_names())]  # type: ignore[valid-type]
 
 
 class EngineSpec(Strict):

@@ -119,7 +119,7 @@ class Plan:
 
     def command(self, config: Config, port: int | str | None = None, replica: int = 0) -> list[str]:
         """The exact argv for `config` (port None leaves the `{port}` placeholder for display)."""
-        from harness.sweep.engines import get_kind
+        from harness.engines import get_kind
 
         spec = self.sweep.engine
         argv = list(spec.command) if spec.command else get_kind(spec.kind).default_command(spec)
@@ -301,7 +301,9 @@ def build_plan(path: str | Path, sweep: SweepFile | None = None) -> Plan:
 def _check_external(sweep: SweepFile, configs: list[Config], source: str) -> None:
     """A server the sweep does not start cannot take other flags: say so instead of measuring the
     same server under several names."""
-    if sweep.engine.kind != "external":
+    from harness.engines import get_kind
+
+    if get_kind(sweep.engine.kind).starts_engine:
         return
     if sweep.base:
         raise UserError(f"{source}: base: kind external starts nothing, so flags cannot apply; remove base "
@@ -315,7 +317,7 @@ def _check_external(sweep: SweepFile, configs: list[Config], source: str) -> Non
 
 
 def _check_command(sweep: SweepFile, source: str) -> None:
-    from harness.sweep.engines import get_kind
+    from harness.engines import get_kind
 
     spec = sweep.engine
     argv = spec.command or get_kind(spec.kind).default_command(spec)

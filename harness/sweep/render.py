@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from harness.sweep.engines import get_kind
+from harness.engines import get_kind
 from harness.sweep.flags import describe
 from harness.sweep.plan import Plan
 from harness.sweep.progress import fmt_duration
@@ -27,13 +27,13 @@ def render_plan(plan: Plan) -> str:
         f"sweep {sweep.name}: {len(plan.configs)} config(s) x {len(plan.scenarios)} scenario(s)"
         + (f" x {len(levels)} load level(s)" if levels else "")
         + f" x {sweep.repeats} repeat(s) = {len(plan.cells)} cell(s), "
-        + ("attached to a running server" if spec.kind == "external" else f"{len(starts)} engine start(s)"),
+        + ("attached to a running server" if not kind.starts_engine else f"{len(starts)} engine start(s)"),
     ]
     if sweep.description:
         lines.append(f"  {sweep.description.strip()}")
     port = "a free port per start ({port})" if spec.port == "auto" else str(spec.port)
     env = {**kind.default_env(spec), **spec.env}
-    if spec.kind == "external":
+    if not kind.starts_engine:
         lines.append(
             f"engine external: {spec.url}, a server already running (nothing is started, restarted or stopped), "
             f"ready when {_readiness(spec)}, ready timeout {spec.ready_timeout_s:g}s"
@@ -100,12 +100,11 @@ def render_plan(plan: Plan) -> str:
         est = f"{fmt_duration(total_s)} of timed load, plus cells bounded by request count"
     else:
         est = "cells bounded by request count (no duration to estimate)"
-    starting = "" if spec.kind == "external" else f" plus {len(starts)} engine start(s)"
+    starting = "" if not get_kind(spec.kind).starts_engine else f" plus {len(starts)} engine start(s)"
     lines.append(f"{len(plan.cells)} cells; {est}{starting}. Nothing was started (--plan).")
     return "\n".join(lines)
 
 
 def _readiness(spec) -> str:  # noqa: ANN001
-    kind = get_kind(spec.kind)
-    path = spec.ready_path if spec.kind == "custom" and spec.ready_path else getattr(kind, "ready_path", "/health")
+    path = get_kind(spec.kind).ready_path_for(spec)
     return f"GET {path} answers 200"

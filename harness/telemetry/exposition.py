@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-#: a series' labels, sorted, without `__name__`
-Labels = tuple[tuple[str, str], ...]
+from harness.engines.parts.metrics import Labels
 
 #: Content-Type main types a /metrics endpoint may answer with
 TEXT_TYPES = ("text/plain", "application/openmetrics-text")

@@ -31,10 +31,8 @@ from harness.telemetry.exposition import (
     labels_key,
     normalize,
 )
-from harness.telemetry.profiles.base import Profile
+from harness.engines import Profile, detect_regex
 
-#: names that identify an engine, for detection
-DETECT_REGEX = "(vllm|sglang|llamacpp)[:_].+|tgi_.+"
 DCGM_NAMES = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_TOTAL")
 MIB = 1024 * 1024
 
@@ -125,7 +123,7 @@ class PrometheusSource:
 
     def detect_names(self) -> set[str]:
         """Normalized engine metric names currently present under the selector."""
-        result = self._query(f"count by (__name__) ({self.selector(DETECT_REGEX)})")
+        result = self._query(f"count by (__name__) ({self.selector(detect_regex())})")
         return {normalize(r["metric"].get("__name__", "")) for r in result}
 
     def instant(self, profile: Profile, names: set[str]) -> Snapshot:

@@ -14,7 +14,7 @@ import pathlib
 from typing import Any
 
 from harness.telemetry.exposition import Snapshot
-from harness.telemetry.profiles import COUNTERS, Profile
+from harness.engines.parts.metrics import COUNTERS, Profile
 
 log = logging.getLogger("harness.telemetry")
 

@@ -50,7 +50,7 @@ from harness.telemetry.block import empty_block, gpu_block, gpu_unavailable
 from harness.telemetry.exposition import Snapshot, TelemetryUnavailable
 from harness.telemetry.nvml import NvmlSampler, is_local_url
 from harness.telemetry.session_summary import session_block
-from harness.telemetry.profiles import KIND_ALIASES, PROFILES, Profile, detect
+from harness.engines import Profile, detect_profile, hint_profile, profiles
 from harness.telemetry.scrape_log import ScrapeLog, canonical_values
 from harness.telemetry.sources import Source, choose_source
 from harness.telemetry.window import WindowAccumulator
@@ -90,9 +90,8 @@ class TelemetrySession:
         self._result: dict | None = None
 
         # explicit profile: a typo is a user error, raised here (before the run), with the choices
-        self._profile: Profile | None = PROFILES.get(config.profile) if config.profile else None
-        hint = KIND_ALIASES.get(engine_kind or "", engine_kind or "")
-        self._hint: Profile | None = PROFILES.get(hint) if hint in PROFILES else None
+        self._profile: Profile | None = profiles().get(config.profile) if config.profile else None
+        self._hint: Profile | None = hint_profile(engine_kind)
 
         self._warned = False
         self._disabled = False
@@ -360,7 +359,7 @@ class TelemetrySession:
             return snap
 
     def _choose_profile(self, names: set[str]) -> Profile:
-        found = detect(names)
+        found = detect_profile(names)
         if found is None and self._hint is not None and any(n.startswith(self._hint.prefixes) for n in names):
             found = self._hint
         if found is None:

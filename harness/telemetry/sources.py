@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 from harness.telemetry.block import build_block, empty_block, gpu_unavailable
 from harness.telemetry.direct import DirectSource
 from harness.telemetry.exposition import Snapshot, TelemetryUnavailable
-from harness.telemetry.profiles import KINDS_WITHOUT_METRICS, Profile
+from harness.engines import Profile, no_metrics_reason
 from harness.telemetry.window import WindowAccumulator
 
 
@@ -185,8 +185,9 @@ def choose_source(config: Any, target_url: str | None, engine_kind: str | None) 
             return PrometheusScrapes(config.prometheus, config.selector, read_timeout), None
         except TelemetryUnavailable as exc:
             return None, exc.reason
-    if engine_kind in KINDS_WITHOUT_METRICS and not config.metrics_url:
-        return None, KINDS_WITHOUT_METRICS[engine_kind]
+    absent = no_metrics_reason(engine_kind)
+    if absent and not config.metrics_url:
+        return None, absent
     url = config.metrics_url or (target_url.rstrip("/") + "/metrics" if target_url else None)
     if url:
         return DirectScrapes(url, read_timeout), None

@@ -17,7 +17,7 @@ import numpy as np
 
 from harness.metrics import percentile
 from harness.telemetry.exposition import Labels, Snapshot
-from harness.telemetry.profiles.base import Profile
+from harness.engines.parts.metrics import Profile
 
 
 def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> tuple[float, float, float] | None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.tune.flagmap import Knob, flag_map
+from harness.engines import get_kind
+from harness.engines.parts.flags import Knob
 from harness.tune.ledger import Ledger
 from harness.tune.load import TuneSpec
 from harness.tune.measure import Measurement, Measurer, flags_key
@@ -41,7 +42,7 @@ class TuneContext:
 
     def knob(self, vllm_flag: str) -> Knob:
         """This engine kind's flag for the guide's (vLLM's) flag name; `flag` None when it has none."""
-        return flag_map(self.spec.file.engine.kind).knob(vllm_flag)
+        return get_kind(self.spec.file.engine.kind).flags.knob(vllm_flag)
 
     def lacks(self, step: str, vllm_flag: str):  # type: ignore[no-untyped-def]
         """A skipped StepResult when this engine kind has no equivalent of `vllm_flag`, else None."""

@@ -21,9 +21,9 @@ from typing import Any
 
 import yaml
 
+from harness.engines import get_kind
 from harness.results.models import FILES
 from harness.results.models.tune import SavedBaseline, TuneDoc
-from harness.sweep.engines import get_kind
 from harness.sweep.flags import apply_flags, substitute
 from harness.sweep.results import atomic_write
 from harness.tune.context import TuneContext

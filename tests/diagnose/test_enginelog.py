@@ -7,7 +7,6 @@ from pathlib import Path
 from harness.diagnose.base import DiagnoseOptions, RunInputs
 from harness.results.models import RunSummary
 from harness.diagnose.enginelog import EngineLog, LogWindow
-from harness.diagnose.logs import for_kind
 
 BEFORE = "(EngineCore_DP0 pid=1) WARNING 12-01 10:00:00 [backends.py:212] Recompiling function forward in x.py: batch size 9 is not in the CUDA graph capture sizes (largest 8)\n"
 DURING = [
@@ -39,14 +38,6 @@ def test_counts_only_the_window_with_first_lines(tmp_path):
     assert ev["abort"]["count"] == 1 and ev["preemption"]["count"] == 1
     assert ev["oom"]["count"] == 1 and ev["cuda_error"]["count"] == 1
     assert block["warnings"][0].startswith("2 recompilations during the window: shapes not covered")
-
-
-def test_pattern_tables_per_kind():
-    assert for_kind("sglang").classify("[2025-01-01 10:00:00] KV cache pool is full. Retract requests. #retracted_reqs: 3") == "preemption"
-    assert for_kind("llamacpp").classify("slot update_slots: failed to find free space in the KV cache") == "preemption"
-    assert for_kind("tgi").classify("torch.OutOfMemoryError: CUDA out of memory.") == "oom"
-    assert for_kind("vllm").classify("Engine 000: Avg prompt throughput: 1.0 tokens/s") is None
-    assert for_kind("no-such-engine").classify("RuntimeError: CUDA error: misaligned address") == "cuda_error"
 
 
 def test_missing_log_is_said_not_raised(tmp_path: Path):

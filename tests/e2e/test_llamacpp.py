@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.sweep.engines import get_kind
+from harness.engines import get_kind
 from harness.sweep.execute import SweepOptions, run_sweep
 from harness.sweep.launcher import free_port
 from harness.sweep.plan import build_plan
 from harness.telemetry.exposition import parse
-from harness.telemetry.profiles import PROFILES
+from harness.engines import profiles
 from harness.workload.tokenizers import load_tokenizer
 from waiting import wait_until
 
@@ -168,7 +168,7 @@ def test_metrics_names_and_types_match_the_profile(server):
             _, _, name, typ = line.split()
             types[name.replace(":", "_")] = typ
     print("\n/metrics families:", json.dumps(types))
-    prof = PROFILES.get("llamacpp")
+    prof = profiles().get("llamacpp")
     optional = {"llamacpp_kv_cache_usage_ratio", "llamacpp_spec_decode_num_accepted_tokens_per_pos_total"}
     for name in prof.counter_like_names():
         if name not in optional:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.sweep.engines import get_kind
+from harness.engines import get_kind
 from harness.sweep.execute import SweepOptions, run_sweep
 from harness.sweep.launcher import free_port
 from harness.sweep.plan import build_plan

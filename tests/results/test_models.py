@@ -11,14 +11,14 @@ import pytest
 from harness.results.models import Block, Omit, Record, RunSummary
 from harness.results.models.facts import StartupFacts, number
 from harness.results.models.sweep import CellMetricName, CellMetrics
-from harness.sweep.engines import KINDS
+from harness.engines import get_kind, kind_names
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
-@pytest.mark.parametrize("kind", KINDS.names())
+@pytest.mark.parametrize("kind", kind_names())
 def test_every_fact_an_engine_kind_reads_is_a_field(kind: str) -> None:
-    keys = {k for fact in getattr(KINDS.get(kind), "facts", []) for k in fact.keys if k}
+    keys = {k for fact in get_kind(kind).facts for k in fact.keys if k}
     assert keys <= set(StartupFacts.model_fields), sorted(keys - set(StartupFacts.model_fields))
 
 

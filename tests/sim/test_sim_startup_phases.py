@@ -3,7 +3,7 @@ sizes and the facts the sweep reads back from its log lines (real processes, rea
 
 from __future__ import annotations
 
-from harness.sweep.engines import get_kind
+from harness.engines import get_kind
 
 PHASES = ["--sim-load-s", "0.05", "--sim-compile-s", "0.5", "--sim-compile-cached-s", "0.05",
           "--sim-profile-s", "0.02", "--sim-capture-s", "0.1", "--sim-init-s", "0.01"]

@@ -10,7 +10,7 @@ import os
 from harness.cli.main import main
 from harness.results.models import RunSummary, dumps
 from harness.results.models.summary import RequestsBlock
-from harness.sweep.engines.base import http_status
+from harness.engines.parts.http import http_status
 from harness.sweep.execute import SweepOptions, run_sweep
 from harness.sweep.plan import build_plan
 

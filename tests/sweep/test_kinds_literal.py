@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import typing
 
-from harness.sweep.engines import KINDS
+from harness.engines import kind_names
 from harness.sweep.models import EngineKindName
 
 
 def test_kind_choices_are_the_registered_engine_kinds() -> None:
-    assert sorted(typing.get_args(EngineKindName)) == KINDS.names()
+    assert list(typing.get_args(EngineKindName)) == kind_names()

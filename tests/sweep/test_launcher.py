@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from harness.sweep.engines import failure_hint, get_kind
+from harness.engines import failure_hint, get_kind
 from harness.sweep.launcher import EngineProcess, StartupFailed, free_port, group_alive, port_is_free
 from harness.sweep.models import EngineSpec
 

@@ -7,14 +7,14 @@ import pytest
 from harness.errors import UserError
 from harness.telemetry.block import build_block
 from harness.telemetry.exposition import parse
-from harness.telemetry.profiles import PROFILES, detect
+from harness.engines import detect_profile, profiles
 from harness.telemetry.window import WindowAccumulator
 
 from . import pages
 
 
 def window(profile_name: str, *texts: str) -> WindowAccumulator:
-    profile = PROFILES.get(profile_name)
+    profile = profiles().get(profile_name)
     snaps = [parse(t, float(i * 10)) for i, t in enumerate(texts)]
     acc = WindowAccumulator(profile, snaps[0])
     for s in snaps[1:]:
@@ -28,9 +28,9 @@ def block(profile_name: str, *texts: str, expected: float | None = None) -> dict
 
 
 def test_registry_lists_all_engines_and_rejects_unknown() -> None:
-    assert set(PROFILES.names()) == {"vllm", "sglang", "tgi", "llamacpp"}
+    assert set(profiles().names()) == {"vllm", "sglang", "tgi", "llamacpp"}
     with pytest.raises(UserError, match="choose one of: llamacpp, sglang, tgi, vllm"):
-        PROFILES.get("vlm")
+        profiles().get("vlm")
 
 
 @pytest.mark.parametrize(
@@ -39,7 +39,7 @@ def test_registry_lists_all_engines_and_rejects_unknown() -> None:
      (pages.LLAMACPP_A, "llamacpp"), ("python_gc_objects_collected_total 1\nprocess_cpu_seconds_total 2\n", None)],
 )
 def test_detection_from_prefixes(text: str, expected: str | None) -> None:
-    found = detect(parse(text, 0).names())
+    found = detect_profile(parse(text, 0).names())
     assert (found.name if found else None) == expected
 
 
@@ -144,24 +144,6 @@ def test_vllm_spec_decode_per_position() -> None:
     assert sd["acceptance_rate"] == pytest.approx(180 / 300)
     assert sd["mean_acceptance_length"] == pytest.approx(1 + 180 / 100)
     assert sd["per_position"] == pytest.approx([0.8, 0.6, 0.4])
-
-
-def test_vllm_0_26_requeried_prefix_lookups_and_fixed_kv_cache() -> None:
-    """vLLM 0.26.0 under queueing with --kv-cache-memory-bytes (tests/telemetry/data): lookups
-    outnumber prompt tokens 9.2x, so hits/queries (21.6%) weighs requests by their admission
-    attempts; the cached prompt tokens, counted once per request, give 50%. The cache's size was
-    set by the flag, and the block says so."""
-    from pathlib import Path
-
-    text = (Path(__file__).parent / "data" / "vllm_0.26.0_kv_bytes_queueing.txt").read_text()
-    b = block("vllm", *text.split("=== scrape\n"))
-    pc = b["prefix_cache"]
-    assert pc["queries"] == 13447440 and pc["hits"] == 2900000
-    assert pc["lookups_per_prompt_token"] == pytest.approx(13447440 / 1461600)
-    assert pc["lookup_hit_rate"] == pytest.approx(2900000 / 13447440)
-    assert pc["hit_rate"] == pytest.approx(0.5) and pc["hit_rate_from"] == "prompt_tokens_cached"
-    assert b["kv_cache_memory_bytes"] == 1073741824 and b["kv_capacity_tokens"] == 32768
-    assert b["preemptions"]["count"] == 283
 
 
 def test_vllm_prefix_rate_stays_lookups_without_requeries() -> None:

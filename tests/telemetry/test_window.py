@@ -7,7 +7,7 @@ import math
 import pytest
 
 from harness.telemetry.exposition import parse
-from harness.telemetry.profiles import PROFILES
+from harness.engines import profiles
 from harness.telemetry.window import WindowAccumulator, histogram_quantile
 
 INF = math.inf
@@ -52,7 +52,7 @@ def _page(pre: float, q: float, extra: str = "") -> str:
 
 def _acc(*pages: str) -> WindowAccumulator:
     snaps = [parse(p, float(i)) for i, p in enumerate(pages)]
-    acc = WindowAccumulator(PROFILES.get("vllm"), snaps[0])
+    acc = WindowAccumulator(profiles().get("vllm"), snaps[0])
     for s in snaps[1:]:
         acc.add(s)
     return acc
@@ -78,7 +78,7 @@ def test_baseline_only_series_gives_zero_not_none() -> None:
 
 
 def test_out_of_order_scrape_is_ignored() -> None:
-    profile = PROFILES.get("vllm")
+    profile = profiles().get("vllm")
     acc = WindowAccumulator(profile, parse(_page(1, 1), 10.0))
     acc.add(parse(_page(5, 1), 5.0))
     assert acc.counter("preemptions") == 0 and acc.scrapes == 1

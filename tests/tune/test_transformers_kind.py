@@ -20,8 +20,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.tune.flagmap import VLLM, flag_map
-
 ROOT = Path(__file__).resolve().parents[2]
 GPU = ROOT / "bench" / "gpu"
 FAKE = Path(__file__).with_name("fake_transformers_serve.py")
@@ -45,16 +43,6 @@ def local_copy(tmp: Path) -> Path:
     path = tmp / "tune_transformers.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
-
-
-def test_transformers_map_names_only_serve_options():
-    m = flag_map("transformers")
-    assert m.knob("max-num-batched-tokens").flag == "cb-max-batch-tokens"
-    assert m.knob("cuda-graphs").flag == "cb-use-cuda-graph"
-    assert m.knob("gpu-memory-utilization").flag == "cb-max-memory-percent"
-    for missing in ("max-model-len", "max-num-seqs", "enable-prefix-caching", "kv-cache-dtype", "tensor-parallel-size"):
-        assert m.knob(missing).flag is None and m.knob(missing).why_missing
-    assert flag_map("sim") is VLLM and flag_map("vllm").knob("max_num_seqs").flag == "max-num-seqs"
 
 
 @pytest.mark.slow

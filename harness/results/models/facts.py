@@ -1,4 +1,4 @@
-"""What an engine's startup log says (harness.sweep.engines: each kind's fact table, then the facts
+"""What an engine's startup log says (harness.engines: each kind's fact table, then the facts
 it derives), as written into index.json `startup_facts` and startup.json `facts`.
 
 A Record: each kind writes its facts in its own table's order, only those its log told. A
