@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
+from harness.engines import get_kind
 from harness.sweep.models import EngineSpec, Flags, Strict, SweepFile, SweepWarmup, Vary, _check_flag_names
 
 
@@ -41,8 +42,8 @@ class StartupFile(Strict):
 
     @model_validator(mode="after")
     def _shape(self) -> StartupFile:
-        if self.engine.kind == "external":
-            raise ValueError("engine.kind external: a startup benchmark starts the engine itself; use the kind that runs it")
+        if not get_kind(self.engine.kind).starts_engine:
+            raise ValueError(f"engine.kind {self.engine.kind}: a startup benchmark starts the engine itself; use the kind that runs it")
         if self.cold + self.warm == 0:
             raise ValueError("cold and warm are both 0: nothing would start; set cold: 3 or warm: 3")
         if self.overrides and not self.scenario:

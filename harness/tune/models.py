@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness import limits
+from harness.engines import get_kind
 from harness.scenario.models import SLO, within
 from harness.scenario.quality import QualitySpec
 from harness.sweep.models import EngineSpec, Flags, FlagValue, _check_flag_names
@@ -145,8 +146,8 @@ class TuneFile(Strict):
     @field_validator("engine")
     @classmethod
     def _engine(cls, v: EngineSpec) -> EngineSpec:
-        if v.kind == "external":
-            raise ValueError("kind external is refused: tuning restarts the engine with other flags; "
+        if not get_kind(v.kind).starts_engine:
+            raise ValueError(f"kind {v.kind} is refused: tuning restarts the engine with other flags; "
                              "use the kind that starts it (vllm, sglang, sim, custom, ...)")
         return v
 
