@@ -30,11 +30,18 @@ from harness.registry import Registry
 _LISTED_FIRST = ("vllm", "sglang", "tgi", "llamacpp", "sim", "transformers", "custom", "external")
 
 
+_registered = False
+
+
 def _register_all() -> None:
-    """Import every kind module of this folder (each registers itself under its module name)."""
+    """Import every kind module of this folder once (each registers itself under its module name)."""
+    global _registered
+    if _registered:
+        return
     for module in pkgutil.iter_modules(__path__):
         if not module.ispkg and not module.name.startswith("_"):
             importlib.import_module(f"{__name__}.{module.name}")
+    _registered = True
 
 
 def kind_names() -> list[str]:
