@@ -9,6 +9,8 @@ measured window (harness.telemetry); the run directory is written and read back 
 rendered (harness.report); a quality gate scores answers beside the load (harness.quality). harness.run is the one run lifecycle; sweeps, capacity searches, startup
 timing and tuning (harness.sweep, harness.capacity, harness.startup, harness.tune) drive it, the
 command line (harness.cli) sits on top, and the simulated engine (harness.sim) stands beside.
+What the harness knows of each kind of serving engine (its launcher, /metrics names, log lines,
+flag spellings, cache reset) is one module per kind in harness.engines, at the bottom.
 
 Imports point down the layer list in README.md "Layout" (enforced by import-linter from
 pyproject.toml; tests/test_layers.py), CONTRIBUTING.md says how to add to each seam.

@@ -156,7 +156,24 @@ def tokenize_for(engine_kind: str | None) -> Tokenize | None:
 
 
 __all__ = [
-    "KINDS", "EngineKind", "EngineSettings", "LogPatterns", "Probe", "Profile", "Tokenize",
-    "detect_profile", "detect_regex", "failure_hint", "find_kind", "get_kind", "hint_profile", "kind_names",
-    "log_patterns", "no_metrics_reason", "profiles", "reset_paths", "run_kind_names", "tokenize_for",
+    "KINDS",
+    "EngineKind",
+    "EngineSettings",
+    "LogPatterns",
+    "Probe",
+    "Profile",
+    "Tokenize",
+    "detect_profile",
+    "detect_regex",
+    "failure_hint",
+    "find_kind",
+    "get_kind",
+    "hint_profile",
+    "kind_names",
+    "log_patterns",
+    "no_metrics_reason",
+    "profiles",
+    "reset_paths",
+    "run_kind_names",
+    "tokenize_for",
 ]

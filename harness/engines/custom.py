@@ -5,13 +5,16 @@ printed; flags and tokenize in vLLM's form (a custom command is most often built
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from harness.engines.parts.base import KINDS, AnyServer, EngineSettings
 from harness.engines.vllm import VLLM_FACTS, VLLM_FLAGS, VLLM_TOKENIZE
 
 
 class Custom(AnyServer):
     name = "custom"
-    lacks = {
+    lacks: ClassVar[Mapping[str, str]] = {
         "metrics": "detected from the server's /metrics page",
         "reset_path": "the sweep file's engine.reset_path",
     }

@@ -6,19 +6,24 @@ latency-throughput curve of what is deployed. The prefix cache is reset only thr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from harness.engines.parts.base import KINDS, AnyServer, EngineSettings
 from harness.engines.vllm import VLLM_FLAGS, VLLM_TOKENIZE
 
 
 class External(AnyServer):
     name = "external"
-    lacks = {
+    lacks: ClassVar[Mapping[str, str]] = {
         "metrics": "detected from the server's /metrics page",
         "reset_path": "the sweep file's engine.reset_path",
     }
     starts_engine = False
     ready_path = "/v1/models"
-    missing_reset = "kind external: engine.reset_path is not set (vLLM: /reset_prefix_cache with VLLM_SERVER_DEV_MODE=1)"
+    missing_reset = (
+        "kind external: engine.reset_path is not set (vLLM: /reset_prefix_cache with VLLM_SERVER_DEV_MODE=1)"
+    )
     flags = VLLM_FLAGS  # unused: an external server's flags cannot change
     tokenize = VLLM_TOKENIZE
 

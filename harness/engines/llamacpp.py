@@ -21,14 +21,14 @@ reported as `kv_cache_tokens`) is n_ctx_slot x n_slots, or n_ctx_slot with a uni
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from harness.engines.parts.base import KINDS, EngineSettings, HttpEngine
 from harness.engines.parts.facts import fact
 from harness.engines.parts.flags import FlagMap, Knob
 from harness.engines.parts.logs import LogPatterns, patterns
 from harness.engines.parts.metrics import Profile
-
 
 # ---------------------------------------------------------------- startup log
 LLAMACPP_FACTS = [
@@ -96,39 +96,58 @@ LLAMACPP_METRICS = Profile(
 # llama.cpp's server: a full KV cache (`failed to find free space in the KV cache` /
 # `failed to find a memory slot`, then a context shift or a retry) is its preemption analogue;
 # `cancel task` on client disconnects; ggml's CUDA errors.
-LLAMACPP_LOG = LogPatterns("llamacpp", patterns(
-    preemption=(r"failed to find free space in the KV cache", r"failed to find a memory slot", r"context shift"),
-    abort=(r"cancel task",),
-    cuda_error=(r"ggml_cuda_error", r"GGML_ASSERT"),
-))
+LLAMACPP_LOG = LogPatterns(
+    "llamacpp",
+    patterns(
+        preemption=(r"failed to find free space in the KV cache", r"failed to find a memory slot", r"context shift"),
+        abort=(r"cancel task",),
+        cuda_error=(r"ggml_cuda_error", r"GGML_ASSERT"),
+    ),
+)
 
 
 # ---------------------------------------------------------------- flags
 _LC = "llama-server"
 # checked against a real build: tests/e2e/test_llamacpp.py
-LLAMACPP_FLAGS = FlagMap("llamacpp", {
-    "max-model-len": Knob(None, f"{_LC}'s --ctx-size is the KV cache its --parallel slots share (ctx-size/parallel tokens "
-                                "per slot unless --kv-unified), not a per-request limit: size it with the slots"),
-    "gpu-memory-utilization": Knob(None, f"{_LC} has no memory fraction: its KV cache is --ctx-size tokens"),
-    "max-num-seqs": Knob("parallel", default=4),  # slots; -1 (auto) = 4 with a unified KV cache
-    "max-num-batched-tokens": Knob("batch-size", default=2048),  # tokens per llama_decode, prompts split to fit
-    "enable-chunked-prefill": Knob(None, f"{_LC} always splits prompts into --batch-size chunks between decode steps"),
-    "enable-prefix-caching": Knob(None, f"{_LC} reuses each slot's cached prompt (request field cache_prompt, on by "
-                                        "default) and has no server switch"),
-    "cuda-graphs": Knob(None, f"{_LC} has no CUDA-graph switch"),
-    "kv-cache-dtype": Knob(None, f"{_LC} sets K and V types apart (--cache-type-k/--cache-type-v: f16, q8_0, q4_0, ...), "
-                                 "not vLLM's fp8 types"),
-    "tensor-parallel-size": Knob(None, f"{_LC} splits a model across GPUs by layer or row (--split-mode), "
-                                       "not by a tensor-parallel size"),
-    "speculative-config": Knob(None, f"{_LC} speculates with a draft model (--model-draft) or n-gram flags, "
-                                     "not vLLM's JSON config"),
-})
+LLAMACPP_FLAGS = FlagMap(
+    "llamacpp",
+    {
+        "max-model-len": Knob(
+            None,
+            f"{_LC}'s --ctx-size is the KV cache its --parallel slots share (ctx-size/parallel tokens "
+            "per slot unless --kv-unified), not a per-request limit: size it with the slots",
+        ),
+        "gpu-memory-utilization": Knob(None, f"{_LC} has no memory fraction: its KV cache is --ctx-size tokens"),
+        "max-num-seqs": Knob("parallel", default=4),  # slots; -1 (auto) = 4 with a unified KV cache
+        "max-num-batched-tokens": Knob("batch-size", default=2048),  # tokens per llama_decode, prompts split to fit
+        "enable-chunked-prefill": Knob(
+            None, f"{_LC} always splits prompts into --batch-size chunks between decode steps"
+        ),
+        "enable-prefix-caching": Knob(
+            None,
+            f"{_LC} reuses each slot's cached prompt (request field cache_prompt, on by "
+            "default) and has no server switch",
+        ),
+        "cuda-graphs": Knob(None, f"{_LC} has no CUDA-graph switch"),
+        "kv-cache-dtype": Knob(
+            None,
+            f"{_LC} sets K and V types apart (--cache-type-k/--cache-type-v: f16, q8_0, q4_0, ...), "
+            "not vLLM's fp8 types",
+        ),
+        "tensor-parallel-size": Knob(
+            None, f"{_LC} splits a model across GPUs by layer or row (--split-mode), not by a tensor-parallel size"
+        ),
+        "speculative-config": Knob(
+            None, f"{_LC} speculates with a draft model (--model-draft) or n-gram flags, not vLLM's JSON config"
+        ),
+    },
+)
 
 
 # ---------------------------------------------------------------- the kind
 class LlamaCpp(HttpEngine):
     name = "llamacpp"
-    lacks = {
+    lacks: ClassVar[Mapping[str, str]] = {
         "reset_path": "no endpoint resets llama-server's slots or its host-memory prompt cache",
         "tokenize": "llama-server's /tokenize takes {content} and answers {tokens}, not vLLM's form (not wired)",
     }

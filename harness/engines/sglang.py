@@ -24,7 +24,6 @@ from harness.engines.parts.logs import LogPatterns, patterns
 from harness.engines.parts.metrics import Labels, Profile, Samples
 from harness.engines.vllm import VLLM_FLAGS, VLLM_TOKENIZE
 
-
 # ---------------------------------------------------------------- startup log
 SGLANG_FACTS = [
     fact(r"max_total_num_tokens=(\d+)", "max_total_num_tokens"),
@@ -40,7 +39,10 @@ SGLANG_FACTS = [
     fact(r"Load weight end\..*?mem usage=([\d.]+) GB", "model_load_gib"),
     # older: "Capture cuda graph end. Time elapsed: 5.17 s"; 0.5.23: "Capture target decode CUDA graph
     # end. elapsed=5.17 s" (the draft model's own capture is not the target's)
-    fact(r"Capture (?:target [\w ]*?)?(?:cuda|CUDA) graph end\. (?:Time elapsed: |elapsed=)([\d.]+) ?s", "graph_capture_s"),
+    fact(
+        r"Capture (?:target [\w ]*?)?(?:cuda|CUDA) graph end\. (?:Time elapsed: |elapsed=)([\d.]+) ?s",
+        "graph_capture_s",
+    ),
     # issue 16 facts: the scheduler line's context_len is the final max length; the KV line its dtype;
     # the ServerArgs dump at launch holds the backend and quantization; the graph runner its batch sizes
     fact(r"context_len=(\d+)", "max_model_len"),
@@ -77,7 +79,10 @@ class SglangProfile(Profile):
 
     def extra_gauges(self, snap: Samples) -> dict[str, float | None]:
         out = {}
-        for key, name in (("spec_accept_rate", "sglang_spec_accept_rate"), ("spec_accept_length", "sglang_spec_accept_length")):
+        for key, name in (
+            ("spec_accept_rate", "sglang_spec_accept_rate"),
+            ("spec_accept_length", "sglang_spec_accept_length"),
+        ):
             items = snap.get(name)
             out[key] = self.collapse(items, mean=True) if items else None
         return out
@@ -126,10 +131,13 @@ SGLANG_METRICS = SglangProfile(
 # ---------------------------------------------------------------- serving log
 # SGLang: retraction is its preemption (`KV cache pool is full. Retract requests.`, `Decode out of
 # memory happened`); aborts as `Abort request`.
-SGLANG_LOG = LogPatterns("sglang", patterns(
-    preemption=(r"Retract requests", r"Decode out of memory happened", r"#retracted_req"),
-    abort=(r"Abort request",),
-))
+SGLANG_LOG = LogPatterns(
+    "sglang",
+    patterns(
+        preemption=(r"Retract requests", r"Decode out of memory happened", r"#retracted_req"),
+        abort=(r"Abort request",),
+    ),
+)
 
 
 # ---------------------------------------------------------------- the kind
@@ -146,8 +154,16 @@ class SGLang(HttpEngine):
 
     def default_command(self, spec: EngineSettings) -> list[str]:
         return [
-            "python", "-m", "sglang.launch_server", "--model-path", "{model}",
-            "--host", "{host}", "--port", "{port}", "--enable-metrics",
+            "python",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "{model}",
+            "--host",
+            "{host}",
+            "--port",
+            "{port}",
+            "--enable-metrics",
         ]
 
 

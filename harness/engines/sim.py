@@ -4,6 +4,9 @@ It serves no /tokenize: it counts the built-in words as its tokens, so there is 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from harness.engines.parts.base import KINDS, EngineSettings
 from harness.engines.vllm import VLLM
 
@@ -11,8 +14,10 @@ from harness.engines.vllm import VLLM
 class Sim(VLLM):
     name = "sim"
     aliases = ()
-    lacks = {"tokenize": "the simulated engine counts the built-in words as its tokens: nothing to calibrate"}
-    env = {}
+    lacks: ClassVar[Mapping[str, str]] = {
+        "tokenize": "the simulated engine counts the built-in words as its tokens: nothing to calibrate"
+    }
+    env: ClassVar[Mapping[str, str]] = {}
     tokenize = None
 
     def default_command(self, spec: EngineSettings) -> list[str]:

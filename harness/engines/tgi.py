@@ -14,12 +14,14 @@ names are checked against the families TGI declares (tests/engines/data/tgi/).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from harness.engines.parts.base import KINDS, EngineSettings, HttpEngine
 from harness.engines.parts.facts import fact, int_list
 from harness.engines.parts.logs import LogPatterns, patterns
 from harness.engines.parts.metrics import Profile, Samples
 from harness.engines.vllm import VLLM_FLAGS
-
 
 # ---------------------------------------------------------------- startup log
 TGI_FACTS = [
@@ -33,9 +35,14 @@ TGI_FACTS = [
     fact(r"Using Attention = (\w+)", "attention_backend", convert=str),
     fact(r"\bquantize: Some\(\s*(\w+),?\s*\)", "quantization", convert=str),
     fact(r"\bkv_cache_dtype: Some\(\s*(\w+),?\s*\)", "kv_cache_dtype", convert=str),
-    fact(r"Cuda Graphs are enabled for sizes \[([\d, ]*)\]|\bcuda_graphs: Some\(\s*\[([\d,\s]*)\],?\s*\)"
-         r"|Using default cuda graphs \[([\d, ]*)\]",
-         "cudagraph_sizes", "cudagraph_sizes", "cudagraph_sizes", convert=int_list),
+    fact(
+        r"Cuda Graphs are enabled for sizes \[([\d, ]*)\]|\bcuda_graphs: Some\(\s*\[([\d,\s]*)\],?\s*\)"
+        r"|Using default cuda graphs \[([\d, ]*)\]",
+        "cudagraph_sizes",
+        "cudagraph_sizes",
+        "cudagraph_sizes",
+        convert=int_list,
+    ),
 ]
 
 
@@ -90,16 +97,19 @@ TGI_METRICS = TgiProfile(
 # ---------------------------------------------------------------- serving log
 # TGI (text-generation-inference): the router logs a cancelled stream; the shard's OOM is a Python
 # `torch.OutOfMemoryError` (in COMMON).
-TGI_LOG = LogPatterns("tgi", patterns(
-    abort=(r"Request was cancelled", r"client disconnected"),
-    oom=(r"Out of memory", r"OOM"),
-))
+TGI_LOG = LogPatterns(
+    "tgi",
+    patterns(
+        abort=(r"Request was cancelled", r"client disconnected"),
+        oom=(r"Out of memory", r"OOM"),
+    ),
+)
 
 
 # ---------------------------------------------------------------- the kind
 class TGI(HttpEngine):
     name = "tgi"
-    lacks = {
+    lacks: ClassVar[Mapping[str, str]] = {
         "reset_path": "TGI has no prefix-cache reset endpoint (runs salt their prompts instead)",
         "tokenize": "TGI's /tokenize takes {inputs} and answers a token list, not vLLM's form (not wired)",
     }

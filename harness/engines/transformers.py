@@ -22,10 +22,12 @@ no prefix-cache reset and no tokenize endpoint.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from harness.engines.parts.base import KINDS, EngineSettings, HttpEngine
 from harness.engines.parts.facts import fact
 from harness.engines.parts.flags import FlagMap, Knob
-
 
 # ---------------------------------------------------------------- startup log
 TRANSFORMERS_FACTS = [
@@ -38,27 +40,37 @@ TRANSFORMERS_FACTS = [
 # ---------------------------------------------------------------- flags
 _TF = "transformers serve"
 # transformers serve --continuous-batching (transformers 5.x `serve` options, ContinuousBatchingConfig)
-TRANSFORMERS_FLAGS = FlagMap("transformers", {
-    "max-model-len": Knob(None, f"{_TF} has no context-length limit: a request's context is bounded by the KV cache "
-                                "(cb-num-blocks x cb-block-size tokens)"),
-    "gpu-memory-utilization": Knob("cb-max-memory-percent", default=0.9),  # share of the memory free after loading
-    "max-num-seqs": Knob(None, f"{_TF} has no limit on running sequences as a flag (max_requests_per_batch is not a serve option); "
-                               "the KV cache size (cb-num-blocks) is what bounds them"),
-    "max-num-batched-tokens": Knob("cb-max-batch-tokens"),
-    "enable-chunked-prefill": Knob(None, f"{_TF} always splits long prefills by the token budget"),
-    "enable-prefix-caching": Knob(None, f"{_TF} has no prefix-caching flag (block sharing is always allowed) and no "
-                                        "hit-rate metric"),
-    "cuda-graphs": Knob("cb-use-cuda-graph", on=True, off=False, default_on=None),  # unset: decided at start
-    "kv-cache-dtype": Knob(None, f"{_TF} has no KV-cache dtype flag (the cache takes the model's --dtype)"),
-    "tensor-parallel-size": Knob(None, f"{_TF} has no tensor-parallel flag"),
-    "speculative-config": Knob(None, f"{_TF} has no speculative decoding with continuous batching"),
-})
+TRANSFORMERS_FLAGS = FlagMap(
+    "transformers",
+    {
+        "max-model-len": Knob(
+            None,
+            f"{_TF} has no context-length limit: a request's context is bounded by the KV cache "
+            "(cb-num-blocks x cb-block-size tokens)",
+        ),
+        "gpu-memory-utilization": Knob("cb-max-memory-percent", default=0.9),  # share of the memory free after loading
+        "max-num-seqs": Knob(
+            None,
+            f"{_TF} has no limit on running sequences as a flag (max_requests_per_batch is not a serve option); "
+            "the KV cache size (cb-num-blocks) is what bounds them",
+        ),
+        "max-num-batched-tokens": Knob("cb-max-batch-tokens"),
+        "enable-chunked-prefill": Knob(None, f"{_TF} always splits long prefills by the token budget"),
+        "enable-prefix-caching": Knob(
+            None, f"{_TF} has no prefix-caching flag (block sharing is always allowed) and no hit-rate metric"
+        ),
+        "cuda-graphs": Knob("cb-use-cuda-graph", on=True, off=False, default_on=None),  # unset: decided at start
+        "kv-cache-dtype": Knob(None, f"{_TF} has no KV-cache dtype flag (the cache takes the model's --dtype)"),
+        "tensor-parallel-size": Knob(None, f"{_TF} has no tensor-parallel flag"),
+        "speculative-config": Knob(None, f"{_TF} has no speculative decoding with continuous batching"),
+    },
+)
 
 
 # ---------------------------------------------------------------- the kind
 class TransformersServe(HttpEngine):
     name = "transformers"
-    lacks = {
+    lacks: ClassVar[Mapping[str, str]] = {
         "metrics": "transformers serve exposes no Prometheus /metrics",
         "reset_path": "transformers serve has no prefix-cache reset endpoint",
         "tokenize": "transformers serve has no tokenize endpoint",
@@ -70,8 +82,18 @@ class TransformersServe(HttpEngine):
     flags = TRANSFORMERS_FLAGS
 
     def default_command(self, spec: EngineSettings) -> list[str]:
-        return ["transformers", "serve", "{model}", "--host", "{host}", "--port", "{port}", "--continuous-batching",
-                "--log-level", "info"]
+        return [
+            "transformers",
+            "serve",
+            "{model}",
+            "--host",
+            "{host}",
+            "--port",
+            "{port}",
+            "--continuous-batching",
+            "--log-level",
+            "info",
+        ]
 
 
 KINDS.add("transformers", TransformersServe())

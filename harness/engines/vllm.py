@@ -19,7 +19,8 @@ quantization and KV-cache dtype in effect, the engine version, whether the compi
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from harness.engines.parts.base import KINDS, EngineSettings, HttpEngine, Tokenize
 from harness.engines.parts.facts import fact, int_list, last_matches
@@ -35,7 +36,11 @@ VLLM_FACTS = [
     # one line since ~0.10 ("GPU" on CUDA, "CPU" on the CPU build), comma thousands separators;
     # older releases print the two halves on two lines: both forms match
     fact(r"KV cache size: ([\d,]+) tokens", "kv_cache_tokens"),
-    fact(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d,.]+)x", "max_concurrency_for_tokens", "max_concurrency"),
+    fact(
+        r"Maximum concurrency for ([\d,]+) tokens per request: ([\d,.]+)x",
+        "max_concurrency_for_tokens",
+        "max_concurrency",
+    ),
     fact(r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) s", "model_load_gib", "model_load_s"),
     fact(r"Loading model weights took ([\d.]+) GB", "model_load_gib"),
     fact(r"Available KV cache memory: ([\d.]+) GiB", "kv_cache_gib"),
@@ -43,10 +48,16 @@ VLLM_FACTS = [
     # --kv-cache-memory-bytes (0.11+; 0.26.0 on the H200): the size is set, not profiled, and
     # gpu_memory_utilization does not apply; the free memory at start tells whether another process
     # holds part of the GPU
-    fact(r"Initial free memory ([\d.]+) GiB, reserved ([\d.]+) GiB memory for KV Cache as specified by kv_cache_memory_bytes",
-         "initial_free_gib", "kv_cache_gib"),
-    fact(r"(reserved) [\d.]+ GiB memory for KV Cache as specified by kv_cache_memory_bytes", "kv_cache_set_by",
-         convert=lambda _: "kv_cache_memory_bytes"),
+    fact(
+        r"Initial free memory ([\d.]+) GiB, reserved ([\d.]+) GiB memory for KV Cache as specified by kv_cache_memory_bytes",
+        "initial_free_gib",
+        "kv_cache_gib",
+    ),
+    fact(
+        r"(reserved) [\d.]+ GiB memory for KV Cache as specified by kv_cache_memory_bytes",
+        "kv_cache_set_by",
+        convert=lambda _: "kv_cache_memory_bytes",
+    ),
     fact(r"Loading weights took ([\d.]+) seconds", "weights_load_s"),
     fact(r"Initializing model took ([\d.]+) seconds", "init_model_s"),  # CPU build: before the weights
     fact(r"# (?:GPU|CPU) blocks: (\d+)", "num_gpu_blocks"),
@@ -56,29 +67,52 @@ VLLM_FACTS = [
         "init_engine_s",
         "compile_s",
     ),
-    fact(r"torch\.compile take[sn]? ([\d.]+) s in total|torch\.compile took ([\d.]+) s in total", "torch_compile_s", "torch_compile_s"),
+    fact(
+        r"torch\.compile take[sn]? ([\d.]+) s in total|torch\.compile took ([\d.]+) s in total",
+        "torch_compile_s",
+        "torch_compile_s",
+    ),
     fact(r"Dynamo bytecode transform time: ([\d.]+) s", "dynamo_s"),
     # the engine's own facts (issue 16)
-    fact(r"vLLM API server version ([\w.+-]+)|LLM engine \(v([\w.+-]+)\)", "engine_version", "engine_version", convert=str),
+    fact(
+        r"vLLM API server version ([\w.+-]+)|LLM engine \(v([\w.+-]+)\)",
+        "engine_version",
+        "engine_version",
+        convert=str,
+    ),
     fact(r"Using (\w+) attention backend out of potential backends", "attention_backend", convert=str),
     fact(r"Using (?:AttentionBackendEnum\.)?(\w+) backend\.", "attention_backend", convert=str),
-    fact(r"Using (Flash Attention|FlashInfer|Triton|XFormers|Torch SDPA|[\w ]+?) backend on V1 engine", "attention_backend", convert=str),
+    fact(
+        r"Using (Flash Attention|FlashInfer|Triton|XFormers|Torch SDPA|[\w ]+?) backend on V1 engine",
+        "attention_backend",
+        convert=str,
+    ),
     fact(r"\bmax_seq_len=(\d+)", "max_model_len_configured"),
     fact(r"Auto-fit max_model_len: reduced from (\d+) to (\d+)", "max_model_len_auto_fit_from", "max_model_len"),
     fact(r"LLM engine \(v[^)]*\) with config: .*?\bquantization=([\w-]+)", "quantization", convert=str),
     fact(r"LLM engine \(v[^)]*\) with config: .*?\bkv_cache_dtype=([\w-]+)", "kv_cache_dtype", convert=str),
-    fact(r"LLM engine \(v[^)]*\) with config: .*?\benforce_eager=(True|False)", "enforce_eager", convert=_BOOL.__getitem__),
+    fact(
+        r"LLM engine \(v[^)]*\) with config: .*?\benforce_eager=(True|False)",
+        "enforce_eager",
+        convert=_BOOL.__getitem__,
+    ),
     fact(r"'cudagraph_mode': <CUDAGraphMode\.(\w+)", "cudagraph_mode", convert=str),
     fact(r"'cudagraph_capture_sizes': \[([\d, ]*)\]", "cudagraph_sizes", convert=int_list),
     fact(r"Using cache directory: (\S+) for vLLM's torch\.compile", "compile_cache_dir", convert=str),
     # 0.32's AOT compile cache (the CPU build logs these, not the lines above)
-    fact(r"Directly load AOT compilation from path (\S+)|saved AOT compiled function to (\S+)",
-         "compile_cache_dir", "compile_cache_dir", convert=str),
+    fact(
+        r"Directly load AOT compilation from path (\S+)|saved AOT compiled function to (\S+)",
+        "compile_cache_dir",
+        "compile_cache_dir",
+        convert=str,
+    ),
     fact(r"Initial profiling/warmup run took ([\d.]+) s", "profile_run_s"),
 ]
 
 _CACHE_HIT = re.compile(r"Directly load the compiled graph|Directly load AOT compilation")
-_CACHE_MISS = re.compile(r"Compiling a graph for|saved AOT compiled function|Compiling model again due to a load failure")
+_CACHE_MISS = re.compile(
+    r"Compiling a graph for|saved AOT compiled function|Compiling model again due to a load failure"
+)
 
 #: the CPU build compiles during its warmup and logs no compile time: the two lines' stamps tell it
 _STAMPED = r"(?m)^\(\w[\w -]* pid=\d+\) \w+ (\d\d-\d\d \d\d:\d\d:\d\d)\S* \[[^\]]*\] "
@@ -96,7 +130,9 @@ def _stamp_s(stamp: str) -> float:
 
 
 #: tqdm bars: "(mixed prefill-decode, PIECEWISE)" (V1 model runner), "(PIECEWISE)" (0.26's V2 runner)
-_CAPTURE_BAR = r"Capturing CUDA graphs \(([^,()]+)(?:, (\w+))?\):[^\r\n]*?\| *(\d+)/(\d+) \[[\d:]+<[\d:?]+, *([\d.]+)(s/it|it/s)\]"
+_CAPTURE_BAR = (
+    r"Capturing CUDA graphs \(([^,()]+)(?:, (\w+))?\):[^\r\n]*?\| *(\d+)/(\d+) \[[\d:]+<[\d:?]+, *([\d.]+)(s/it|it/s)\]"
+)
 
 
 # ---------------------------------------------------------------- /metrics
@@ -142,10 +178,10 @@ class VllmProfile(Profile):
             return {"kv_capacity_tokens": None, "block_size": None}
         extra = {"kv_cache_memory_bytes": int(sum(fixed))} if fixed else {}
         toks = [t for t, _ in per_engine.values() if t is not None]
-        blocks = [b for _, b in per_engine.values() if b is not None]
+        sizes = [b for _, b in per_engine.values() if b is not None]
         return {
             "kv_capacity_tokens": int(sum(toks)) if toks else None,
-            "block_size": blocks[0] if blocks else None,
+            "block_size": sizes[0] if sizes else None,
             **extra,
         }
 
@@ -210,28 +246,34 @@ VLLM_METRICS = VllmProfile(
 # - preemption: V0's `Sequence group X is preempted by PreemptionMode.RECOMPUTE mode because there is
 #   not enough KV cache space` (V1 counts them in `vllm:num_preemptions_total` only).
 # - abort: `Aborted request chatcmpl-...` (logged with --enable-log-requests).
-VLLM_LOG = LogPatterns("vllm", patterns(
-    recompilation=(r"not in the CUDA graph capture sizes",),
-    preemption=(r"is preempted by PreemptionMode", r"\bpreempted\b.*not enough KV cache"),
-    abort=(r"Aborted request",),
-    cuda_error=(r"EngineDeadError", r"EngineCore encountered a fatal error"),
-))
+VLLM_LOG = LogPatterns(
+    "vllm",
+    patterns(
+        recompilation=(r"not in the CUDA graph capture sizes",),
+        preemption=(r"is preempted by PreemptionMode", r"\bpreempted\b.*not enough KV cache"),
+        abort=(r"Aborted request",),
+        cuda_error=(r"EngineDeadError", r"EngineCore encountered a fatal error"),
+    ),
+)
 
 
 # ---------------------------------------------------------------- flags
 #: vLLM's own names (the guides'), with the switch senses and defaults the steps use
-VLLM_FLAGS = FlagMap("vllm", {
-    "max-model-len": Knob("max-model-len"),
-    "gpu-memory-utilization": Knob("gpu-memory-utilization", default=0.92),
-    "max-num-seqs": Knob("max-num-seqs"),
-    "max-num-batched-tokens": Knob("max-num-batched-tokens"),
-    "enable-chunked-prefill": Knob("enable-chunked-prefill", on=True, off=False),
-    "enable-prefix-caching": Knob("enable-prefix-caching", on=True, off=False, default_on=True),
-    "cuda-graphs": Knob("enforce-eager", on=None, off=True, default_on=True),
-    "kv-cache-dtype": Knob("kv-cache-dtype"),
-    "tensor-parallel-size": Knob("tensor-parallel-size"),
-    "speculative-config": Knob("speculative-config"),
-})
+VLLM_FLAGS = FlagMap(
+    "vllm",
+    {
+        "max-model-len": Knob("max-model-len"),
+        "gpu-memory-utilization": Knob("gpu-memory-utilization", default=0.92),
+        "max-num-seqs": Knob("max-num-seqs"),
+        "max-num-batched-tokens": Knob("max-num-batched-tokens"),
+        "enable-chunked-prefill": Knob("enable-chunked-prefill", on=True, off=False),
+        "enable-prefix-caching": Knob("enable-prefix-caching", on=True, off=False, default_on=True),
+        "cuda-graphs": Knob("enforce-eager", on=None, off=True, default_on=True),
+        "kv-cache-dtype": Knob("kv-cache-dtype"),
+        "tensor-parallel-size": Knob("tensor-parallel-size"),
+        "speculative-config": Knob("speculative-config"),
+    },
+)
 
 
 # ---------------------------------------------------------------- tokenize
@@ -257,9 +299,15 @@ VLLM_TOKENIZE = Tokenize(
 # ---------------------------------------------------------------- the kind
 class VLLM(HttpEngine):
     name = "vllm"
-    aliases = ("vllm-cpu",)
-    env = {"VLLM_SERVER_DEV_MODE": "1"}  # enables /reset_prefix_cache, as `vllm bench sweep` does
-    cache_env = {"VLLM_CACHE_ROOT": "vllm", "TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
+    aliases: ClassVar[tuple[str, ...]] = ("vllm-cpu",)
+    env: ClassVar[Mapping[str, str]] = {
+        "VLLM_SERVER_DEV_MODE": "1"
+    }  # enables /reset_prefix_cache, as `vllm bench sweep` does
+    cache_env: ClassVar[Mapping[str, str]] = {
+        "VLLM_CACHE_ROOT": "vllm",
+        "TORCHINDUCTOR_CACHE_DIR": "inductor",
+        "TRITON_CACHE_DIR": "triton",
+    }
     ready_path = "/health"
     metrics = VLLM_METRICS
     telemetry_profile = "vllm"
@@ -267,7 +315,7 @@ class VLLM(HttpEngine):
     log_patterns = VLLM_LOG
     flags = VLLM_FLAGS
     reset_path = "/reset_prefix_cache"
-    tokenize = VLLM_TOKENIZE
+    tokenize: ClassVar[Tokenize | None] = VLLM_TOKENIZE
 
     def default_command(self, spec: EngineSettings) -> list[str]:
         return ["vllm", "serve", "{model}", "--host", "{host}", "--port", "{port}"]

@@ -39,7 +39,9 @@ def components(fams: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def assert_profile_reads_only_declared_names(profile_name: str, recording: Path, optional: set[str] = frozenset()) -> None:
+def assert_profile_reads_only_declared_names(
+    profile_name: str, recording: Path, optional: set[str] = frozenset()
+) -> None:
     """Every name the profile reads is declared in the recording, with the type the profile treats
     it as; each canonical quantity it maps finds at least one declared name (unless all its
     candidates are `optional`: names of other releases)."""

@@ -17,5 +17,7 @@ def test_failure_hint_other_shapes():
     assert failure_hint("Traceback (most recent call last):\nRuntimeError: Engine core initialization failed.") == (
         "RuntimeError: Engine core initialization failed."
     )
-    assert failure_hint("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n").startswith("torch.OutOfMemoryError")
+    assert failure_hint("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n").startswith(
+        "torch.OutOfMemoryError"
+    )
     assert failure_hint("all good\n") is None

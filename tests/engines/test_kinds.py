@@ -67,7 +67,7 @@ def test_every_part_is_provided_or_its_absence_explained(name: str) -> None:
         assert kind.telemetry_profile == kind.metrics.name and kind.no_metrics is None
     assert kind.no_metrics is None or kind.metrics is None
     # startup facts: each key is a StartupFacts field, so index.json and startup.json can carry it
-    assert all(isinstance(f, Fact) for f in kind.facts)
+    assert all(isinstance(f, Fact) and f.pattern.groups == len(f.keys) for f in kind.facts)  # a key per group
     assert {k for f in kind.facts for k in f.keys if k} <= set(StartupFacts.model_fields)
     assert isinstance(kind.startup_facts(""), dict)
     # serving log: only the events the engine-log analysis counts
@@ -81,7 +81,9 @@ def test_every_part_is_provided_or_its_absence_explained(name: str) -> None:
     # a part that is None says why; a part that is there is not said to be lacking
     for part in OPTIONAL_PARTS:
         assert (getattr(kind, part) is None) == (part in kind.lacks) or (part == "metrics" and kind.no_metrics), (
-            name, part)
+            name,
+            part,
+        )
         assert part not in kind.lacks or kind.lacks[part]
     assert set(kind.lacks) <= set(OPTIONAL_PARTS)
 
@@ -102,8 +104,9 @@ def test_lookups_go_through_the_registry() -> None:
     with pytest.raises(UserError, match="unknown engine kind 'vlm'; choose one of: custom, external"):
         get_kind("vlm")
     assert find_kind("vllm-cpu") is get_kind("vllm") and find_kind("nope") is None and find_kind(None) is None
-    assert set(run_kind_names()) == {n for k in KINDS if get_kind(k).telemetry_profile
-                                     for n in (k, *get_kind(k).aliases)}
+    assert set(run_kind_names()) == {
+        n for k in KINDS if get_kind(k).telemetry_profile for n in (k, *get_kind(k).aliases)
+    }
     # the reset paths a run tries on a server of unknown kind: every kind's, vLLM's first
     assert reset_paths() == tuple(dict.fromkeys(get_kind(k).reset_path for k in KINDS if get_kind(k).reset_path))
     assert reset_paths()[0] == "/reset_prefix_cache"

@@ -10,8 +10,14 @@ from .conftest import DATA, assert_profile_reads_only_declared_names
 def test_llamacpp_default_verbosity():
     # what a real llama-server prints at its default verbosity (llama.cpp of llama-cpp-python 0.3.36)
     facts = get_kind("llamacpp").startup_facts((DATA / "llamacpp" / "llamacpp_0.3.36_startup.log").read_text())
-    assert facts == {"n_slots": 2, "n_ctx_slot": 2048, "kv_unified": False, "n_ctx": 4096, "kv_cache_tokens": 4096,
-                     "max_model_len": 2048}
+    assert facts == {
+        "n_slots": 2,
+        "n_ctx_slot": 2048,
+        "kv_unified": False,
+        "n_ctx": 4096,
+        "kv_cache_tokens": 4096,
+        "max_model_len": 2048,
+    }
     unified = "srv    load_model: initializing, n_slots = 4, n_ctx_slot = 8192, kv_unified = 'true'\n"
     assert get_kind("llamacpp").startup_facts(unified)["kv_cache_tokens"] == 8192
 
@@ -25,18 +31,29 @@ def test_llamacpp_verbose_context_lines():
         "srv    load_model: initializing, n_slots = 2, n_ctx_slot = 2048, kv_unified = 'false'\n"
     )
     assert get_kind("llamacpp").startup_facts(log) == {
-        "n_ctx": 4096, "kv_cache_tokens": 4096, "n_ctx_seq": 2048, "n_ctx_slot": 2048, "n_slots": 2, "kv_unified": False,
+        "n_ctx": 4096,
+        "kv_cache_tokens": 4096,
+        "n_ctx_seq": 2048,
+        "n_ctx_slot": 2048,
+        "n_slots": 2,
+        "kv_unified": False,
         "max_model_len": 2048,
     }
 
 
 def test_llamacpp_engine_facts():
-    log = ("build: 6123 (a0b1c2d3) with cc (GCC) 12.2.0 for x86_64-linux-gnu\n"
-           "llama_context: flash_attn    = auto\n"
-           "llama_kv_cache:        CPU KV buffer size =   256.00 MiB\n"
-           "llama_kv_cache: size =  256.00 MiB (  2048 cells,  32 layers,  1/1 seqs), K (q8_0):  128.00 MiB, V (q8_0):  128.00 MiB\n")
+    log = (
+        "build: 6123 (a0b1c2d3) with cc (GCC) 12.2.0 for x86_64-linux-gnu\n"
+        "llama_context: flash_attn    = auto\n"
+        "llama_kv_cache:        CPU KV buffer size =   256.00 MiB\n"
+        "llama_kv_cache: size =  256.00 MiB (  2048 cells,  32 layers,  1/1 seqs), K (q8_0):  128.00 MiB, V (q8_0):  128.00 MiB\n"
+    )
     facts = get_kind("llamacpp").startup_facts(log)
-    assert facts["engine_version"] == "6123 (a0b1c2d3)" and facts["flash_attn"] == "auto" and facts["kv_cache_dtype"] == "q8_0"
+    assert (
+        facts["engine_version"] == "6123 (a0b1c2d3)"
+        and facts["flash_attn"] == "auto"
+        and facts["kv_cache_dtype"] == "q8_0"
+    )
 
 
 def test_serving_log_lines():
@@ -48,12 +65,20 @@ def test_serving_log_lines():
 def test_flags_slots_and_batch_the_rest_lacking():
     flags = get_kind("llamacpp").flags
     assert flags.knob("max-num-seqs").flag == "parallel" and flags.knob("max-num-batched-tokens").flag == "batch-size"
-    assert set(flags.lacks()) == {"max-model-len", "gpu-memory-utilization", "enable-chunked-prefill",
-                                  "enable-prefix-caching", "cuda-graphs", "kv-cache-dtype", "tensor-parallel-size",
-                                  "speculative-config"}
+    assert set(flags.lacks()) == {
+        "max-model-len",
+        "gpu-memory-utilization",
+        "enable-chunked-prefill",
+        "enable-prefix-caching",
+        "cuda-graphs",
+        "kv-cache-dtype",
+        "tensor-parallel-size",
+        "speculative-config",
+    }
 
 
 def test_every_name_the_profile_reads_is_declared_with_its_type():
     # the KV-usage gauge of older builds and the per-position counter (written only after drafting)
-    assert_profile_reads_only_declared_names("llamacpp", DATA / "llamacpp" / "llamacpp_0.3.36_metric_families.txt",
-                                             {"llamacpp_kv_cache_usage_ratio"})
+    assert_profile_reads_only_declared_names(
+        "llamacpp", DATA / "llamacpp" / "llamacpp_0.3.36_metric_families.txt", {"llamacpp_kv_cache_usage_ratio"}
+    )

@@ -17,9 +17,16 @@ def test_sglang_older_lines():
         "[2026-01-01 00:00:20] The server is fired up and ready to roll!\n"
     )
     assert get_kind("sglang").startup_facts(log) == {
-        "max_total_num_tokens": 413152, "kv_cache_tokens": 413152, "chunked_prefill_size": 8192,
-        "max_prefill_tokens": 16384, "max_running_requests": 4096, "context_len": 131072,
-        "available_gpu_mem_gb": 12.1, "model_load_gib": 15.0, "graph_capture_s": 5.17, "max_model_len": 131072,
+        "max_total_num_tokens": 413152,
+        "kv_cache_tokens": 413152,
+        "chunked_prefill_size": 8192,
+        "max_prefill_tokens": 16384,
+        "max_running_requests": 4096,
+        "context_len": 131072,
+        "available_gpu_mem_gb": 12.1,
+        "model_load_gib": 15.0,
+        "graph_capture_s": 5.17,
+        "max_model_len": 131072,
     }
 
 
@@ -28,23 +35,39 @@ def test_sglang_0_5_23_lines():
     # memory_pool.py, cuda_graph_setup.py of the PyPI wheel); no running server (it needs CUDA)
     facts = get_kind("sglang").startup_facts((DATA / "sglang" / "sglang_0.5.23_startup.log").read_text())
     assert facts == {
-        "max_total_num_tokens": 413152, "kv_cache_tokens": 413152, "chunked_prefill_size": 8192,
-        "max_prefill_tokens": 16384, "max_running_requests": 4096, "context_len": 131072,
-        "available_gpu_mem_gb": 12.1, "model_load_gib": 15.0, "graph_capture_s": 5.17,
-        "max_model_len": 131072, "kv_cache_dtype": "bfloat16",
+        "max_total_num_tokens": 413152,
+        "kv_cache_tokens": 413152,
+        "chunked_prefill_size": 8192,
+        "max_prefill_tokens": 16384,
+        "max_running_requests": 4096,
+        "context_len": 131072,
+        "available_gpu_mem_gb": 12.1,
+        "model_load_gib": 15.0,
+        "graph_capture_s": 5.17,
+        "max_model_len": 131072,
+        "kv_cache_dtype": "bfloat16",
     }
-    cpu = "[2026-12-01 23:10:12 TP0] max_total_num_tokens=9000, chunked_prefill_size=2048, max_prefill_tokens=16384, " \
-          "max_running_requests=64, context_len=4096, available_cpu_mem=20.50 GB\n"
+    cpu = (
+        "[2026-12-01 23:10:12 TP0] max_total_num_tokens=9000, chunked_prefill_size=2048, max_prefill_tokens=16384, "
+        "max_running_requests=64, context_len=4096, available_cpu_mem=20.50 GB\n"
+    )
     assert get_kind("sglang").startup_facts(cpu)["available_cpu_mem_gb"] == 20.5
 
 
 def test_sglang_engine_facts():
-    log = ("[2026-01-01 00:00:01] server_args=ServerArgs(model_path='m', quantization='fp8', kv_cache_dtype='fp8_e5m2', "
-           "attention_backend='fa3', context_length=None)\n"
-           "[2026-01-01 00:00:09 TP0] Capture cuda graph bs [1, 2, 4, 8, 16, 24, 32]\n")
+    log = (
+        "[2026-01-01 00:00:01] server_args=ServerArgs(model_path='m', quantization='fp8', kv_cache_dtype='fp8_e5m2', "
+        "attention_backend='fa3', context_length=None)\n"
+        "[2026-01-01 00:00:09 TP0] Capture cuda graph bs [1, 2, 4, 8, 16, 24, 32]\n"
+    )
     facts = get_kind("sglang").startup_facts(log)
-    assert facts == {"attention_backend": "fa3", "quantization": "fp8", "kv_cache_dtype": "fp8_e5m2",
-                     "cudagraph_sizes": [1, 2, 4, 8, 16, 24, 32], "cudagraph_count": 7}
+    assert facts == {
+        "attention_backend": "fa3",
+        "quantization": "fp8",
+        "kv_cache_dtype": "fp8_e5m2",
+        "cudagraph_sizes": [1, 2, 4, 8, 16, 24, 32],
+        "cudagraph_count": 7,
+    }
     real = get_kind("sglang").startup_facts((DATA / "sglang" / "sglang_0.5.23_startup.log").read_text())
     assert real["max_model_len"] == 131072 and real["kv_cache_dtype"] == "bfloat16"
 
@@ -61,7 +84,10 @@ def test_the_recording_holds_what_the_profile_promises():
 
 def test_serving_log_lines():
     table = get_kind("sglang").log_patterns
-    assert table.classify("[2025-01-01 10:00:00] KV cache pool is full. Retract requests. #retracted_reqs: 3") == "preemption"
+    assert (
+        table.classify("[2025-01-01 10:00:00] KV cache pool is full. Retract requests. #retracted_reqs: 3")
+        == "preemption"
+    )
     assert table.classify("[2025-01-01 10:00:00] Abort request abc") == "abort"
 
 

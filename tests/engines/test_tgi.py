@@ -7,25 +7,32 @@ from .conftest import DATA, assert_profile_reads_only_declared_names, families
 
 
 def test_tgi():
-    log = '2026-01-01T00:00:00.000Z  INFO text_generation_router_v3: backends/v3/src/lib.rs:125: Setting max batch total tokens to 159568\n'
+    log = "2026-01-01T00:00:00.000Z  INFO text_generation_router_v3: backends/v3/src/lib.rs:125: Setting max batch total tokens to 159568\n"
     assert get_kind("tgi").startup_facts(log) == {"max_batch_total_tokens": 159568, "kv_cache_tokens": 159568}
 
 
 def test_tgi_engine_facts():
     log = (
         '2026-01-01T00:00:00.000Z  INFO text_generation_launcher: Args { model_id: "m", quantize: Some(Awq), '
-        'kv_cache_dtype: Some(Fp8e4m3fn), max_total_tokens: Some(4096), cuda_graphs: Some([1, 2, 4, 8]) }\n'
-        '2026-01-01T00:00:03.000Z  INFO text_generation_launcher: Using Attention = flashinfer\n'
+        "kv_cache_dtype: Some(Fp8e4m3fn), max_total_tokens: Some(4096), cuda_graphs: Some([1, 2, 4, 8]) }\n"
+        "2026-01-01T00:00:03.000Z  INFO text_generation_launcher: Using Attention = flashinfer\n"
     )
     facts = get_kind("tgi").startup_facts(log)
-    assert facts == {"max_model_len": 4096, "attention_backend": "flashinfer", "quantization": "Awq",
-                     "kv_cache_dtype": "Fp8e4m3fn", "cudagraph_sizes": [1, 2, 4, 8], "cudagraph_count": 4}
+    assert facts == {
+        "max_model_len": 4096,
+        "attention_backend": "flashinfer",
+        "quantization": "Awq",
+        "kv_cache_dtype": "Fp8e4m3fn",
+        "cudagraph_sizes": [1, 2, 4, 8],
+        "cudagraph_count": 4,
+    }
 
 
 def test_every_name_the_profile_reads_is_declared_with_its_type():
     # counters keep their name in metrics-exporter-prometheus 0.15; the `_total` spelling is a fallback
-    assert_profile_reads_only_declared_names("tgi", DATA / "tgi" / "tgi_db931fc_metric_families.txt",
-                                             {"tgi_request_success_total"})
+    assert_profile_reads_only_declared_names(
+        "tgi", DATA / "tgi" / "tgi_db931fc_metric_families.txt", {"tgi_request_success_total"}
+    )
 
 
 def test_the_recording_holds_what_the_profile_promises():
@@ -42,7 +49,8 @@ def test_serving_log_lines():
 def test_no_reset():
     tgi = get_kind("tgi")
     assert tgi.reset_path is None and tgi.reset_prefix_cache("http://127.0.0.1:9", None) == (
-        "engine kind tgi has no prefix-cache reset endpoint")
+        "engine kind tgi has no prefix-cache reset endpoint"
+    )
 
 
 def test_tgi_3_startup_in_its_formats():
@@ -50,8 +58,16 @@ def test_tgi_3_startup_in_its_formats():
     `{:#?}` Args dump spreads `Some(...)` over lines, unset limits are logged as `Default ... to`,
     the default CUDA-graph sizes as `Using default cuda graphs [...]`; the v3 router's budget line."""
     facts = get_kind("tgi").startup_facts((DATA / "tgi" / "tgi_3_startup_formats.log").read_text())
-    assert facts == {"max_batch_total_tokens": 159568, "kv_cache_tokens": 159568, "max_model_len": 8192,
-                     "attention_backend": "flashinfer", "quantization": "Awq",
-                     "cudagraph_sizes": [1, 2, 4, 8, 16, 32], "cudagraph_count": 6}
-    pretty = "    kv_cache_dtype: Some(\n        Fp8e4m3fn,\n    ),\n    max_total_tokens: Some(\n        4096,\n    ),\n"
+    assert facts == {
+        "max_batch_total_tokens": 159568,
+        "kv_cache_tokens": 159568,
+        "max_model_len": 8192,
+        "attention_backend": "flashinfer",
+        "quantization": "Awq",
+        "cudagraph_sizes": [1, 2, 4, 8, 16, 32],
+        "cudagraph_count": 6,
+    }
+    pretty = (
+        "    kv_cache_dtype: Some(\n        Fp8e4m3fn,\n    ),\n    max_total_tokens: Some(\n        4096,\n    ),\n"
+    )
     assert get_kind("tgi").startup_facts(pretty) == {"kv_cache_dtype": "Fp8e4m3fn", "max_model_len": 4096}

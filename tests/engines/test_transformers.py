@@ -15,13 +15,18 @@ def test_flags_name_only_serve_options():
     assert m.knob("gpu-memory-utilization").flag == "cb-max-memory-percent"
     for missing in ("max-model-len", "max-num-seqs", "enable-prefix-caching", "kv-cache-dtype", "tensor-parallel-size"):
         assert m.knob(missing).flag is None and m.knob(missing).why_missing
-    assert get_kind("sim").flags is get_kind("vllm").flags and get_kind("vllm").flags.knob("max_num_seqs").flag == "max-num-seqs"
+    assert (
+        get_kind("sim").flags is get_kind("vllm").flags
+        and get_kind("vllm").flags.knob("max_num_seqs").flag == "max-num-seqs"
+    )
 
 
 def test_startup_lines():
     # transformers 5.19's own lines: uvicorn's banner and the paged cache's f-string (cache.py)
-    log = ("INFO:     Uvicorn running on http://127.0.0.1:18123 (Press CTRL+C to quit)\n"
-           "Paged cache initialized: self.max_batch_tokens = 256, self.num_sectors = 2, mb_per_sector = 4\n")
+    log = (
+        "INFO:     Uvicorn running on http://127.0.0.1:18123 (Press CTRL+C to quit)\n"
+        "Paged cache initialized: self.max_batch_tokens = 256, self.num_sectors = 2, mb_per_sector = 4\n"
+    )
     assert get_kind("transformers").startup_facts(log) == {"port": 18123, "cb_max_batch_tokens": 256}
 
 
@@ -38,5 +43,7 @@ def test_real_cpu_start():
     """A real start (transformers 5.19 from the vLLM CPU venv plus accelerate, the tiny Llama,
     `--device cpu --continuous-batching --log-level info --cb-num-blocks 64`): at info level the
     only fact it prints is uvicorn's port (the paged cache is built at the first request, silently)."""
-    facts = get_kind("transformers").startup_facts((DATA / "transformers" / "transformers_5.19_cpu_startup.log").read_text())
+    facts = get_kind("transformers").startup_facts(
+        (DATA / "transformers" / "transformers_5.19_cpu_startup.log").read_text()
+    )
     assert facts == {"port": 18431}

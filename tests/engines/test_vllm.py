@@ -28,13 +28,18 @@ def test_vllm_cpu_build_real_cold_start_log():
     captured on this project's loaded 2-core machine: hence the minutes)."""
     facts = get_kind("vllm").startup_facts((DATA / "vllm" / "vllm_cpu_0.32_cold_start.log").read_text())
     assert facts["engine_version"] == "0.32.0"
-    assert facts["max_model_len"] == facts["max_model_len_configured"] == 2048 and "max_model_len_auto_fit_from" not in facts
+    assert (
+        facts["max_model_len"] == facts["max_model_len_configured"] == 2048
+        and "max_model_len_auto_fit_from" not in facts
+    )
     assert facts["quantization"] is None and facts["kv_cache_dtype"] == "auto" and facts["enforce_eager"] is False
     # no CUDA graphs on CPU: mode NONE, no sizes; no attention-backend line either (CPU_ATTN is chosen silently)
     assert facts["cudagraph_mode"] == "NONE" and facts["cudagraph_sizes"] == [] and facts["cudagraph_count"] == 0
     assert "attention_backend" not in facts
     # the AOT compile cache was written under the start's VLLM_CACHE_ROOT: a miss
-    assert facts["compile_cache_hit"] is False and "/torch_compile_cache/torch_aot_compile/" in facts["compile_cache_dir"]
+    assert (
+        facts["compile_cache_hit"] is False and "/torch_compile_cache/torch_aot_compile/" in facts["compile_cache_dir"]
+    )
     # compile time from the warmup lines' stamps (the CPU build logs no compile figure)
     assert facts["warmup_compile_s"] == 324.0 and facts["init_engine_s"] == 326.91
     assert facts["weights_load_s"] == 0.13 and facts["init_model_s"] == 1.395911 and facts["profile_run_s"] == 0.72
@@ -51,10 +56,19 @@ Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████
 """
     facts = get_kind("vllm").startup_facts(log)
     assert facts == {
-        "kv_cache_tokens": 419840, "max_concurrency_for_tokens": 32768, "max_concurrency": 12.81,
-        "model_load_gib": 14.9889, "model_load_s": 5.382, "kv_cache_gib": 51.25,
-        "graph_capture_s": 11, "graph_capture_gib": 0.54, "init_engine_s": 38.47, "compile_s": 21.03,
-        "max_model_len": 32768, "cudagraph_captured": {"mixed prefill-decode PIECEWISE": 67}, "graph_capture_bars_s": 4.408,
+        "kv_cache_tokens": 419840,
+        "max_concurrency_for_tokens": 32768,
+        "max_concurrency": 12.81,
+        "model_load_gib": 14.9889,
+        "model_load_s": 5.382,
+        "kv_cache_gib": 51.25,
+        "graph_capture_s": 11,
+        "graph_capture_gib": 0.54,
+        "init_engine_s": 38.47,
+        "compile_s": 21.03,
+        "max_model_len": 32768,
+        "cudagraph_captured": {"mixed prefill-decode PIECEWISE": 67},
+        "graph_capture_bars_s": 4.408,
     }
 
 
@@ -65,7 +79,11 @@ def test_vllm_older_two_line_format_and_ansi():
         "INFO # GPU blocks: 77, # CPU blocks: 2048\n"
     )
     assert get_kind("vllm").startup_facts(log) == {
-        "kv_cache_tokens": 1234, "max_concurrency_for_tokens": 2048, "max_concurrency": 3.52, "num_gpu_blocks": 77, "max_model_len": 2048,
+        "kv_cache_tokens": 1234,
+        "max_concurrency_for_tokens": 2048,
+        "max_concurrency": 3.52,
+        "num_gpu_blocks": 77,
+        "max_model_len": 2048,
     }
 
 
@@ -86,7 +104,9 @@ def test_vllm_0_26_gpu_log_with_kv_cache_memory_bytes():
 
 
 def test_vllm_profiled_kv_cache_is_not_called_set():
-    facts = get_kind("vllm").startup_facts("INFO 12-03 13:01:54 [gpu_worker.py:561] Available KV cache memory: 127.85 GiB\n")
+    facts = get_kind("vllm").startup_facts(
+        "INFO 12-03 13:01:54 [gpu_worker.py:561] Available KV cache memory: 127.85 GiB\n"
+    )
     assert facts["kv_cache_gib"] == 127.85 and "kv_cache_set_by" not in facts
 
 
@@ -96,10 +116,18 @@ def test_vllm_0_26_real_h200_startup_log():
     facts = get_kind("vllm").startup_facts((DATA / "vllm" / "vllm_0.26.0_h200_startup.log").read_text())
     assert facts["kv_cache_gib"] == 0.75 and facts["kv_cache_set_by"] == "kv_cache_memory_bytes"
     assert facts["initial_free_gib"] == 139.29
-    assert facts["max_model_len"] == 6144 and facts["max_model_len_auto_fit_from"] == 8192 and facts["kv_cache_tokens"] == 6144
+    assert (
+        facts["max_model_len"] == 6144
+        and facts["max_model_len_auto_fit_from"] == 8192
+        and facts["kv_cache_tokens"] == 6144
+    )
     assert facts["cudagraph_captured"] == {"PIECEWISE": 51, "FULL": 51} and facts["graph_capture_bars_s"] == 6.021
     assert facts["model_load_gib"] == 14.96 and facts["model_load_s"] == 4.602236 and facts["init_engine_s"] == 30.5
-    assert facts["compile_cache_hit"] is True and facts["engine_version"] == "0.26.0" and facts["attention_backend"] == "FLASH_ATTN"
+    assert (
+        facts["compile_cache_hit"] is True
+        and facts["engine_version"] == "0.26.0"
+        and facts["attention_backend"] == "FLASH_ATTN"
+    )
 
 
 def test_vllm_0_26_requeried_prefix_lookups_and_fixed_kv_cache() -> None:
@@ -120,9 +148,17 @@ def test_vllm_0_26_requeried_prefix_lookups_and_fixed_kv_cache() -> None:
 
 def test_serving_log_lines():
     table = get_kind("vllm").log_patterns
-    assert table.classify("WARNING 12-01 10:00:07 scheduler.py:1560] Sequence group 5 is preempted by "
-                          "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space.") == "preemption"
-    assert table.classify("(APIServer pid=1) INFO 12-01 10:00:06 [async_llm.py:400] Aborted request chatcmpl-abc.") == "abort"
+    assert (
+        table.classify(
+            "WARNING 12-01 10:00:07 scheduler.py:1560] Sequence group 5 is preempted by "
+            "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space."
+        )
+        == "preemption"
+    )
+    assert (
+        table.classify("(APIServer pid=1) INFO 12-01 10:00:06 [async_llm.py:400] Aborted request chatcmpl-abc.")
+        == "abort"
+    )
     assert table.classify("Engine 000: Avg prompt throughput: 1.0 tokens/s") is None
 
 
@@ -139,5 +175,9 @@ def test_launch_reset_and_tokenize():
     assert vllm.default_env(None) == {"VLLM_SERVER_DEV_MODE": "1"}  # enables the reset endpoint
     assert vllm.reset_path == "/reset_prefix_cache" and "VLLM_CACHE_ROOT" in vllm.cache_env
     tok = vllm.tokenize
-    assert tok.path == "/tokenize" and tok.body("m", "a b") == {"model": "m", "prompt": "a b", "add_special_tokens": False}
+    assert tok.path == "/tokenize" and tok.body("m", "a b") == {
+        "model": "m",
+        "prompt": "a b",
+        "add_special_tokens": False,
+    }
     assert tok.count({"count": 7, "tokens": [1]}) == 7 and tok.count({"tokens": [1, 2]}) == 2 and tok.count([1]) is None

@@ -23,9 +23,9 @@ checks that every kind provides or explains each part).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from harness.engines.parts.facts import Fact, scan_facts
 from harness.engines.parts.flags import FlagMap
@@ -57,17 +57,32 @@ class Tokenize:
 
 @runtime_checkable
 class EngineKind(Protocol):
-    name: str
-    #: other names a run's --engine-kind may give this kind (`vllm-cpu`)
-    aliases: tuple[str, ...]
-    #: why a part is None (part name -> reason)
-    lacks: dict[str, str]
+    """Read-only parts (properties here, so a kind may hold them as plain class attributes) and the
+    few operations that need an engine's answer or a log."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Other names a run's --engine-kind may give this kind (`vllm-cpu`)."""
+        ...
+
+    @property
+    def lacks(self) -> Mapping[str, str]:
+        """Why a part is None (part name -> reason)."""
+        ...
 
     # ------------------------------------------------------------------ launch
-    #: False: the server is already running; nothing is started, stopped or restarted
-    starts_engine: bool
-    #: env var -> folder under a start's cache root, emptied for a cold start
-    cache_env: dict[str, str]
+    @property
+    def starts_engine(self) -> bool:
+        """False: the server is already running; nothing is started, stopped or restarted."""
+        ...
+
+    @property
+    def cache_env(self) -> Mapping[str, str]:
+        """Env var -> folder under a start's cache root, emptied for a cold start."""
+        ...
 
     def default_command(self, spec: EngineSettings) -> list[str]: ...
 
@@ -79,25 +94,40 @@ class EngineKind(Protocol):
     def probe(self, base_url: str, spec: EngineSettings) -> Probe: ...
 
     # ------------------------------------------------------------------ /metrics
-    #: None: a page's profile is detected (or there is no page: `no_metrics`)
-    metrics: Profile | None
-    #: the engine serves no Prometheus /metrics: why (telemetry records the engine side as absent)
-    no_metrics: str | None
-    #: passed to a run started by a sweep as its engine kind
-    telemetry_profile: str | None
+    @property
+    def metrics(self) -> Profile | None:
+        """None: a page's profile is detected (or there is no page: `no_metrics`)."""
+        ...
+
+    @property
+    def no_metrics(self) -> str | None:
+        """The engine serves no Prometheus /metrics: why (telemetry records the engine side as absent)."""
+        ...
+
+    @property
+    def telemetry_profile(self) -> str | None:
+        """The engine kind a run started by a sweep is told."""
+        ...
 
     # ------------------------------------------------------------------ logs
-    facts: list[Fact]
-    log_patterns: LogPatterns
+    @property
+    def facts(self) -> Sequence[Fact]: ...
+
+    @property
+    def log_patterns(self) -> LogPatterns: ...
 
     def startup_facts(self, log_text: str) -> dict[str, Any]: ...
 
     # ------------------------------------------------------------------ tuning
-    flags: FlagMap
+    @property
+    def flags(self) -> FlagMap: ...
 
     # ------------------------------------------------------------------ prefix cache, tokenize
-    reset_path: str | None
-    tokenize: Tokenize | None
+    @property
+    def reset_path(self) -> str | None: ...
+
+    @property
+    def tokenize(self) -> Tokenize | None: ...
 
     def reset_prefix_cache(self, base_url: str, spec: EngineSettings) -> str | None:
         """Reset the engine's prefix cache; None when done, else why it could not be."""
@@ -113,23 +143,23 @@ class HttpEngine:
     A kind sets the class attributes that differ; `flags` has no default on purpose (each kind
     says whose flag names it takes)."""
 
-    name = "http"
-    aliases: tuple[str, ...] = ()
-    lacks: dict[str, str] = {}
-    starts_engine = True
+    name: ClassVar[str] = "http"
+    aliases: ClassVar[tuple[str, ...]] = ()
+    lacks: ClassVar[Mapping[str, str]] = {}
+    starts_engine: ClassVar[bool] = True
     #: env var -> folder under a start's cache root: what `harness startup` empties for a cold start
     #: (TorchInductor's and Triton's caches, as `vllm bench startup` does; a kind adds its own)
-    cache_env: dict[str, str] = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
-    env: dict[str, str] = {}
-    ready_path = "/health"
-    metrics: Profile | None = None
-    no_metrics: str | None = None
-    telemetry_profile: str | None = None
-    facts: list[Fact] = []
-    log_patterns: LogPatterns = GENERIC
-    flags: FlagMap
-    reset_path: str | None = None
-    tokenize: Tokenize | None = None
+    cache_env: ClassVar[Mapping[str, str]] = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
+    env: ClassVar[Mapping[str, str]] = {}
+    ready_path: ClassVar[str] = "/health"
+    metrics: ClassVar[Profile | None] = None
+    no_metrics: ClassVar[str | None] = None
+    telemetry_profile: ClassVar[str | None] = None
+    facts: ClassVar[Sequence[Fact]] = ()
+    log_patterns: ClassVar[LogPatterns] = GENERIC
+    flags: ClassVar[FlagMap]
+    reset_path: ClassVar[str | None] = None
+    tokenize: ClassVar[Tokenize | None] = None
 
     def default_command(self, spec: EngineSettings) -> list[str]:
         raise NotImplementedError

@@ -9,7 +9,7 @@ and tune.json carry them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,13 +46,13 @@ def last_matches(regex: str, log_text: str) -> list[re.Match[str]]:
     return list(re.finditer(regex, strip_ansi(log_text)))
 
 
-def scan_facts(facts: list[Fact], log_text: str) -> dict[str, Any]:
+def scan_facts(facts: Sequence[Fact], log_text: str) -> dict[str, Any]:
     """The first value of each key found in the log (the log of one engine start)."""
     out: dict[str, Any] = {}
     text = strip_ansi(log_text)
     for f in facts:
         for m in f.pattern.finditer(text):
-            for key, value in zip(f.keys, m.groups()):
+            for key, value in zip(f.keys, m.groups(), strict=False):
                 if key and value is not None and key not in out:
                     try:
                         out[key] = f.convert(value)
@@ -62,7 +62,9 @@ def scan_facts(facts: list[Fact], log_text: str) -> dict[str, Any]:
     return out
 
 
-_PREFIX = re.compile(r"^(?:\([\w ]+pid=\d+\)\s*)?(?:(?P<level>[A-Z]+) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\]\s*)?")
+_PREFIX = re.compile(
+    r"^(?:\([\w ]+pid=\d+\)\s*)?(?:(?P<level>[A-Z]+) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\]\s*)?"
+)
 _ERROR_START = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception)|CUDA out of memory)\b:? .+|^(?:\S+ )*\S*: error: .+")
 _GENERIC = ("Engine core initialization failed", "initialization failed")
 
@@ -77,7 +79,7 @@ def failure_hint(log_text: str) -> str | None:
         level = m.group("level") if m else None
         if level in ("INFO", "WARNING", "DEBUG"):
             continue
-        line = raw[m.end():].strip() if m else raw.strip()
+        line = raw[m.end() :].strip() if m else raw.strip()
         if _ERROR_START.match(line):
             hits.append(line)
     specific = [h for h in hits if not any(g in h for g in _GENERIC)]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-
 #: event kind -> (what a count means, in words for the validity block)
 EVENTS: dict[str, str] = {
     "recompilation": "recompilations during the window: shapes not covered by the CUDA-graph capture sizes",
@@ -44,8 +43,11 @@ def patterns(**by_kind: tuple[str, ...]) -> dict[str, tuple[re.Pattern[str], ...
 
 
 COMMON: dict[str, tuple[str, ...]] = {
-    "recompilation": (r"Recompiling function", r"torch\._dynamo hit config\.(?:recompile|cache_size)_limit",
-                      r"recompile_limit reached"),
+    "recompilation": (
+        r"Recompiling function",
+        r"torch\._dynamo hit config\.(?:recompile|cache_size)_limit",
+        r"recompile_limit reached",
+    ),
     "oom": (r"OutOfMemoryError", r"CUDA out of memory", r"cudaMalloc failed: out of memory"),
     "cuda_error": (r"CUDA error", r"cudaError\w*", r"illegal memory access", r"NCCL error"),
 }

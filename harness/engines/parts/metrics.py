@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-
 from typing import Protocol
 
 #: a series' labels, sorted, without `__name__`
@@ -27,6 +26,7 @@ class Samples(Protocol):
     samples: dict[str, list[tuple[Labels, float]]]
 
     def get(self, name: str) -> list[tuple[Labels, float]]: ...
+
 
 #: canonical gauges sampled each scrape
 GAUGES = ("kv_usage", "running", "waiting")
