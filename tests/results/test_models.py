@@ -8,10 +8,10 @@ from typing import Annotated, get_args
 
 import pytest
 
+from harness.engines import get_kind, kind_names
 from harness.results.models import Block, Omit, Record, RunSummary
 from harness.results.models.facts import StartupFacts, number
 from harness.results.models.sweep import CellMetricName, CellMetrics
-from harness.engines import get_kind, kind_names
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
