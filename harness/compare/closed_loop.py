@@ -17,6 +17,7 @@ move beyond the threshold in the same direction.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ DRAWS = 2000
 SEED = 20261202
 
 
-def concurrency(runs: list[RunLike]) -> int | None:
+def concurrency(runs: Sequence[RunLike]) -> int | None:
     """The users of a closed-loop run (the same on every run), else None (open loop, offline)."""
     seen = set()
     for r in runs:
@@ -41,7 +42,7 @@ def concurrency(runs: list[RunLike]) -> int | None:
     return seen.pop() if len(seen) == 1 else None
 
 
-def slices_too_short(runs: list[RunLike]) -> tuple[float, float] | None:
+def slices_too_short(runs: Sequence[RunLike]) -> tuple[float, float] | None:
     """(slice seconds, median E2E seconds) when the compare's time slices are shorter than the
     median request on some run, else None."""
     for r in runs:
@@ -56,7 +57,7 @@ def slices_too_short(runs: list[RunLike]) -> tuple[float, float] | None:
     return None
 
 
-def _side(runs: list[RunLike]) -> tuple[np.ndarray, np.ndarray] | None:
+def _side(runs: Sequence[RunLike]) -> tuple[np.ndarray, np.ndarray] | None:
     e2e: list[float] = []
     good: list[float] = []
     for r in runs:
@@ -73,11 +74,11 @@ def _side(runs: list[RunLike]) -> tuple[np.ndarray, np.ndarray] | None:
     return np.asarray(e2e), np.asarray(good)
 
 
-def per_request_goodput(base: list[RunLike], cand: list[RunLike], confidence: float = 0.95) -> dict[str, Any] | None:
+def per_request_goodput(base: Sequence[RunLike], cand: Sequence[RunLike], confidence: float = 0.95) -> dict[str, Any] | None:
     """Little's-law goodput of both sides and the interval of the relative change (%), or None
     when it does not apply (open loop, slices long enough, too few requests, no SLO lookup)."""
-    users = concurrency(base + cand)
-    short = slices_too_short(base + cand)
+    users = concurrency([*base, *cand])
+    short = slices_too_short([*base, *cand])
     if users is None or short is None:
         return None
     b, c = _side(base), _side(cand)

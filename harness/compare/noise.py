@@ -11,6 +11,7 @@ alarm in the whole comparison at 5% (docs/reports.md has the A/A and 10%-slower 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from harness.results.hdr import Hist
 class _SideData:
     """Per-request arrays of one side, computed once and shared by all metrics."""
 
-    def __init__(self, runs: list[RunLike]) -> None:
+    def __init__(self, runs: Sequence[RunLike]) -> None:
         self.runs = runs
         self.requests = [r.measured_requests() for r in runs]
         self.pooled = [q for reqs in self.requests for q in reqs]
@@ -201,7 +202,7 @@ def engine_slices(run: RunLike, counter: str, denominator: str | None, slices: i
     return out
 
 
-def _engine_test(m: MetricDef, base: list[RunLike], cand: list[RunLike], opts: Options, rng: np.random.Generator) -> Test:
+def _engine_test(m: MetricDef, base: Sequence[RunLike], cand: Sequence[RunLike], opts: Options, rng: np.random.Generator) -> Test:
     """An engine counter's noise: its increase per time slice of the window (scrape to scrape),
     resampled by slice; a share (a hit rate) as the ratio of the resampled sums."""
     sb = [x for r in base for x in engine_slices(r, m.engine_counter or "", m.engine_denominator)]
@@ -233,7 +234,7 @@ def _engine_test(m: MetricDef, base: list[RunLike], cand: list[RunLike], opts: O
     return _rel(db, dc, pb, opts, desc)
 
 
-def engine_interval(m: MetricDef, runs: list[RunLike], opts: Options) -> tuple[float, float, float] | None:
+def engine_interval(m: MetricDef, runs: Sequence[RunLike], opts: Options) -> tuple[float, float, float] | None:
     """(value, low, high) of an engine counter metric on one side (a hit rate in %, over time
     slices of the engine's counters), or None without scrapes: what one side's figure is worth."""
     sl = [x for r in runs for x in engine_slices(r, m.engine_counter or "", m.engine_denominator)]
@@ -250,7 +251,7 @@ def engine_interval(m: MetricDef, runs: list[RunLike], opts: Options) -> tuple[f
     return float(num.sum() / den.sum() * scale), lo, hi
 
 
-def good_counts(runs: list[RunLike]) -> tuple[int, int]:
+def good_counts(runs: Sequence[RunLike]) -> tuple[int, int]:
     """(requests within the SLOs, requests judged) over runs, from summary.json's goodput block."""
     good = total = 0
     for r in runs:
@@ -260,7 +261,7 @@ def good_counts(runs: list[RunLike]) -> tuple[int, int]:
     return good, total
 
 
-def _zero_goodput_test(base: list[RunLike], cand: list[RunLike]) -> tuple[str, float] | None:
+def _zero_goodput_test(base: Sequence[RunLike], cand: Sequence[RunLike]) -> tuple[str, float] | None:
     """No request of the baseline met the SLOs: goodput has no base for a relative change, so the
     share of good requests is tested instead (one-sided Fisher exact that the candidate's is
     higher; seen on the H200: eager `transformers serve` met the chat SLOs for 0 of 23 requests,
@@ -283,7 +284,7 @@ def _merge(hists: list[Hist]) -> Hist:
     return Hist(uniq, np.bincount(inv, weights=cnts).astype(np.int64))
 
 
-def compare_runs(base: list[RunLike], cand: list[RunLike], metrics: list[MetricDef], opts: Options) -> list[Row]:
+def compare_runs(base: Sequence[RunLike], cand: Sequence[RunLike], metrics: list[MetricDef], opts: Options) -> list[Row]:
     """One row per metric: the change, its interval, the noise tests and the verdict. A metric is
     beyond noise when its bootstrap p-value, Holm-adjusted over every metric of this comparison
     that has one, is below 1 - confidence (and the interval excludes zero), and, with repeats on

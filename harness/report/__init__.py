@@ -63,7 +63,7 @@ def write_report_or_say(write: Callable[[Path], Path], out: Path, say: Callable[
         path = write(out)
         say(done.format(path=path))
         return path
-    except Exception as exc:  # noqa: BLE001 - the measurements are already stored
+    except Exception as exc:  # the measurements are already stored
         say(failed.format(error=f"{type(exc).__name__}: {exc}"))
         return None
 

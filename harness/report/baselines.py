@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +110,7 @@ def save(src: Path | str, name: str, engine_config: Path | str | None = None, ro
         meta: dict[str, Any] = {
             "name": name,
             "kind": kind,
-            "saved_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "saved_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "source": str(src.resolve()),
             "harness_version": __version__,
         }

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
+from harness.compare.metrics import MetricDef
 from harness.report import diagnosis as D
 from harness.report import figures as F
 from harness.report import sweep_view as V
 from harness.report import tables as T
 from harness.report.data import RunData
-from harness.report.sweep_data import SweepData
-from harness.report.document import Bullets, Callout, Document, Figure, Heading, Paragraph, Table
+from harness.report.document import Align, Bullets, Callout, Document, Figure, Heading, Paragraph, Table, right
 from harness.report.groups import fleet_table, group_tables, sessions_table
-from harness.report.traffic import block_trace_table, cache_table, fleet_sweep_table, ttft_parts_blocks
-from harness.compare.metrics import MetricDef
 from harness.report.metrics import fmt_num, fmt_pct
+from harness.report.sweep_data import SweepData
+from harness.report.traffic import block_trace_table, cache_table, fleet_sweep_table, ttft_parts_blocks
 from harness.results.engine_facts import facts_line
 from harness.results.models.facts import StartupFacts
 from harness.results.run_metrics import BY_NAME as RUN
@@ -25,7 +25,7 @@ from harness.results.sweep_index import capacity, top_level
 def _when(ts: Any) -> str:
     if not isinstance(ts, (int, float)):
         return ""
-    return datetime.fromtimestamp(float(ts), tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(float(ts), tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def validity_items(run: RunData) -> list[str]:
@@ -210,9 +210,9 @@ def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str
         notes.append(f"SLO: {slo}.")
     if repeats > 1:
         notes.append("With repeats, values are the mean of the repeats; ± is half the range between them.")
-    align = ["r", "l", "l"] + ["r"] * (len(cols) - 3)
+    align: list[Align] = ["r", "l", "l", *right(len(cols) - 3)]
     caption = f"Scenario {scenario}: configs at different loads (not ranked)" if mixed else f"Scenario {scenario}: configs ranked by {key.label}"
-    return Table(cols, out, caption=caption, align=align, notes=notes)  # type: ignore[arg-type]
+    return Table(cols, out, caption=caption, align=align, notes=notes)
 
 
 def _kv_max(run: RunData) -> float | None:
@@ -243,9 +243,9 @@ def sweep_validity_items(sweep: SweepData, failed: dict[str, str] | None = None,
         items.append(f"config `{cfg}` ({V.flags_text(sweep.flags_of(cfg))}) produced no results: {reason}")
     # the same warning in many cells (a tokenizer offset, an engine without /metrics) is one line
     where: dict[str, list[str]] = {}
-    with_runs = [c for c in sweep.cells if c.run is not None and c.config_id not in failed]
-    for cell in with_runs:
-        for w in validity_items(cell.run):  # type: ignore[arg-type]
+    with_runs = [(c, c.run) for c in sweep.cells if c.run is not None and c.config_id not in failed]
+    for cell, run in with_runs:
+        for w in validity_items(run):
             where.setdefault(w, []).append(f"{cell.config_id} × {cell.scenario} (repeat {cell.repeat})")
     for w, cells in where.items():
         if len(cells) == 1:

@@ -20,15 +20,14 @@ unless `force`.
 
 from pathlib import Path
 
-
-from harness.errors import UserError
-from harness.report.data import RunData
-from harness.report.sweep_data import SweepData
 from harness.compare.metrics import MetricDef
+from harness.compare.noise import compare_runs
+from harness.errors import UserError
 from harness.report.compare_fingerprint import fingerprint_check
 from harness.report.compare_model import Options, Pair, Result, Row, Side, load_side
-from harness.compare.noise import compare_runs
 from harness.report.compare_render import HEADERS, render_markdown, render_text
+from harness.report.data import RunData
+from harness.report.sweep_data import SweepData
 
 __all__ = ["HEADERS", "Options", "Pair", "Result", "Row", "Side", "compare", "compare_runs", "fingerprint_check",
            "load_side", "render_markdown", "render_text"]
@@ -87,7 +86,8 @@ def compare(baseline: str, candidate: str, metrics: list[MetricDef], opts: Optio
         result.pairs += _class_pairs("", bs.runs, cs.runs, metrics, opts)
         _add_quality(result, "", bs.runs[0].path, cs.runs[0].path)
         return result
-    return _compare_sweeps(bs.sweep, cs.sweep, metrics, opts, result)  # type: ignore[arg-type]
+    assert cs.sweep is not None  # the same kind as the baseline's: a sweep
+    return _compare_sweeps(bs.sweep, cs.sweep, metrics, opts, result)
 
 
 def _not_complete(label: str, base: list[RunData], cand: list[RunData]) -> list[str]:
@@ -116,17 +116,17 @@ def _class_pairs(label: str, base: list[RunData], cand: list[RunData], metrics: 
     out: list[Pair] = []
     for name in dict.fromkeys(names):
         where = f"{label} · class {name}" if label else f"class {name}"
-        bv = [r.for_class(name) for r in base]
-        cv = [r.for_class(name) for r in cand]
-        if any(v is None for v in bv) or any(v is None for v in cv):
-            side = "baseline" if any(v is None for v in bv) else "candidate"
+        bv = [v for r in base if (v := r.for_class(name)) is not None]
+        cv = [v for r in cand if (v := r.for_class(name)) is not None]
+        if len(bv) < len(base) or len(cv) < len(cand):
+            side = "baseline" if len(bv) < len(base) else "candidate"
             out.append(Pair(where, f"missing in {side}", "", note=f"no class {name!r} there (classes: {', '.join(known) or 'none'})"))
             continue
-        if not any(v.summary.requests.completed for v in cv):  # type: ignore[union-attr]
+        if not any(v.summary.requests.completed for v in cv):
             out.append(Pair(where, "candidate failed", "", note=f"no completed requests of class {name}"))
             continue
         out.append(Pair(where, "compared", "same workload (checked for the whole run)",
-                        compare_runs(bv, cv, metrics, opts)))  # type: ignore[arg-type]
+                        compare_runs(bv, cv, metrics, opts)))
     return out
 
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from harness.report.data import RunData
 from harness.results.models.summary import Fingerprint
-
 
 # ---------------------------------------------------------------- fingerprints
 
@@ -68,14 +66,14 @@ def _scenario_diffs(a: dict[str, Any] | None, b: dict[str, Any] | None, part: st
             for k in sorted(set(x) | set(y), key=str):
                 walk(x.get(k), y.get(k), f"{path}.{k}" if path else str(k))
         elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
-            for i, (xi, yi) in enumerate(zip(x, y)):
+            for i, (xi, yi) in enumerate(zip(x, y, strict=True)):
                 walk(xi, yi, f"{path}[{i}]")
         elif x != y:
             out.append(f"{path or part}: {x!r} → {y!r}")
 
     walk(dig(a), dig(b), ".".join(_PART_PATHS[part]))
     if len(out) > limit:
-        out = out[:limit] + [f"{len(out) - limit} more"]
+        out = [*out[:limit], f"{len(out) - limit} more"]
     return out
 
 

@@ -6,12 +6,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-
+from harness.compare.model import Options, Row
 from harness.errors import UserError
 from harness.report import baselines
 from harness.report.data import RunData, kind_of, load_run, run_subdirs
 from harness.report.sweep_data import SweepData, load_sweep
-from harness.compare.model import Options, Row
 
 __all__ = ["Options", "Pair", "Result", "Row", "Side", "load_side"]
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-
-from harness.report.metrics import fmt_num
 from harness.report.compare_model import Pair, Result, Row
-
+from harness.report.metrics import fmt_num
 
 # ---------------------------------------------------------------- rendering
 
@@ -51,7 +49,7 @@ def render_text(res: Result, verbose: bool = False) -> str:
         out.append(f"workload : {p.fingerprint}")
         headers = list(HEADERS)
         headers[4] = f"{int(res.options.confidence * 100)}% interval"
-        rows = [headers] + _table_rows(p)
+        rows = [headers, *_table_rows(p)]
         widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
         for j, row in enumerate(rows):
             out.append("  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) if i < 5 else cell for i, cell in enumerate(row)).rstrip())
@@ -103,17 +101,17 @@ def render_markdown(res: Result, heading_level: int = 3) -> str:
         out.append("")
         out.append("| " + " | ".join(HEADERS) + " |")
         out.append("|:---|---:|---:|---:|---:|:---|")
-        for row, r in zip(_table_rows(p), p.rows):
+        for row, r in zip(_table_rows(p), p.rows, strict=True):
             row[-1] = mark.get(r.verdict, r.verdict)
             out.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
         out.append("")
     if cells:
         out += ["</details>", ""]
     for q in res.quality:
-        out += ["```"] + q.lines() + ["```", ""]
+        out += ["```", *q.lines(), "```", ""]
     out += ["<details><summary>How this was decided</summary>", ""] + [f"- {x}" for x in res.how]
     details = [f"- {p.label + ': ' if p.label else ''}{r.label}: {'; '.join(r.tests)}" for p in res.pairs for r in p.rows if r.verdict != "ok"]
     if details:
-        out += ["", "Noise tests of the metrics that moved:", ""] + details
+        out += ["", "Noise tests of the metrics that moved:", "", *details]
     out += ["", "</details>", ""]
     return "\n".join(out)

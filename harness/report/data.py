@@ -20,8 +20,8 @@ from pydantic import ValidationError
 
 from harness.errors import UserError
 from harness.metrics.table import BY_NAME
-from harness.results import hdr
 from harness.report.partial_summary import summary_from_requests
+from harness.results import hdr
 from harness.results.models.summary import Fingerprint, GoodputBlock, RunSummary
 from harness.results.read import check_version
 
@@ -257,7 +257,8 @@ def normalize_histograms(raw: dict[str, Any]) -> dict[str, dict[str, str]]:
     for group, body in raw.items():
         if not isinstance(body, dict):
             continue
-        metrics = body.get("hist") if isinstance(body.get("hist"), dict) else body
+        hist = body.get("hist")
+        metrics = hist if isinstance(hist, dict) else body
         blobs: dict[str, str] = {}
         for metric, value in metrics.items():
             if isinstance(value, str):

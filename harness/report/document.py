@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 
 @dataclass
@@ -39,12 +39,20 @@ class Callout:
     kind: Literal["warning", "note", "ok"] = "warning"
 
 
+Align = Literal["l", "r"]
+
+
+def right(n: int) -> list[Align]:
+    """`n` right-aligned columns (the numbers)."""
+    return ["r"] * n
+
+
 @dataclass
 class Table:
     columns: list[str]
     rows: list[list[str]]
     caption: str = ""
-    align: list[Literal["l", "r"]] | None = None  # default: first column left, the rest right
+    align: list[Align] | None = None  # default: first column left, the rest right
     notes: list[str] = field(default_factory=list)  # footnotes under the table
 
     def alignment(self) -> list[str]:
@@ -75,7 +83,7 @@ class Figure:
         return self._png
 
 
-Block = Union[Heading, Paragraph, Bullets, Callout, Table, Figure]
+Block = Heading | Paragraph | Bullets | Callout | Table | Figure
 
 
 @dataclass

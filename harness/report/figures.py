@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import textwrap
-
 from dataclasses import dataclass
 from typing import Any
 
@@ -320,7 +319,7 @@ def latency_throughput_figure(points: list[SweepPoint], configs: list[str], scen
     ]
     # as many columns as fit the figure's width: with one scenario column a 7-wide row of config
     # names was wider than the figure and both ends were cut off (audit D12: "-seqs=8")
-    longest = max((len(h.get_label()) for h in handles), default=1)
+    longest = max((len(str(h.get_label())) for h in handles), default=1)
     fits = int(fig.get_figwidth() * 100 / 7.5) // (longest + 6)
     fig.legend(handles=handles, loc="outside lower center", ncol=max(1, min(len(handles), 7, fits)), frameon=False, fontsize="small")
     return fig
@@ -335,9 +334,9 @@ def _level_curves(ax: Any, pts: list[SweepPoint], metric: str, colors: dict[str,
         xs = [p.throughput for p in mine]
         for idx, style in ((0, "-"), (1, "--")):
             ys = [p.lat.get(metric, (None, None))[idx] for p in mine]
-            pairs = [(x, y) for x, y in zip(xs, ys) if y is not None]
+            pairs = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
             if len(pairs) > 1:
-                ax.plot(*zip(*pairs), style, color=colors[config], lw=1.2, alpha=0.8, label="_curve")
+                ax.plot(*zip(*pairs, strict=True), style, color=colors[config], lw=1.2, alpha=0.8, label="_curve")
         for p in mine:  # which point is which load: the level's value beside its p50
             y = next((v for v in p.lat.get(metric, (None, None)) if v is not None), None)
             if y is not None and p.level:
@@ -374,7 +373,7 @@ def goodput_figure(points: list[SweepPoint], configs: list[str], scenarios: list
             heights.append(p.goodput_rps if p and p.goodput_rps is not None else 0.0)
         xs = x - 0.4 + width * (j + 0.5)
         bars = ax.bar(xs, heights, width * 0.92, color=PALETTE[j % len(PALETTE)], label=labels[j])
-        for bar, cfg in zip(bars, configs):
+        for bar, cfg in zip(bars, configs, strict=True):
             p = next((p for p in points if p.config == cfg and p.scenario == scenario), None)
             if p is None:
                 continue

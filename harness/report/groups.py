@@ -61,20 +61,20 @@ def fleet_table(run: RunData) -> Table | None:
     hits = f.usage_cached_hit_rate or {}
     bal = f.balance
     rows = []
-    for i, (url, sent) in enumerate(zip(f.endpoints, f.sent)):
+
+    def at(xs: Sequence[float | None] | None, i: int) -> float | None:
+        return xs[i] if xs is not None and i < len(xs) else None
+
+    def num(v: float | None, fmt: str = ",.0f") -> str:
+        return "—" if v is None else format(v, fmt)
+
+    for i, (url, sent) in enumerate(zip(f.endpoints, f.sent, strict=False)):
         e = engines.get(url)
         w = e.waiting if e is not None else None
         name = url.split("//", 1)[-1]
-
-        def at(xs: Sequence[float | None] | None) -> float | None:
-            return xs[i] if xs is not None and i < len(xs) else None
-
-        def num(v: float | None, fmt: str = ",.0f") -> str:
-            return "—" if v is None else format(v, fmt)
-
-        rows.append([name, f"{sent:,}", num(at(bal.requests if bal else None)), num(at(bal.prompt_tokens if bal else None)),
+        rows.append([name, f"{sent:,}", num(at(bal.requests if bal else None, i)), num(at(bal.prompt_tokens if bal else None, i)),
                      _pct(hits.get(name)), _pct(e.prefix_hit_rate if e is not None else None),
-                     num(at(bal.ttft_p50_ms if bal else None), ",.1f"), num(at(bal.ttft_p99_ms if bal else None), ",.1f"),
+                     num(at(bal.ttft_p50_ms if bal else None, i), ",.1f"), num(at(bal.ttft_p99_ms if bal else None, i), ",.1f"),
                      "—" if w is None or w.mean is None else f"{w.mean:.1f} / {w.max or 0:.0f}"])
     notes = [f"Cross-replica prefix overlap: {_pct(f.prefix_overlap)} of {f.prefix_blocks:,} "
              "prefix blocks were sent to more than one replica (what a distributed prefix cache would "

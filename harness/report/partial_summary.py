@@ -25,10 +25,10 @@ def _pcts(values: list[float]) -> dict[str, Any]:
     return {
         "count": int(arr.size),
         "mean": float(arr.mean()),
-        "p50": float(q[0]),
-        "p90": float(q[1]),
-        "p99": float(q[2]),
-        "p999": float(q[3]),
+        "p50": q[0],  # floats (None only where every value is NaN)
+        "p90": q[1],
+        "p99": q[2],
+        "p999": q[3],
         "max": float(arr.max()),
         "min": float(arr.min()),
     }
@@ -48,7 +48,8 @@ def summary_from_requests(requests: list[dict[str, Any]], progress: list[dict[st
         return float(v) if isinstance(v, (int, float)) else None
 
     starts = [s for s in (start_ns(r) for r in rows) if s is not None]
-    ends = [start_ns(r) + float(r["e2e_ms"]) * 1e6 for r in ok if start_ns(r) is not None and isinstance(r.get("e2e_ms"), (int, float))]
+    ends = [s + float(r["e2e_ms"]) * 1e6 for r in ok
+            if (s := start_ns(r)) is not None and isinstance(r.get("e2e_ms"), (int, float))]
     duration = (max(ends) - min(starts)) / 1e9 if starts and ends and max(ends) > min(starts) else 0.0
 
     def block(sel: list[dict[str, Any]]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from matplotlib.figure import Figure as MplFigure
 
 from harness.errors import UserError
-from harness.report.document import Callout, Document, Figure, Heading, Paragraph, Table
+from harness.report.document import Callout, Document, Figure, Heading, Paragraph, Table, right
 from harness.report.figures import PALETTE, _style
 from harness.report.metrics import fmt_num
 from harness.results.models.startup import PhaseStats, StartupConfig, StartupDoc
@@ -80,7 +80,7 @@ def build_startup_report(path: Path) -> Document:
                 rows.append([c.id, kind, str(block["ready"].n), _mmm(block["ready"]), *(_mmm(block.get(p)) for p in PHASES)])
     if rows:
         doc.add(Table(["Config", "Start", "n", "Ready (s)", *(LABELS[p] for p in PHASES)], rows,
-                      caption="median (min–max) seconds over the starts", align=["l", "l", "r", "r"] + ["r"] * len(PHASES)))
+                      caption="median (min–max) seconds over the starts", align=["l", "l", "r", "r", *right(len(PHASES))]))
     trade = data.tradeoffs
     if trade:
         doc.add(Heading("Startup saved vs steady-state throughput"))

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.compare.metrics import METRICS, MetricDef
 from harness.errors import UserError
 from harness.report import sweep_view as V
 from harness.report.build import validity_items
 from harness.report.compare import Options, compare, render_markdown
 from harness.report.data import RunData, kind_of, load_run
-from harness.report.sweep_data import SweepData, load_sweep
 from harness.report.document import Table
-from harness.compare.metrics import METRICS, MetricDef
 from harness.report.metrics import fmt_num, fmt_pct
+from harness.report.sweep_data import SweepData, load_sweep
 from harness.report.writers.markdown import table_md
 
 
@@ -25,12 +25,12 @@ def _warn_lines(items: list[str], limit: int = 12) -> list[str]:
     out += [f"> - {i}" for i in items[:limit]]
     if len(items) > limit:
         out.append(f"> - … and {len(items) - limit} more (see report.md)")
-    return out + [""]
+    return [*out, ""]
 
 
 def _run_md(run: RunData) -> list[str]:
     s = run.summary
-    groups = [("all", s)] + list(s.per_class.items())
+    groups = [("all", s), *s.per_class.items()]
     keys = ["rps", "output_tps", "ttft.p50", "ttft.p99", "itl.p50", "itl.p99", "e2e.p99"]
     cols = ["metric"] + [g for g, _ in groups]
     rows = []
@@ -40,7 +40,7 @@ def _run_md(run: RunData) -> list[str]:
     g = METRICS["goodput_pct"].get(s)
     rows.append(["goodput (% within SLO)", fmt_pct(g)] + ["" for _ in groups[1:]])
     rows.append(["failed requests", f"{s.requests.failed:,} of {s.requests.completed + s.requests.failed:,}"] + ["" for _ in groups[1:]])
-    out = table_md(Table(cols, rows)) + [""]
+    out = [*table_md(Table(cols, rows)), ""]
     e = s.engine
     bits = []
     kv_max = e.kv_usage.max
@@ -85,8 +85,7 @@ def _sweep_md(sweep: SweepData) -> list[str]:
                 continue
             trows.append([str(i), ("★ " if r.config == b else "") + r.config, V.flags_text(r.flags), fmt_num(r.value(key)),
                           fmt_pct(r.value("goodput_pct"), 0), fmt_num(r.value("ttft.p99")), fmt_num(r.value("itl.p99"))])
-        out += table_md(Table(["#", "config", "flags", f"{key.label} ({key.unit})", "within SLO", "TTFT p99 (ms)", "ITL p99 (ms)"], trows,
-                              align=["r", "l", "l", "r", "r", "r", "r"])) + [""]
+        out += [*table_md(Table(["#", "config", "flags", f"{key.label} ({key.unit})", "within SLO", "TTFT p99 (ms)", "ITL p99 (ms)"], trows, align=["r", "l", "l", "r", "r", "r", "r"])), ""]
     return out
 
 

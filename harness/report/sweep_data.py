@@ -129,7 +129,7 @@ def load_sweep(path: Path | str, load_runs: bool = True) -> SweepData:
             load_level=str(raw["load_level"]) if raw.get("load_level") else None,
             repeat=int(raw.get("repeat") or 0),
             status=str(raw.get("status") or "unknown"),
-            flags=raw.get("flags") if isinstance(raw.get("flags"), dict) else {},
+            flags=flags if isinstance(flags := raw.get("flags"), dict) else {},
             reason=raw.get("reason"),
             startup_s=raw.get("startup_s") if isinstance(raw.get("startup_s"), (int, float)) else None,
             run_dir=run_dir,

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from harness.report.data import RunData
-from harness.report.sweep_data import Cell, SweepData
-from harness.report.figures import SweepPoint
 from harness.compare.metrics import METRICS, MetricDef
+from harness.report.data import RunData
+from harness.report.figures import SweepPoint
+from harness.report.sweep_data import Cell, SweepData
 from harness.results.run_metrics import BY_NAME as RUN
 from harness.results.sweep_index import low_acceptance
 

@@ -8,13 +8,11 @@ is named as unknown, never estimated.
 
 from __future__ import annotations
 
-from typing import Any
-
 from matplotlib.figure import Figure as MplFigure
 
 from harness.report.data import RunData
-from harness.report.sweep_data import SweepData
 from harness.report.document import Block, Callout, Figure, Heading, Paragraph, Table
+from harness.report.sweep_data import SweepData
 from harness.results.models.summary import ClassBlock
 from harness.results.models.traffic import CacheOutcome, FleetBalance, ServerTiming, TtftBreakdown
 
@@ -36,8 +34,10 @@ def _classes(run: RunData) -> dict[str, ClassBlock]:
 
 
 def _cache_row(label: str, c: CacheOutcome | None) -> list[str] | None:
-    if c is None:
-        return None
+    return None if c is None else _cache_line(label, c)
+
+
+def _cache_line(label: str, c: CacheOutcome) -> list[str]:
     return [label, f"{c.requests_reporting:,}", f"{c.prompt_tokens:,}", f"{c.cached_tokens:,}", _pct(c.hit_rate),
             _pct(c.ideal_hit_rate)]
 
@@ -48,7 +48,7 @@ def cache_table(run: RunData) -> Table | None:
     classes = _classes(run)
     overall = run.summary.cache
     if overall is not None and len(classes) > 1:  # one class: its row says it all
-        rows.append(_cache_row("all requests", overall))  # type: ignore[arg-type]
+        rows.append(_cache_line("all requests", overall))
     for name, b in classes.items():
         row = _cache_row(f"class {name}", b.cache)
         if row is not None:
@@ -115,7 +115,7 @@ def ttft_parts_figure(parts: dict[str, TtftBreakdown]) -> MplFigure:
     y = list(range(len(labels)))
     for p, label, color in PARTS:
         ax.barh(y, values[p], left=left, color=color, label=label, height=0.6)
-        left = [a + b for a, b in zip(left, values[p])]
+        left = [a + b for a, b in zip(left, values[p], strict=True)]
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
     ax.set_xlabel("time to first token (ms)")

@@ -16,8 +16,8 @@ import numpy as np
 import yaml
 
 from harness.results.hdr import encode_values_b64
-from harness.workload.fingerprint import fingerprint
 from harness.scenario.models import Scenario
+from harness.workload.fingerprint import fingerprint
 
 CLASSES = (("short", 0.6, 200, 60), ("long", 0.4, 1500, 120))  # name, weight, input, output tokens
 SLO = {"ttft_ms": 400.0, "tpot_ms": 40.0}
@@ -134,7 +134,7 @@ def make_run(
                 s["tpot"].append(tpot * 1e6)
             s["send_lag"].append(float(sent - intended))
             s["itl_chunk"].extend(g * 1e6 for g in gaps)
-            for g, k in zip(gaps, toks):
+            for g, k in zip(gaps, toks, strict=False):
                 s["itl_token"].extend([g / k * 1e6] * k)
             s["tokens_per_chunk"].extend([1, *toks])
 

@@ -200,7 +200,7 @@ def test_a_partial_candidate_is_named_in_the_comparison(fx, tmp_path, capsys):
     summary = json.loads((part / "summary.json").read_text())
     summary["status_reason"] = "interrupted (Ctrl-C)"
     (part / "summary.json").write_text(json.dumps(summary))
-    code, out, _ = _run(capsys, str(fx["run_a"]), str(part))
+    _code, out, _ = _run(capsys, str(fx["run_a"]), str(part))
     assert f"candidate {part} is a PARTIAL run (interrupted (Ctrl-C))" in out
     _, js, _ = _run(capsys, str(fx["run_a"]), str(part), "--json")
     assert any("PARTIAL" in w for w in json.loads(js)["warnings"])

@@ -6,11 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from chromium import MARKS, headless_chromium
 
 from harness.report import write_report
-
 
 pytestmark = MARKS
 

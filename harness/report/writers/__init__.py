@@ -6,8 +6,7 @@ module that registers a `ReportWriter` in `WRITERS` and importing it below.
 
 from __future__ import annotations
 
-from harness.report.writers import html as _html  # noqa: F401  (registers "html")
-from harness.report.writers import markdown as _markdown  # noqa: F401  (registers "md")
+from harness.report.writers import html, markdown  # each registers its format on import ("html", "md")
 from harness.report.writers.base import WRITERS, ReportWriter
 
-__all__ = ["WRITERS", "ReportWriter"]
+__all__ = ["WRITERS", "ReportWriter", "html", "markdown"]

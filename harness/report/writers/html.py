@@ -68,10 +68,10 @@ def render(doc: Document) -> str:
             rows = ['<div class="tablewrap"><table>']
             if block.caption:
                 rows.append(f"<caption>{inline(block.caption)}</caption>")
-            rows.append("<thead><tr>" + "".join(f'<th class="{a}">{inline(c)}</th>' for c, a in zip(block.columns, align)) + "</tr></thead><tbody>")
+            rows.append("<thead><tr>" + "".join(f'<th class="{a}">{inline(c)}</th>' for c, a in zip(block.columns, align, strict=False)) + "</tr></thead><tbody>")
             for row in block.rows:
                 cells = list(row) + [""] * (len(block.columns) - len(row))
-                rows.append("<tr>" + "".join(f'<td class="{a}">{inline(c)}</td>' for c, a in zip(cells, align)) + "</tr>")
+                rows.append("<tr>" + "".join(f'<td class="{a}">{inline(c)}</td>' for c, a in zip(cells, align, strict=False)) + "</tr>")
             rows.append("</tbody></table></div>")
             out.append("".join(rows))
             for note in block.notes:
