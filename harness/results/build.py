@@ -370,8 +370,9 @@ def _prompt_token_warnings(uc: UsageCheck) -> list[str]:
     if mismatch is None:
         if abs(mean_diff) < 1.0:
             return []
-        return [f"the server counted {mean_diff:+.1f} prompt tokens per request on average vs the intended lengths "
-                f"(max {uc.max_diff}); {hint}"]
+        # "counted -3990.0 prompt tokens" read as a count (audit R17): it is a difference
+        return [f"the server's prompt token counts differ from the intended lengths by {mean_diff:+.1f} per request "
+                f"on average (max {uc.max_diff}); {hint}"]
     if not mismatch:
         return []
     return [f"the server's prompt token counts disagree with the intended lengths beyond a constant chat-template "

@@ -92,7 +92,7 @@ def test_mixed_clocks_reported_as_user() -> None:
     ("cpu", "client saturated: a load process reached 95% CPU"),
     ("coalesced", "5 reads held several SSE events (33.3% of chunk gaps)"),
     ("lag", "open-loop sends ran late (send lag p99 25.0 ms)"),
-    ("usage", "the server counted +4.0 prompt tokens per request on average"),
+    ("usage", "the server's prompt token counts differ from the intended lengths by +4.0 per request on average"),
     ("tokenizer", "1 request(s) had no usage from the server"),
     ("cut", "3 in-flight request(s) were cut when the run stopped"),
 ])
