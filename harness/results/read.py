@@ -41,8 +41,11 @@ def _error_line(path: Path, exc: ValidationError) -> str:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "(top level)"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    hint = ("a key this harness does not know: a newer harness wrote it, or the file was edited"
-            if first["type"] == "extra_forbidden" else first["msg"])
+    hint = (
+        "a key this harness does not know: a newer harness wrote it, or the file was edited"
+        if first["type"] == "extra_forbidden"
+        else first["msg"]
+    )
     return f"{path}: {where}: {hint}{more}"
 
 
@@ -69,10 +72,14 @@ def check_version(path: Path, data: Any) -> None:
         raise UserError(f"{path}: no schema_version (got {version!r}); not a {Path(path).name} the harness wrote")
     newest = max(versions)
     if version > newest:
-        raise UserError(f"{path}: schema_version {version} is newer than this harness reads ({newest}); "
-                        "upgrade the harness to read it")
-    raise UserError(f"{path}: schema_version {version} is older than this harness reads "
-                    f"({', '.join(map(str, versions))}); read it with the harness that wrote it, or run it again")
+        raise UserError(
+            f"{path}: schema_version {version} is newer than this harness reads ({newest}); "
+            "upgrade the harness to read it"
+        )
+    raise UserError(
+        f"{path}: schema_version {version} is older than this harness reads "
+        f"({', '.join(map(str, versions))}); read it with the harness that wrote it, or run it again"
+    )
 
 
 def parse(path: Path, model: type[M], data: Any) -> M:
@@ -144,8 +151,13 @@ class Found:
 
 #: what makes a directory each kind, most specific first (a tune's steps are sweeps; a startup has
 #: a steady/ sweep; a sweep may hold a capacity.json of its own)
-_MARKERS: tuple[tuple[Kind, str], ...] = (("tune", "tune.json"), ("startup", "startup.json"), ("sweep", "index.json"),
-                                          ("capacity", "capacity.json"), ("run", "summary.json"))
+_MARKERS: tuple[tuple[Kind, str], ...] = (
+    ("tune", "tune.json"),
+    ("startup", "startup.json"),
+    ("sweep", "index.json"),
+    ("capacity", "capacity.json"),
+    ("run", "summary.json"),
+)
 
 
 def load_dir(path: Path | str) -> Found:

@@ -23,8 +23,10 @@ def low_acceptance(rate: float | None) -> str | None:
     """Why a speculative config below 50% acceptance is not ranked (None: at or above it, or no speculation)."""
     if rate is None or rate >= MIN_SPEC_ACCEPTANCE:
         return None
-    return (f"speculative acceptance {100 * rate:.0f}% is below 50% (guide 001: \"Below 50% acceptance, speculative "
-            "decoding hurts\"): shown, not ranked")
+    return (
+        f'speculative acceptance {100 * rate:.0f}% is below 50% (guide 001: "Below 50% acceptance, speculative '
+        'decoding hurts"): shown, not ranked'
+    )
 
 
 def scenario_label(scenario: str, load_level: str | None = None) -> str:
@@ -94,6 +96,9 @@ def capacity(entries: list[Cell], attainment: float = DEFAULT_ATTAINMENT) -> dic
 
 def top_level(entries: list[Cell], config_id: str) -> str | None:
     """The highest load level a config completed (by value): held there, it may carry more."""
-    done = [(v, e.load_level) for e in entries
-            if e.config_id == config_id and e.status == "complete" and (v := load_value(e)) is not None]
+    done = [
+        (v, e.load_level)
+        for e in entries
+        if e.config_id == config_id and e.status == "complete" and (v := load_value(e)) is not None
+    ]
     return max(done, key=lambda d: d[0])[1] if done else None

@@ -86,7 +86,7 @@ def conclude(prep: Prepared, summary: RunSummary, engine: dict[str, Any], instru
     summary.block_trace = block_trace_block(scenario, prep.scenario_dir, summary)  # None without a block trace
     if instruments.telemetry is not None:
         warnings = engine_reconcile(summary, engine)
-        too_warm = hit_rate_warning(engine, workload_max_hit_rate(scenario, expected_prefix_hit_rate(scenario)))
+        too_warm = hit_rate_warning(summary.engine, workload_max_hit_rate(scenario, expected_prefix_hit_rate(scenario)))
         if too_warm:
             warnings.append(too_warm)
         if warnings:

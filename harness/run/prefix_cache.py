@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.engines import reset_paths
+from harness.results.models.engine import EngineBlock
 from harness.scenario.models import Scenario
 
 #: hit rate above the workload's expectation by more than this (absolute) -> validity warning
@@ -95,10 +96,9 @@ def workload_max_hit_rate(scenario: Scenario, expected: float | None) -> float |
     return expected if expected is not None else 0.0
 
 
-def hit_rate_warning(engine: dict[str, Any], allowed: float | None) -> str | None:
+def hit_rate_warning(engine: EngineBlock, allowed: float | None) -> str | None:
     """A validity warning when the engine served more from its prefix cache than the workload allows."""
-    pc = (engine or {}).get("prefix_cache") or {}
-    hit = pc.get("hit_rate")
+    hit = engine.prefix_cache.hit_rate
     if hit is None or allowed is None or hit <= allowed + HIT_RATE_MARGIN:
         return None
     return (f"Prefix cache hit rate {100 * hit:.1f} % exceeds the {100 * allowed:.0f} % this workload can produce: "

@@ -24,7 +24,9 @@ from harness.results.read import load_capacity, load_dir, load_run, read_file
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "results" / "golden"
-RECORDED = sorted(p for base in (GOLDEN, ROOT / "results" / "examples") for p in base.rglob("*.json") if p.name in FILES)
+RECORDED = sorted(
+    p for base in (GOLDEN, ROOT / "results" / "examples") for p in base.rglob("*.json") if p.name in FILES
+)
 
 
 def _id(p: Path) -> str:
@@ -77,8 +79,10 @@ def test_newer_and_older_versions_fail_with_one_line(tmp_path: Path) -> None:
     newer = _write(tmp_path / "newer", "summary.json", text.replace('"schema_version": 1', '"schema_version": 2', 1))
     with pytest.raises(UserError) as exc:
         load_run(newer)
-    assert exc.value.lines == [f"{newer / 'summary.json'}: schema_version 2 is newer than this harness reads (1); "
-                               "upgrade the harness to read it"]
+    assert exc.value.lines == [
+        f"{newer / 'summary.json'}: schema_version 2 is newer than this harness reads (1); "
+        "upgrade the harness to read it"
+    ]
     older = _write(tmp_path / "older", "summary.json", text.replace('"schema_version": 1', '"schema_version": 0', 1))
     with pytest.raises(UserError) as exc:
         load_run(older)
@@ -87,11 +91,15 @@ def test_newer_and_older_versions_fail_with_one_line(tmp_path: Path) -> None:
 
 def test_unknown_key_and_broken_json_name_the_file_and_field(tmp_path: Path) -> None:
     text = (GOLDEN / "run-closed" / "summary.json").read_text()
-    bad = _write(tmp_path / "extra", "summary.json", text.replace('"kv_usage": {', '"kv_usge_max": 1, "kv_usage": {', 1))
+    bad = _write(
+        tmp_path / "extra", "summary.json", text.replace('"kv_usage": {', '"kv_usge_max": 1, "kv_usage": {', 1)
+    )
     with pytest.raises(UserError) as exc:
         load_run(bad)
-    assert exc.value.lines == [f"{bad / 'summary.json'}: engine.kv_usge_max: a key this harness does not know: "
-                               "a newer harness wrote it, or the file was edited"]
+    assert exc.value.lines == [
+        f"{bad / 'summary.json'}: engine.kv_usge_max: a key this harness does not know: "
+        "a newer harness wrote it, or the file was edited"
+    ]
     cut = _write(tmp_path / "cut", "summary.json", text[: len(text) // 2])
     with pytest.raises(UserError, match="not valid JSON"):
         load_run(cut)

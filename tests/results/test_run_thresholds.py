@@ -15,8 +15,19 @@ SUMMARY = {
 
 
 def test_evaluate_reports_only_failed_thresholds() -> None:
-    ts = [th.parse(t) for t in ("error_rate>10%", "error_rate>50%", "slo_attainment<95%", "ttft_p99>500ms",
-                                "ttft_p50>500ms", "itl_p99>20ms", "output_tps<100", "e2e_p90>1s")]
+    ts = [
+        th.parse(t)
+        for t in (
+            "error_rate>10%",
+            "error_rate>50%",
+            "slo_attainment<95%",
+            "ttft_p99>500ms",
+            "ttft_p50>500ms",
+            "itl_p99>20ms",
+            "output_tps<100",
+            "e2e_p90>1s",
+        )
+    ]
     lines = evaluate(ts, RunSummary.model_validate(SUMMARY))
     assert lines == [
         "threshold error_rate>10% failed: error_rate = 20.00%",
@@ -30,6 +41,9 @@ def test_evaluate_reports_only_failed_thresholds() -> None:
 def test_invalid_fails_a_run_with_validity_warnings_and_prints_each() -> None:
     t = th.parse("invalid")
     warned = {**SUMMARY, "validity": {"ok": False, "warnings": ["host stalled 3 time(s)", "client saturated: 95% CPU"]}}
-    assert evaluate([t], RunSummary.model_validate(warned)) == ["threshold invalid failed: the run has 2 validity warning(s):",
-                                        "  - host stalled 3 time(s)", "  - client saturated: 95% CPU"]
+    assert evaluate([t], RunSummary.model_validate(warned)) == [
+        "threshold invalid failed: the run has 2 validity warning(s):",
+        "  - host stalled 3 time(s)",
+        "  - client saturated: 95% CPU",
+    ]
     assert evaluate([t], RunSummary.model_validate({**SUMMARY, "validity": {"ok": True, "warnings": []}})) == []

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.results.models.engine import EngineBlock
 from harness.run.prefix_cache import hit_rate_warning, workload_max_hit_rate
+from harness.run.target import EmbeddedSim
 from harness.scenario import Scenario
 from harness.workload.fingerprint import fingerprint
-from harness.run.target import EmbeddedSim
 from harness.workload.generator import WorkloadGenerator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,9 +57,12 @@ def test_hit_rate_above_what_the_workload_allows_is_a_validity_warning() -> None
     sc = _scenario()
     allowed = workload_max_hit_rate(sc, None)
     assert allowed == 0.0
-    assert hit_rate_warning({"prefix_cache": {"hit_rate": 0.615}}, allowed) is not None
-    assert hit_rate_warning({"prefix_cache": {"hit_rate": 0.03}}, allowed) is None
-    assert hit_rate_warning({"prefix_cache": {"hit_rate": 0.85}}, 0.8) is None
+    def engine(hit: float) -> EngineBlock:
+        return EngineBlock.model_validate({"prefix_cache": {"hit_rate": hit}})
+
+    assert hit_rate_warning(engine(0.615), allowed) is not None
+    assert hit_rate_warning(engine(0.03), allowed) is None
+    assert hit_rate_warning(engine(0.85), 0.8) is None
 
 
 def _run(scenario_path: Path, target: str, out: Path, *extra: str) -> dict:

@@ -56,6 +56,23 @@ FILES: dict[str, FileKind] = {
 }
 
 __all__ = [
-    "FILES", "SCHEMA_VERSION", "Block", "CapacitySearch", "ClassBlock", "Dist", "FileKind", "Finding", "GroupBlock",
-    "Num", "Omit", "Record", "RunSummary", "StartupDoc", "SweepCapacity", "SweepIndex", "TuneCost", "TuneDoc", "dumps",
+    "FILES",
+    "SCHEMA_VERSION",
+    "Block",
+    "CapacitySearch",
+    "ClassBlock",
+    "Dist",
+    "FileKind",
+    "Finding",
+    "GroupBlock",
+    "Num",
+    "Omit",
+    "Record",
+    "RunSummary",
+    "StartupDoc",
+    "SweepCapacity",
+    "SweepIndex",
+    "TuneCost",
+    "TuneDoc",
+    "dumps",
 ]

@@ -73,8 +73,11 @@ class Block(BaseModel):
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
-        cls._omit = frozenset(name for name, field in cls.model_fields.items()
-                              if any(isinstance(m, _OmitWhenUnset) for m in field.metadata))
+        cls._omit = frozenset(
+            name
+            for name, field in cls.model_fields.items()
+            if any(isinstance(m, _OmitWhenUnset) for m in field.metadata)
+        )
 
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:

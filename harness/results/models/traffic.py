@@ -136,4 +136,3 @@ class FleetBalance(Block):
     prompt_tokens_max_over_mean: float | None = None
     ttft_p50_ms: list[float | None] = Field(default_factory=list)
     ttft_p99_ms: list[float | None] = Field(default_factory=list)
-

@@ -40,8 +40,14 @@ RUNS: dict[str, list[str]] = {
 
 def harness(*args: str, baselines: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_BASELINES": str(baselines)}  # a tune saves its final run
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", *args], cwd=ROOT, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     if proc.returncode not in (0, 1):  # 1: a run that went badly still writes its directory
         sys.exit(f"harness {' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-3000:]}")
 
@@ -73,15 +79,38 @@ def make(kind: str, tmp: Path) -> None:
         harness("run", *RUNS[kind], "--out", str(out), "--quiet", "--no-report", baselines=tmp)
         keep(out, HERE / kind)
     elif kind == "sweep":
-        harness("sweep", str(INPUTS / "sweep.yaml"), "--out", str(out), "--quiet", "--no-report",
-                "--capacity-search", "--capacity-max-trials", "2", baselines=tmp)
+        harness(
+            "sweep",
+            str(INPUTS / "sweep.yaml"),
+            "--out",
+            str(out),
+            "--quiet",
+            "--no-report",
+            "--capacity-search",
+            "--capacity-max-trials",
+            "2",
+            baselines=tmp,
+        )
         keep(out, HERE / kind, max_runs=2, skip=("capacity",))
     elif kind == "tune":
         harness("tune", str(INPUTS / "tune.yaml"), "--out", str(out), "--quiet", baselines=tmp)
         keep(out, HERE / kind, max_runs=1)
     elif kind == "capacity":
-        harness("capacity", str(SCEN / "capacity_search.yaml"), "--sim-args=--max-num-seqs 4", "--duration", "3",
-                "--warmup", "0.5", "--max-trials", "4", "--out", str(out), "--quiet", baselines=tmp)
+        harness(
+            "capacity",
+            str(SCEN / "capacity_search.yaml"),
+            "--sim-args=--max-num-seqs 4",
+            "--duration",
+            "3",
+            "--warmup",
+            "0.5",
+            "--max-trials",
+            "4",
+            "--out",
+            str(out),
+            "--quiet",
+            baselines=tmp,
+        )
         keep(out, HERE / kind, max_runs=2)
     elif kind == "startup":
         harness("startup", str(INPUTS / "startup.yaml"), "--out", str(out), "--quiet", "--no-report", baselines=tmp)
