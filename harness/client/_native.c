@@ -804,6 +804,107 @@ static int content_of(PyObject *event, int kind, PyObject *empty, PyObject **tex
 
 static inline int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
+/* The skeleton of a stream's content events. Engines send every token as the same JSON object
+ * but for the text (vLLM: {"id":..,"object":..,"created":..,"model":..,"choices":[{"index":0,
+ * "delta":{"content":"TEXT"},"logprobs":null,"finish_reason":null}]}). Once one event has been
+ * decoded in full and its text found at exactly one `"content":"` (chat) or `"text":"`
+ * (completions), a later event whose bytes before and after that string are the same bytes is the
+ * same object with another text: only the string is decoded. Exact, not a heuristic: in JSON a raw
+ * `"` only delimits strings, so equal bytes around one well-formed string are the same document. */
+typedef struct {
+    const char *p;    /* the skeleton event's payload (inside a line the caller keeps alive) */
+    const char *tail; /* its text's closing quote: the suffix starts there */
+    Py_ssize_t pre, suf; /* bytes before the text's first character; bytes from its closing quote */
+} Skeleton;
+
+/* the end of a JSON string body starting at s (index of its closing quote), or -1 when it is not
+ * one well-formed string body up to `end` (a raw control byte, a lone backslash at the end) */
+static Py_ssize_t string_end(const char *s, Py_ssize_t n, int *escaped) {
+    *escaped = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"') return i;
+        if (c < 0x20) return -1;
+        if (c == '\\') {
+            *escaped = 1;
+            i++;
+        }
+    }
+    return -1;
+}
+
+/* a string body's text: UTF-8 without escapes decoded here, anything else by `loads` (which
+ * then rules on escapes exactly as for a whole event); NULL with no error set: not a string */
+static PyObject *string_text(const char *s, Py_ssize_t n, int escaped, PyObject *loads) {
+    if (!escaped) {
+        PyObject *t = PyUnicode_DecodeUTF8(s, n, "strict");
+        if (t == NULL) PyErr_Clear();
+        return t;
+    }
+    PyObject *quoted = PyBytes_FromStringAndSize(NULL, n + 2);
+    if (quoted == NULL) return NULL;
+    char *q = PyBytes_AS_STRING(quoted);
+    q[0] = '"';
+    memcpy(q + 1, s, (size_t)n);
+    q[n + 1] = '"';
+    PyObject *t = PyObject_CallOneArg(loads, quoted);
+    Py_DECREF(quoted);
+    if (t == NULL || !PyUnicode_CheckExact(t)) {
+        PyErr_Clear();
+        Py_XDECREF(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* Can this fully decoded event (payload p[0:n]) be the skeleton? Only a plain content event: no
+ * error, no usage, the text from exactly one string field whose value is `text`. */
+static int make_skeleton(Skeleton *sk, PyObject *event, PyObject *text, int kind, const char *p, Py_ssize_t n,
+                         PyObject *loads) {
+    if (PyDict_GetItemWithError(event, s_error) != NULL) return 0;
+    PyObject *u = PyDict_GetItemWithError(event, s_usage);
+    if ((u != NULL && u != Py_None) || PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (kind == KIND_CHAT) { /* the text must be delta.content alone: no reasoning field that counts */
+        PyObject *choice = PyList_GET_ITEM(PyDict_GetItem(event, s_choices), 0);
+        PyObject *delta = PyDict_GetItem(choice, s_delta);
+        if (delta == NULL || !PyDict_Check(delta)) return 0;
+        PyObject *r1 = PyDict_GetItem(delta, s_reasoning_content), *r2 = PyDict_GetItem(delta, s_reasoning);
+        if ((r1 != NULL && r1 != Py_None) || (r2 != NULL && r2 != Py_None)) return 0;
+    }
+    const char *key = kind == KIND_CHAT ? "\"content\":\"" : "\"text\":\"";
+    Py_ssize_t klen = (Py_ssize_t)strlen(key);
+    const char *hit = memmem(p, (size_t)n, key, (size_t)klen);
+    if (hit == NULL || memmem(hit + 1, (size_t)(p + n - hit - 1), key, (size_t)klen) != NULL) return 0;
+    Py_ssize_t pre = (hit - p) + klen;
+    int escaped;
+    Py_ssize_t end = string_end(p + pre, n - pre, &escaped);
+    if (end < 0) return 0;
+    PyObject *mine = string_text(p + pre, end, escaped, loads);
+    if (mine == NULL) return 0;
+    int same = PyUnicode_Compare(mine, text) == 0;
+    Py_DECREF(mine);
+    if (!same) return 0;
+    sk->p = p;
+    sk->tail = p + pre + end;
+    sk->pre = pre;
+    sk->suf = n - pre - end;
+    return 1;
+}
+
+/* the text of an event that matches the skeleton, or NULL (no error set): decode it in full */
+static PyObject *skeleton_text(const Skeleton *sk, const char *p, Py_ssize_t n, PyObject *loads) {
+    if (sk->p == NULL || n < sk->pre + sk->suf) return NULL;
+    if (memcmp(p, sk->p, (size_t)sk->pre) != 0) return NULL;
+    if (memcmp(p + n - sk->suf, sk->tail, (size_t)sk->suf) != 0) return NULL;
+    int escaped;
+    Py_ssize_t len = n - sk->pre - sk->suf;
+    if (string_end(p + sk->pre, len + 1, &escaped) != len) return NULL; /* one string, up to that quote */
+    return string_text(p + sk->pre, len, escaped, loads);
+}
+
 /* scan(lines, kind, loads) -> (chunk_ns, texts, cumulative, usage, usage_event, done, done_ns, role_ns,
  * last_choice_event, coalesced) or None */
 static PyObject *scan(PyObject *Py_UNUSED(mod), PyObject *args) {
@@ -812,98 +913,94 @@ static PyObject *scan(PyObject *Py_UNUSED(mod), PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!iO", &PyList_Type, &lines, &kind, &loads)) return NULL;
     if (intern_keys() < 0) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(lines);
-    /* pass 1: the payloads (after "data:", whitespace stripped), [DONE] and empty ones set aside */
-    signed char *what = PyMem_Malloc((size_t)n + 1); /* 0 skip, 1 [DONE], 2 JSON */
-    PyObject *result = NULL, *events = NULL, *chunk_ns = NULL, *texts = NULL, *cumulative = NULL, *empty = NULL;
-    Buf joined = {NULL, 0, 0};
-    if (what == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    Py_ssize_t njson = 0;
-    if (buf_add(&joined, "[", 1) < 0) goto done;
+    PyObject *result = NULL, *chunk_ns = NULL, *texts = NULL, *cumulative = NULL, *empty = NULL;
+    PyObject *decoded = NULL; /* the events decoded in full, kept alive for usage/usage_event */
+    PyObject *usage = Py_None, *usage_event = Py_None, *last_choice = Py_None, *done_ns = Py_None, *role_ns = Py_None;
+    const char *last_fast = NULL; /* the last choice event when it came through the skeleton */
+    Py_ssize_t last_fast_len = 0;
+    Skeleton sk = {NULL, NULL, 0, 0};
+    int finished_done = 0;
+    Py_ssize_t coalesced = 0;
+    PyObject *prev_stamp = NULL;
+    chunk_ns = PyList_New(0);
+    texts = PyList_New(0);
+    cumulative = PyList_New(0);
+    decoded = PyList_New(0);
+    empty = PyUnicode_New(0, 0);
+    if (!chunk_ns || !texts || !cumulative || !decoded || !empty) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyList_GET_ITEM(lines, i);
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(item, 1))
-            || !PyLong_Check(PyTuple_GET_ITEM(item, 0))) {
-            result = Py_None; /* not what a reader makes: let Python handle it */
-            Py_INCREF(result);
-            goto done;
-        }
-        PyObject *line = PyTuple_GET_ITEM(item, 1);
+            || !PyLong_Check(PyTuple_GET_ITEM(item, 0)))
+            goto bail; /* not what a reader makes: let Python handle it */
+        PyObject *stamp = PyTuple_GET_ITEM(item, 0), *line = PyTuple_GET_ITEM(item, 1);
         const char *p = PyBytes_AS_STRING(line);
         Py_ssize_t a = 5, b = PyBytes_GET_SIZE(line);
         if (b < a) a = b;
         while (a < b && is_space(p[a])) a++;
         while (b > a && is_space(p[b - 1])) b--;
-        if (b - a == 6 && memcmp(p + a, "[DONE]", 6) == 0) what[i] = 1;
-        else if (b == a) what[i] = 0;
-        else {
-            what[i] = 2;
-            if (njson && buf_add(&joined, ",", 1) < 0) goto done;
-            if (buf_add(&joined, p + a, b - a) < 0) goto done;
-            njson++;
-        }
-    }
-    if (buf_add(&joined, "]", 1) < 0) goto done;
-    /* one decode of the whole stream; any payload that is not one JSON value breaks the array or
-     * its count, and then the Python loop finds which one (and says so) */
-    PyObject *blob = PyBytes_FromStringAndSize(joined.p, joined.len);
-    if (blob == NULL) goto done;
-    events = PyObject_CallOneArg(loads, blob);
-    Py_DECREF(blob);
-    if (events == NULL || !PyList_CheckExact(events) || PyList_GET_SIZE(events) != njson) {
-        PyErr_Clear();
-        result = Py_None;
-        Py_INCREF(result);
-        goto done;
-    }
-    chunk_ns = PyList_New(0);
-    texts = PyList_New(0);
-    cumulative = PyList_New(0);
-    empty = PyUnicode_New(0, 0);
-    if (!chunk_ns || !texts || !cumulative || !empty) goto done;
-    PyObject *usage = Py_None, *usage_event = Py_None, *last_choice = Py_None, *done_ns = Py_None,
-             *role_ns = Py_None; /* borrowed: events and lines keep them alive */
-    int finished_done = 0;
-    Py_ssize_t k = 0, coalesced = 0;
-    PyObject *prev_stamp = NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *stamp = PyTuple_GET_ITEM(PyList_GET_ITEM(lines, i), 0);
-        if (what[i] == 1) {
+        if (b - a == 6 && memcmp(p + a, "[DONE]", 6) == 0) {
             finished_done = 1;
             done_ns = stamp;
             continue;
         }
-        if (what[i] == 0) continue;
-        PyObject *event = PyList_GET_ITEM(events, k++);
-        if (!PyDict_CheckExact(event)) goto bail;
-        PyObject *err = PyDict_GetItemWithError(event, s_error);
-        if (err == NULL && PyErr_Occurred()) goto done;
-        if (err != NULL) { /* an error event without choices: the Python loop raises server_error */
-            PyObject *ch = PyDict_GetItemWithError(event, s_choices);
-            if (ch == NULL && PyErr_Occurred()) goto done;
-            int t = ch == NULL ? 0 : PyObject_IsTrue(ch);
-            if (t < 0) goto done;
-            if (!t) goto bail;
-        }
-        PyObject *ev_usage = PyDict_GetItemWithError(event, s_usage);
-        if (ev_usage == NULL && PyErr_Occurred()) goto done;
+        if (b == a) continue;
+        const char *payload = p + a;
+        Py_ssize_t plen = b - a;
+        PyObject *text = skeleton_text(&sk, payload, plen, loads); /* the same event but for its text */
+        if (text == NULL && PyErr_Occurred()) goto done;
         int usage_true = 0;
-        if (ev_usage != NULL && ev_usage != Py_None) {
-            if (usage_ok(ev_usage)) goto bail;
-            usage_true = PyDict_Size(ev_usage) > 0;
-            if (usage_true) {
-                usage = ev_usage;
-                usage_event = event;
+        PyObject *ev_usage = NULL;
+        if (text != NULL) {
+            last_fast = payload;
+            last_fast_len = plen;
+            last_choice = NULL;
+        } else {
+            PyObject *pl = PyBytes_FromStringAndSize(payload, plen);
+            if (pl == NULL) goto done;
+            PyObject *event = PyObject_CallOneArg(loads, pl);
+            Py_DECREF(pl);
+            if (event == NULL) {
+                PyErr_Clear();
+                goto bail; /* not JSON: the Python loop says where */
+            }
+            if (PyList_Append(decoded, event) < 0) {
+                Py_DECREF(event);
+                goto done;
+            }
+            Py_DECREF(event); /* `decoded` keeps it */
+            if (!PyDict_CheckExact(event)) goto bail;
+            PyObject *err = PyDict_GetItemWithError(event, s_error);
+            if (err == NULL && PyErr_Occurred()) goto done;
+            if (err != NULL) { /* an error event without choices: the Python loop raises server_error */
+                PyObject *ch = PyDict_GetItemWithError(event, s_choices);
+                if (ch == NULL && PyErr_Occurred()) goto done;
+                int t = ch == NULL ? 0 : PyObject_IsTrue(ch);
+                if (t < 0) goto done;
+                if (!t) goto bail;
+            }
+            ev_usage = PyDict_GetItemWithError(event, s_usage);
+            if (ev_usage == NULL && PyErr_Occurred()) goto done;
+            if (ev_usage != NULL && ev_usage != Py_None) {
+                if (usage_ok(ev_usage)) goto bail;
+                usage_true = PyDict_Size(ev_usage) > 0;
+                if (usage_true) {
+                    usage = ev_usage;
+                    usage_event = event;
+                }
+            }
+            int r = content_of(event, kind, empty, &text);
+            if (r < 0) goto done;
+            if (r == BAIL) goto bail;
+            if (text == NULL) continue;
+            last_choice = event;
+            last_fast = NULL;
+            if (sk.p == NULL && PyUnicode_GET_LENGTH(text) > 0
+                && make_skeleton(&sk, event, text, kind, payload, plen, loads) < 0) {
+                Py_DECREF(text);
+                goto done;
             }
         }
-        PyObject *text;
-        int r = content_of(event, kind, empty, &text);
-        if (r < 0) goto done;
-        if (r == BAIL) goto bail;
-        if (text == NULL) continue;
-        last_choice = event;
         if (PyUnicode_GET_LENGTH(text) > 0) {
             PyObject *cum = Py_None;
             if (usage_true) {
@@ -935,20 +1032,28 @@ static PyObject *scan(PyObject *Py_UNUSED(mod), PyObject *args) {
         }
         Py_DECREF(text);
     }
+    PyObject *last_event = NULL;
+    if (last_choice == NULL) { /* the last choice event came through the skeleton: decode it now */
+        PyObject *pl = PyBytes_FromStringAndSize(last_fast, last_fast_len);
+        if (pl == NULL) goto done;
+        last_event = PyObject_CallOneArg(loads, pl);
+        Py_DECREF(pl);
+        if (last_event == NULL) goto done; /* it matched a decoded event's bytes: it is JSON */
+        last_choice = last_event;
+    }
     result = Py_BuildValue("(OOOOOOOOOn)", chunk_ns, texts, cumulative, usage, usage_event,
                            finished_done ? Py_True : Py_False, done_ns, role_ns, last_choice, coalesced);
+    Py_XDECREF(last_event);
     goto done;
 bail:
     result = Py_None;
     Py_INCREF(result);
 done:
-    Py_XDECREF(events);
     Py_XDECREF(chunk_ns);
     Py_XDECREF(texts);
     Py_XDECREF(cumulative);
+    Py_XDECREF(decoded);
     Py_XDECREF(empty);
-    buf_free(&joined);
-    PyMem_Free(what);
     return result;
 }
 

@@ -27,6 +27,7 @@ from harness.load.reactor import ReactorConnection
 from harness.client.request import finalize, transfer
 from harness.load import backoff
 from harness.load.controller import LoadController, Pause
+from harness.load.failures import reason_key
 from harness.load import live_metrics
 from harness.metrics.record import RequestRecord
 
@@ -345,7 +346,10 @@ def locust_reporter(environment):  # type: ignore[no-untyped-def]
             fire(request_type="LLM", name=f"{rec.class_name} e2e", response_time=rec.e2e_ns / 1e6,
                  response_length=rec.output_tokens or 0, exception=None, context={})
         else:
+            # Locust keeps one error entry per distinct message for the whole run: numbers masked
+            # (request ids, token counts, ports), so a server that echoes them cannot grow it per request
+            kind, detail = reason_key(rec)
             fire(request_type="LLM", name=f"{rec.class_name} e2e", response_time=0.0, response_length=0,
-                 exception=Exception(f"{rec.error_kind}: {rec.error_detail}"[:200]), context={})
+                 exception=Exception(f"{kind}: {detail}"[:200]), context={})
 
     return report

@@ -120,3 +120,54 @@ def test_not_what_a_reader_makes_goes_to_python(monkeypatch) -> None:  # type: i
     assert native.scan([(1, "data: x")], native.KIND_CHAT, sse._loads) is None
     assert native.scan([[1, b"data: {}"]], native.KIND_CHAT, sse._loads) is None
     agree([(5, b'data: {"choices":[{"delta":{"content":"x"}}]}'), (6, b"data: [DONE]")], CHAT, monkeypatch)
+
+
+def _templated(rnd: random.Random, chat: bool) -> list[tuple[int, bytes]]:
+    """One engine's stream: every content event the same object but for its text (the native
+    scan's skeleton path), texts with escapes, quotes, backslashes and non-ASCII, and now and then
+    an event that breaks the pattern (raw bytes that are not a JSON string, another shape)."""
+    head = b'data: {"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
+    texts = ["a", " b", "", "\u00e9t\u00e9", "\u4e2d\u6587", 'say "hi"', "back\\slash", "tab\there", "nl\n", "\U0001F600",
+             '","content":"x', "\\", "\u2028", " \\u0041"]
+    raw_middles = [b"\\u00e9", b'\\"', b"\\ud83d\\ude00", b"\\ud800", b"bad\\q", b"ctl\x01", b"\xff\xfe", b"lone\\",
+                   b'x"y', b"\\/", b"\xed\xa0\x80"]
+    lines = [(0, head + b'"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}')]
+    for i in range(rnd.randint(1, 30)):
+        stamp = 10 * (i + 1) - rnd.choice([0, 0, 0, 10])
+        if rnd.random() < 0.08:  # raw bytes where the text goes: valid escapes, and ones JSON forbids
+            mid = rnd.choice(raw_middles)
+        else:
+            mid = json.dumps(rnd.choice(texts) * rnd.randint(1, 3), ensure_ascii=rnd.random() < 0.3)[1:-1].encode()
+        if chat:
+            body = head + b'"delta":{"content":"' + mid + b'"},"logprobs":null,"finish_reason":null}]}'
+        else:
+            body = head.replace(b"chat.completion.chunk", b"text_completion") + b'"text":"' + mid + \
+                b'","logprobs":null,"finish_reason":null}]}'
+        if rnd.random() < 0.05:  # the pattern broken: another shape, reasoning, usage, an error
+            body = rnd.choice([
+                body.replace(b'"finish_reason":null', b'"finish_reason":"stop"'),
+                body.replace(b'"delta":{', b'"delta":{"reasoning_content":"r",') if chat else body,
+                body[:-1] + b',"usage":{"prompt_tokens":3,"completion_tokens":' + str(i).encode() + b"}}",
+                b'data: {"error":{"message":"overloaded"}}',
+                body + b" ",
+            ])
+        lines.append((stamp, body))
+    lines.append((999, b'data: {"id":"chatcmpl-7","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9}}'))
+    if rnd.random() < 0.8:
+        lines.append((1000, b"data: [DONE]"))
+    return lines
+
+
+@pytest.mark.parametrize("adapter", [CHAT, COMPL], ids=["chat", "completions"])
+def test_engine_like_streams_through_the_skeleton_agree(adapter, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    rnd = random.Random("skeleton" + adapter.name)
+    outcomes = {"ok": 0, "error": 0}
+    scanned = 0
+    kind = native.KIND_CHAT if adapter is CHAT else native.KIND_COMPLETIONS
+    for _ in range(1500):
+        lines = _templated(rnd, adapter is CHAT)
+        out = agree(lines, adapter, monkeypatch)
+        outcomes[out[0]] += 1
+        scanned += native.scan(lines, kind, sse._loads) is not None
+    assert outcomes["ok"] > 500 and outcomes["error"] > 50, outcomes
+    assert scanned > 500  # taken natively, not handed back
