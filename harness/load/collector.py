@@ -30,6 +30,9 @@ log = logging.getLogger("harness.distributed")
 FINAL_MARGIN_S = 15.0
 #: how often the master looks for workers Locust marked missing (no heartbeat for ~3 s)
 LOST_CHECK_S = 1.0
+#: a worker is lost after this long missing (or gone without its final result): a busy worker on a
+#: loaded machine misses a few heartbeats and comes back, which Locust calls self-healing
+LOST_AFTER_S = 10.0
 
 
 class Collector:
@@ -115,14 +118,14 @@ class Collector:
         if not self._mine(data):
             return
         k = int(data.worker)
-        if k in self.lost:
-            return  # it came back after it was declared lost: its result is already written
         if data.requests and self._requests is not None:
             self._requests.write(data.requests)
         if data.metrics:  # kept so a worker lost mid-run still counts what it reported
             self.reported.setdefault(k, MetricSet()).merge_dict(data.metrics)
         span = self.window_t.setdefault(k, [0.0, 0.0])
         span[1] = data.t
+        if k in self.lost:  # heard from after it was declared lost: what it reports still counts
+            self._write_reported(k)
         progress = data.progress or {}
         self.progress[k] = progress
         if self._progress_file is not None and progress:
@@ -149,8 +152,8 @@ class Collector:
         if not self._mine(data):
             return
         k = int(data.worker)
-        if k in self.lost:
-            return
+        if k in self.lost:  # declared lost, then its final result came after all: it wins
+            self.lost.pop(k)
         result = data.result
         self.results[k] = result
         self.reasons[k] = data.reason
@@ -175,28 +178,44 @@ class Collector:
     def _watch_workers(self, run_id: str | None) -> None:
         """Declare a worker lost when Locust stops hearing from it before its final result."""
         runner = self.env.runner
+        suspect: dict[int, float] = {}  # worker -> when it was first seen missing or gone
         while run_id == self.run_id and not self.all_final.is_set():
             gevent.sleep(LOST_CHECK_S)
+            now = time.monotonic()
             for cid, k in list(self.workers.items()):
                 if k in self.results or k in self.lost:
                     continue
                 node = runner.clients.get(cid)
-                if node is None:
-                    self.lose(k, "its connection to the master is gone")
-                elif node.state == STATE_MISSING:
-                    self.lose(k, "no heartbeat from it for 3 s")
+                if node is not None and node.state != STATE_MISSING:
+                    suspect.pop(k, None)  # heard from again
+                    continue
+                since = suspect.setdefault(k, now)
+                if now - since >= LOST_AFTER_S:
+                    self.lose(k, f"no heartbeat from it for {LOST_AFTER_S + 3:.0f} s" if node is not None
+                              else "it left without its final result")
 
     def lose(self, k: int, why: str) -> None:
         """Write what worker k reported before it was lost as its result, and stop waiting for it."""
         if k in self.lost or k in self.results or self.run_dir is None:
             return
         self.lost[k] = why
+        reported = self._write_reported(k)
+        done = sum(cm.counts.get("completed", 0) for cm in reported.by_class.values())
+        log.error("worker %d was lost mid-run (%s); the %d requests it had reported are kept", k, why, done)
+        self.drained.add(k)
+        self.on_event("worker_lost", {"worker": k, "reason": why, "requests": done})
+        if len(self.drained) == self.n:
+            self.on_event("drained", {"event": "drained", "t": time.time()})
+        self._maybe_all_final()
+
+    def _write_reported(self, k: int) -> MetricSet:
+        """load_result.wK.json of a lost worker: the deltas it sent, marked `lost`."""
         reported = self.reported.get(k) or MetricSet()
         progress = self.progress.get(k, {})
         start, last = self.window_t.get(k, [0.0, 0.0])
         result = {
             "worker": k,
-            "lost": why,
+            "lost": self.lost[k],
             "metrics": reported.to_dict(),
             "window": {"start": start or None, "end": last or None, "duration_s": max(0.0, last - start) if start else 0.0,
                        "warmup_s": 0.0, "warmup_requests": int(progress.get("warmup_done", 0) or 0), "drain_s": 0.0},
@@ -206,17 +225,12 @@ class Collector:
             "usage_check": {},
             "client": {},
         }
+        assert self.run_dir is not None
         path = self.run_dir / (f"load_result.w{k}.json" if self.n > 1 else "load_result.json")
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(result))
         os.replace(tmp, path)
-        done = sum(cm.counts.get("completed", 0) for cm in reported.by_class.values())
-        log.error("worker %d was lost mid-run (%s); the %d requests it had reported are kept", k, why, done)
-        self.drained.add(k)
-        self.on_event("worker_lost", {"worker": k, "reason": why, "requests": done})
-        if len(self.drained) == self.n:
-            self.on_event("drained", {"event": "drained", "t": time.time()})
-        self._maybe_all_final()
+        return reported
 
     # ---------------------------------------------------------------- the end
     def stop_workers(self) -> None:
