@@ -38,6 +38,7 @@ def test_no_compiler_is_a_warning_not_a_failure(tmp_path: Path) -> None:
     assert not list((tmp_path / "harness" / "client").glob("_native*.so"))
 
 
+@pytest.mark.slow  # a full compile (~15 s on 2 busy cores); .ci/run's install also checks the module imports
 @pytest.mark.skipif(shutil.which("gcc") is None and shutil.which("cc") is None, reason="no C compiler on this machine")
 def test_with_a_compiler_it_builds(tmp_path: Path) -> None:
     proc = _build(tmp_path, None)
