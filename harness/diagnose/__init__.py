@@ -16,15 +16,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.diagnose import enginelog, interference, memory, timeslices  # noqa: F401 - register the analyses
-from harness.diagnose import ttft_parts  # noqa: F401 - registers its findings rule
+from harness.diagnose import (  # each module registers its analysis on import
+    enginelog,
+    interference,
+    memory,
+    timeslices,
+    ttft_parts,
+)
 from harness.diagnose.base import ANALYSES, DiagnoseOptions, RunInputs
 from harness.diagnose.enginelog import LogWindow
 from harness.diagnose.findings import findings, headline
 from harness.results.models.diagnosis import Diagnosis, EngineLogBlock, TimeslicesBlock
 from harness.results.models.summary import RunSummary
 
-__all__ = ["ANALYSES", "DiagnoseOptions", "LogWindow", "diagnose", "headline"]
+__all__ = [
+    "ANALYSES", "DiagnoseOptions", "LogWindow", "diagnose", "enginelog", "headline", "interference", "memory",
+    "timeslices", "ttft_parts",
+]
 
 #: diagnosis blocks whose message belongs in the validity block (they change what the numbers mean)
 _VALIDITY = ("timeslices",)
@@ -38,7 +46,7 @@ def diagnose(summary: RunSummary, root: Path, options: DiagnoseOptions) -> RunSu
     for name in ANALYSES:
         try:
             block = ANALYSES.get(name).analyze(inp)
-        except Exception as exc:  # noqa: BLE001 - a diagnosis bug must never lose the run
+        except Exception as exc:  # a diagnosis bug must never lose the run
             print(f"warning: post-run analysis {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             block = {"error": f"{type(exc).__name__}: {exc}"}
         if block is not None:

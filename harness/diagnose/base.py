@@ -67,8 +67,7 @@ class RunInputs:
         within the load loop's scheduling delay: ms, well below a slice or a scrape interval).
         """
         w = self.window
-        starts = [_start_ns(r) for r in self.requests]
-        starts = [s for s in starts if s is not None]
+        starts = [s for r in self.requests if (s := _start_ns(r)) is not None]
         if w is None or not starts:
             return None
         return w[0] - min(starts) / 1e9

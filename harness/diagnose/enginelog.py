@@ -12,7 +12,6 @@ count and its first line; the pattern table is the engine kind's (its `log_patte
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 

@@ -13,6 +13,7 @@ The spike times and prefill intervals go to `interference.json` for the report's
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -68,7 +69,7 @@ class Interference:
         lengths = np.asarray([_prompt_len(r) for r in reqs], dtype=float)
         threshold = long_threshold(lengths, inp.options.long_prompt_tokens)
         prefills: list[tuple[float, float]] = []
-        for r, n in zip(reqs, lengths):
+        for r, n in zip(reqs, lengths, strict=True):
             if n >= threshold:
                 ct = chunk_times_s(r)
                 sent = r.get("sent_ns")
@@ -160,10 +161,8 @@ def _write_plot_data(inp: RunInputs, a: np.ndarray, b: np.ndarray, gaps: np.ndar
         "prefills": [[round(s - base, 4), round(e - base, 4)] for s, e in prefills[:MAX_PLOT_POINTS]],
         "median_ms": round(float(np.median(gaps)), 3),
     }
-    try:
-        write_text_atomic(inp.root / FILE, json.dumps(data) + "\n")  # a full disk leaves no empty file
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):  # a full disk leaves no empty file
+        write_text_atomic(inp.root / FILE, json.dumps(data) + "\n")
 
 
 ANALYSES.add("interference", Interference())

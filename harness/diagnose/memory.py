@@ -33,8 +33,7 @@ class Memory:
         rows = [m for m in inp.engine_metrics if isinstance(m.get("t"), (int, float))]
         if w is not None:
             rows = [m for m in rows if w[0] - 1.0 <= m["t"] <= w[1] + 1.0]
-        samples = [(m["t"], gpu_used_bytes(m), m) for m in rows]
-        samples = [(t, u, m) for t, u, m in samples if u is not None]
+        samples = [(m["t"], u, m) for m in rows if (u := gpu_used_bytes(m)) is not None]
         if len(samples) < 2:
             return None
         source = "nvml" if isinstance(samples[0][2].get("gpu_used_bytes"), list) else "simulated"

@@ -13,6 +13,7 @@ The slices go to `timeslices.json`; summary.json keeps the width, count and the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from typing import Any
@@ -54,14 +55,12 @@ class Timeslices:
         # falls off, an open-loop backlog empties. The check reads the full slices before it.
         drain = inp.summary.window.drain_s
         sends_end = t1 - drain
-        for s, a in zip(slices, edges[:-1]):
+        for s, a in zip(slices, edges[:-1], strict=True):
             s["drain"] = bool(a + width > sends_end + 1e-6)
         full = [s for s in slices if s["duration_s"] >= 0.5 * width and not s["drain"]]
         drift = steady_state(full)
-        try:
+        with contextlib.suppress(OSError):  # the analysis stands without its file
             write_text_atomic(inp.root / FILE, json.dumps({"slice_s": width, "slices": slices}, indent=1) + "\n")
-        except OSError:
-            pass
         return {"slice_s": width, "count": len(slices), "file": FILE, "steady_state": drift}
 
 
@@ -106,7 +105,9 @@ def compute_slices(inp: RunInputs, edges: np.ndarray, off: float) -> list[dict[s
     def index(t: np.ndarray) -> np.ndarray:
         return np.searchsorted(closed, t, side="right") - 1 if t.size else np.empty(0, dtype=int)
 
-    cat = (lambda xs: np.concatenate(xs) if xs else np.empty(0))
+    def cat(xs: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(xs) if xs else np.empty(0)
+
     fin_idx = index(en_a[ok_a]) if en_a.size else np.empty(0, dtype=int)
     done = np.bincount(fin_idx[(fin_idx >= 0) & (fin_idx < n)], minlength=n)
     ct_all, tok_all = cat(c_t), cat(c_tok)
@@ -128,7 +129,7 @@ def compute_slices(inp: RunInputs, edges: np.ndarray, off: float) -> list[dict[s
             "itl_p50_ms": rnd(pct(itl_groups[i], 50)), "itl_p99_ms": rnd(pct(itl_groups[i], 99)),
             "in_flight_mean": rnd(busy / dur, 2),
         }
-        rows = [m for m, j in zip(eng, eng_idx) if j == i]
+        rows = [m for m, j in zip(eng, eng_idx, strict=True) if j == i]
         for key in ("kv_usage", "waiting", "running"):
             vals = [float(m[key]) for m in rows if isinstance(m.get(key), (int, float))]
             row[f"{key}_mean"] = rnd(float(np.mean(vals)), 4) if vals else None

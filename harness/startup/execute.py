@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from harness.engines import failure_hint, get_kind
 from harness.results.models.facts import StartupFacts
 from harness.results.models.startup import Start as StartRecord
 from harness.results.startup_phases import engine_init, logged_s, split
 from harness.startup.plan import Start, StartupPlan
 from harness.startup.results import StartupResults
-from harness.engines import failure_hint, get_kind
-from harness.sweep.execute import STOP, SweepExecutor, SweepOptions
 from harness.sweep.engine_start import engine_cwd, engine_env
+from harness.sweep.execute import STOP, SweepExecutor, SweepOptions
 from harness.sweep.launcher import EngineProcess, StartupFailed, free_port, wait_port_free
 
 

@@ -30,9 +30,10 @@ def gpu_block(nvml: Any, acc: WindowAccumulator | None, reason: str | None) -> d
     device memory (it has no NVML; audit D20), else why there is none."""
     if nvml is not None and nvml.active:
         return nvml.block()
-    used = (acc.gauges.get("sim_gpu_used_bytes") if acc is not None else None) or []
+    gauges = acc.gauges if acc is not None else {}
+    used = gauges.get("sim_gpu_used_bytes") or []
     if used:
-        total = acc.gauges.get("sim_gpu_total_bytes") or []  # type: ignore[union-attr]
+        total = gauges.get("sim_gpu_total_bytes") or []
         tot = int(total[-1]) if total else None
         return {"available": True, "source": "simulated engine (sim_gpu_memory_used_bytes)", "simulated": True,
                 "used_max_bytes": int(max(used)), "total_bytes": tot, "samples": len(used),

@@ -126,7 +126,7 @@ def _families(text: str, content_type: str | None) -> Iterable:
 
         try:
             return list(om_families(text))
-        except Exception:  # noqa: BLE001, S110 - escaped names confuse the strict parser: fall back
+        except Exception:  # escaped names confuse the strict parser: fall back
             pass
     return text_string_to_metric_families(text)
 
@@ -152,7 +152,7 @@ def parse(text: str, ts: float, *, content_type: str | None = None, wanted: set[
                 snap.add(name, labels_key(s.labels), value)
     except TelemetryUnavailable:
         raise
-    except Exception as exc:  # noqa: BLE001 - the parser raises ValueError, IndexError, ...
+    except Exception as exc:  # the parser raises ValueError, IndexError, ...
         first = next((ln for ln in text.splitlines() if ln.strip()), "")[:80]
         raise TelemetryUnavailable(
             f"metrics page is not Prometheus exposition ({type(exc).__name__}: {exc}); first line: {first!r}",

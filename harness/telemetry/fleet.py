@@ -37,7 +37,7 @@ class FleetTelemetry:
     def per_replica(self) -> list[dict[str, Any]]:
         """Each replica's headline figures over the window (the full blocks stay in the sessions' files)."""
         out = []
-        for url, b in zip(self.endpoints, self.replica_blocks):
+        for url, b in zip(self.endpoints, self.replica_blocks, strict=False):  # no blocks before stop()
             pc = b.get("prefix_cache") or {}
             out.append({"endpoint": url, "waiting": b.get("waiting"), "running": b.get("running"),
                         "kv_usage": b.get("kv_usage"), "prefix_hit_rate": pc.get("hit_rate"),

@@ -12,6 +12,7 @@ sweep cell showed 8.4 GiB: 4.2 of them another vLLM's). No driver / no GPU is a 
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 from typing import Any
@@ -39,7 +40,7 @@ class NvmlSampler:
             return "nvidia-ml-py (pynvml) is not installed"
         try:
             pynvml.nvmlInit()
-        except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
             return f"NVML unavailable: {_text(exc)} (no NVIDIA driver or GPU visible)"
         try:
             count = pynvml.nvmlDeviceGetCount()
@@ -51,7 +52,7 @@ class NvmlSampler:
                 h = pynvml.nvmlDeviceGetHandleByIndex(i)
                 self._handles.append(h)
                 self.devices.append({"index": i, "name": _text(pynvml.nvmlDeviceGetName(h)), "uuid": _text(pynvml.nvmlDeviceGetUUID(h))})
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.close_quietly(pynvml)
             return f"NVML device query failed: {_text(exc)}"
         self._nvml = pynvml
@@ -70,7 +71,7 @@ class NvmlSampler:
         if self._v2:
             try:
                 return self._nvml.nvmlDeviceGetMemoryInfo(handle, version=self._nvml.nvmlMemory_v2)
-            except Exception:  # noqa: BLE001 - old driver or binding: fall back to v1 for good
+            except Exception:  # old driver or binding: fall back to v1 for good
                 self._v2 = False
         return self._nvml.nvmlDeviceGetMemoryInfo(handle)
 
@@ -97,7 +98,7 @@ class NvmlSampler:
                 for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(h):
                     used = int(getattr(p, "usedGpuMemory", 0) or 0)
                     self._procs[int(p.pid)] = max(self._procs.get(int(p.pid), 0), used)
-        except Exception:  # noqa: BLE001 - NVML_ERROR_NOT_SUPPORTED, no such function: leave it out
+        except Exception:  # NVML_ERROR_NOT_SUPPORTED, no such function: leave it out
             self._procs_ok = False
 
     def sample(self) -> list[dict[str, int]] | None:
@@ -106,7 +107,7 @@ class NvmlSampler:
             return None
         try:
             cur = self.read()
-        except Exception:  # noqa: BLE001 - a GPU fell off the bus: keep what we have
+        except Exception:  # a GPU fell off the bus: keep what we have
             return None
         for g in cur:
             self._max_used[g["index"]] = max(self._max_used[g["index"]], g["used_bytes"])
@@ -139,7 +140,7 @@ class NvmlSampler:
     def _processes_block(self) -> dict[str, Any]:
         if not self._procs_ok or not self._procs:
             return {}
-        procs = sorted(({"pid": pid, "command": _command(pid), "used_max_bytes": used} for pid, used in self._procs.items()),
+        procs: list[dict[str, Any]] = sorted(({"pid": pid, "command": _command(pid), "used_max_bytes": used} for pid, used in self._procs.items()),
                        key=lambda p: -p["used_max_bytes"])
         out: dict[str, Any] = {"processes": procs}
         holding = [p for p in procs if p["used_max_bytes"] > 0]
@@ -156,10 +157,8 @@ class NvmlSampler:
 
     @staticmethod
     def close_quietly(pynvml: Any) -> None:
-        try:
+        with contextlib.suppress(Exception):  # shutting down anyway
             pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001, S110 - shutting down anyway
-            pass
 
 
 def _command(pid: int) -> str:

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 import requests
 from urllib3.util.retry import Retry
 
+from harness.engines import Profile, detect_regex
 from harness.telemetry.exposition import (
     Labels,
     Snapshot,
@@ -31,7 +32,6 @@ from harness.telemetry.exposition import (
     labels_key,
     normalize,
 )
-from harness.engines import Profile, detect_regex
 
 DCGM_NAMES = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_TOTAL")
 MIB = 1024 * 1024
@@ -98,7 +98,7 @@ class PrometheusSource:
             raise TelemetryUnavailable(f"Prometheus {self.url} unreachable", unreachable=True) from None
         except requests.exceptions.RequestException as exc:
             raise TelemetryUnavailable(f"Prometheus {self.url}: {exc}") from None
-        except Exception as exc:  # noqa: BLE001 - PrometheusApiClientException: "HTTP Status Code N (body)"
+        except Exception as exc:  # PrometheusApiClientException: "HTTP Status Code N (body)"
             raise http_error(self.url, str(exc)) from None
 
     def selector(self, name_regex: str, extra: str = "") -> str:
@@ -184,7 +184,7 @@ class PrometheusSource:
     def scrape_interval(self, profile: Profile, names: set[str], at: float) -> float | None:
         """Median gap between a gauge's samples over the last two minutes (None if unknown)."""
         data = self.raw(self.name_regex(profile, self._probe_names(profile, names)), at - 120, at)
-        gaps = []
+        gaps: list[float] = []
         for samples in data.values():
             ts = [t for t, _ in samples]
             gaps.extend(b - a for a, b in itertools.pairwise(ts))

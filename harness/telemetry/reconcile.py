@@ -59,9 +59,11 @@ def reconcile(client_latency_ms: dict, engine: dict) -> list[str]:
                     continue
                 where = (f"below {_fmt(upper)} (its first bucket)" if e is None else
                          f"about {_fmt(e)} (histogram bucket {_fmt(bucket[0])}-{_fmt(upper)})")
-            else:
+            elif e is not None:
                 upper = e
                 where = f"about {_fmt(e)}"
+            else:
+                continue
             gap = c - upper
             if gap > max(abs_ms, REL_MARGIN * upper):
                 warnings.append(

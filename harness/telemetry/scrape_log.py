@@ -13,8 +13,8 @@ import math
 import pathlib
 from typing import Any
 
-from harness.telemetry.exposition import Snapshot
 from harness.engines.parts.metrics import COUNTERS, Profile
+from harness.telemetry.exposition import Snapshot
 
 log = logging.getLogger("harness.telemetry")
 
@@ -37,6 +37,7 @@ class ScrapeLog:
         self._file: Any = None
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
+            # held open across scrapes (one line each, flushed) until close(): no context manager
             self._file = open(out_dir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
         except OSError as exc:
             log.warning("engine telemetry: cannot write %s (%s); time series not saved", METRICS_FILE, exc)

@@ -39,6 +39,7 @@ lines of engine_metrics.jsonl are written by harness.telemetry.scrape_log.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import pathlib
 import threading
@@ -46,12 +47,12 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
+from harness.engines import Profile, detect_profile, hint_profile, profiles
 from harness.telemetry.block import empty_block, gpu_block, gpu_unavailable
 from harness.telemetry.exposition import Snapshot, TelemetryUnavailable
 from harness.telemetry.nvml import NvmlSampler, is_local_url
-from harness.telemetry.session_summary import session_block
-from harness.engines import Profile, detect_profile, hint_profile, profiles
 from harness.telemetry.scrape_log import ScrapeLog, canonical_values
+from harness.telemetry.session_summary import session_block
 from harness.telemetry.sources import Source, choose_source
 from harness.telemetry.window import WindowAccumulator
 
@@ -452,15 +453,13 @@ class TelemetrySession:
         with self._lock:  # a scrape thread still in flight writes nothing after this
             jsonl, self._jsonl = self._jsonl, None
         for closer in (
-            (lambda: jsonl.close()) if jsonl else None,
-            (lambda: self._src.close()) if self._src else None,
-            *((lambda src=src: src.close()) for src in self._mark_srcs),
-            (lambda: self._nvml.close()) if self._nvml else None,
+            jsonl.close if jsonl else None,
+            self._src.close if self._src else None,
+            *(src.close for src in self._mark_srcs),
+            self._nvml.close if self._nvml else None,
         ):
             if closer is None:
                 continue
-            try:
+            with contextlib.suppress(Exception):  # closing after the block is built
                 closer()
-            except Exception:  # noqa: BLE001, S110 - closing after the block is built
-                pass
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
+from harness.engines import Profile, no_metrics_reason
 from harness.telemetry.block import build_block, empty_block, gpu_unavailable
 from harness.telemetry.direct import DirectSource
 from harness.telemetry.exposition import Snapshot, TelemetryUnavailable
-from harness.engines import Profile, no_metrics_reason
 from harness.telemetry.window import WindowAccumulator
 
 

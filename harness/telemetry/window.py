@@ -15,9 +15,9 @@ from collections import defaultdict
 
 import numpy as np
 
+from harness.engines.parts.metrics import Profile
 from harness.metrics import percentile
 from harness.telemetry.exposition import Labels, Snapshot
-from harness.engines.parts.metrics import Profile
 
 
 def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> tuple[float, float, float] | None:
@@ -199,7 +199,7 @@ class WindowAccumulator:
         if not values:
             return {k: None for k in keys}
         arr = np.asarray(values, dtype=float)
-        out = {"mean": float(arr.mean()), "max": float(arr.max())}
+        out: dict[str, float | None] = {"mean": float(arr.mean()), "max": float(arr.max())}
         if percentiles:
             out["p50"], out["p99"] = percentile.of_values_many(arr, (50.0, 99.0))
         return {k: out[k] for k in keys}

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.diagnose.base import DiagnoseOptions, RunInputs
-from harness.results.models import RunSummary
 from harness.diagnose.enginelog import EngineLog, LogWindow
+from harness.results.models import RunSummary
 
 BEFORE = "(EngineCore_DP0 pid=1) WARNING 12-01 10:00:00 [backends.py:212] Recompiling function forward in x.py: batch size 9 is not in the CUDA graph capture sizes (largest 8)\n"
 DURING = [

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from simlag import blame_sim_lag
 
 from harness.diagnose.interference import long_threshold, overlaps
 from tests.diagnose.conftest import finish, start_harness
-from simlag import blame_sim_lag
 
 SCENARIO = """
 name: interference

@@ -8,9 +8,10 @@ import json
 import subprocess
 import sys
 
+from simlag import retry_on_sim_lag
+
 from tests.diagnose.conftest import REPO
 from tests.diagnose.test_interference import SCENARIO
-from simlag import retry_on_sim_lag
 
 SWEEP = """
 name: chunked

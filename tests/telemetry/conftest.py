@@ -125,7 +125,7 @@ class Exporter:
             try:
                 self.cmd("quit")
                 self.proc.wait(timeout=3)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 self.proc.kill()
                 self.proc.wait()
 

@@ -32,7 +32,7 @@ def assert_shape(block: dict) -> None:
         assert {"p50", "p99", "mean", "count"} <= set(v)
     assert {"source", "scrapes", "missing_reason"} <= set(block["telemetry"])
     gm = block["gpu_memory"]
-    assert gm.get("available") is False and gm.get("reason") or {"used_max_bytes", "total_bytes", "per_gpu"} <= set(gm)
+    assert (gm.get("available") is False and gm.get("reason")) or {"used_max_bytes", "total_bytes", "per_gpu"} <= set(gm)
 
 
 def assert_all_null(block: dict) -> None:
@@ -61,7 +61,7 @@ def assert_close_tree(actual, expected, *, rel: float = 1e-6, abs: float = 1e-12
             assert_close_tree(actual[key], expected[key], rel=rel, abs=abs, path=f"{path}.{key}")
     elif isinstance(expected, (list, tuple)):
         assert isinstance(actual, (list, tuple)) and len(actual) == len(expected), f"{where}: {actual!r} vs {expected!r}"
-        for i, (a, e) in enumerate(zip(actual, expected)):
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
             assert_close_tree(a, e, rel=rel, abs=abs, path=f"{path}[{i}]")
     elif isinstance(expected, bool) or expected is None or isinstance(expected, str):
         assert actual == expected, f"{where}: {actual!r} != {expected!r}"

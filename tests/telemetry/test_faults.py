@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from waiting import HANG_S, lines_of, wait_for_lines, wait_until
 
 from harness.scenario.models import Telemetry
 from harness.telemetry import TelemetrySession
@@ -15,8 +16,6 @@ from harness.telemetry import TelemetrySession
 from .conftest import FakeMetrics, free_port
 from .helpers import assert_all_null, assert_shape, telemetry_warnings
 from .pages import VLLM_A, VLLM_B
-
-from waiting import HANG_S, lines_of, wait_for_lines, wait_until  # noqa: E402
 
 INTERVAL = 0.2
 

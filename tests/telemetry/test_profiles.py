@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from harness.engines import detect_profile, profiles
 from harness.errors import UserError
 from harness.telemetry.block import build_block
 from harness.telemetry.exposition import parse
-from harness.engines import detect_profile, profiles
 from harness.telemetry.window import WindowAccumulator
 
 from . import pages

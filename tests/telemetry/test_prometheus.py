@@ -13,6 +13,7 @@ import time
 
 import pytest
 import requests
+from waiting import lines_of, wait_until
 
 from harness.scenario.models import Telemetry
 from harness.telemetry import TelemetrySession
@@ -20,15 +21,13 @@ from harness.telemetry import TelemetrySession
 from .conftest import Exporter, FakeMetrics, Prometheus, free_port, needs_prometheus
 from .helpers import assert_all_null, assert_close_tree, assert_shape, telemetry_warnings
 
-from waiting import lines_of, wait_until  # noqa: E402
-
 
 def both_scraped(dirs, what: str, match, after: tuple[int, ...] = (0, 0), count: int = 1) -> tuple[int, ...]:
     """Wait until each session's engine_metrics.jsonl holds, past its first `after` lines, `count`
     scrapes that `match`; returns the line counts then (the next call's `after`)."""
     def found():
         counts = []
-        for out, skip in zip(dirs, after):
+        for out, skip in zip(dirs, after, strict=True):
             lines = [json.loads(x) for x in lines_of(out / "engine_metrics.jsonl")]
             if sum(1 for x in lines[skip:] if match(x)) < count:
                 return None

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
+from waiting import lines_of, wait_until
 
 from harness.errors import UserError
 from harness.scenario.models import Telemetry
@@ -16,8 +18,6 @@ from harness.telemetry import TelemetrySession
 from .conftest import Exporter, FakeMetrics
 from .helpers import assert_all_null, assert_shape, telemetry_warnings
 from .pages import SGLANG_A, SGLANG_B
-
-from waiting import lines_of, wait_until  # noqa: E402
 
 
 def scraped(out: Path, what: str, match: Callable[[dict[str, Any]], Any], after: int = 0) -> int:

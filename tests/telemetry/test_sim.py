@@ -16,14 +16,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
+from waiting import lines_of, wait_until
 
 from harness.scenario.models import Telemetry
 from harness.telemetry import TelemetrySession
 
 from .conftest import PROMETHEUS, Prometheus, free_port
 from .helpers import assert_close_tree, assert_shape, telemetry_warnings
-
-from waiting import lines_of, wait_until  # noqa: E402
 
 
 def scraped(out, what: str, match) -> None:

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from harness.telemetry.exposition import parse
 from harness.engines import profiles
+from harness.telemetry.exposition import parse
 from harness.telemetry.window import WindowAccumulator, histogram_quantile
 
 INF = math.inf
