@@ -93,6 +93,8 @@ class Measurement:
         bad = [e for e in self.entries if e.status != "complete"]
         if not bad:
             return "no cell ran" if not self.entries else "complete"
+        if (bad[0].reason or "").startswith("harness error"):
+            return "the harness failed"
         if bad[0].status == "partial":
             why = (bad[0].reason or "").lower()
             return "the engine died during the run" if "exit" in why or "died" in why else "the run did not complete"

@@ -142,6 +142,8 @@ class VsBaseline(Block):
     undecided: Annotated[list[str] | None, Omit] = None  # beyond the threshold, not beyond noise
     facts: Annotated[list[str] | None, Omit] = None  # KV usage, share within the SLOs, hit rate, GPU memory
     deltas: dict[str, dict[str, Delta]] = Field(default_factory=dict)  # scenario -> metric key -> delta
+    #: the chosen flags measured twice (by their step and here) differ beyond noise: the machine drifted
+    drift: Annotated[str | None, Omit] = None
 
 
 class StepDetails(Block):

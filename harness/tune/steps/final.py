@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.tune.judge import compare_measurements, guard_name, judge, show_row
-from harness.tune.measure import Measurement
+from harness.tune.measure import Measurement, flags_key
 from harness.tune.steps.base import STEPS, StepResult, fmt, tried_row
 
 MAIN = ("goodput_rps", "rps", "ttft.p99", "itl.p99", "e2e.p99")
@@ -26,7 +26,7 @@ def facts(base: Measurement, final: Measurement) -> list[str]:
     def pair(a: float | None, b: float | None, spec: str, unit: str = "") -> str | None:
         if a is None and b is None:
             return None
-        return f"{fmt(a, spec)}{unit} -> {fmt(b, spec)}{unit}"
+        return f"{fmt(a, spec)}{unit if a is not None else ''} -> {fmt(b, spec)}{unit if b is not None else ''}"
 
     kv = [(name, base.summary_value(get), final.summary_value(get)) for name, get in
           (("mean", lambda s: s.engine.kv_usage.mean), ("max", lambda s: s.engine.kv_usage.max))]
@@ -101,6 +101,23 @@ def story(vs: dict[str, Any]) -> str:
     return ". ".join(p[0].upper() + p[1:] for p in parts)
 
 
+def drift(earlier: Measurement | None, final: Measurement, threshold_pct: float) -> str | None:
+    """The chosen flags were measured before, by the step that chose them; measured again here they
+    should agree. Where they differ beyond noise, the machine's speed changed between runs (a busy
+    shared host, thermal limits, another tenant), and the final comparison mixes that with the
+    flags' effect: say so, with the numbers (None when they agree or there is nothing to check)."""
+    if earlier is None or earlier is final or not earlier.ok:
+        return None
+    cmp = compare_measurements(earlier, final, threshold_pct)
+    moved = [(s, r) for s, r in cmp.moved() if r.key != "prefix_hit_rate"]
+    if not moved:
+        return None
+    shown = "; ".join((f"{s}: " if len(cmp.rows) > 1 else "") + show_row(r) for s, r in moved[:4])
+    return (f"The same flags measured by the step that chose them ({earlier.sweep_dir.name}) and here differ beyond noise "
+            f"({shown}): the machine's speed changed between runs, so this comparison with the baseline mixes that with "
+            "the flags' effect; repeat on a quiet machine or with measure.repeats")
+
+
 class Final:
     name = "final"
     summary = "the full benchmark on the chosen flags, afresh, compared with the baseline: every change beyond noise, good and bad"
@@ -110,6 +127,7 @@ class Final:
         if ms is None:
             return ctx.budget_skip(self.name)
         (m,) = ms
+        earlier = ctx.measurer.cache.get(flags_key(ctx.current))  # the measurement the steps decided on
         if not m.ok:
             return StepResult(self.name, "failed", f"the chosen flags did not give a complete run: {m.failure_kind()}: {m.failure}",
                               dict(ctx.current), [tried_row(m)])
@@ -125,7 +143,12 @@ class Final:
                 "mixed": f"{what} differ from the baseline beyond noise both ways",
                 "same": f"{what} are within noise of the baseline on every metric compared"}[vs["verdict"]]
         body = story(vs)
+        moved = drift(earlier, m, ctx.threshold_pct)
+        if moved:
+            vs["drift"] = moved
         reason = f"{head}. {body}" if body else head
+        if moved:
+            reason = reason.rstrip(".") + f". {moved}"
         verdict = "kept" if same else "changed"
         return StepResult(self.name, verdict, reason.rstrip(".") + ".", dict(ctx.current), [tried_row(m)], {"vs_baseline": vs})
 
