@@ -10,6 +10,8 @@ import argparse
 import asyncio
 import os
 import sys
+from collections.abc import Iterable
+from typing import Any, NoReturn
 
 from harness.sim.config import KV_DTYPE_BYTES, ConfigError, SimConfig
 from harness.sim.profiles import PROFILES
@@ -18,7 +20,9 @@ from harness.sim.profiles import PROFILES
 #: vLLM's switches are BooleanOptionalAction (`--X` / `--no-X`) since its flags come from config
 #: dataclasses; a sweep renders `flag: false` as `--no-flag`. Checked against vLLM 0.32's
 #: `vllm serve` parser: all of these, except --disable-log-stats (a plain switch there too).
-SWITCH = {"action": argparse.BooleanOptionalAction, "default": False}
+def _switch(g: argparse._ActionsContainer, flag: str, help: str) -> None:
+    """A vLLM switch: --X and --no-X (BooleanOptionalAction), off by default."""
+    g.add_argument(flag, action=argparse.BooleanOptionalAction, default=False, help=help)
 
 
 def vllm_spelling(argv: list[str]) -> list[str]:
@@ -34,12 +38,12 @@ def vllm_spelling(argv: list[str]) -> list[str]:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         sys.stderr.flush()
         raise SystemExit(2)
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def, override]
+    def parse_known_args(self, args: Iterable[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:
         return super().parse_known_args(vllm_spelling(list(sys.argv[1:] if args is None else args)), namespace)
 
 
@@ -59,14 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--uvicorn-log-level", default="info", help="accepted and ignored")
     g.add_argument("--disable-log-stats", action="store_true", help="no periodic 'Engine 000:' stats line")
     g.add_argument("--disable-log-requests", action="store_true", help="accepted and ignored (vLLM before 0.11)")
-    g.add_argument("--enable-log-requests", **SWITCH, help="accepted and ignored")
-    g.add_argument("--disable-uvicorn-access-log", **SWITCH, help="accepted and ignored")
-    g.add_argument("--enable-request-id-headers", **SWITCH, help="accepted; X-Request-Id is always echoed")
-    g.add_argument("--enable-force-include-usage", **SWITCH, help="usage on every streamed chunk")
-    g.add_argument("--enable-prompt-tokens-details", **SWITCH, help="usage.prompt_tokens_details.cached_tokens")
-    g.add_argument("--enable-per-request-metrics", **SWITCH,
-                   help="a `metrics` object (queue, TTFT from scheduling, decode times) on the final usage chunk, as vLLM 0.32")
-    g.add_argument("--trust-remote-code", **SWITCH, help="accepted and ignored")
+    _switch(g, "--enable-log-requests", help="accepted and ignored")
+    _switch(g, "--disable-uvicorn-access-log", help="accepted and ignored")
+    _switch(g, "--enable-request-id-headers", help="accepted; X-Request-Id is always echoed")
+    _switch(g, "--enable-force-include-usage", help="usage on every streamed chunk")
+    _switch(g, "--enable-prompt-tokens-details", help="usage.prompt_tokens_details.cached_tokens")
+    _switch(g, "--enable-per-request-metrics", help="a `metrics` object (queue, TTFT from scheduling, decode times) on the final usage chunk, as vLLM 0.32")
+    _switch(g, "--trust-remote-code", help="accepted and ignored")
     g.add_argument("--seed", type=int, default=0)
 
     e = p.add_argument_group("engine (vLLM flags)")
@@ -80,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--kv-cache-dtype", default="auto", choices=sorted(KV_DTYPE_BYTES))
     e.add_argument("--block-size", type=int, default=16)
     e.add_argument("--num-gpu-blocks-override", type=int, default=None)
-    e.add_argument("--enforce-eager", **SWITCH, help="no compilation, no CUDA graphs (faster start, slower steps)")
+    _switch(e, "--enforce-eager", help="no compilation, no CUDA graphs (faster start, slower steps)")
     e.add_argument("--cuda-graph-sizes", type=int, nargs="+", default=None,
                    help="one value: the largest captured batch size; several: the sizes (vLLM 0.10 spelling)")
     e.add_argument("--max-cudagraph-capture-size", type=int, default=None,
@@ -91,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("-tp", "--tensor-parallel-size", type=int, default=1)
     e.add_argument("-sc", "--speculative-config", default=None,
                    help='JSON, e.g. {"method":"ngram","num_speculative_tokens":3,"acceptance_rate":0.6}')
-    e.add_argument("--enable-lora", **SWITCH, help="serve LoRA adapters by name (--lora-modules)")
+    _switch(e, "--enable-lora", help="serve LoRA adapters by name (--lora-modules)")
     e.add_argument("--lora-modules", nargs="+", action="extend", default=None, metavar="NAME=PATH",
                    help="adapters the API accepts as `model` (vLLM: name=path or a JSON object)")
     e.add_argument("--max-loras", type=int, default=1, help="distinct adapters in one batch (GPU slots)")

@@ -8,6 +8,7 @@ prints as one line and exits 2, like argparse does.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
@@ -160,7 +161,7 @@ class SpecConfig:
     acceptance_rate: float
 
     @classmethod
-    def parse(cls, text: str) -> "SpecConfig":
+    def parse(cls, text: str) -> SpecConfig:
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -310,7 +311,7 @@ class SimConfig:
         return int(self.model.params_b * 1e9 * self.weight_bytes_per_param / self.tensor_parallel_size)
 
     @classmethod
-    def from_args(cls, a) -> "SimConfig":  # type: ignore[no-untyped-def]
+    def from_args(cls, a: argparse.Namespace) -> SimConfig:
         if a.enable_per_request_metrics and a.disable_log_stats:  # vLLM 0.32 refuses the pair at startup too
             raise ConfigError("Error: --enable-per-request-metrics requires engine statistics logging; remove "
                               "--disable-log-stats to enable per-request metrics.")
@@ -454,7 +455,7 @@ class SimConfig:
         return cfg
 
 
-def _startup_times(a) -> StartupTimes:  # type: ignore[no-untyped-def]
+def _startup_times(a: argparse.Namespace) -> StartupTimes:
     """Phase seconds: each `--sim-*-s` flag, else its share of `--startup-delay`."""
     import os
 

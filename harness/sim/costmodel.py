@@ -41,7 +41,7 @@ class CostModel:
     seq_overhead_s: float = 0.0
 
     @classmethod
-    def from_config(cls, cfg: SimConfig) -> "CostModel":
+    def from_config(cls, cfg: SimConfig) -> CostModel:
         tp = cfg.tensor_parallel_size
         bw = cfg.hbm_tbps * 1e12
         flops = cfg.tflops * 1e12

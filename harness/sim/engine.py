@@ -27,6 +27,7 @@ Each iteration (an asyncio task, one "GPU step"):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import sys
 from collections import deque
@@ -42,7 +43,6 @@ from harness.sim.memory import MemoryPlan
 from harness.sim.metrics import Stats
 from harness.sim.request import FINISHED, RUNNING, WAITING, SimRequest
 from harness.workload.builtin_tokenizer import VOCAB
-
 
 #: a step that starts this long after the previous one was due moves the schedule: the simulator
 #: fell behind its model (busy host) instead of catching up within the next step
@@ -121,15 +121,11 @@ class Engine(EngineBase):
         if req.status == FINISHED:
             return
         if req.status == WAITING:
-            try:
+            with contextlib.suppress(ValueError):
                 self.waiting.remove(req)
-            except ValueError:
-                pass
         else:
-            try:
+            with contextlib.suppress(ValueError):
                 self.running.remove(req)
-            except ValueError:
-                pass
             self.pool.release(req.blocks)
             req.blocks = []
         self._finish(req, "abort")
@@ -154,10 +150,8 @@ class Engine(EngineBase):
             self._update_gauges()
             if not items:  # nothing fits right now (cannot happen with a valid plan); wait for a change
                 self._wake.clear()
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), 0.01)
-                except TimeoutError:
-                    pass
                 prev_deadline = None
                 continue
             duration = self.cost.step_seconds(prefill, decode, context, self.spec_k > 0, len(items))
@@ -262,7 +256,9 @@ class Engine(EngineBase):
                         break
                 if req.status != RUNNING:
                     break  # it preempted itself: it was the newest
-                req.blocks += pool.allocate(need)  # type: ignore[operator]
+                got = pool.allocate(need)
+                assert got is not None  # the preemptions above freed `need` blocks
+                req.blocks += got
             items.append((req, n, n_spec))
             budget -= n
             if decoding:
@@ -295,7 +291,9 @@ class Engine(EngineBase):
                 if need + pool.num_evictable_needed(hits) > pool.num_free:
                     break
                 pool.touch(hits)
-                req.blocks = hits + pool.allocate(need)  # type: ignore[operator]
+                got = pool.allocate(need)
+                assert got is not None  # checked against num_free above
+                req.blocks = hits + got
                 req.num_cached_blocks = len(hits)
                 req.num_computed = num_cached
                 if cfg.enable_prefix_caching:
@@ -390,10 +388,8 @@ class Engine(EngineBase):
         for req, reason in finished:
             if req.status == FINISHED:
                 continue
-            try:
+            with contextlib.suppress(ValueError):
                 self.running.remove(req)
-            except ValueError:
-                pass
             pool.release(req.blocks)
             req.blocks = []
             self._finish(req, reason, now)

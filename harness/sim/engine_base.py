@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from time import perf_counter
 
 from harness.sim.config import SimConfig
@@ -21,7 +22,7 @@ class EngineBase:
         self.finished_count = 0
         self.dead = False  # set when the engine loop died: /health answers 503, as vLLM's EngineDeadError
         #: called with the count of finished requests after each finish (crash-after-requests fault)
-        self.on_finished = None
+        self.on_finished: Callable[[int], None] | None = None
 
     # -- interface -------------------------------------------------------------------------
     def start(self) -> None:
@@ -47,10 +48,7 @@ class EngineBase:
             return True
         if req.chat and len(req.out_ids) == len(ids):  # first output: vLLM sends the role chunk with it
             stream.role()
-        if len(ids) == 1:
-            text = WORD_BYTES[ids[0]]
-        else:
-            text = b"".join([WORD_BYTES[i] for i in ids])
+        text = WORD_BYTES[ids[0]] if len(ids) == 1 else b"".join([WORD_BYTES[i] for i in ids])
         ok = stream.content(text, len(ids), finish)
         if ok and req.disconnect_after is not None and len(req.out_ids) >= req.disconnect_after and finish is None:
             # fault: drop the connection mid-stream (what is already written is still delivered)

@@ -26,8 +26,12 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from typing import TYPE_CHECKING, Any
 
 from harness.workload.builtin_tokenizer import VOCAB
+
+if TYPE_CHECKING:
+    from harness.sim.request import SimRequest
 
 VOCAB_SIZE = len(VOCAB)
 _INDEX = {w: i for i, w in enumerate(VOCAB)}
@@ -82,7 +86,7 @@ def known_answer(words: list[str]) -> list[int] | None:
 class GreedyText:
     """One request's greedy token stream: `token(i)`, `stops_after(i)`, `logprob(i)`."""
 
-    __slots__ = ("seed", "answer", "diverge_at", "alt_seed", "lp_noise", "_base_ids", "_base_rng", "_alt_ids", "_alt_rng")
+    __slots__ = ("_alt_ids", "_alt_rng", "_base_ids", "_base_rng", "alt_seed", "answer", "diverge_at", "lp_noise", "seed")
 
     def __init__(self, words: list[str], errors: tuple[tuple[int, float], ...] = ()) -> None:
         self.seed = prompt_hash(words)
@@ -166,7 +170,7 @@ FP8_KV_SALT = 0xF8
 QUANT_SALT = 0x0A
 
 
-def logprobs_body(req, chat: bool, top_n: int) -> dict:  # type: ignore[no-untyped-def]
+def logprobs_body(req: SimRequest, chat: bool, top_n: int) -> dict[str, Any]:
     """The `logprobs` object of a non-streaming choice, in vLLM's chat or completions shape.
     Tokens are the streamed words (" word"). Sampled (non-greedy) requests get the hash-derived
     values of their prompt's stream: shaped right, meaningless as numbers."""

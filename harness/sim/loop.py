@@ -21,9 +21,9 @@ _PR_SET_TIMERSLACK = 29
 
 
 class PreciseEpollSelector(selectors.EpollSelector):
-    def select(self, timeout: float | None = None):  # type: ignore[override]
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         if timeout is not None and timeout > 0:
-            ready, _, _ = select.select([self._selector.fileno()], [], [], timeout)
+            ready, _, _ = select.select([self.fileno()], [], [], timeout)
             if not ready:
                 return []
             timeout = 0
@@ -34,7 +34,7 @@ def _lower_timer_slack() -> None:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         libc.prctl(_PR_SET_TIMERSLACK, 1, 0, 0, 0)
-    except Exception:  # noqa: BLE001 - best effort; only precision suffers
+    except Exception:  # best effort; only precision suffers
         pass
 
 

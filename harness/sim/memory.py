@@ -29,7 +29,7 @@ class StartupError(Exception):
 
     def __init__(self, *lines: str) -> None:
         super().__init__(lines[0])
-        self.lines = list(lines) + ["RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
+        self.lines = [*lines, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
 
 
 @dataclass

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
@@ -68,7 +69,7 @@ class Hist:
     def cumulative(self) -> list[tuple[str, float]]:
         out: list[tuple[str, float]] = []
         acc = 0
-        for bound, c in zip(self.bounds, self.counts):
+        for bound, c in zip(self.bounds, self.counts, strict=False):  # counts' last is the +Inf bucket
             acc += c
             out.append((floatToGoString(bound), acc))
         out.append(("+Inf", acc + self.counts[-1]))
@@ -169,7 +170,7 @@ class Stats:
 class SimCollector:
     """Builds vLLM's metric families from `Stats` on each scrape."""
 
-    def __init__(self, stats: Stats, cfg: "SimConfig", plan: "MemoryPlan | None") -> None:
+    def __init__(self, stats: Stats, cfg: SimConfig, plan: MemoryPlan | None) -> None:
         self.stats = stats
         self.cfg = cfg
         self.plan = plan
@@ -197,25 +198,25 @@ class SimCollector:
 
         yield gauge("vllm:num_requests_running", "Number of requests in model execution batches.", s.num_running)
         yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", s.num_waiting)
-        w = GaugeMetricFamily("vllm:num_requests_waiting_by_reason", "Number of requests waiting, by reason.", labels=base + ["reason"])
-        w.add_metric(lv + ["capacity"], s.num_waiting)
-        w.add_metric(lv + ["deferred"], 0)
+        w = GaugeMetricFamily("vllm:num_requests_waiting_by_reason", "Number of requests waiting, by reason.", labels=[*base, "reason"])
+        w.add_metric([*lv, "capacity"], s.num_waiting)
+        w.add_metric([*lv, "deferred"], 0)
         yield w
         yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.kv_usage)
         yield counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", s.prefix_queries)
         yield counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", s.prefix_hits)
         yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", s.num_preemptions)
         yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens)
-        src = CounterMetricFamily("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", labels=base + ["source"])
-        src.add_metric(lv + ["local_compute"], s.prompt_tokens - s.prompt_tokens_cached, created=s.created)
-        src.add_metric(lv + ["local_cache_hit"], s.prompt_tokens_cached, created=s.created)
-        src.add_metric(lv + ["external_kv_transfer"], 0, created=s.created)
+        src = CounterMetricFamily("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", labels=[*base, "source"])
+        src.add_metric([*lv, "local_compute"], s.prompt_tokens - s.prompt_tokens_cached, created=s.created)
+        src.add_metric([*lv, "local_cache_hit"], s.prompt_tokens_cached, created=s.created)
+        src.add_metric([*lv, "external_kv_transfer"], 0, created=s.created)
         yield src
         yield counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).", s.prompt_tokens_cached)
         yield counter("vllm:generation_tokens", "Number of generation tokens processed.", s.generation_tokens)
-        ok = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.", labels=base + ["finished_reason"])
+        ok = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.", labels=[*base, "finished_reason"])
         for reason, n in s.success.items():
-            ok.add_metric(lv + [reason], n, created=s.created)
+            ok.add_metric([*lv, reason], n, created=s.created)
         yield ok
         yield hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", s.ttft)
         yield hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s.itl)
@@ -258,9 +259,9 @@ class SimCollector:
             yield counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", s.spec_draft_tokens)
             yield counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", s.spec_accepted)
             pos = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos",
-                                      "Accepted tokens per draft position.", labels=base + ["position"])
+                                      "Accepted tokens per draft position.", labels=[*base, "position"])
             for i, n in enumerate(s.spec_accepted_per_pos):
-                pos.add_metric(lv + [str(i)], n, created=s.created)
+                pos.add_metric([*lv, str(i)], n, created=s.created)
             yield pos
 
     def _cache_config_info(self) -> GaugeMetricFamily:
@@ -284,14 +285,14 @@ class SimCollector:
             "sliding_window": "None",
             "swap_space": "4",
         }
-        g = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=list(info) + ["engine"])
-        g.add_metric(list(info.values()) + ["0"], 1.0)
+        g = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=[*list(info), "engine"])
+        g.add_metric([*list(info.values()), "0"], 1.0)
         return g
 
 
 def make_registry(collector: SimCollector) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(collector)  # type: ignore[arg-type]
+    registry.register(collector)
     return registry
 
 

@@ -7,7 +7,7 @@ words; a chat's prompt is the words of every message's content in order, with no
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.workload.builtin_tokenizer import VOCAB
 
@@ -15,7 +15,7 @@ from harness.workload.builtin_tokenizer import VOCAB
 class ApiError(Exception):
     """An OpenAI-style error response: `{"error": {message, type, param, code}}`."""
 
-    TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError", 500: "InternalServerError",
+    TYPES: ClassVar[dict[int, str]] = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError", 500: "InternalServerError",
              503: "ServiceUnavailableError"}
 
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
@@ -98,6 +98,7 @@ def _int_field(body: dict, name: str) -> int | None:
 
 def _logprobs(body: dict, chat: bool) -> int | None:
     """chat: `logprobs: true` with `top_logprobs: n`; completions: `logprobs: n` (vLLM allows up to 20)."""
+    n: int | None
     if chat:
         if not body.get("logprobs"):
             return None

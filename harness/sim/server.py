@@ -9,6 +9,7 @@ startup.py, paced by `--startup-delay` / `--sim-*-s`), and only then listens. Th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -184,10 +185,8 @@ class SimServer:
             self.inflight.discard(req)
         if resp is not None:
             if req.finish_reason != "abort":
-                try:
+                with contextlib.suppress(ConnectionError, RuntimeError):
                     await resp.write_eof()
-                except (ConnectionError, RuntimeError):
-                    pass
             self._record(req)
             return resp
         if req.finish_reason == "abort":
@@ -281,7 +280,6 @@ def _bind(host: str, port: int) -> socket.socket:
 
 async def serve(cfg: SimConfig) -> int:
     loop = asyncio.get_running_loop()
-    t0 = perf_counter()
     try:
         sock = _bind(cfg.host, cfg.port)
     except OSError as exc:
@@ -362,9 +360,7 @@ async def serve(cfg: SimConfig) -> int:
         server.engine.abort(req)
     if server.trace is not None:
         server.trace.close()
-    try:
+    with contextlib.suppress(Exception):  # exiting anyway (a timeout too)
         await asyncio.wait_for(runner.cleanup(), 2.0)
-    except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - exiting anyway
-        pass
     sys.stdout.flush()
     return 0

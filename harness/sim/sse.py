@@ -51,8 +51,23 @@ def usage_json(prompt: int, completion: int, cached: int | None = None) -> bytes
 class SSEStream:
     """Writes one request's SSE events to its transport."""
 
-    __slots__ = ("transport", "chat", "trace", "closed", "prompt_tokens", "cached_tokens", "completion_tokens",
-                 "include_usage", "continuous", "_pre", "_mid", "_head", "_details", "_tail_null", "_fixed")
+    __slots__ = (
+        "_details",
+        "_fixed",
+        "_head",
+        "_mid",
+        "_pre",
+        "_tail_null",
+        "cached_tokens",
+        "chat",
+        "closed",
+        "completion_tokens",
+        "continuous",
+        "include_usage",
+        "prompt_tokens",
+        "trace",
+        "transport",
+    )
 
     def __init__(self, transport: Any, *, chat: bool, response_id: str, model: str, created: int, prompt_tokens: int,
                  include_usage: bool, continuous_usage: bool, details: bool, trace: array | None) -> None:
@@ -67,8 +82,8 @@ class SSEStream:
         self.continuous = include_usage and continuous_usage
         self._details = details
         obj = "chat.completion.chunk" if chat else "text_completion"
-        self._head = ('data: {"id":%s,"object":"%s","created":%d,"model":%s,"choices":'
-                      % (json.dumps(response_id), obj, created, json.dumps(model))).encode()
+        self._head = (f'data: {{"id":{json.dumps(response_id)},"object":"{obj}","created":{int(created)},'
+                      f'"model":{json.dumps(model)},"choices":').encode()
         if chat:
             self._pre = self._head + b'[{"index":0,"delta":{"content":"'
             self._mid = b'"},"logprobs":null,"finish_reason":'
@@ -109,10 +124,7 @@ class SSEStream:
             return self._send(b"%x\r\n%b%b%b\r\n" % (self._fixed + len(text), self._pre, text, self._tail_null),
                               n_tokens, CONTENT)
         fin = _FINISH[finish]
-        if self.chat:
-            stop = b"}]" if finish is None else b',"stop_reason":null}]'
-        else:
-            stop = b',"stop_reason":null}]'
+        stop = b"}]" if self.chat and finish is None else b',"stop_reason":null}]'
         if self.continuous:
             payload = b"".join((self._pre, text, self._mid, fin, stop, b',"usage":', self._usage(), b"}\n\n"))
         else:

@@ -46,9 +46,10 @@ def compilation_config_text(cfg: SimConfig) -> str:
     mode_values = {"NONE": "(0, 0)", "PIECEWISE": "(1, 1)", "FULL": "(2, 2)", "FULL_DECODE_ONLY": "(2, 0)",
                    "FULL_AND_PIECEWISE": "(2, 1)"}
     sizes = sorted(cfg.capture_sizes, reverse=True)
-    return ("{'level': %d, 'cudagraph_mode': <CUDAGraphMode.%s: %s>, 'cudagraph_capture_sizes': %s, "
-            "'max_cudagraph_capture_size': %s}" % (0 if cfg.enforce_eager else 3, cfg.cudagraph_mode,
-                                                   mode_values[cfg.cudagraph_mode], sizes, max(sizes) if sizes else 0))
+    level = 0 if cfg.enforce_eager else 3
+    return (f"{{'level': {level}, 'cudagraph_mode': <CUDAGraphMode.{cfg.cudagraph_mode}: "
+            f"{mode_values[cfg.cudagraph_mode]}>, 'cudagraph_capture_sizes': {sizes}, "
+            f"'max_cudagraph_capture_size': {max(sizes) if sizes else 0}}}")
 
 
 def _range(cfg: SimConfig) -> str:

@@ -49,7 +49,7 @@ class TraceWriter:
         writes = ""
         if req.trace is not None:
             it = iter(req.trace)
-            writes = ",".join([f"[{t},{n},{_KIND_JSON[k]}]" for t, n, k in zip(it, it, it)])
+            writes = ",".join([f"[{t},{n},{_KIND_JSON[k]}]" for t, n, k in zip(it, it, it, strict=False)])  # (t, n, kind) triples
         self._lines.append((
             f'{{"request_id":{json.dumps(req.rid)},"received_ns":{req.arrival_ns},'
             f'"received_wall_ns":{req.arrival_wall_ns},"finish_reason":{json.dumps(req.finish_reason)},'

@@ -40,8 +40,9 @@ class SimProc:
             cmd += ["--startup-delay", "0.02"]
         cmd += list(flags)
         self.cmd = cmd
-        self._out = open(self.out_path, "w")
-        self._err = open(self.err_path, "w")
+        # the simulator's output files, open while it runs (closed by stop())
+        self._out = open(self.out_path, "w")  # noqa: SIM115
+        self._err = open(self.err_path, "w")  # noqa: SIM115
         self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=self._err, stdin=subprocess.DEVNULL)
         self.started = time.monotonic()
         if wait:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import random
 from dataclasses import dataclass, field
@@ -50,7 +51,7 @@ class StreamResult:
 
     def itls_s(self) -> list[float]:
         ts = [t for t, _ in self.token_times()]
-        return [(b - a) / 1e9 for a, b in zip(ts, ts[1:])]
+        return [(b - a) / 1e9 for a, b in itertools.pairwise(ts)]
 
 
 async def stream(session: aiohttp.ClientSession, url: str, body: dict, headers: dict | None = None,

@@ -164,9 +164,8 @@ def test_metrics_openmetrics_negotiation(srv):
 
 def test_reset_prefix_cache(srv):
     async def go():
-        async with aiohttp.ClientSession() as s:
-            async with s.post(srv.url + "/reset_prefix_cache") as r:
-                return r.status
+        async with aiohttp.ClientSession() as s, s.post(srv.url + "/reset_prefix_cache") as r:
+            return r.status
     assert run(go()) == 200
 
 

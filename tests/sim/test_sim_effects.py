@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-import urllib.request
 import statistics
+import urllib.request
 
 import aiohttp
 import pytest
@@ -110,7 +110,7 @@ def test_prefix_caching_lowers_ttft(cache_on, cache_off):
 def test_no_enable_prefix_caching_turns_it_off(cache_off):
     m = cache_off.metrics()
     assert m["vllm:prefix_cache_hits_total"] == 0
-    info = [k for k in m if k.startswith("vllm:cache_config_info{")][0]
+    info = next(k for k in m if k.startswith("vllm:cache_config_info{"))
     assert 'enable_prefix_caching="False"' in info
 
 
@@ -155,7 +155,7 @@ def test_lower_max_num_seqs_removes_preemptions(sim):
 # -- KV dtype ---------------------------------------------------------------------------------
 
 def _cache_info(srv) -> dict[str, str]:
-    key = [k for k in srv.metrics() if k.startswith("vllm:cache_config_info{")][0]
+    key = next(k for k in srv.metrics() if k.startswith("vllm:cache_config_info{"))
     body = key[key.index("{") + 1:-1]
     return dict((kv.split("=", 1)[0], kv.split("=", 1)[1].strip('"')) for kv in body.split('",') if "=" in kv)
 

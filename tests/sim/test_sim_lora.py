@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import aiohttp
+from waiting import wait_until
 
 from tests.sim.sim_client import chat_body, run, stream, words
-from waiting import wait_until
 
 MODULES = ["--enable-lora", "--lora-modules", "a=/adapters/a", "b=/adapters/b", "c=/adapters/c"]
 

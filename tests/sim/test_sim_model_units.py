@@ -37,7 +37,7 @@ def test_freed_cached_blocks_are_hit_then_evicted_lru_tail_first():
     pool = BlockPool(num_blocks=4, block_size=4, enable_caching=True)
     hashes = _chain(list("abcdefgh"))
     blocks = pool.allocate(2)
-    for b, h in zip(blocks, hashes):
+    for b, h in zip(blocks, hashes, strict=False):  # 2 blocks, the chain's first 2 hashes
         pool.cache_block(b, h)
     pool.release(blocks)
     assert pool.usage() == 0.0  # cached but free blocks count as free, as in vLLM

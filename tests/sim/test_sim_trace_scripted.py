@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import statistics
 import time
@@ -97,5 +98,5 @@ def test_scripted_jitter_varies_gaps(sim, tmp_path):
     run(go())
     srv.stop()
     content = [w[0] for w in _read_trace(trace)["j"]["writes"] if w[2] == "content"]
-    gaps_ms = [(b - a) / 1e6 for a, b in zip(content, content[1:])]
+    gaps_ms = [(b - a) / 1e6 for a, b in itertools.pairwise(content)]
     assert statistics.pstdev(gaps_ms) > 1.5 and max(gaps_ms) > 12 and min(gaps_ms) < 8
