@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.capacity.search import TrialSettings, run_trial, scenario_at, search_capacity  # noqa: E402
-from harness.scenario.loader import load_scenario  # noqa: E402
 from harness.run.target import EmbeddedSim  # noqa: E402
+from harness.scenario.loader import load_scenario  # noqa: E402
 
 
 def main() -> int:

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 from fidelity import measure, pct  # noqa: E402  (the same ground-truth server and join)
+
 CONFIGS = {
     "1": ("1 process", []),
     "p2": ("2 processes (independent)", ["--processes", "2"]),

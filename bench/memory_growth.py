@@ -15,6 +15,7 @@ the samples (the issue's flatness criterion: within 10%).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -114,10 +115,8 @@ def main() -> None:
             procs = load_processes(parent)
             rss = []
             for proc in procs:
-                try:
+                with contextlib.suppress(psutil.Error):
                     rss.append(proc.memory_info().rss / 2**20)
-                except psutil.Error:
-                    pass
             if not rss:
                 continue
             done = done_so_far(out)
@@ -141,11 +140,11 @@ def main() -> None:
     step = max(1, len(measured) // 20)
     for s in measured[::step]:
         print(f"{s['t']:>7.1f} {s['requests']:>9,} {' '.join(f'{r:7.1f}' for r in s['rss_mib']):>30}")
-    f, l = sum(first) / len(first), sum(last) / len(last)
+    first_mib, last_mib = sum(first) / len(first), sum(last) / len(last)
     print(f"streams {args.streams}, processes {args.processes}, window {args.duration:g} s, "
           f"requests {summary.get('requests', {}).get('completed', measured[-1]['requests']):,}, "
           f"out tok/s {summary.get('tokens', {}).get('output_per_s', 0):,.0f}, reader {summary.get('client', {}).get('reader', '-')}")
-    print(f"RSS first 10% {f:.1f} MiB, last 10% {l:.1f} MiB ({100 * (l - f) / f:+.1f}%), peak {max(max(s['rss_mib']) for s in samples):.1f} MiB; "
+    print(f"RSS first 10% {first_mib:.1f} MiB, last 10% {last_mib:.1f} MiB ({100 * (last_mib - first_mib) / first_mib:+.1f}%), peak {max(max(s['rss_mib']) for s in samples):.1f} MiB; "
           f"slope after the first 20%: {slope_kib_per_1k(steady):+.1f} KiB per 1,000 requests")
     print(f"box load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     if args.json:

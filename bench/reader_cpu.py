@@ -92,7 +92,7 @@ def one_round(reader: str, streams: int, tokens: int) -> tuple[float, float, int
         while left:
             t0 = cpu()
             if reader == "native":
-                finished, ready = read_ready(ep.fileno(), parsers)
+                _finished, ready = read_ready(ep.fileno(), parsers)
             else:  # the Python reactor's loop (harness.load.reactor.Reactor._loop / _read)
                 batch = ep.poll(0, 4096)
                 ready = len(batch)

@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
            "--scripted-ttft-ms", str(a.ttft_ms), "--scripted-itl-ms", str(a.itl_ms), "--max-model-len", "8192",
            "--disable-log-stats", "--trace", str(trace), *a.sim_arg]
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    err = open(tmp / "sim.err", "w")  # noqa: SIM115 - lives as long as the simulator
+    err = open(tmp / "sim.err", "w")  # lives as long as the simulator
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
     if a.nice is not None:
         os.setpriority(os.PRIO_PROCESS, proc.pid, a.nice)

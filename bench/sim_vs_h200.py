@@ -80,7 +80,7 @@ def load_rows(sim: Path) -> tuple[list[str], list[float], list[float]]:
     held_med, held_thr = [], []
     pairs = [("curve", REAL / "gpu-h200-vllm-curve", sim / "curve", "base"),
              ("small_kv", REAL / "gpu-h200-vllm-small-kv", sim / "small_kv", "base")]
-    for name, rdir, sdir, cfg in pairs:
+    for name, rdir, sdir, _cfg in pairs:
         r, s = runs(rdir), runs(sdir)
         for key in sorted(r, key=lambda k: (k[1].split("@")[0], int(k[1].split("@")[1]))):
             if key not in s:

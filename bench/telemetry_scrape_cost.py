@@ -28,10 +28,10 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.metrics import percentile  # noqa: E402  (nearest rank, as every harness figure)
+from harness.engines import profiles
+from harness.metrics import percentile  # nearest rank, as every harness figure
 from harness.telemetry.direct import DirectSource
 from harness.telemetry.exposition import names_in, parse
-from harness.engines import profiles
 
 
 def free_port() -> int:

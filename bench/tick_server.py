@@ -23,6 +23,7 @@ Pin it away from the client (taskset -c 0 or -c 0-3). SIGTERM/SIGINT flush the t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import multiprocessing
@@ -65,7 +66,7 @@ def tail(total: int) -> bytes:
 
 
 class Stream:
-    __slots__ = ("conn", "rid", "received", "due", "left", "total", "writes")
+    __slots__ = ("conn", "due", "left", "received", "rid", "total", "writes")
 
     def __init__(self, conn: Conn, rid: str, received: int, due: int, total: int) -> None:
         self.conn = conn
@@ -78,7 +79,7 @@ class Stream:
 
 
 class Conn:
-    __slots__ = ("sock", "fd", "buf", "out")
+    __slots__ = ("buf", "fd", "out", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -158,10 +159,8 @@ class Worker:
 
     def _close(self, conn: Conn) -> None:
         self.conns.pop(conn.fd, None)
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.ep.unregister(conn.fd)
-        except (OSError, ValueError):
-            pass
         conn.sock.close()
 
     def _read(self, conn: Conn) -> None:
@@ -309,7 +308,7 @@ def main() -> None:
     args = p.parse_args()
     import resource
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     epoch = perf()
     ctx = multiprocessing.get_context("fork")

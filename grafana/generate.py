@@ -24,8 +24,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the harness of this checkout
-from engine_boards import sglang_board, vllm_board  # noqa: E402  (this folder: sys.path[0])
-from tuning_board import tuning  # noqa: E402
+from engine_boards import sglang_board, vllm_board  # this folder: sys.path[0]
+from tuning_board import tuning
 
 OUT = Path(__file__).resolve().parent / "dashboards"
 

@@ -10,8 +10,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dashboard import (GPU, GPU_VAR, HARNESS_VARS, MEASURED_OK, NOT_OK, OK, QS, RI, Board, both, client_vs_engine,
-                       eng, engine_variables, h, mean, quantile, ratio, sgl, t, var_datasource, vllm)
+from dashboard import (
+    GPU,
+    GPU_VAR,
+    HARNESS_VARS,
+    MEASURED_OK,
+    NOT_OK,
+    OK,
+    QS,
+    RI,
+    Board,
+    both,
+    client_vs_engine,
+    eng,
+    engine_variables,
+    h,
+    mean,
+    quantile,
+    ratio,
+    sgl,
+    t,
+    var_datasource,
+    vllm,
+)
+
 from harness.metrics.table import BY_NAME, Metric, shown
 
 

@@ -6,7 +6,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fake_openai import FakeOpenAI  # noqa: E402
+from fake_openai import FakeOpenAI
 
 # A suite started in the background by a shell without job control (`cmd &` in a script, nohup)
 # inherits SIGINT ignored, and an ignored signal stays ignored across exec: every `harness run`

@@ -4,6 +4,7 @@
 import subprocess
 import sys
 from pathlib import Path
+
 from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout under test, first on sys.path

@@ -56,13 +56,13 @@ def test_rate_and_requests_overrides_run_open_loop(fake_openai, tmp_path: Path) 
     resolved = yaml.safe_load((run_dir / "scenario.yaml").read_text())
     assert resolved["load"]["concurrency"] is None and resolved["load"]["duration_s"] is None
     assert resolved["seed"] == 5 and resolved["target"]["url"] == fake_openai.url
-    lines = [json.loads(l) for l in (run_dir / "requests.jsonl").read_text().splitlines()]
-    assert all(l["intended_ns"] is not None and l["send_lag_ms"] is not None for l in lines)
+    lines = [json.loads(rec) for rec in (run_dir / "requests.jsonl").read_text().splitlines()]
+    assert all(rec["intended_ns"] is not None and rec["send_lag_ms"] is not None for rec in lines)
     # two load processes: their shares are joined into the one requests.jsonl of the contract
-    assert s["client"]["processes"] == 2 and sorted(l["i"] for l in lines) == list(range(8))
+    assert s["client"]["processes"] == 2 and sorted(rec["i"] for rec in lines) == list(range(8))
     assert s["client"]["reader"] == "python" and s["client"]["rss_peak_mib"] > 10
     assert not list(run_dir.glob("requests.w*.jsonl")) and not list(run_dir.glob("progress.w*.jsonl"))
-    assert {json.loads(l)["worker"] for l in (run_dir / "progress.jsonl").read_text().splitlines()} == {0, 1}
+    assert {json.loads(rec)["worker"] for rec in (run_dir / "progress.jsonl").read_text().splitlines()} == {0, 1}
 
 
 def test_unreachable_target_is_one_line_exit_2(tmp_path: Path) -> None:
@@ -157,5 +157,5 @@ def test_every_request_failing_exits_1_with_a_line(tmp_path: Path) -> None:
     assert s["validity"]["ok"] is False
     # summary.json agrees with the exit status (audit R16: it said complete)
     assert s["status"] == "failed" and s["status_reason"] == "no request completed in the measured window (disconnect 3)"
-    lines = [json.loads(l) for l in (out / "requests.jsonl").read_text().splitlines()]
-    assert [l["error"] for l in lines] == ["disconnect"] * 3
+    lines = [json.loads(rec) for rec in (out / "requests.jsonl").read_text().splitlines()]
+    assert [rec["error"] for rec in lines] == ["disconnect"] * 3

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
-
 from test_cli_run import _file, harness
 
 
@@ -32,7 +29,7 @@ def test_quick_run_without_a_file_with_locust_flags_and_exports(fake_openai, tmp
     assert resolved["target"]["headers"] == {"X-Team": "bench"} and resolved["target"]["api_key_env"] == "BENCH_KEY"
     assert resolved["sampling"]["temperature"] == 0.5
     # console table: the chosen percentiles as columns
-    header = next(l for l in proc.stdout.splitlines() if "latency (ms)" in l)
+    header = next(line for line in proc.stdout.splitlines() if "latency (ms)" in line)
     assert header.split()[2:] == ["p50", "p95", "p99.9", "max", "mean"]
     rows = list(csv.DictReader((tmp_path / "x" / "r.csv").open()))
     ttft = next(r for r in rows if r["class"] == "_all" and r["metric"] == "ttft")

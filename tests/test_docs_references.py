@@ -117,9 +117,9 @@ def test_every_harness_command_and_flag_exists(doc: Path) -> None:
         passthrough = name in ("sim", "ui")  # they pass unknown flags on (engine / Locust flags)
         for word in words[1:]:
             flag = word.lstrip("[").rstrip("]").split("=", 1)[0]
-            if flag.startswith("--") and len(flag) > 2 and not PLACEHOLDER.search(flag):
-                if flag not in parser._option_string_actions and not passthrough:
-                    problems.append(f"harness {' '.join(words[:2])} ...: {flag} is not a flag of `harness {name}`")
+            if (flag.startswith("--") and len(flag) > 2 and not PLACEHOLDER.search(flag)
+                    and flag not in parser._option_string_actions and not passthrough):
+                problems.append(f"harness {' '.join(words[:2])} ...: {flag} is not a flag of `harness {name}`")
     assert not problems, f"{doc.name}: " + "; ".join(sorted(set(problems)))
 
 

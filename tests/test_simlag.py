@@ -23,7 +23,7 @@ def test_a_lagged_failure_is_retried_once_then_fails_with_the_figure(tmp_path: P
     def attempt(out: Path) -> None:
         tries.append(out)
         _summary(out, "host stalled 1 time(s)", LAGGED)
-        assert False, "E2E ratio 0.84"
+        raise AssertionError("E2E ratio 0.84")
 
     with pytest.raises(pytest.fail.Exception) as exc:
         retry_on_sim_lag(attempt, tmp_path)
@@ -35,7 +35,7 @@ def test_a_lagged_failure_is_retried_once_then_fails_with_the_figure(tmp_path: P
 def test_a_failure_on_schedule_is_raised_at_once_and_a_pass_after_a_lag_counts(tmp_path: Path) -> None:
     def real_failure(out: Path) -> None:
         _summary(out, "host stalled 1 time(s)")
-        assert False, "a real bug"
+        raise AssertionError("a real bug")
 
     with pytest.raises(AssertionError, match="a real bug"):
         retry_on_sim_lag(real_failure, tmp_path / "a")

@@ -21,8 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 INPUT, OUTPUT = "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"
 CACHE_READ, CONVERSATION = "gen_ai.usage.cache_read.input_tokens", "gen_ai.conversation.id"
@@ -62,7 +63,7 @@ def convert(requests: list[dict[str, Any]], block_tokens: int) -> list[dict[str,
     next_id = 0
     last: dict[Any, tuple[list[int], int]] = {}  # conversation -> (its previous request's ids, input tokens)
     out = []
-    for n, s in enumerate(requests):
+    for s in requests:
         a = s["attrs"]
         n_in, n_out = a[INPUT], max(1, int(a.get(OUTPUT) or 1))
         conv = a.get(CONVERSATION)

@@ -65,6 +65,6 @@ def _list(args: argparse.Namespace) -> int:
                      str(m.get("engine_config") or "—"), str(fpv)])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     print(f"({root_dir(args.root)})")
     return 0

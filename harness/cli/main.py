@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"harness {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module_path in COMMANDS.items():
+    for module_path in COMMANDS.values():
         try:
             module = importlib.import_module(module_path)
         except ModuleNotFoundError as exc:

@@ -5,8 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.run_flags import (add_run_flags, chosen_percentiles, duration_arg, extra_overrides, load_run_scenario,
-                                   warmup_arg, write_exports)
+from harness.cli.run_flags import (
+    add_run_flags,
+    chosen_percentiles,
+    duration_arg,
+    extra_overrides,
+    load_run_scenario,
+    warmup_arg,
+    write_exports,
+)
 from harness.cli.run_outcome import add_outcome_flags, outcome, parse_thresholds, prepare_out
 from harness.results.layout import default_run_dir
 from harness.scenario.choices import API_NAMES
@@ -96,10 +103,9 @@ def overrides_from_args(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     stop_on_term_and_hup()  # stop like Ctrl-C: the load stops, what was measured is written
+    from harness.cli.input_checks import check_run_flags, check_target_flag
     from harness.errors import UserError
-    from harness.cli.input_checks import check_run_flags
     from harness.run import RunOptions, run_scenario
-    from harness.cli.input_checks import check_target_flag
 
     # --target repeated: a fleet (the first one is checked by check_run_flags, the others here)
     args.targets = list(args.target or [])

@@ -12,7 +12,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-
 from harness.errors import UserError
 from harness.scenario.durations import parse_duration
 from harness.scenario.models import Scenario

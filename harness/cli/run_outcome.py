@@ -20,8 +20,8 @@ from pathlib import Path
 from harness.errors import UserError
 from harness.results.lock import lock_dir
 from harness.results.schema import RunSummary
-from harness.results.verdict import RUN_FAILED_EXIT, failure_reason
 from harness.results.thresholds import evaluate as evaluate_thresholds
+from harness.results.verdict import RUN_FAILED_EXIT, failure_reason
 from harness.scenario import thresholds as th
 from harness.scenario.models import Scenario
 
@@ -48,9 +48,8 @@ def parse_thresholds(args: argparse.Namespace, scenario: Scenario) -> list[th.Th
             out.append(th.parse(text))
         except ValueError as exc:
             raise UserError(f"--fail-on {exc}") from None
-    if any(t.metric == "slo_attainment" for t in out):
-        if not scenario.has_slo():
-            raise UserError("threshold slo_attainment: the scenario sets no slo; add slo: {ttft_ms: ..., tpot_ms: ...}")
+    if any(t.metric == "slo_attainment" for t in out) and not scenario.has_slo():
+        raise UserError("threshold slo_attainment: the scenario sets no slo; add slo: {ttft_ms: ..., tpot_ms: ...}")
     return out
 
 

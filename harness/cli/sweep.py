@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 import time
@@ -155,7 +156,7 @@ def _print_validity(out: Path) -> None:
         from harness.report.sweep_data import load_sweep
 
         items = sweep_validity_items(load_sweep(out))
-    except Exception as exc:  # noqa: BLE001 - a display must never turn a finished sweep into a failure
+    except Exception as exc:  # a display must never turn a finished sweep into a failure
         print(f"validity warnings not computed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return
     if items:
@@ -175,7 +176,5 @@ def _signals_to_interrupt() -> None:
         raise KeyboardInterrupt
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        try:
+        with contextlib.suppress(ValueError, OSError):  # not the main thread
             signal.signal(sig, handler)
-        except (ValueError, OSError):  # not the main thread
-            pass

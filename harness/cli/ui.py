@@ -72,8 +72,8 @@ def locust_argv(args: argparse.Namespace) -> list[str]:
     """The `locust` command line for `harness ui` arguments (the allowed scenarios go in the
     environment: `ui_environment`)."""
     from harness.limits import check_processes
-    from harness.ui.guard import ScenarioChoices
     from harness.scenario import load_scenario
+    from harness.ui.guard import ScenarioChoices
 
     choices = ScenarioChoices.from_args(list(args.scenario))
     scenario = choices.default

@@ -6,6 +6,7 @@ Used by the headless master (harness.load.distributed) and the web UI's session 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -287,10 +288,8 @@ class Collector:
     def _flush(self) -> None:
         for f in (self._requests, self._progress_file):
             if f is not None:
-                try:
+                with contextlib.suppress(OSError, ValueError):
                     f.flush()
-                except (OSError, ValueError):
-                    pass
 
     def close(self) -> None:
         if self._watch is not None:
@@ -298,10 +297,8 @@ class Collector:
             self._watch = None
         for f in (self._requests, self._progress_file):
             if f is not None:
-                try:
+                with contextlib.suppress(OSError, ValueError):
                     f.close()
-                except (OSError, ValueError):
-                    pass
         self._requests = self._progress_file = None
 
 

@@ -59,7 +59,7 @@ __all__ = ["DONE", "DRAIN", "MEASURE", "WARMUP", "Item", "LoadController", "Paus
 
 
 class Item:
-    __slots__ = ("planned", "payload", "intended_ns", "request_id", "endpoint")
+    __slots__ = ("endpoint", "intended_ns", "payload", "planned", "request_id")
 
     def __init__(self, planned: PlannedRequest, payload: bytes, intended_ns: int | None, request_id: str) -> None:
         self.planned = planned

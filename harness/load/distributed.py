@@ -46,16 +46,16 @@ from locust.runners import WorkerRunner
 from harness.client import http_stream
 from harness.client.http_stream import use_reader
 from harness.load import user as user_module
-from harness.load.controller import DONE, LoadController
 from harness.load.collector import Collector
+from harness.load.controller import DONE, LoadController
 from harness.load.gc_policy import GCPolicy
 from harness.load.messages import Delta, Final, Plan, Stage, Stop
 from harness.load.plan import LoadPlan
-from harness.scenario.models import Scenario
-from harness.signals import ParentWatch
 from harness.metrics.exporter import ENV_DIR, LiveCounts, MasterMetrics
 from harness.metrics.record import RequestRecord
 from harness.metrics.recorder import MetricSet
+from harness.scenario.models import Scenario
+from harness.signals import ParentWatch
 
 log = logging.getLogger("harness.distributed")
 
@@ -245,7 +245,7 @@ class WorkerAgent:
     def _send(self, msg: Delta | Final) -> None:
         try:
             self.env.runner.send_message(msg.TYPE, msg.wire())
-        except Exception:  # noqa: BLE001 - a lost connection is reported by the master's timeout
+        except Exception:  # a lost connection is reported by the master's timeout
             log.exception("%s: could not send %s to the master", self.worker_label, msg.TYPE)
 
     def _finish(self, reason: str) -> None:

@@ -41,7 +41,7 @@ def start(sink: LoadMetrics, interval_s: float = 1.0) -> LoadMetrics:
             sink.users = lambda: runner.user_count
 
         locust.events.test_start.add_listener(on_test_start)
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     return sink
 

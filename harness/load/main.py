@@ -9,13 +9,14 @@ orchestrator itself is gone (killed outright), it stops at once instead (signals
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
 from pathlib import Path
 
-import gevent  # noqa: E402  (Locust patches on import; this process is a load process)
+import gevent  # Locust patches on import; this process is a load process
 import gevent.event
 import locust
 from locust.env import Environment
@@ -41,10 +42,8 @@ def _abandon(ctrl: LoadController) -> None:
     """The orchestrator died (kill -9): keep the lines recorded so far (complete lines only: each
     is one write) and exit without draining, so nothing more lands in the dead run's files."""
     for f in (ctrl.requests_file, ctrl.progress_file):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             f.flush()
-        except (OSError, ValueError):
-            pass
     os._exit(1)
 
 

@@ -13,6 +13,7 @@ the per-greenlet blocking reader (harness.client.http_stream.Connection).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import socket
 import struct
@@ -51,7 +52,7 @@ _SOL_SOCKET = socket.SOL_SOCKET
 class _Pending:
     """One response being read: its socket, parser and completion event."""
 
-    __slots__ = ("sock", "kernel", "offset_ns", "parser", "event", "error")
+    __slots__ = ("error", "event", "kernel", "offset_ns", "parser", "sock")
 
     def __init__(self, sock, kernel: bool, offset_ns: int, native: bool, expected_events: int = 0) -> None:  # type: ignore[no-untyped-def]
         self.sock = sock
@@ -94,10 +95,8 @@ class Reactor:
     def remove(self, fd: int) -> None:
         if self.pending.pop(fd, None) is not None:
             self.parsers.pop(fd, None)
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 self.ep.unregister(fd)
-            except (OSError, ValueError):
-                pass
 
     def _loop_native(self) -> None:
         read_ready = http_stream._native.read_ready  # type: ignore[union-attr]

@@ -13,6 +13,7 @@ a process that runs several tests (the web UI, a distributed worker) or several 
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from typing import Any
 
@@ -23,13 +24,13 @@ from locust.env import Environment
 from locust.exception import StopUser
 
 from harness.client.http_stream import Connection, Endpoint, StreamError, StreamResult, perf_ns
-from harness.load.reactor import ReactorConnection
 from harness.client.request import finalize, transfer
-from harness.load import backoff
+from harness.load import backoff, live_metrics
 from harness.load.controller import LoadController, Pause
 from harness.load.failures import reason_key
-from harness.load import live_metrics
+from harness.load.reactor import ReactorConnection
 from harness.metrics.record import RequestRecord
+
 
 class Finisher:
     """Interprets and records finished requests while the event loop is idle.
@@ -74,14 +75,12 @@ class Finisher:
         if res is not None:
             try:
                 finalize(rec, res, ctrl.spec, ctrl.count_tokens)
-            except Exception as exc:  # noqa: BLE001 - a response we cannot read is counted, never a lost run
+            except Exception as exc:  # a response we cannot read is counted, never a lost run
                 rec.error_kind = "malformed"
                 rec.error_detail = f"could not interpret the response ({type(exc).__name__}: {str(exc)[:160]})"
         ctrl.finish(rec)
-        try:
+        with contextlib.suppress(Exception):  # Locust's stats / live metrics are secondary to the record
             self.report(rec)
-        except Exception:  # noqa: BLE001 - Locust's stats / live metrics are secondary to the record
-            pass
 
     def _run(self) -> None:
         queue = self.queue
@@ -224,10 +223,8 @@ def send(run: LoadRun, item, done: gevent.event.Event | None, streams: Streams):
         if early > 0 and run.stopping.wait(early / 1e9):
             ctrl.unsend(item)
             raise StopUser()
-        try:
+        with contextlib.suppress(Exception):  # execute() records connect errors
             conn.connect()
-        except Exception:  # noqa: BLE001 - execute() records connect errors
-            pass
         _sleep_until(item.intended_ns)
     rec = ctrl.new_record(item)
     conn.expected_events = item.planned.output_tokens + 4  # role, usage, [DONE] and one spare

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.engines import tokenize_for
 from harness.load.plan import LoadPlan
 from harness.results.layout import RunDir, write_text_atomic
-from harness.engines import tokenize_for
 from harness.run.prefix_cache import CacheIsolation, isolate, post_reset
 from harness.run.target import _auth_headers, calibrate_tokens, preflight
 from harness.scenario.loader import dump_scenario

@@ -277,9 +277,9 @@ def _probe(base: str, model: str, scenario: Scenario) -> bool:
     A server that rejects the scenario's sampling fields (e.g. `ignore_eos` on a server that
     only takes OpenAI's fields) fails here with its own message, before any load is sent.
     """
+    from harness.client import probe
     from harness.client.adapters.base import Prompt, get_adapter
     from harness.client.http_stream import StreamError
-    from harness.client import probe
     from harness.client.redact import redact
     from harness.client.request import sampling_fields
 
@@ -376,7 +376,7 @@ def calibrate_tokens(url: str, model: str, scenario: Scenario, tokenize: Tokeniz
         if raw is None:
             return None
         count = tokenize.count(json.loads(raw))
-    except Exception:  # noqa: BLE001 - best effort: a target without a usable /tokenize is not calibrated
+    except Exception:  # best effort: a target without a usable /tokenize is not calibrated
         return None
     if not count:
         return None

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from harness.engines import failure_hint, get_kind
 from harness.errors import UserError
 from harness.results.engine_facts import max_len_warning
 from harness.results.models.facts import StartupFacts
@@ -26,7 +27,6 @@ from harness.scenario.loader import format_validation_error
 from harness.scenario.models import Scenario
 from harness.sweep.cell import cell_entry, cell_run_options, cell_scenario
 from harness.sweep.engine_start import ENGINE_RECORD, build_engine, note_engine, stop_recorded_engine
-from harness.engines import failure_hint, get_kind
 from harness.sweep.launcher import (
     AttachedEngine,
     EngineProcess,
@@ -334,7 +334,6 @@ class SweepExecutor:
         return self.index.entries[cell.id]
 
     def _run_cell(self, cell: Cell, i: int, base_url: str, proc: EngineProcess | AttachedEngine, startup: dict[str, Any], extra: dict[str, Any]) -> str:
-        spec = self.sweep.engine
         run_dir = self.out / cell.run_dir
         if run_dir.exists():
             shutil.rmtree(run_dir)  # an earlier, unfinished attempt of this cell

@@ -9,6 +9,7 @@ port can be bound again and, where NVML sees GPUs, their memory is back to where
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -19,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.signals import die_with_parent
 from harness.engines import Probe
+from harness.signals import die_with_parent
 
 
 class StartupFailed(Exception):
@@ -293,10 +294,8 @@ def stop_leftover(pgid: int, ticks: int | None, timeout: float = 10.0) -> bool:
 
 
 def _killpg(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 # ---------------------------------------------------------------- GPU memory (best effort)
@@ -327,7 +326,7 @@ class GpuMemory:
     def wait_released(self, baseline: list[int], timeout: float, slack: int = 1 << 30) -> tuple[bool, list[int]]:
         deadline = time.monotonic() + timeout
         used = self.used()
-        while used and any(u > b + slack for u, b in zip(used, baseline)):
+        while used and any(u > b + slack for u, b in zip(used, baseline, strict=False)):  # the GPUs both lists have
             if time.monotonic() >= deadline:
                 return False, used
             time.sleep(0.5)
@@ -374,7 +373,7 @@ class FleetEngines:
         return [line for p in self.procs for line in p.tail(n)]
 
     def wait_ready(self, probes: list[Callable[[], Probe]], timeout: float, **kw: Any) -> Started:
-        started = [p.wait_ready(probe, timeout, **kw) for p, probe in zip(self.procs, probes)]
+        started = [p.wait_ready(probe, timeout, **kw) for p, probe in zip(self.procs, probes, strict=True)]
         return Started(max(s.startup_s for s in started), started[0].log_text)
 
     def stop(self, timeout: float = 30.0) -> int | None:

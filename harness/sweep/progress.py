@@ -25,7 +25,7 @@ from harness.sweep.flags import describe
 def fmt_duration(s: float | None) -> str:
     if s is None:
         return "?"
-    s = int(round(s))
+    s = round(s)
     if s < 60:
         return f"{s}s"
     if s < 3600:

@@ -144,7 +144,7 @@ def summary_csv(entries: Iterable[Cell]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
-    for e, f in zip(entries, facts):
+    for e, f in zip(entries, facts, strict=True):
         metrics = e.metrics.model_dump()
         w.writerow([
             e.id, e.config_id, describe(e.varied), json.dumps(e.flags, sort_keys=True),

@@ -38,7 +38,7 @@ class ScrapeLog:
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
             # held open across scrapes (one line each, flushed) until close(): no context manager
-            self._file = open(out_dir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
+            self._file = open(out_dir / METRICS_FILE, "a", encoding="utf-8")
         except OSError as exc:
             log.warning("engine telemetry: cannot write %s (%s); time series not saved", METRICS_FILE, exc)
 

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.compare import METRICS, Options, Row, compare_runs, resolve
-from harness.compare.metrics import ENGINE
 from harness.compare.closed_loop import per_request_goodput
+from harness.compare.metrics import ENGINE
 from harness.report.data import load_run
 from harness.tune.measure import Measurement
 
@@ -368,4 +368,4 @@ def repeats_to_decide(cmp: Comparison, keys: list[str], runs_per_side: int) -> i
             reach = (r.interval[1] - r.change) if r.change < 0 else (r.change - r.interval[0])
             if reach > 0:
                 need = max(need, max(1, runs_per_side) * (reach / abs(r.change)) ** 2)
-    return int(math.ceil(need)) if need else None
+    return math.ceil(need) if need else None

@@ -322,7 +322,7 @@ class Measurer:
             fresh = [self.cache[flags_key(f)] for f in sets]
         finally:
             self.cache.update(saved)
-        for m, new in zip(ms, fresh):
+        for m, new in zip(ms, fresh, strict=True):
             m.add(new)
 
     def _sweep_doc(self, sets: list[dict[str, Any]], name: str) -> dict[str, Any]:
@@ -384,7 +384,7 @@ class Measurer:
         by_config: dict[str, list[IndexCell]] = {}
         for e in index.cells:
             by_config.setdefault(e.config_id, []).append(e)
-        for cfg, f in zip(doc["vary"]["configs"], sets):
+        for cfg, f in zip(doc["vary"]["configs"], sets, strict=True):
             self.cache[flags_key(f)] = Measurement(
                 flags=f, config_id=cfg["id"], sweep_dir=sweep_dir, entries=by_config.get(cfg["id"], []),
                 expected_level=self.expected_level, attainment=self.spec.file.slo_attainment,

@@ -38,7 +38,7 @@ def _bars(tried: list[Tried]) -> str:
     vals = [t.goodput_req_per_s or 0.0 for t in tried]
     top = max(vals) if vals and max(vals) > 0 else 1.0
     rows = []
-    for i, (t, v) in enumerate(zip(tried, vals)):
+    for i, (t, v) in enumerate(zip(tried, vals, strict=True)):
         w = 360 * v / top
         rows.append(f'<text x="0" y="{i * 22 + 15}" font-size="12">{_e(t.config_id)[:40]}</text>'
                     f'<rect x="260" y="{i * 22 + 3}" width="{w:.1f}" height="16" fill="#4a8"/>'

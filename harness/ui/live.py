@@ -49,7 +49,7 @@ class _Second:
     """What the last-seconds view keeps of one second of deltas: counts per class, and the
     histograms the charts need (all classes). Full per-class sets would cost ~1.3 MB each."""
 
-    __slots__ = ("t", "counts", "hist")
+    __slots__ = ("counts", "hist", "t")
 
     def __init__(self, t: int, metrics: tuple[Metric, ...]) -> None:
         self.t = t

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from locust import events
 
-from harness.ui import plugin
 from harness.load.user import LLMUser
+from harness.ui import plugin
 
 __all__ = ["LLMUser"]  # the user class Locust runs (one per stream; the plan decides what it sends)
 

@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_for_http
 
 from harness.capacity.search import TrialSettings, search_capacity
 from harness.scenario.loader import validate
 from harness.scenario.models import Scenario
-from waiting import wait_for_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 

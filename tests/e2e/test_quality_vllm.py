@@ -19,7 +19,7 @@ from harness.sweep.plan import build_plan
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
-WORDS = "the quick brown fox jumps over a lazy dog while seven small birds sing in old green trees".split()
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "seven", "small", "birds", "sing", "in", "old", "green", "trees"]
 
 
 def test_real_vllm_bf16_vs_fp8_kv_cache_agreement(real_vllm, tmp_path):

@@ -88,7 +88,7 @@ def test_summary_has_every_contract_key(contract_run) -> None:  # type: ignore[n
     assert {"input_total", "output_total", "input_per_s", "output_per_s"} <= set(s["tokens"])
     assert set(s["latency_ms"]) >= LATENCY
     for name in LATENCY:
-        assert DIST_KEYS <= set(s["latency_ms"][name]), name
+        assert set(s["latency_ms"][name]) >= DIST_KEYS, name
     assert s["latency_ms"]["ttft"]["count"] == 12 and s["latency_ms"]["send_lag"]["count"] == 0  # closed loop
     assert set(s["per_class"]) <= {"short", "long"} and s["per_class"]
     for block in s["per_class"].values():
@@ -108,15 +108,15 @@ def test_summary_has_every_contract_key(contract_run) -> None:  # type: ignore[n
 def test_tokens_match_requests(contract_run) -> None:  # type: ignore[no-untyped-def]
     _, out, _ = contract_run
     s = json.loads((out / "summary.json").read_text())
-    lines = [json.loads(l) for l in (out / "requests.jsonl").read_text().splitlines()]
+    lines = [json.loads(rec) for rec in (out / "requests.jsonl").read_text().splitlines()]
     assert len(lines) == s["requests"]["completed"] + s["requests"]["failed"]
-    assert sorted(l["i"] for l in lines) == list(range(12)) and not any(l["warmup"] for l in lines)
-    assert sum(l["output_tokens"] for l in lines) == s["tokens"]["output_total"]
-    assert sum(l["input_tokens"] for l in lines) == s["tokens"]["input_total"] == 12 * 7
-    for l in lines:
-        assert l["chunks"] == l["output_tokens"] and l["ttft_ms"] <= l["e2e_ms"]
-        assert {"class", "intended_ns", "sent_ns", "ttft_ms", "e2e_ms", "input_tokens", "output_tokens", "error"} <= set(l)
-    ttfts = sorted(l["ttft_ms"] for l in lines)
+    assert sorted(rec["i"] for rec in lines) == list(range(12)) and not any(rec["warmup"] for rec in lines)
+    assert sum(rec["output_tokens"] for rec in lines) == s["tokens"]["output_total"]
+    assert sum(rec["input_tokens"] for rec in lines) == s["tokens"]["input_total"] == 12 * 7
+    for rec in lines:
+        assert rec["chunks"] == rec["output_tokens"] and rec["ttft_ms"] <= rec["e2e_ms"]
+        assert {"class", "intended_ns", "sent_ns", "ttft_ms", "e2e_ms", "input_tokens", "output_tokens", "error"} <= set(rec)
+    ttfts = sorted(rec["ttft_ms"] for rec in lines)
     assert s["latency_ms"]["ttft"]["max"] == pytest.approx(ttfts[-1], rel=1e-9)
     assert s["latency_ms"]["ttft"]["mean"] == pytest.approx(sum(ttfts) / len(ttfts), rel=1e-3)
 
@@ -167,7 +167,7 @@ def test_ctrl_c_keeps_what_was_measured(fake_openai, tmp_path: Path, sig: int) -
         time.sleep(0.1)
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(sig)
-    stdout, stderr = proc.communicate(timeout=60)
+    _stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     s = json.loads((out / "summary.json").read_text())
@@ -207,7 +207,7 @@ def test_second_ctrl_c_stops_the_load_at_once(fake_openai, tmp_path: Path) -> No
     progress = out / "progress.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
-        if progress.exists() and any(json.loads(l)["in_flight"] > 0 for l in progress.read_text().splitlines()):
+        if progress.exists() and any(json.loads(rec)["in_flight"] > 0 for rec in progress.read_text().splitlines()):
             break
         time.sleep(0.1)
     assert _processes_mentioning(str(out / "load_plan.json")), "the load process should be running"
@@ -236,8 +236,8 @@ def test_kill_9_of_harness_run_stops_its_load_process_at_once(fake_openai, tmp_p
     progress = out / "progress.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
-        if progress.exists() and any(json.loads(l)["in_flight"] > 0 and json.loads(l).get("done", 0) > 0
-                                     for l in progress.read_text().splitlines()):
+        if progress.exists() and any(json.loads(rec)["in_flight"] > 0 and json.loads(rec).get("done", 0) > 0
+                                     for rec in progress.read_text().splitlines()):
             break
         time.sleep(0.1)
     assert _processes_mentioning(str(out / "load_plan.json")), "the load process should be running"

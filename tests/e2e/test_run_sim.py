@@ -53,10 +53,10 @@ def runs(request, tmp_path_factory):  # type: ignore[no-untyped-def]
     results = {}
     for name, (proc, out) in procs.items():
         try:
-            stdout, stderr = proc.communicate(timeout=240)
+            _stdout, stderr = proc.communicate(timeout=240)
         except subprocess.TimeoutExpired:
             proc.kill()
-            stdout, stderr = proc.communicate()
+            _stdout, stderr = proc.communicate()
         results[name] = (proc.returncode, stderr, out)
     return results
 

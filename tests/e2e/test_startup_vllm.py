@@ -14,9 +14,9 @@ import subprocess
 
 import pytest
 import yaml
+from waiting import wait_until
 
 from harness.cli.main import main
-from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from waiting import wait_until
 
 from harness.engines import get_kind
 from harness.sweep.execute import SweepOptions, run_sweep
 from harness.sweep.launcher import free_port
 from harness.sweep.plan import build_plan
-from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,9 +15,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+
 from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +92,7 @@ class Prometheus:
         self.config = tmp / "prometheus.yml"
         self.config.write_text("\n".join(lines) + "\n")
         self.log = tmp / "prometheus.log"
-        self._log = open(self.log, "w")  # noqa: SIM115
+        self._log = open(self.log, "w")
         self.proc = subprocess.Popen(
             [PROMETHEUS, f"--config.file={self.config}", f"--storage.tsdb.path={tmp / 'tsdb'}",
              f"--web.listen-address=127.0.0.1:{self.port}"],
@@ -175,7 +177,7 @@ class SyntheticExporter:
         exporter = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 path = self.path.split("?")[0]
                 body = {"/sglang": exporter.sglang, "/dcgm": exporter.dcgm}.get(path)
                 if body is None:

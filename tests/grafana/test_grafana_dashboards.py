@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from grafana_stack import BUILTINS, DASHBOARDS, GRAFANA, PROMTOOL, ROOT, VAR_RE, load, panels, targets, variable_queries
 
 DS = {"type": "prometheus", "uid": "${datasource}"}

@@ -21,7 +21,6 @@ import urllib.request
 from typing import Any
 
 import pytest
-
 from grafana_stack import (
     DASHBOARDS,
     PROMETHEUS,
@@ -111,7 +110,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Sim + synthetic exposition + Prometheus, then one `harness run` with --metrics-port."""
     tmp = tmp_path_factory.mktemp("grafana")
     sim_port, metrics_port = free_port(), free_port()
-    sim_log = open(tmp / "sim.log", "w")  # noqa: SIM115
+    sim_log = open(tmp / "sim.log", "w")
     sim = subprocess.Popen([sys.executable, "-m", "harness.sim", "--port", str(sim_port), *SIM_FLAGS],
                            stdout=sim_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environ())
     synth = SyntheticExporter()

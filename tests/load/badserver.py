@@ -12,11 +12,11 @@ Prints "PORT <n>" on stdout once listening.
 """
 import argparse
 import asyncio
+import contextlib
 import gzip
 import json
 import socket
 import struct
-import sys
 import time
 
 MODEL = "bad-model"
@@ -94,9 +94,9 @@ async def fault(mode, w):
                 b"data: {\"choices\": [{\"delta\": {\"content\": \" a\"}}]}\n", b"\n\ndata: [DONE]\n\n"]
         await send_chunked_events(w, junk)
     elif mode == "invalid_json":
-        await send_chunked_events(w, g[:3] + [b"data: {not json at all\n\n", b"data: {\"choices\": [}\n\n"] + g[3:])
+        await send_chunked_events(w, [*g[:3], b"data: {not json at all\n\n", b'data: {"choices": [}\n\n', *g[3:]])
     elif mode == "json_not_object":
-        await send_chunked_events(w, g[:3] + [b"data: [1, 2, 3]\n\n", b"data: \"str\"\n\n", b"data: null\n\n"] + g[3:])
+        await send_chunked_events(w, [*g[:3], b"data: [1, 2, 3]\n\n", b'data: "str"\n\n', b"data: null\n\n", *g[3:]])
     elif mode == "junk_usage":
         await send_chunked_events(w, [sse(ev(content=" a", usage="lots")), sse(ev(content=" b", usage=[1, 2])),
                                       sse(ev(content="", finish="stop")), b"data: [DONE]\n\n"])
@@ -176,7 +176,6 @@ async def fault(mode, w):
         w.write(SSE_HEAD)
         await w.drain()
         raw = b"".join(chunk(e) for e in g) + b"0\r\n\r\n"
-        sock = w.get_extra_info("socket")
         for i in range(len(raw)):
             w.write(raw[i:i + 1])
             await w.drain()
@@ -212,7 +211,7 @@ async def fault(mode, w):
         return False
     elif mode == "long_line_10mb":
         big = sse(ev(content=" " + "y" * (10 * 1024 * 1024)))
-        await send_chunked_events(w, g[:2] + [big] + g[2:])
+        await send_chunked_events(w, [*g[:2], big, *g[2:]])
     elif mode == "endless_no_newline":
         w.write(SSE_HEAD + chunk(b"data: {\"choices\": [{\"delta\": {\"content\": \""))
         blob = chunk(b"z" * 65536)
@@ -238,7 +237,7 @@ async def fault(mode, w):
         evs = [sse(ev(role=True, content=""))] + [sse(ev(content=f" w{i}")) for i in range(8)] + [sse(ev(content="", finish="length")), b"data: [DONE]\n\n"]
         await send_chunked_events(w, evs)
     elif mode == "error_event":
-        await send_chunked_events(w, g[:3] + [b'data: {"error": {"message": "engine overloaded", "code": 503}}\n\n'])
+        await send_chunked_events(w, [*g[:3], b'data: {"error": {"message": "engine overloaded", "code": 503}}\n\n'])
     elif mode == "cl_mismatch":
         body = b"".join(g)
         w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n" % (len(body) + 5000) + body)
@@ -309,7 +308,8 @@ async def handle(r, w, mode, good_first):
                 k, _, v = ln.partition(":")
                 hdrs[k.strip().lower()] = v.strip()
             n = int(hdrs.get("content-length", "0") or 0)
-            body = await r.readexactly(n) if n else b""
+            if n:
+                await r.readexactly(n)  # the body is read and dropped
             if HDRLOG:
                 with open(HDRLOG, "a") as f:
                     f.write(f"{method} {path} authorization={hdrs.get('authorization')!r}\n")
@@ -328,7 +328,7 @@ async def handle(r, w, mode, good_first):
             POSTS += 1
             global LAST_AUTH
             LAST_AUTH = hdrs.get("authorization", "")
-            m = "ok" if POSTS <= good_first else mode
+            m = "ok" if good_first >= POSTS else mode
             keep = await fault(m, w)
             if not keep or hdrs.get("connection", "").lower() == "close":
                 w.close()
@@ -336,10 +336,8 @@ async def handle(r, w, mode, good_first):
     except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
         pass
     finally:
-        try:
+        with contextlib.suppress(Exception):
             w.close()
-        except Exception:
-            pass
 
 
 async def main():

@@ -8,6 +8,7 @@ one ended, from one load process when there are two.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -73,7 +74,7 @@ def test_sessions_keep_their_order_on_one_process(runs) -> None:  # type: ignore
             rs.sort(key=lambda r: r["turn"])
             assert [r["turn"] for r in rs] == list(range(1, len(rs) + 1))
             assert len({r["id"].rsplit("-", 1)[1] for r in rs}) == 1  # one load process holds the session
-            for a, b in zip(rs, rs[1:]):  # sent after the previous turn's last chunk
+            for a, b in itertools.pairwise(rs):  # sent after the previous turn's last chunk
                 assert b["sent_ns"] >= a["intended_ns"] + a["e2e_ms"] * 1e6 - 1e6
                 assert b["ideal_cached_tokens"] >= a["input_tokens"] - 16  # the history's blocks
     assert runs["on"][0]["client"]["processes"] == 2

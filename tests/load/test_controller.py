@@ -17,8 +17,8 @@ from harness.load import sessions
 from harness.load.controller import DONE, DRAIN, MEASURE, WARMUP, LoadController
 from harness.load.plan import LoadPlan
 from harness.metrics.recorder import ALL
-from harness.workload.generator import WorkloadGenerator
 from harness.scenario import Scenario
+from harness.workload.generator import WorkloadGenerator
 
 S = 1_000_000_000
 
@@ -185,7 +185,7 @@ def test_warmup_by_requests_then_measure(tmp_path: Path, clock: Clock) -> None:
     assert c.metrics.classes[ALL].counts["completed"] == 3 and c.warm_done == 2
     c.close()
     lines = (tmp_path / "requests.jsonl").read_text().splitlines()
-    assert len(lines) == 3 and not any(json.loads(l)["warmup"] for l in lines)
+    assert len(lines) == 3 and not any(json.loads(rec)["warmup"] for rec in lines)
     assert c.result()["window"]["warmup_s"] == pytest.approx(1.5)
 
 
@@ -438,7 +438,7 @@ def test_identical_error_lines_are_capped_counts_exact(tmp_path: Path, clock: Cl
     for i, item in enumerate(drain_items(c)):
         finish(c, item, clock=clock, error="http_5xx" if i % 3 else None)
     c.close()
-    lines = [json.loads(l) for l in (tmp_path / "requests.jsonl").read_text().splitlines()]
-    assert sum(1 for l in lines if l["error"] == "http_5xx") == 5 and sum(1 for l in lines if l["error"] is None) == 10
+    lines = [json.loads(rec) for rec in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert sum(1 for rec in lines if rec["error"] == "http_5xx") == 5 and sum(1 for rec in lines if rec["error"] is None) == 10
     r = c.result()
     assert r["metrics"][ALL]["counts"]["failed"] == 20 and r["error_lines_suppressed"] == {"http_5xx": 15}

@@ -144,7 +144,7 @@ def _distributed_run(net: Lan, tmp_path: Path, load: dict, on_running=None):  # 
     try:
         if on_running is not None:
             on_running(out, workers)
-        stdout, stderr = master.communicate(timeout=240)
+        _stdout, stderr = master.communicate(timeout=240)
     finally:
         for w in workers:
             _stop(w)

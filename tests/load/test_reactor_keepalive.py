@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))  # the raw HTTP test server
-from rawhttp import RawServer, chunked, sse_head  # noqa: E402
+from rawhttp import RawServer, chunked, sse_head
 
 pytestmark = pytest.mark.usefixtures("reader")  # both stream readers (tests/conftest.py)
 

@@ -9,6 +9,7 @@ merge losslessly. The runs start together (independent processes) to keep the te
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -101,7 +102,7 @@ def test_requests_record_sessions_and_histories(runs) -> None:  # type: ignore[n
         rs.sort(key=lambda r: r["turn"])
         assert [r["turn"] for r in rs] == [1, 2, 3, 4]
         # turn k+1 repeats turn k's prompt and reply, then a new 1,024-token user message
-        for a, b in zip(rs, rs[1:]):
+        for a, b in itertools.pairwise(rs):
             assert b["input_tokens"] == a["input_tokens"] + a["output_tokens"] + 1024
             assert b["sent_ns"] > a["sent_ns"]
 

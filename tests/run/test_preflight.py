@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))
-from rawhttp import RawServer, chunked, sse_head  # noqa: E402
+from rawhttp import RawServer, chunked, sse_head
 
-from harness.errors import TargetError  # noqa: E402
-from harness.scenario import Scenario  # noqa: E402
-from harness.run.target import preflight  # noqa: E402
+from harness.errors import TargetError
+from harness.run.target import preflight
+from harness.scenario import Scenario
 
 
 def _scenario(**target) -> Scenario:  # type: ignore[no-untyped-def]
@@ -87,24 +87,21 @@ def test_continuous_usage_off_sends_one_probe() -> None:
       _json("400 Bad Request", {"error": {"message": "ignore_eos is not allowed"}})], "ignore_eos is not allowed"),
 ])
 def test_failures_are_one_line(scripts: list, expected: str) -> None:  # type: ignore[type-arg]
-    with RawServer(scripts) as server:
-        with pytest.raises(TargetError) as info:
-            preflight(server.url, None if len(scripts) == 1 else "m1", _scenario())
+    with RawServer(scripts) as server, pytest.raises(TargetError) as info:
+        preflight(server.url, None if len(scripts) == 1 else "m1", _scenario())
     (line,) = info.value.lines
     assert expected in line and "\n" not in line
 
 
 def test_refusal_names_the_unset_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PF_UNSET", raising=False)
-    with RawServer([_json("401 Unauthorized", {})]) as server:
-        with pytest.raises(TargetError) as info:
-            preflight(server.url, None, _scenario(api_key_env="PF_UNSET"))
+    with RawServer([_json("401 Unauthorized", {})]) as server, pytest.raises(TargetError) as info:
+        preflight(server.url, None, _scenario(api_key_env="PF_UNSET"))
     assert info.value.lines == [f"target {server.url} refused the request (401); target.api_key_env names PF_UNSET, "
                                 "which is not set"]
     monkeypatch.setenv("PF_UNSET", "wrong")
-    with RawServer([MODELS, _json("401 Unauthorized", {})]) as server:
-        with pytest.raises(TargetError) as info:
-            preflight(server.url, "m1", _scenario(api_key_env="PF_UNSET"))
+    with RawServer([MODELS, _json("401 Unauthorized", {})]) as server, pytest.raises(TargetError) as info:
+        preflight(server.url, "m1", _scenario(api_key_env="PF_UNSET"))
     assert info.value.lines == [f"target {server.url} refused the request (401) with the key in PF_UNSET; check the key"]
     assert "wrong" not in info.value.lines[0]
 
@@ -130,9 +127,8 @@ def _raw200(head: str, body: bytes) -> list:  # type: ignore[type-arg]
     (_raw200("Content-Type: text/event-stream\r\n", b": only a comment\n\n"), "without any data"),
 ], ids=["html", "json", "gzip", "junk_event", "no_end", "no_data"])
 def test_a_200_that_is_not_a_usable_stream_fails_the_probe(answer: list, says: str) -> None:  # type: ignore[type-arg]
-    with RawServer([MODELS, answer]) as server:
-        with pytest.raises(TargetError) as exc:
-            preflight(server.url, "m1", _scenario(continuous_usage="off"))
+    with RawServer([MODELS, answer]) as server, pytest.raises(TargetError) as exc:
+        preflight(server.url, "m1", _scenario(continuous_usage="off"))
     assert "answered a test request with 200 but" in str(exc.value) and says in str(exc.value)
 
 
@@ -143,9 +139,8 @@ def test_never_ending_probe_stream_hits_the_probe_deadline(monkeypatch: pytest.M
     monkeypatch.setattr(probe, "PROBE_DEADLINE_S", 1.0)
     endless = [("request",), ("send", sse_head())] + [
         ("send", chunked(b'data: {"choices":[{"delta":{"content":"t"}}]}\n\n')[:-5]), ("sleep", 0.02)] * 400 + [("hold",)]
-    with RawServer([MODELS, endless]) as server:
-        with pytest.raises(TargetError) as exc:
-            preflight(server.url, "m1", _scenario(continuous_usage="off"))
+    with RawServer([MODELS, endless]) as server, pytest.raises(TargetError) as exc:
+        preflight(server.url, "m1", _scenario(continuous_usage="off"))
     assert "within 1 s" in str(exc.value) and "timeout" in str(exc.value)
 
 
@@ -269,7 +264,6 @@ def test_a_models_answer_without_end_or_too_large_is_one_line(monkeypatch: pytes
         with RawServer([script, SSE_OK]) as server:
             assert preflight(server.url, None, _scenario(continuous_usage="off"))["model"] == "m1"
         return
-    with RawServer([script]) as server:
-        with pytest.raises(TargetError) as exc:
-            preflight(server.url, None, _scenario())
+    with RawServer([script]) as server, pytest.raises(TargetError) as exc:
+        preflight(server.url, None, _scenario())
     assert len(exc.value.lines) == 1 and "GET " in exc.value.lines[0] and says in exc.value.lines[0], exc.value.lines

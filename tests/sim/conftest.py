@@ -41,8 +41,8 @@ class SimProc:
         cmd += list(flags)
         self.cmd = cmd
         # the simulator's output files, open while it runs (closed by stop())
-        self._out = open(self.out_path, "w")  # noqa: SIM115
-        self._err = open(self.err_path, "w")  # noqa: SIM115
+        self._out = open(self.out_path, "w")
+        self._err = open(self.err_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=self._err, stdin=subprocess.DEVNULL)
         self.started = time.monotonic()
         if wait:

@@ -48,7 +48,7 @@ def main() -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.spawn_child:
         child = subprocess.Popen(
-            [sys.executable, "-c", "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN) if %r else None; time.sleep(3600)" % args.ignore_sigterm]
+            [sys.executable, "-c", f"import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN) if {args.ignore_sigterm!r} else None; time.sleep(3600)"]
         )
         log(f"worker pid={child.pid}")
         with open(os.environ.get("FAKE_CHILD_PIDFILE", os.devnull), "w") as f:

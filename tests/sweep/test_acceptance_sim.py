@@ -10,11 +10,11 @@ import sys
 
 import pytest
 import yaml
+from waiting import wait_until
 
 from harness.sweep.launcher import group_alive
 
 from .conftest import DATA
-from waiting import wait_until
 
 SWEEP = {
     "name": "acceptance",

@@ -37,7 +37,7 @@ def start(tmp_path, *extra, kind="vllm", timeout=20.0):
     ("tgi", "tgi", "GET /health -> 503"),
 ])
 def test_readiness_per_kind(tmp_path, kind, style, early):
-    proc, port, wait, seen = start(tmp_path, "--style", style, "--startup-delay", "0.6", kind=kind)
+    proc, _port, wait, seen = start(tmp_path, "--style", style, "--startup-delay", "0.6", kind=kind)
     try:
         started = wait()
         assert started.startup_s >= 0.6  # a lower bound the fake's sleep guarantees: cannot flake
@@ -63,7 +63,7 @@ def test_custom_ready_path(tmp_path):
 
 
 def test_exit_before_ready_fails_at_once_with_reason_and_tail(tmp_path):
-    proc, port, wait, _ = start(tmp_path, "--num-gpu-blocks-override", "2", "--max-model-len", "2048")
+    proc, _port, wait, _ = start(tmp_path, "--num-gpu-blocks-override", "2", "--max-model-len", "2048")
     with pytest.raises(StartupFailed) as exc:
         wait()  # at the exit, not at the 20 s readiness timeout: the reason says which
     assert exc.value.reason.startswith("engine exited with code 1 before it was ready: ValueError: To serve at least one request")
@@ -72,7 +72,7 @@ def test_exit_before_ready_fails_at_once_with_reason_and_tail(tmp_path):
 
 
 def test_readiness_timeout(tmp_path):
-    proc, port, wait, _ = start(tmp_path, "--startup-delay", "30", timeout=0.8)
+    proc, _port, wait, _ = start(tmp_path, "--startup-delay", "30", timeout=0.8)
     try:
         with pytest.raises(StartupFailed) as exc:
             wait()
@@ -106,7 +106,7 @@ def test_stop_kills_the_whole_group(tmp_path, monkeypatch):
 def test_stop_graceful_is_quick(tmp_path, monkeypatch):
     pidfile = tmp_path / "child.pid"
     monkeypatch.setenv("FAKE_CHILD_PIDFILE", str(pidfile))
-    proc, port, wait, _ = start(tmp_path, "--spawn-child")
+    proc, _port, wait, _ = start(tmp_path, "--spawn-child")
     wait()
     code = proc.stop(timeout=120)
     assert code == -signal.SIGTERM  # ended by the SIGTERM, not by the SIGKILL after the timeout

@@ -67,7 +67,7 @@ def test_spec_decoding_at_two_loads(tmp_path):
     pytest.importorskip("harness.sim.server")
     # the lesson rests on the simulator's timing: on a busy host it can fall behind its schedule
     # (audit N6); then the sweep is run once more, and a second miss fails with the lag figure
-    out, proc, rows = retry_on_sim_lag(_sweep_and_lesson, tmp_path)
+    out, proc, _rows = retry_on_sim_lag(_sweep_and_lesson, tmp_path)
 
     doc = build_sweep_report(load_sweep(out))
     lat = doc.figures["latency_vs_throughput"].figure

@@ -6,13 +6,11 @@ from __future__ import annotations
 import io
 import json
 
-import pytest
-
 import harness.sweep.progress as progress_mod
 from harness.cli.main import main
 from harness.results.models import RunSummary, dumps
-from harness.results.models.summary import RequestsBlock
 from harness.results.models.facts import StartupFacts
+from harness.results.models.summary import RequestsBlock
 from harness.results.models.sweep import Cell
 from harness.sweep.execute import STOP, SweepOptions, run_sweep
 from harness.sweep.plan import build_plan

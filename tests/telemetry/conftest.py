@@ -152,7 +152,7 @@ class Prometheus:
         self.proc = subprocess.Popen(
             [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={tmp / 'tsdb'}",
              f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),  # noqa: SIM115
+            stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),
         )
         self._wait(lambda: requests.get(f"{self.url}/-/ready", timeout=0.5).status_code == 200, "Prometheus /-/ready")
         self.ready_s = time.perf_counter() - t0

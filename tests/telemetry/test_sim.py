@@ -44,7 +44,7 @@ class Sim:
         self.log = tmp / f"sim-{self.port}.log"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "harness.sim", "--port", str(self.port), *COMMON, *flags],
-            stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),  # noqa: SIM115
+            stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),
         )
         try:
             wait_until(self._healthy, "the simulated engine's /health", details=lambda: self.log.read_text()[-600:])

@@ -4,7 +4,6 @@ tune's baseline of the same name without --force (audit N17)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.tune.test_cases_sim import ROOT, TUNE, finish, tune
+from tests.tune.test_cases_sim import TUNE, finish, tune
 
 pytestmark = pytest.mark.slow
 
@@ -80,7 +80,7 @@ def test_a_candidate_that_cannot_start_fails_the_step_and_resume_retries_it(tmp_
     assert "must be >= 1" in s["reason"]  # the engine's own error
     assert "--resume" in s["reason"] and out["final"]["flags"].get("max-num-seqs") is None
     starts = out["cost"]["engine_starts"]
-    rc2, again, text2 = run(path, tmp_path / "out", "--resume", str(tmp_path / "out"))
+    rc2, again, _text2 = run(path, tmp_path / "out", "--resume", str(tmp_path / "out"))
     assert rc2 == 1 and by_step(again)["max-num-seqs"]["verdict"] == "failed"
     assert again["cost"]["engine_starts"] > starts  # the failed candidate was started again, not read back
 

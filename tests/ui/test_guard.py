@@ -15,13 +15,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import ClassVar
 
 import psutil
 import pytest
 from test_web import UI  # the same running `harness ui` helper as the functional tests
 
-from harness.ui.guard import ScenarioChoices, refuse_cross_site
 from harness.run.target import free_port
+from harness.ui.guard import ScenarioChoices, refuse_cross_site
 
 
 @pytest.fixture
@@ -53,16 +54,16 @@ def _post(ui: UI, path: str, form: dict[str, str], headers: dict[str, str] | Non
 
 
 class _Capture(http.server.BaseHTTPRequestHandler):
-    seen: list[str] = []
+    seen: ClassVar[list[str]] = []
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         type(self).seen.append(f"GET {self.path} {self.headers.get('Authorization')}")
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
         self.wfile.write(b'{"data": [{"id": "m"}]}')
 
-    do_POST = do_GET  # noqa: N815
+    do_POST = do_GET
 
     def log_message(self, *_a: object) -> None:
         pass

@@ -43,7 +43,7 @@ def test_a_load_test_shape_gets_one_block_per_stage(tmp_path: Path) -> None:
     assert list(blocks) == ["1", "2", "3"]
     done = [blocks[k]["requests"]["completed"] for k in blocks]
     assert all(n > 0 for n in done) and sum(done) == summary["requests"]["completed"]
-    for k, st in zip(blocks, stages):
+    for k, st in zip(blocks, stages, strict=True):
         b = blocks[k]
         assert b["latency_ms"]["ttft"]["count"] == b["requests"]["completed"]  # its own TTFT/ITL histograms
         assert b["latency_ms"]["itl_token"]["count"] > 0
@@ -57,5 +57,5 @@ def test_a_load_test_shape_gets_one_block_per_stage(tmp_path: Path) -> None:
     md = (run / "report.md").read_text()
     assert "Per LoadTestShape stage" in md
     table = md.split("Per LoadTestShape stage", 1)[1]
-    for k, st in zip(blocks, stages):
+    for k, st in zip(blocks, stages, strict=True):
         assert f"| {k} | {st['users']} |" in table, table[:1500]

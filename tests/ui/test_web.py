@@ -18,9 +18,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from harness.run.target import free_port
-from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILE = ROOT / "harness" / "ui" / "locustfile.py"

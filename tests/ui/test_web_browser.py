@@ -17,11 +17,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from chromium import MARKS, headless_chromium
+from waiting import wait_until
 
 from harness.run.target import free_port
-from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -176,7 +175,7 @@ def test_a_page_on_another_origin_cannot_read_the_ui(ui, browser) -> None:  # ty
     base, _tmp = ui
 
     class Page(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
             self.end_headers()
