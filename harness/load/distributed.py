@@ -270,6 +270,11 @@ class WorkerAgent:
             if run.sender is not None:
                 run.sender.kill(block=True)
             self._send_delta(run)
+            if isinstance(self.env.runner, WorkerRunner):
+                # Locust's own stats of the last requests go to the master before our final result
+                # (else they waited for its 3-s report beat, and the master's Aggregated row and
+                # CSV could be written without them); one connection, so they arrive first
+                self.env.runner._send_stats()
             result = ctrl.result()
             if run.gc is not None:
                 run.gc.stop()

@@ -18,9 +18,10 @@ from __future__ import annotations
 from locust import events
 
 from harness.load.user import LLMUser
-from harness.ui import plugin
+from harness.ui import final_csv, plugin
 
 __all__ = ["LLMUser"]  # the user class Locust runs (one per stream; the plan decides what it sends)
 
 events.init_command_line_parser.add_listener(plugin.add_arguments)
 events.init.add_listener(plugin.on_init)
+final_csv.install()  # --csv files end on the test's final counts, not on its last 1-s tick

@@ -315,7 +315,12 @@ class RunSession:
             return
         if name == "window_start":
             run.window_start = line.get("t", time.time())
-            self.env.stats.reset_all()  # Locust's RPS, Aggregated row and CSV count from the window (N16)
+            # Locust's RPS counts from the window (N16). Its counts need no reset: warmup requests
+            # never reach Locust's stats (load.user.locust_reporter), and each WorkerAgent resets
+            # its own stats when its window opens. A reset_all here, when the event arrives, erased
+            # measured requests already counted (in-process: recorded before this message was
+            # handled; distributed: a worker's stats report that overtook its window event).
+            self.env.stats.total.start_time = float(run.window_start)
             self.state = "measuring"
             if run.instruments is not None:
                 run.instruments.window_start()
