@@ -31,6 +31,7 @@ from harness.tune.ledger import Ledger
 from harness.tune.load import TuneSpec
 from harness.tune.measure import Measurer
 from harness.tune.steps import STEPS, StepResult
+from harness.tune.steps.base import no_slo_note
 
 SCHEMA_VERSION = 1
 #: steps after which nothing can be measured when they fail
@@ -90,7 +91,7 @@ class Tuner:
                 if blocked is not None:
                     result = StepResult(name, "skipped", f"nothing to measure: {blocked}", dict(self.ctx.current))
                 else:
-                    result = STEPS.get(name).run(self.ctx)
+                    result = no_slo_note(STEPS.get(name).run(self.ctx))
                 steps.append(result)
                 if result.verdict == "failed" and name in BLOCKING:
                     blocked = f"step {name} failed ({result.reason[:200]})"

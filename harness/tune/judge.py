@@ -59,6 +59,9 @@ class Objective:
     costs: tuple[str, ...] = ()
     #: whether goodput (or req/s) counts as a gain too; it is always the guard against harm
     goodput_gains: bool = True
+    #: metrics that may not get worse beyond noise but whose improvement is no gain of this
+    #: judgement (the token budget's TTFT when two budgets are weighed on ITL)
+    guards: tuple[str, ...] = ()
 
 
 GOODPUT_ONLY = Objective(targets=())
@@ -246,7 +249,8 @@ class Judgement:
     def keys(self) -> list[str]:
         if self.cmp is None:
             return []
-        return list(dict.fromkeys([*self.objective.targets, *self.objective.costs, self.cmp.guard]))
+        o = self.objective
+        return list(dict.fromkeys([*o.targets, *o.costs, *o.guards, self.cmp.guard]))
 
     def text(self) -> str:
         """The step's metrics and the guard with their intervals, then the rule that decided."""
@@ -297,7 +301,7 @@ def decide(cmp: Comparison, objective: Objective, prior: str, incumbent: Measure
            candidate: Measurement | None = None, settled: bool = False) -> Judgement:
     guard = cmp.guard
     targets = [k for k in objective.targets if k != guard]
-    harm_keys = [k for k in targets if k not in objective.costs] + [guard, *ALWAYS_HARM]
+    harm_keys = [k for k in targets if k not in objective.costs] + [k for k in objective.guards if k != guard] + [guard, *ALWAYS_HARM]
     gain_keys = targets + ([guard] if objective.goodput_gains else [])
     harm = [k for k in dict.fromkeys(harm_keys) if cmp.direction(k) == "worse"]
     gains = [k for k in dict.fromkeys(gain_keys) if cmp.direction(k) == "better"]

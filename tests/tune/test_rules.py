@@ -117,3 +117,36 @@ def test_settle_stops_at_the_budget_and_calls_the_tie_with_its_cost(monkeypatch)
     assert "max_starts" in j.evidence_note and "settled as no measured difference" in j.evidence_note
     # the interval reaches 20 points from -18% towards zero: (20 / 18)^2 x 1 run -> 2 runs per side
     assert "deciding it would take about 2 runs per side (2 more engine starts" in j.evidence_note
+
+
+def test_winning_budgets_are_weighed_on_itl_and_ttft_not_taken_by_size():
+    """Guide 001 1.1 'measure both': the H200 tune took 2048 (ITL p99 51.4 ms) over 512 (17.4 ms)
+    at equal goodput as 'the largest'. The smaller budget replaces the larger when it is better
+    beyond noise on ITL p99 or TPOT p50 and no worse beyond noise on TTFT, goodput or failures;
+    the larger holds a tie (a smaller budget only delays long prompts)."""
+    from harness.tune.steps import max_num_batched_tokens as budget
+
+    def between(itl: Row, **more: Row):
+        seen: list[tuple[int, int]] = []
+
+        def judge(holder, smaller):
+            seen.append((holder[0], smaller[0]))
+            return J.decide(cmp(itl_p99=itl, **more), budget.BETWEEN, "incumbent", settled=True)
+
+        return judge, seen
+
+    winners = [(512, "m512"), (2048, "m2048")]
+    judge_, seen = between(row("itl.p99", -66.2, "improved"), ttft_p99=row("ttft.p99", -2.7, "ok"))
+    best, notes = budget.pick(winners, judge_)
+    assert winners[best][0] == 512 and seen == [(2048, 512)]  # the largest holds first, the smaller challenges
+    assert "ITL p99" in notes[0] and "TTFT p99" in notes[0] and notes[0].endswith("512 holds")
+    # same ITL within noise: the larger budget holds (no measured gain for the smaller)
+    judge_, _ = between(row("itl.p99", -3.0, "ok"))
+    assert winners[budget.pick(winners, judge_)[0]][0] == 2048
+    # better ITL but TTFT p99 worse beyond noise: the guide's trade is refused, the larger holds
+    judge_, _ = between(row("itl.p99", -40.0, "improved"), ttft_p99=row("ttft.p99", 35.0, "REGRESSION"))
+    best, notes = budget.pick(winners, judge_)
+    assert winners[best][0] == 2048 and "worse beyond noise on TTFT p99" in notes[0]
+    # a TTFT improvement alone is no reason to take the smaller budget (a guard, not a gain)
+    judge_, _ = between(row("itl.p99", 1.0, "ok"), ttft_p50=row("ttft.p50", -30.0, "improved"))
+    assert winners[budget.pick(winners, judge_)[0]][0] == 2048

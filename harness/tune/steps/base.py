@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from harness.registry import Registry
 from harness.sweep.flags import describe
-from harness.tune.judge import GOODPUT_ONLY, Judgement, Objective, judge, repeats_to_decide
+from harness.tune.judge import GOODPUT_ONLY, THROUGHPUT, Judgement, Objective, judge, repeats_to_decide
 from harness.tune.measure import Measurement, flag_of, flags_key, merged
 
 VERDICTS = ("changed", "kept", "skipped", "failed")
@@ -105,10 +105,12 @@ def tried_row(m: Measurement, j: Judgement | None = None, **extra: Any) -> dict[
 
 
 def settle(ctx: Any, step: str, incumbent: Measurement, candidate: Measurement, objective: Objective = GOODPUT_ONLY,
-           prior: str = "incumbent") -> Judgement:
+           prior: str = "incumbent", tag: str | None = None) -> Judgement:
     """Judge `candidate` against `incumbent`; while the answer is undecided (a difference beyond
     the threshold not yet beyond noise) buy evidence: another interleaved repeat of both sides,
-    up to measure.evidence_repeats and within the budget, and judge again. Evidence that could
+    up to measure.evidence_repeats and within the budget, and judge again (`tag` names the
+    repeats' sweep, by default the candidate's id; a second comparison of the same candidate in
+    one step needs its own). Evidence that could
     not decide it (the intervals would need more runs than the repeats allowed) is not bought.
     What remains undecided is settled without more data (no measured difference), and the
     judgement says what was bought and what deciding it would cost."""
@@ -127,7 +129,7 @@ def settle(ctx: Any, step: str, incumbent: Measurement, candidate: Measurement, 
             stop = f"more repeats than measure.evidence_repeats {limit} allows would be needed, so none were bought" if not bought \
                 else f"the {limit - bought} repeat(s) left could not decide it"
             break
-        if not ctx.measure_more(step, [incumbent, candidate], f"{candidate.config_id}-{bought + 1}"):
+        if not ctx.measure_more(step, [incumbent, candidate], f"{tag or candidate.config_id}-{bought + 1}"):
             stop = getattr(ctx, "_budget_reason", "the budget allows no more")
             break
         bought += 1
@@ -148,6 +150,21 @@ def settle(ctx: Any, step: str, incumbent: Measurement, candidate: Measurement, 
     j.evidence = bought
     j.evidence_note = ". ".join(notes) + ("." if notes else "")
     return j
+
+
+#: said once in the reason of every step that judged a candidate without an SLO
+NO_SLO_NOTE = ("No SLO in the tune file or the scenarios: goodput is plain throughput, so requests/s is the guard and "
+               "the step is judged on the metrics its guide entry names (shown above), not on a latency limit.")
+
+
+def no_slo_note(result: StepResult) -> StepResult:
+    """`result` with NO_SLO_NOTE appended when one of its candidates was judged with requests/s as
+    the guard (the runs' scenarios set no SLO): a reader must not take a latency change judged on
+    its own interval for a goodput decision, nor wonder why a loose default limit did not make it a tie."""
+    judged = [sc for row in result.tried for sc in ((row.get("vs_current") or {}).get("per_scenario") or {}).values()]
+    if judged and all(sc.get("metric") == THROUGHPUT for sc in judged) and NO_SLO_NOTE not in result.reason:
+        result.reason = f"{result.reason.rstrip()} {NO_SLO_NOTE}"
+    return result
 
 
 def dead(results: list[tuple[Any, Measurement, Judgement | None]]) -> list[tuple[Any, Measurement]]:
