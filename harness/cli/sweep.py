@@ -117,7 +117,7 @@ def _failure_reasons(out: Path) -> str:
     return text + (f"; and {len(ordered) - 3} other reason(s)" if len(ordered) > 3 else "")
 
 
-def _capacity_hook(args: argparse.Namespace, plan, out: Path):  # type: ignore[no-untyped-def]
+def _capacity_hook(args: argparse.Namespace, plan, out: Path):
     """`--capacity-search`: a capacity search per config against its running engine, on the
     config's first complete cell's scenario; `DIR/capacity/<config>/capacity.json` and one line
     per config, and `DIR/capacity.json` with every config's boundary."""
@@ -134,7 +134,7 @@ def _capacity_hook(args: argparse.Namespace, plan, out: Path):  # type: ignore[n
                         "(e.g. slo: {ttft_ms: 500, tpot_ms: 50})")
     found: dict[str, CapacitySearch] = {}
 
-    def after(config, base_url: str, cell) -> None:  # type: ignore[no-untyped-def]
+    def after(config, base_url: str, cell) -> None:
         scenario = cell.resolved
         res = search_capacity(scenario, out / "capacity" / config.id, attainment=plan.sweep.slo_attainment,
                               precision=args.capacity_precision, max_trials=args.capacity_max_trials,

@@ -119,7 +119,7 @@ class Follower:
                 return
             self.engine_exit = (proc.returncode, time.time())
             self.progress.note(f"the simulated engine exited (code {proc.returncode}): stopping the load, "
-                               f"keeping what was measured; see {self.engine.log_path}")  # type: ignore[union-attr]
+                               f"keeping what was measured; see {self.engine.log_path}")
         # stop each load process once it has said something (its SIGTERM handler is installed by
         # then; a SIGTERM during its start-up would kill it before it could write anything)
         for i, p in enumerate(self.procs):

@@ -42,7 +42,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
     prep.labels = opts.labels
     sim: EmbeddedSim | None = None
     replicas: list[EmbeddedSim] = []  # target.replicas > 1: the other built-in simulators of the fleet
-    target_url = opts.target_url or scenario.target.url or (scenario.target.endpoints or [None])[0]
+    target_url = opts.target_url or scenario.target.url or next(iter(scenario.target.endpoints or []), None)
     engine_kind = opts.engine_kind
     metrics = None
     try:

@@ -180,7 +180,7 @@ def preflight(url: str, model: str | None, scenario: Scenario) -> dict[str, Any]
     if status == 200:
         try:
             data = json.loads(body).get("data", [])
-            models = [m.get("id") for m in data if isinstance(m, dict)]
+            models = [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
             if data and isinstance(data[0], dict):
                 max_model_len = data[0].get("max_model_len")
         except (ValueError, AttributeError):

@@ -92,7 +92,7 @@ def build_engine(plan: Plan, kind: Any, config: Config, out: Path, port: int | N
     return launch
 
 
-def note_engine(out: Path, proc: EngineProcess) -> None:
+def note_engine(out: Path, proc: EngineProcess | FleetEngines) -> None:
     """Record the running engine's process group, so a resume after `kill -9` of the sweep can stop it."""
     if proc.pid is None:
         return

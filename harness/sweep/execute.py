@@ -9,6 +9,7 @@ start is a clean one (the whole process group is gone and the port is free).
 
 from __future__ import annotations
 
+import functools
 import shutil
 import time
 from collections.abc import Callable
@@ -111,7 +112,7 @@ class SweepExecutor:
         self.gpu = GpuMemory()
         self.gpu_baseline = self.gpu.used()
         self._reset_warned = False
-        self._current: EngineProcess | AttachedEngine | None = None
+        self._current: EngineProcess | FleetEngines | None = None
         self.quality = SweepQuality.of(plan)  # a bad prompts file fails here, before any start
 
     # ------------------------------------------------------------ top level
@@ -215,12 +216,13 @@ class SweepExecutor:
         try:
             proc.start(header=f"config {config.id}")
             note_engine(self.out, proc)
-            wait = dict(timeout=spec.ready_timeout_s, interval=self.opts.probe_interval_s,
-                        on_wait=lambda t, p: self.progress.waiting(t, p.detail), failure_hint=failure_hint)
+            wait: dict[str, Any] = dict(interval=self.opts.probe_interval_s, failure_hint=failure_hint,
+                                        on_wait=lambda t, p: self.progress.waiting(t, p.detail))
             if isinstance(proc, FleetEngines):
-                started = proc.wait_ready([(lambda u=u: self.kind.probe(u, spec)) for u in self._fleet_urls], **wait)
+                probes = [functools.partial(self.kind.probe, u, spec) for u in self._fleet_urls]
+                started = proc.wait_ready(probes, spec.ready_timeout_s, **wait)
             else:
-                started = proc.wait_ready(lambda: self.kind.probe(base_url, spec), **wait)
+                started = proc.wait_ready(lambda: self.kind.probe(base_url, spec), spec.ready_timeout_s, **wait)
         except StartupFailed as exc:
             facts = StartupFacts.model_validate(self.kind.startup_facts(proc.log_text()) if proc.proc else {})
             self._stop(proc)
@@ -304,7 +306,7 @@ class SweepExecutor:
         if pgid is not None:
             self.progress.note(f"stopped an engine left running by the interrupted sweep (process group {pgid})")
 
-    def _stop(self, proc: EngineProcess | AttachedEngine) -> None:
+    def _stop(self, proc: EngineProcess | FleetEngines) -> None:
         spec = self.sweep.engine
         proc.stop(spec.stop_timeout_s)
         (self.out / ENGINE_RECORD).unlink(missing_ok=True)
@@ -333,7 +335,7 @@ class SweepExecutor:
         self.index.write()
         return self.index.entries[cell.id]
 
-    def _run_cell(self, cell: Cell, i: int, base_url: str, proc: EngineProcess | AttachedEngine, startup: dict[str, Any], extra: dict[str, Any]) -> str:
+    def _run_cell(self, cell: Cell, i: int, base_url: str, proc: EngineProcess | FleetEngines, startup: dict[str, Any], extra: dict[str, Any]) -> str:
         run_dir = self.out / cell.run_dir
         if run_dir.exists():
             shutil.rmtree(run_dir)  # an earlier, unfinished attempt of this cell

@@ -15,7 +15,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,7 @@ def wait_port_free(port: int, host: str = "127.0.0.1", timeout: float = 30.0) ->
 
 def group_members(pgid: int) -> list[tuple[int, str]]:
     """(pid, state) of every process in group `pgid` (Linux /proc; [] elsewhere)."""
-    out = []
+    out: list[tuple[int, str]] = []
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -318,9 +318,9 @@ class GpuMemory:
         return self._nvml is not None and self.count > 0
 
     def used(self) -> list[int]:
-        if not self.available:
-            return []
         nv = self._nvml
+        if nv is None or self.count == 0:
+            return []
         return [nv.nvmlDeviceGetMemoryInfo(nv.nvmlDeviceGetHandleByIndex(i)).used for i in range(self.count)]
 
     def wait_released(self, baseline: list[int], timeout: float, slack: int = 1 << 30) -> tuple[bool, list[int]]:
@@ -372,7 +372,7 @@ class FleetEngines:
     def tail(self, n: int = 20) -> list[str]:
         return [line for p in self.procs for line in p.tail(n)]
 
-    def wait_ready(self, probes: list[Callable[[], Probe]], timeout: float, **kw: Any) -> Started:
+    def wait_ready(self, probes: Sequence[Callable[[], Probe]], timeout: float, **kw: Any) -> Started:
         started = [p.wait_ready(probe, timeout, **kw) for p, probe in zip(self.procs, probes, strict=True)]
         return Started(max(s.startup_s for s in started), started[0].log_text)
 

@@ -73,7 +73,7 @@ class Progress:
         self.startup_times: list[float] = []
         self.estimate_cell_s: float | None = None  # before any cell finished: from the scenarios
         #: cell id -> planned seconds of load (warmup + window) of the cells this session runs
-        self.planned: dict[str, float] = {}
+        self.planned: dict[str, float | None] = {}  # None: a request count (no planned seconds)
         self.live_interval_s = 15.0  # off a terminal: one in-cell line this often
         self._status_open = False
         self._done_ids: set[str] = set()

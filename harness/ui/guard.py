@@ -25,10 +25,13 @@ import ipaddress
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from harness.errors import UserError
+
+if TYPE_CHECKING:
+    from werkzeug.datastructures import Headers
 
 #: set by `harness ui` for the Locust process: the allowed scenario files, os.pathsep-separated
 CHOICES_ENV = "HARNESS_UI_SCENARIOS"
@@ -91,7 +94,7 @@ class ScenarioChoices:
         except (OSError, ValueError):
             resolved = None
         if resolved in self.files:
-            return resolved  # type: ignore[return-value]
+            return resolved
         by_name = [f for f in self.files if text in (f.name, f.stem)]
         if len(by_name) == 1:
             return by_name[0]
@@ -140,7 +143,7 @@ def _is_loopback_name(host: str) -> bool:
         return False
 
 
-def refuse_cross_site(method: str, headers: Mapping[str, str], loopback_only: bool) -> str | None:
+def refuse_cross_site(method: str, headers: Mapping[str, str] | Headers, loopback_only: bool) -> str | None:
     """Why a request must be refused (None: allowed). Browsers send Origin on POSTs and
     Sec-Fetch-Site on every request; tools such as curl send neither and are not a CSRF vector."""
     host_header = headers.get("Host", "")

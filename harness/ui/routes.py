@@ -46,7 +46,7 @@ def install(s: Any, web_ui: Any) -> None:
         {"href": f"{base}/llm/api/live", "title": "LLM live values (JSON)"},
     ]
     app = web_ui.app
-    app.wsgi_app = SameOriginOnly(app.wsgi_app)  # type: ignore[method-assign]  # reads: same origin only (guard)
+    app.wsgi_app = SameOriginOnly(app.wsgi_app)  # reads: same origin only (guard)
     auth = web_ui.auth_required_if_enabled
     loopback_only = _is_loopback_bind(getattr(s.opts, "web_host", "") or "")
 
