@@ -73,6 +73,9 @@ class Collector:
         self._requests: Any = None
         self._progress_file: Any = None
         runner = environment.runner
+        if runner is None:
+            raise RuntimeError("the collector needs Locust's runner: create it before the collector")
+        self.runner = runner
         runner.register_message(Delta.TYPE, self._on_delta)
         runner.register_message(Final.TYPE, self._on_final)
 
@@ -107,7 +110,7 @@ class Collector:
             return
         for cid, k in self.workers.items():
             share = plan.model_copy(update={"worker": k, "workers": self.n})
-            self.env.runner.send_message(Plan.TYPE, Plan(run=self.run_id, plan=share.model_dump(mode="json")).wire(),
+            self.runner.send_message(Plan.TYPE, Plan(run=self.run_id, plan=share.model_dump(mode="json")).wire(),
                                          client_id=cid)
 
     # ---------------------------------------------------------------- messages
@@ -178,7 +181,9 @@ class Collector:
     # ---------------------------------------------------------------- lost workers
     def _watch_workers(self, run_id: str | None) -> None:
         """Declare a worker lost when Locust stops hearing from it before its final result."""
-        runner = self.env.runner
+        runner = self.runner
+        if not isinstance(runner, MasterRunner):
+            return  # only a master has workers to watch
         suspect: dict[int, float] = {}  # worker -> when it was first seen missing or gone
         while run_id == self.run_id and not self.all_final.is_set():
             gevent.sleep(LOST_CHECK_S)
@@ -241,7 +246,7 @@ class Collector:
         self.stop_sent = True
         for cid, k in self.workers.items():
             if k not in self.results and k not in self.lost:
-                self.env.runner.send_message(Stop.TYPE, Stop(run=self.run_id).wire(), client_id=cid)
+                self.runner.send_message(Stop.TYPE, Stop(run=self.run_id).wire(), client_id=cid)
 
     def stage(self, label: str, users: int) -> None:
         """A LoadTestShape stage began: every worker labels the requests it sends from now on."""
@@ -249,7 +254,7 @@ class Collector:
             return
         for cid, k in self.workers.items():
             if k not in self.results:
-                self.env.runner.send_message(Stage.TYPE, Stage(run=self.run_id, stage=label, users=users).wire(),
+                self.runner.send_message(Stage.TYPE, Stage(run=self.run_id, stage=label, users=users).wire(),
                                              client_id=cid)
 
     def wait_finals(self, timeout_s: float) -> list[int]:

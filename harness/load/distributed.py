@@ -119,6 +119,9 @@ class WorkerAgent:
         self.run: _WorkerRun | None = None
         self._locust_report = user_module.locust_reporter(environment)
         runner = environment.runner
+        if runner is None:
+            raise RuntimeError("the worker agent needs Locust's runner: create it before the agent")
+        self.runner = runner
         runner.register_message(Plan.TYPE, self._on_plan)
         runner.register_message(Stop.TYPE, self._on_stop, concurrent=True)
         runner.register_message(Stage.TYPE, self._on_stage)
@@ -146,11 +149,15 @@ class WorkerAgent:
         ctrl = LoadController(plan, emit=self._emit)
         run = _WorkerRun(m.run, ctrl, tmp)
         ctrl.requests_file.close()
-        ctrl.requests_file = run.outbox  # type: ignore[assignment]
-        ctrl.on_done = lambda: gevent.spawn(self._finish, "done")
+        ctrl.requests_file = run.outbox
+
+        def on_done() -> None:
+            gevent.spawn(self._finish, "done")
+
+        ctrl.on_done = on_done
         if plan.live_metrics:
             run.live = LiveCounts(ctrl)
-            runner = self.env.runner
+            runner = self.runner
             run.live.users = lambda: runner.user_count
         # export=False: whatever this host's environment says, the master exports our counts once
         run.load = user_module.install(self.env, ctrl, self._report, export=False)
@@ -244,7 +251,7 @@ class WorkerAgent:
 
     def _send(self, msg: Delta | Final) -> None:
         try:
-            self.env.runner.send_message(msg.TYPE, msg.wire())
+            self.runner.send_message(msg.TYPE, msg.wire())
         except Exception:  # a lost connection is reported by the master's timeout
             log.exception("%s: could not send %s to the master", self.worker_label, msg.TYPE)
 

@@ -17,6 +17,7 @@ import contextlib
 import errno
 import socket
 import struct
+from typing import Any
 
 import gevent
 import gevent.event
@@ -54,12 +55,13 @@ class _Pending:
 
     __slots__ = ("error", "event", "kernel", "offset_ns", "parser", "sock")
 
-    def __init__(self, sock, kernel: bool, offset_ns: int, native: bool, expected_events: int = 0) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, sock, kernel: bool, offset_ns: int, native: bool, expected_events: int = 0) -> None:
         self.sock = sock
         self.kernel = kernel
         self.offset_ns = offset_ns
-        # the native parser reads its socket itself (recvmsg, stamp, framing in C)
-        self.parser = new_parser(sock.fileno(), kernel, offset_ns, expected_events) if native else ResponseParser()
+        # the native parser reads its socket itself (recvmsg, stamp, framing in C); its `error` is
+        # read by the native loop only
+        self.parser: Any = new_parser(sock.fileno(), kernel, offset_ns, expected_events) if native else ResponseParser()
         self.event = gevent.event.Event()
         self.error: StreamError | None = None
 
@@ -99,7 +101,7 @@ class Reactor:
                 self.ep.unregister(fd)
 
     def _loop_native(self) -> None:
-        read_ready = http_stream._native.read_ready  # type: ignore[union-attr]
+        read_ready = http_stream._native.read_ready
         epfd = self.ep.fileno()
         pending = self.pending
         parsers = self.parsers
@@ -256,19 +258,22 @@ class ReactorConnection(Connection):
 
     def _send(self, data: bytes) -> None:
         sock = self.sock
+        assert sock is not None  # request() connected it
         view = memoryview(data)
         while view:
             try:
-                n = sock.send(view)  # type: ignore[union-attr]
+                n = sock.send(view)
             except BlockingIOError:
-                gevent.socket.wait_write(sock.fileno(), timeout=self.timeout_s)  # type: ignore[union-attr]
+                gevent.socket.wait_write(sock.fileno(), timeout=self.timeout_s)
                 continue
             view = view[n:]
 
     def _exchange(self, data: bytes, offset_ns: int, deadline_ns: int) -> StreamResult:
         r = reactor()
-        fd = self.sock.fileno()  # type: ignore[union-attr]
-        p = _Pending(self.sock, self.kernel, offset_ns, r.native, self.expected_events)
+        sock = self.sock
+        assert sock is not None  # request() connected it
+        fd = sock.fileno()
+        p = _Pending(sock, self.kernel, offset_ns, r.native, self.expected_events)
         r.add(fd, p)
         try:
             self._send(data)

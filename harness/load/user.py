@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 import gevent
 import gevent.event
@@ -50,7 +50,7 @@ class Finisher:
     SOFT = 64
     HARD = 1024
 
-    def __init__(self, ctrl: LoadController, report) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctrl: LoadController, report) -> None:
         self.ctrl = ctrl
         self.report = report
         self.queue: deque[tuple[RequestRecord, StreamResult | None, gevent.event.Event | None]] = deque()
@@ -158,7 +158,7 @@ def load_of(environment: Environment) -> LoadRun | None:
     return getattr(environment, LoadRun.ATTR, None)
 
 
-def install(environment: Environment, controller: LoadController, report=None, export: bool = True) -> LoadRun:  # type: ignore[no-untyped-def]
+def install(environment: Environment, controller: LoadController, report=None, export: bool = True) -> LoadRun:
     """Make `controller` the source of work for the LLMUsers of `environment`.
 
     `export=False`: this process never writes live Prometheus metrics itself (a Locust worker:
@@ -195,7 +195,7 @@ class Streams:
         self.ctrl = ctrl
         self.conns: dict[int, Connection] = {}
 
-    def conn(self, i: int):  # type: ignore[no-untyped-def]
+    def conn(self, i: int):
         conn = self.conns.get(i)
         if conn is None:
             ctrl = self.ctrl
@@ -210,7 +210,7 @@ class Streams:
             conn.close()
 
 
-def send(run: LoadRun, item, done: gevent.event.Event | None, streams: Streams):  # type: ignore[no-untyped-def]
+def send(run: LoadRun, item, done: gevent.event.Event | None, streams: Streams):
     """Route, wait for the intended send time (open loop), stream and stamp; the record goes to the
     Finisher. Raises StopUser when the run stops before the send time (the item is given back)."""
     ctrl = run.ctrl
@@ -228,7 +228,7 @@ def send(run: LoadRun, item, done: gevent.event.Event | None, streams: Streams):
         _sleep_until(item.intended_ns)
     rec = ctrl.new_record(item)
     conn.expected_events = item.planned.output_tokens + 4  # role, usage, [DONE] and one spare
-    me = gevent.getcurrent()
+    me = cast(gevent.Greenlet, gevent.getcurrent())  # a Locust user's task runs in a gevent Greenlet
     run.in_flight.add(me)
     try:
         res = transfer(conn, ctrl.spec, item.payload, rec)
@@ -239,7 +239,7 @@ def send(run: LoadRun, item, done: gevent.event.Event | None, streams: Streams):
     return rec, res
 
 
-def run_session(run: LoadRun, item, streams: Streams, sender=None) -> None:  # type: ignore[no-untyped-def]
+def run_session(run: LoadRun, item, streams: Streams, sender=None) -> None:
     """Hold one conversation to its end: each turn is built once the Finisher has interpreted the
     previous reply (idle time, off the read path); between turns the think time or the tool's
     latency; an agentic step that fans out runs its sub-agents in parallel (each on connections
@@ -266,7 +266,7 @@ def run_session(run: LoadRun, item, streams: Streams, sender=None) -> None:  # t
         item = sessions.next_turn(item)
 
 
-def _sub_agent(run: LoadRun, item) -> None:  # type: ignore[no-untyped-def]
+def _sub_agent(run: LoadRun, item) -> None:
     streams = Streams(run.ctrl)
     try:
         run_session(run, item, streams)
@@ -282,7 +282,7 @@ class LLMUser(User):
 
     def on_start(self) -> None:
         run = load_of(self.environment)
-        self.run = run
+        self.load_run = run  # not `run`: that is Locust's User.run, the user's own loop
         if run is None:  # this process has no share of the test (its start failed, or it joined late)
             self.conn = None
             return
@@ -296,7 +296,7 @@ class LLMUser(User):
 
     @task
     def one_request(self) -> None:
-        run = self.run
+        run = self.load_run
         if run is None:
             raise StopUser()
         item = run.ctrl.next_item()
@@ -311,7 +311,7 @@ class LLMUser(User):
         # a multi-turn session: this user holds the conversation to its end
         run_session(run, item, self.streams, sender=self._send)
 
-    def _send(self, run: LoadRun, item, done: gevent.event.Event | None) -> None:  # type: ignore[no-untyped-def]
+    def _send(self, run: LoadRun, item, done: gevent.event.Event | None) -> None:
         rec, res = send(run, item, done, self.streams)
         status = res.status if res is not None else None
         if item.intended_ns is None and backoff.should_back_off(status, rec.error_kind):
@@ -325,7 +325,7 @@ class LLMUser(User):
             self._failures = 0
 
 
-def locust_reporter(environment):  # type: ignore[no-untyped-def]
+def locust_reporter(environment):
     """Feed Locust's own stats (UI tables, CSV): one entry per class, one event per request.
 
     Locust counts every event as a request, so a TTFT event beside the E2E one doubled its RPS
@@ -340,7 +340,7 @@ def locust_reporter(environment):  # type: ignore[no-untyped-def]
         if rec.warmup:
             return
         if rec.ok:
-            fire(request_type="LLM", name=f"{rec.class_name} e2e", response_time=rec.e2e_ns / 1e6,
+            fire(request_type="LLM", name=f"{rec.class_name} e2e", response_time=(rec.e2e_ns or 0) / 1e6,
                  response_length=rec.output_tokens or 0, exception=None, context={})
         else:
             # Locust keeps one error entry per distinct message for the whole run: numbers masked
