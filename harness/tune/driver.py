@@ -24,12 +24,12 @@ import yaml
 from harness.engines import get_kind
 from harness.results.models import FILES
 from harness.results.models.tune import SavedBaseline, TuneDoc
-from harness.sweep.flags import apply_flags, substitute
+from harness.sweep.flags import apply_flags, describe, substitute
 from harness.sweep.results import atomic_write
 from harness.tune.context import TuneContext
 from harness.tune.ledger import Ledger
 from harness.tune.load import TuneSpec
-from harness.tune.measure import Measurer
+from harness.tune.measure import Measurer, flags_key
 from harness.tune.steps import STEPS, StepResult
 from harness.tune.steps.base import no_slo_note
 
@@ -103,6 +103,9 @@ class Tuner:
         self.ledger.write()
         if not interrupted:
             self._write_recommended(doc)
+            _, unmeasured = self.final_flags()
+            if unmeasured:  # said under --quiet too: recommended.yaml is not what the steps chose
+                print(f"note: {unmeasured}", file=sys.stderr)
             saved = self._save_baseline()
             if saved is not None:
                 doc.final.baseline = SavedBaseline.model_validate(saved)
@@ -118,8 +121,20 @@ class Tuner:
             self.say(f"  note: {self.spec.source} changed since {target} was written; finished cells are matched by id")
         target.write_text(text)
 
+    def final_flags(self) -> tuple[dict[str, Any], str]:
+        """The flags to recommend and, when they are not the current best, why. The current best
+        is recommended only when an engine started with it: a value no start ever ran (a
+        max-model-len set before every start crashed) is no recommendation, and the tune file's
+        `base` is handed back unchanged instead."""
+        current = dict(self.ctx.current)
+        m = self.measurer.cache.get(flags_key(current))
+        if m is not None and m.started or current == dict(self.spec.file.base):
+            return current, ""
+        return dict(self.spec.file.base), ("no engine started with the tuned flags "
+                                           f"({describe(current) or 'the base'}), so the tune file's base is recommended unchanged")
+
     def _final(self) -> dict[str, Any]:
-        flags = dict(self.ctx.current)
+        flags, _ = self.final_flags()
         return {
             "flags": flags,
             "command": engine_command(self.spec, flags),
@@ -146,8 +161,10 @@ class Tuner:
 
     def _write_recommended(self, doc: TuneDoc) -> None:
         vs = doc.final.vs_baseline.verdict if doc.final.vs_baseline is not None else "not compared"
+        _, unmeasured = self.final_flags()
         head = (f"# harness tune {self.spec.file.name}: the recommended flags (paste as a sweep/tune `base` block).\n"
-                f"# final vs baseline: {vs}; decisions: {self.out / 'tune.json'}\n")
+                f"# final vs baseline: {vs}; decisions: {self.out / 'tune.json'}\n"
+                + (f"# {unmeasured}\n" if unmeasured else ""))
         body = yaml.safe_dump({"base": doc.final.flags}, sort_keys=False)
         atomic_write(self.out / "recommended.yaml", head + body)
 

@@ -137,3 +137,21 @@ def test_winning_budgets_are_weighed_on_itl_and_ttft_as_compare_reads_them(tmp_p
     harm = [k for k in ("itl.p99", "tpot.p50", "ttft.p50", "ttft.p99", "goodput_rps", "error_rate") if rows.get(k) == "REGRESSION"]
     assert chosen == (512 if gain and not harm else 2048), (chosen, rows, s["reason"])
     assert s["reason"].rstrip(".").endswith(f"{chosen} holds")
+
+
+def test_when_every_start_crashes_no_unmeasured_length_is_changed_or_recommended(tmp_path):
+    """Audit R17: every start crashes (a bad flag in `base`): context-length once said CHANGED and
+    recommended.yaml carried the max-model-len no engine ever ran with."""
+    doc = {"name": "all-crash", "engine": SIM, "base": {**FAST, "max-num-seqs": -1},
+           "workload": [str(TUNE / "short_chat.yaml")], "load": {"concurrency": 4},
+           "steps": ["context-length", "gpu-memory", "baseline", "final"], "measure": {"duration_s": 4, "warmup_s": 1}}
+    rc, out, text = run(write(tmp_path, doc), tmp_path / "out")
+    assert rc == 1, text[-3000:]
+    steps = by_step(out)
+    cl = steps["context-length"]
+    assert cl["verdict"] != "changed" and "not measured yet" in cl["reason"] and "must be >= 1" in cl["reason"], cl["reason"]
+    assert steps["gpu-memory"]["verdict"] == "failed" and steps["final"]["verdict"] == "skipped"
+    assert "max-model-len" not in out["final"]["flags"] and out["final"]["flags"] == doc["base"]
+    rec = (tmp_path / "out" / "recommended.yaml").read_text()
+    assert "max-model-len" not in yaml.safe_load(rec)["base"] and "no engine started with the tuned flags" in rec
+    assert "note: no engine started with the tuned flags" in text

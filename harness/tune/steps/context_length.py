@@ -38,10 +38,13 @@ class ContextLength:
             if any(s in why for s in _NO_FIT):
                 return StepResult(self.name, "failed", f"max-model-len {where}: startup fails because it does not fit: {why}",
                                   flags, [tried_row(m)])
-            # another cause (memory budget, a bad flag): the gpu-memory step looks at it
+            # another cause (memory budget, a bad flag): the gpu-memory step starts it with this
+            # length. Not 'changed': nothing with it was measured, and the tune's final flags
+            # drop it unless a later start with it succeeds (harness.tune.driver final_flags)
             ctx.current = flags
-            return StepResult(self.name, "changed" if before != required else "kept",
-                              f"max-model-len set to {where}; the engine did not start ({why}): see gpu-memory", flags, [tried_row(m)])
+            return StepResult(self.name, "kept", f"max-model-len {where} is not measured yet: the engine did not start ({why}); "
+                              "the gpu-memory step starts it with this length, and the length is recommended only once a "
+                              "start with it succeeds", flags, [tried_row(m)])
         facts = m.facts
         bits = [f"max-model-len {where}" + (f" (was {before})" if before is not None and before != required else "")]
         if facts.max_concurrency is not None:
