@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.capacity.search import TrialSettings, run_trial, scenario_at, search_capacity  # noqa: E402
-from harness.run.target import EmbeddedSim  # noqa: E402
-from harness.scenario.loader import load_scenario  # noqa: E402
+from harness.capacity.search import TrialSettings, run_trial, scenario_at, search_capacity
+from harness.run.target import EmbeddedSim
+from harness.scenario.loader import load_scenario
 
 
 def main() -> int:

@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from fidelity import measure, pct  # noqa: E402  (the same ground-truth server and join)
+from fidelity import measure, pct  # the same ground-truth server and join
 
 CONFIGS = {
     "1": ("1 process", []),

@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.metrics import percentile  # noqa: E402
+from harness.metrics import percentile
 
 
 def free_port() -> int:

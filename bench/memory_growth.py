@@ -31,7 +31,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from fidelity import free_port  # noqa: E402
+from fidelity import free_port
 
 
 def load_processes(parent: psutil.Process) -> list[psutil.Process]:

@@ -30,11 +30,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from tick_server import C_ROLE, C_TOKEN, HEAD, tail  # noqa: E402
+from tick_server import C_ROLE, C_TOKEN, HEAD, tail
 
-from harness.client import http_stream  # noqa: E402
-from harness.client.adapters.base import get_adapter  # noqa: E402
-from harness.client.http_stream import (  # noqa: E402
+from harness.client import http_stream
+from harness.client.adapters.base import get_adapter
+from harness.client.http_stream import (
     _CMSG_SPACE,
     READ_SIZE,
     SCM_TIMESTAMPNS,
@@ -43,9 +43,9 @@ from harness.client.http_stream import (  # noqa: E402
     perf_ns,
     wall_ns,
 )
-from harness.client.sse import interpret  # noqa: E402
-from harness.metrics.record import RequestRecord  # noqa: E402
-from harness.workload.builtin_tokenizer import BuiltinTokenizer  # noqa: E402
+from harness.client.sse import interpret
+from harness.metrics.record import RequestRecord
+from harness.workload.builtin_tokenizer import BuiltinTokenizer
 
 cpu = time.thread_time_ns
 

@@ -30,7 +30,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.sweep.flags import flag_key  # noqa: E402
+from harness.sweep.flags import flag_key
 
 DEFAULT_VALUES = {
     "max-num-batched-tokens": [512, 2048],

@@ -98,7 +98,10 @@ def build(model_dir: Path, out: Path) -> None:
 
     # tensors: HF names -> GGUF names (tied output: llama.cpp reuses token_embd)
     t = _tensors(model_dir)
-    f32 = lambda a: np.ascontiguousarray(a, dtype=np.float32)  # noqa: E731
+
+    def f32(a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(a, dtype=np.float32)
+
     w.add_tensor("token_embd.weight", f32(t["model.embed_tokens.weight"]))
     w.add_tensor("output_norm.weight", f32(t["model.norm.weight"]))
     if "lm_head.weight" in t and not cfg.get("tie_word_embeddings", False):

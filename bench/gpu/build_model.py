@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from build_tiny_model import build_tokenizer, silent_ids  # noqa: E402
+from build_tiny_model import build_tokenizer, silent_ids
 
 SIZES = {
     # hidden, intermediate, layers, heads, kv heads, head_dim  -> parameters (vocab 8192, tied)

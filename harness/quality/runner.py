@@ -41,7 +41,7 @@ class QualityOutput:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> QualityOutput:
-        return cls(**{k: obj.get(k) for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
+        return cls(**{k: obj[k] for k in cls.__dataclass_fields__ if k in obj})  # a missing key: its default
 
 
 @dataclass

@@ -67,4 +67,4 @@ def on_init(environment: Environment, **_kw: Any) -> None:
     session = RunSession(environment)
     if not isinstance(runner, MasterRunner):
         WorkerAgent(environment)  # after the session: its test_start hands out the plan first
-    environment.harness_session = session  # type: ignore[attr-defined]
+    environment.harness_session = session  # type: ignore[attr-defined]  # our attribute on Locust's Environment

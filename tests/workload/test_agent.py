@@ -85,7 +85,10 @@ def test_fan_out_sub_agents_start_from_the_whole_history() -> None:
         tool_calls=1, fan_out={"probability": 1.0, "agents": 3, "steps": 2, "task_tokens": 10, "result_tokens": 12}
     )
     assert [s.kind for s in c.steps] == [USER, JOIN, USER, JOIN]
-    count = lambda t: len(t.split())  # noqa: E731
+
+    def count(t: str) -> int:
+        return len(t.split())
+
     c.complete("call words here", 92, 3, count)  # its prompt was 92 tokens (server); the call sent back is 5
     assert c.fans_out
     subs = c.spawn()
