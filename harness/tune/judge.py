@@ -311,7 +311,9 @@ def decide(cmp: Comparison, objective: Objective, prior: str, incumbent: Measure
     def names(keys: list[str]) -> str:
         return ", ".join(_label(k) for k in keys)
 
-    j = lambda v, rule, why: Judgement(v, rule, why, cmp, objective)  # noqa: E731
+    def j(verdict: str, rule: str, why: str) -> Judgement:
+        return Judgement(verdict, rule, why, cmp, objective)
+
     if harm:
         return j("worse", "harm", f"worse beyond noise on {names(harm)}")
     if prior == "candidate":

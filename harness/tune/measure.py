@@ -190,7 +190,7 @@ class Measurement:
                         best[f.id] = f
         return sorted(best.values(), key=lambda f: -f.severity)
 
-    def quality_run(self):  # type: ignore[no-untyped-def]
+    def quality_run(self):
         """The config's greedy outputs (harness.quality.QualityRun) from its first cell that has
         them, or None (no quality block, or the pass failed)."""
         from harness.quality.runner import read_quality_run

@@ -12,7 +12,7 @@ class Baseline:
     name = "baseline"
     summary = "measure the current flags at the expected load: TTFT, ITL, E2E, req/s, tok/s, GPU memory, KV usage, preemptions"
 
-    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+    def run(self, ctx) -> StepResult:
         m = ctx.incumbent()
         if m is None:
             ms = ctx.measure(self.name, [ctx.current])
@@ -39,7 +39,7 @@ class Baseline:
         return StepResult(self.name, "kept", text, dict(ctx.current), [tried_row(m)])
 
 
-def tpot_p50(m) -> float | None:  # type: ignore[no-untyped-def]
+def tpot_p50(m) -> float | None:
     return m.summary_value(lambda s: s.latency_ms["tpot"].p50 if "tpot" in s.latency_ms else None)
 
 
@@ -47,7 +47,7 @@ def tpot_p50(m) -> float | None:  # type: ignore[no-untyped-def]
 FEW = 30
 
 
-def short_window(m, duration_s: float) -> str:  # type: ignore[no-untyped-def]
+def short_window(m, duration_s: float) -> str:
     """A note when the measure window is short for these requests: a median request longer than
     half the window, or fewer than 30 completions in it, leave goodput so coarse that real
     differences end as ties (seen on the H200: eager requests of 16-21 s in a 12-s window)."""

@@ -38,10 +38,12 @@ def facts(base: Measurement, final: Measurement) -> list[str]:
         out.append(f"requests within the SLOs {att}")
     hits = [m.metric("prefix_hit_rate") for m in (base, final)]
     if any(h is not None for h in hits):
-        out.append(f"prefix-cache hit rate {pair(*(None if h is None else 100 * h for h in hits), '.0f', '%')}")
+        pct = [None if h is None else 100 * h for h in hits]
+        out.append(f"prefix-cache hit rate {pair(pct[0], pct[1], '.0f', '%')}")
     gb = [m.summary_value(lambda s: s.engine.gpu_memory.used_max_bytes) for m in (base, final)]
     if any(gb):
-        out.append(f"GPU memory {pair(*(None if b is None else b / 2**30 for b in gb), '.1f', ' GiB')}")
+        gib = [None if b is None else b / 2**30 for b in gb]
+        out.append(f"GPU memory {pair(gib[0], gib[1], '.1f', ' GiB')}")
     return out
 
 
@@ -122,7 +124,7 @@ class Final:
     name = "final"
     summary = "the full benchmark on the chosen flags, afresh, compared with the baseline: every change beyond noise, good and bad"
 
-    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+    def run(self, ctx) -> StepResult:
         ms = ctx.measure(self.name, [ctx.current], fresh=True)
         if ms is None:
             return ctx.budget_skip(self.name)
