@@ -406,7 +406,7 @@ def search_capacity(
     `sim_args` serves every trial). `knob` defaults to the scenario's load mode (rate for open
     loop, concurrency for closed), `start` to its level. Trials go to `out_dir/trial-NN-...`;
     `out_dir/capacity.json` is rewritten after each. Raises UserError without an SLO."""
-    from harness.run.target import EmbeddedSim
+    from harness.run.provider import TargetProvider
 
     if not has_slo(scenario):
         raise UserError(f"scenario {scenario.name}: capacity needs an SLO to judge levels by; "
@@ -420,12 +420,12 @@ def search_capacity(
             start = 1.0 if knob == "rate" else 4
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    sim = None
-    url = target_url or settings.target_url or scenario.target.url
-    if url is None:
-        sim = EmbeddedSim(list(sim_args or []), log_path=out_dir / "sim.log").start()
-        url = sim.url
-        settings.engine_kind = settings.engine_kind or "sim"
+    # the target provider: the URL, else one built-in simulator (out_dir/sim.log) for every trial
+    targets = TargetProvider(sim_args, out_dir, settings.engine_kind)
+    target = targets.provide(scenario, target_url or settings.target_url)
+    scenario = target.applied(scenario)  # a fleet of simulators: every trial sends to all of them
+    url = target.url
+    settings.engine_kind = target.engine_kind
     settings.target_url = url
     counter = [0]
 
@@ -449,8 +449,7 @@ def search_capacity(
                                max_trials=max_trials, growth=growth, integer=knob == "concurrency",
                                max_level=max_level, knob=knob, on_trial=save)
     finally:
-        if sim is not None:
-            sim.stop()
+        targets.close()
     save(result)
     (out_dir / "capacity.md").write_text("\n".join(result.lines()) + "\n")
     return result

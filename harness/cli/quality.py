@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
     from harness.quality import judge, load_quality_set, read_quality_run
     from harness.quality.passes import quality_pass
     from harness.scenario.loader import load_scenario
-    from harness.run.target import EmbeddedSim, _auth_headers
+    from harness.run.provider import TargetProvider
+    from harness.run.target import _auth_headers
 
     scenario = load_scenario(args.scenario)
     spec = scenario.quality
@@ -64,18 +65,12 @@ def run(args: argparse.Namespace) -> int:
         if baseline is None:
             raise UserError(f"--baseline {args.baseline}: no quality.jsonl there; give a directory written by harness quality, run or sweep")
     out = lock_dir(args.out or default_run_dir(f"{scenario.name}-quality"), "--out", "quality directory")
-    url = args.target or scenario.target.url
-    sim = None
-    try:
-        if url is None:
-            out.mkdir(parents=True, exist_ok=True)
-            sim = EmbeddedSim(shlex.split(args.sim_args), log_path=out / "sim.log").start()
-            url = sim.url
+    # the target provider: --target, the scenario's, else the built-in simulator (one: a quality
+    # pass asks one server)
+    with TargetProvider(shlex.split(args.sim_args), out) as targets:
+        url = targets.provide(scenario, args.target, replicas=1).url
         result = quality_pass(spec, base_dir, url, out, model=args.model or scenario.target.model,
                               headers=_auth_headers(scenario))
-    finally:
-        if sim is not None:
-            sim.stop()
     verdict = judge(scenario.name, qset, baseline, result, spec.gate, is_baseline=baseline is None,
                     lossless=args.lossless, confidence=spec.confidence)
     from harness.quality.render import verdict_lines

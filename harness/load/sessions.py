@@ -72,7 +72,7 @@ class Sessions:
             return ()
         rec.session, rec.turn = p.index, p.turn
         self._conv_of[item.request_id] = p.session
-        return (("turn", turn_label(p.turn)),) + self.agents.labels(rec, p.session)
+        return (("turn", turn_label(p.turn)), *self.agents.labels(rec, p.session))
 
     def cut_open(self) -> None:
         """The result is taken: sessions still thinking when the window ended are cut."""

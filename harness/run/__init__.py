@@ -1,15 +1,19 @@
-"""One run's lifecycle, shared by every front end: `harness run`, sweeps, capacity search (and tune
-through sweeps) call `run_scenario`; the web UI (harness.ui) calls the same steps one by one,
-because Locust, not this package, starts and stops its load.
+"""One run's lifecycle, shared by every front end: one driver (harness.run.driver.RunDriver) and
+one target provider (harness.run.provider.TargetProvider). `harness run`, sweeps and capacity
+search (and tune through sweeps) call `run_scenario`, which drives the steps around its load
+processes; the web UI (harness.ui) drives the same steps from Locust's events, because Locust, not
+this package, starts and stops its load.
 
-    prepare.start    scenario.yaml; a bad tokenizer, dataset, trace or quality file fails here
-    prepare.resolve  embedded simulator or preflight of the URL, prefix-cache reset/salt, fingerprint
-    Instruments      engine telemetry, engine-log window, host stall meter: told when the window
-                     opens and drains
+    TargetProvider   the server given, else the built-in simulator (and a fleet's replicas), started
+                     once and stopped with the provider (also capacity search and `harness quality`)
+    RunDriver        prepare (prepare.start: scenario.yaml, a bad tokenizer, dataset, trace or
+                     quality file fails here; prepare.resolve: target, preflight, prefix-cache
+                     reset/salt, fingerprint) -> instrument (engine telemetry, engine-log window,
+                     host stall meter) -> window_start / window_end -> finish (assemble, conclude,
+                     write) -> report -> quality pass
     modes.MODES      start the load: local processes, distributed Locust, ... (a registry)
     follow.Follower  the load processes' line protocol -> progress, window marks, early stop
-    finish           assemble summary.json, conclude (checks, analyses, status), write
-    lifecycle        run_scenario: the steps above in order, console table, report, quality pass
+    lifecycle        run_scenario: the driver's steps around the load processes, console table
 
 Extension points (seams) for new work:
 
@@ -25,7 +29,9 @@ Layering: this package sits above load, telemetry, results and report and below 
 tune, the web UI and the CLI (README "Layout"; tests/test_layers.py).
 """
 
+from harness.run.driver import RunDriver
 from harness.run.lifecycle import run_scenario
 from harness.run.options import RunOptions
+from harness.run.provider import Target, TargetProvider
 
-__all__ = ["RunOptions", "run_scenario"]
+__all__ = ["RunDriver", "RunOptions", "Target", "TargetProvider", "run_scenario"]

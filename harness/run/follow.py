@@ -1,8 +1,8 @@
 """Following the load processes: their JSON lines drive the progress display and the window.
 
 Every run mode's load processes print the same lines on stdout (harness.load.main): window_start,
-window_end, drained, abort, progress. The follower tells the instruments when the measured
-window opens and when the last in-flight request has drained, feeds the progress display, asks
+window_end, drained, abort, progress. The follower tells the run driver (harness.run.driver) when
+the measured window opens and when the last in-flight request has drained, feeds the progress display, asks
 the early-stop watcher, and stops the load when the embedded simulated engine dies.
 """
 
@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from harness.results.console import Progress
 
@@ -35,10 +35,18 @@ def tail(path: Path, n: int = 8) -> list[str]:
         return []
 
 
-class Follower:
-    """Reads the load processes' JSON lines; tells the instruments when the window starts and ends."""
+class WindowMarks(Protocol):
+    """Who hears the window's marks (harness.run.driver.RunDriver)."""
 
-    def __init__(self, procs: list[subprocess.Popen[str]], progress: Progress, instruments: Any,
+    def window_start(self) -> None: ...
+
+    def window_end(self) -> None: ...
+
+
+class Follower:
+    """Reads the load processes' JSON lines; tells `marks` when the window starts and ends."""
+
+    def __init__(self, procs: list[subprocess.Popen[str]], progress: Progress, marks: WindowMarks | None,
                  watch: Callable[[list[dict[str, Any]]], str | None] | None = None,
                  engine: Any = None) -> None:
         self.procs = procs
@@ -49,7 +57,7 @@ class Follower:
         self.talked: set[int] = set()  # load processes that printed a line (signal handlers installed)
         self.stopped: set[int] = set()
         self.progress = progress
-        self.instruments = instruments  # harness.run.instruments.Instruments
+        self.marks = marks
         self.started = 0
         self.ended = 0
         self.drained = 0
@@ -74,8 +82,8 @@ class Follower:
             with self._lock:
                 if event == "window_start":
                     self.started += 1
-                    if self.started == 1 and self.instruments is not None:
-                        self.instruments.window_start()
+                    if self.started == 1 and self.marks is not None:
+                        self.marks.window_start()
                 elif event == "window_end":
                     self.ended += 1
                 elif event == "drained":
@@ -94,8 +102,8 @@ class Follower:
                     self.progress.update(list(self.latest.values()))
                     if self.watch is not None and self.stopped_early is None:
                         self._check(list(self.latest.values()))
-            if event == "drained" and self._all_drained() and self.instruments is not None:
-                self.instruments.window_end()
+            if event == "drained" and self._all_drained() and self.marks is not None:
+                self.marks.window_end()
 
     def _check(self, lines: list[dict[str, Any]]) -> None:
         """Ask the watcher; on a reason, stop the load like SIGTERM does (in-flight requests drain)."""

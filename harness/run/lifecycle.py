@@ -1,8 +1,9 @@
 """`run_scenario`: one scenario against one target, end to end, for `harness run`, sweeps and capacity.
 
-prepare (inputs, embedded simulator, preflight, prefix cache, fingerprint) -> instruments
-(telemetry, stall meter) -> start load (the run mode) -> follow the window -> finish (summary,
-checks, analyses, status) -> console table, report, quality pass. Ctrl-C stops the load
+The run driver's steps (harness.run.driver: prepare with the target provider's server or built-in
+simulator, instruments, window marks, finish, report, quality pass) around what only this front
+end does: start the load processes (the run mode), follow them through the window (console
+progress, early stop, a dying simulator) and print the console table. Ctrl-C stops the load
 gracefully and still writes what was measured (status "partial").
 """
 
@@ -16,84 +17,48 @@ from pathlib import Path
 
 from harness.errors import RunFailed, UserError
 from harness.metrics.exporter_server import open_run as open_metrics
-from harness.metrics.stall_meter import StallMeter
 from harness.results.console import Progress, print_summary
 from harness.results.layout import RunDir
 from harness.results.schema import RunSummary
 from harness.results.verdict import kinds
-from harness.run import finish, prepare
+from harness.run import prepare
+from harness.run.driver import RunDriver
 from harness.run.follow import Follower, signal_group, tail
-from harness.run.instruments import Instruments
 from harness.run.modes import MODES, Started, merge_worker_files, stop_helpers
 from harness.run.options import RunOptions
-from harness.run.target import EmbeddedSim, refuses_connections, sim_lora_args
+from harness.run.provider import TargetProvider
+from harness.run.target import EmbeddedSim, refuses_connections
 from harness.scenario.models import Scenario
 from harness.signals import stop_reason
 
 
 def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
-    """Measure `scenario` against `opts.target_url` and write the run directory `opts.out_dir`.
+    """Measure `scenario` against `opts.target_url` (None: the scenario's, else the built-in
+    simulator) and write the run directory `opts.out_dir`.
 
     Raises UserError when the target is unusable. Ctrl-C writes what was measured
     (status "partial") before re-raising KeyboardInterrupt.
     """
-    run_dir = RunDir(opts.out_dir).create()
-    prep = prepare.start(scenario, run_dir, opts.scenario_path)
-    prep.labels = opts.labels
-    sim: EmbeddedSim | None = None
-    replicas: list[EmbeddedSim] = []  # target.replicas > 1: the other built-in simulators of the fleet
-    target_url = opts.target_url or scenario.target.url or next(iter(scenario.target.endpoints or []), None)
-    engine_kind = opts.engine_kind
-    metrics = None
-    try:
-        if target_url is None:
-            args = sim_lora_args(scenario, opts.sim_args)  # the scenario's LoRA adapters, served by name
-            n = scenario.target.replicas
-            sim = EmbeddedSim(args, log_path=run_dir.sim_log).start()
-            target_url = sim.url
-            engine_kind = engine_kind or "sim"
-            for r in range(1, n):
-                replicas.append(EmbeddedSim(args, log_path=run_dir.root / f"sim.r{r}.log").start())
-            if replicas:  # the fleet's endpoints, as if given in target.endpoints
-                data = prep.scenario.model_dump(mode="json")
-                data["target"].update(replicas=1, endpoints=[target_url, *(s.url for s in replicas)])
-                prep.scenario = Scenario.model_validate(data)
-        prepare.resolve(prep, target_url, opts.model or scenario.target.model, engine_kind,
-                        reset_prefix_cache=opts.reset_prefix_cache, verbose=opts.show_progress)
-        metrics = open_metrics(opts, run_dir.root.name, prep.scenario, prep.model)
-        summary = _measure(prep, opts, metrics.env if metrics is not None else None, sim)
-        if prep.scenario.quality is not None:  # after the measured window: greedy outputs for `harness compare`
-            _quality_pass(prep, opts)
-        return summary
-    finally:
-        if metrics is not None:
-            metrics.close()
-        if sim is not None:
-            sim.stop()
-        for replica in replicas:
-            replica.stop()
+    with TargetProvider(opts.sim_args, Path(opts.out_dir), opts.engine_kind) as targets:
+        driver = RunDriver(scenario, opts, targets)
+        metrics = None
+        try:
+            prep = driver.prepare()
+            metrics = open_metrics(opts, prep.run_dir.root.name, prep.scenario, prep.model)
+            summary = _measure(driver, metrics.env if metrics is not None else None)
+            driver.quality_pass()  # after the measured window: greedy outputs for `harness compare`
+            return summary
+        finally:
+            driver.close()
+            if metrics is not None:
+                metrics.close()
 
 
-def _quality_pass(prep: prepare.Prepared, opts: RunOptions) -> None:
-    from harness.quality.passes import quality_pass
-    from harness.run.target import _auth_headers
-
-    scenario, root = prep.scenario, prep.run_dir.root
-    assert scenario.quality is not None
-    try:
-        run = quality_pass(scenario.quality, prep.scenario_dir, prep.target_url, root, model=prep.model,
-                           headers=_auth_headers(scenario))
-    except Exception as exc:  # the measured results stand without the quality outputs
-        print(f"quality pass failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return
-    if opts.show_progress:
-        errs = f", {run.errors} failed" if run.errors else ""
-        print(f"quality: {len(run.outputs)} greedy outputs in {run.seconds:.1f} s{errs} -> {root / 'quality.jsonl'}")
-
-
-def _measure(prep: prepare.Prepared, opts: RunOptions, env: dict[str, str] | None, sim: EmbeddedSim | None) -> RunSummary:
+def _measure(driver: RunDriver, env: dict[str, str] | None) -> RunSummary:
+    """Start the load processes (the run mode), follow them through the window, finish the run."""
+    opts, prep, sim = driver.opts, driver._prepared(), driver.target.sim if driver.target is not None else None
     run_dir = prep.run_dir
-    instruments = Instruments(prep, StallMeter(), opts.engine_log or (sim.log_path if sim is not None else None)).start()
+    instruments = driver.instrument()
     started = Started([], processes=max(1, opts.processes))
     log = open(run_dir.load_log, "a")
     progress = Progress(prep.scenario, enabled=opts.show_progress, live=instruments.live, sink=opts.progress_sink)
@@ -105,7 +70,7 @@ def _measure(prep: prepare.Prepared, opts: RunOptions, env: dict[str, str] | Non
             # started inside the try: a Ctrl-C (or SIGTERM, which the CLI turns into one) while
             # the processes start still stops the ones already running, in their own sessions
             MODES.get(opts.mode)().start(prep, opts, log, env, started)
-            follower = Follower(started.procs, progress, instruments, opts.watch, sim)
+            follower = Follower(started.procs, progress, driver, opts.watch, sim)
             follower.wait()
         except KeyboardInterrupt as exc:
             status = "partial"
@@ -114,7 +79,7 @@ def _measure(prep: prepare.Prepared, opts: RunOptions, env: dict[str, str] | Non
             for p in started.procs:
                 signal_group(p, signal.SIGTERM)
             if follower is None:
-                follower = Follower(started.procs, progress, instruments, opts.watch, sim)
+                follower = Follower(started.procs, progress, driver, opts.watch, sim)
             follower.interrupted = True
             try:
                 follower.wait(grace_s=opts.stop_grace_s + 10)
@@ -150,23 +115,23 @@ def _measure(prep: prepare.Prepared, opts: RunOptions, env: dict[str, str] | Non
         raise RunFailed(write_error)
     if not results:
         raise UserError(f"the load process failed before measuring anything; see {run_dir.load_log}", *tail(run_dir.load_log))
-    engine = instruments.stop_telemetry()
-    summary, metrics = finish.assemble(prep, results=results, engine=engine, stall=instruments.stall, status=status,
-                                       processes=started.processes)
-    _note_how_it_ended(summary, follower, stopped_by, run_dir)
-    _failed_though_complete(summary, prep, sim)
-    if opts.distributed and len(results) < started.processes:
-        summary.validity.warnings.append(
-            f"only {len(results)} of {started.processes} workers' final results arrived; the others' requests are "
-            f"missing (see {run_dir.load_log})")
-        summary.validity.ok = False
-    if write_error is not None:
-        summary.status, summary.status_reason = "failed", write_error
-        summary.validity.warnings.insert(0, write_error)
-        summary.validity.ok = False
-    finish.conclude(prep, summary, engine, instruments, slice_s=opts.slice_s)
+
+    def amend(summary: RunSummary) -> None:
+        _note_how_it_ended(summary, follower, stopped_by, run_dir)
+        _failed_though_complete(summary, prep, sim)
+        if opts.distributed and len(results) < started.processes:
+            summary.validity.warnings.append(
+                f"only {len(results)} of {started.processes} workers' final results arrived; the others' requests are "
+                f"missing (see {run_dir.load_log})")
+            summary.validity.ok = False
+        if write_error is not None:
+            summary.status, summary.status_reason = "failed", write_error
+            summary.validity.warnings.insert(0, write_error)
+            summary.validity.ok = False
+
+    summary, metrics = driver.summarize(results, status=status, processes=started.processes, amend=amend)
     try:
-        finish.write(prep, summary, metrics)
+        driver.write(summary, metrics)
     except OSError as exc:
         if opts.show_progress:
             print_summary(summary, run_dir.root)  # what was measured, on the console at least
@@ -179,7 +144,7 @@ def _measure(prep: prepare.Prepared, opts: RunOptions, env: dict[str, str] | Non
             chosen = chosen_percentiles(metrics.to_dict(), opts.percentiles)
         print_summary(summary, run_dir.root, chosen=chosen)
     if opts.write_report:
-        _write_report(run_dir.root, opts.show_progress)
+        _write_report(driver, opts.show_progress)
     if status == "partial" and follower is not None and follower.interrupted:
         raise stopped_by if stopped_by is not None else KeyboardInterrupt()
     return summary
@@ -237,11 +202,9 @@ def _unwritten(exc: OSError, run_dir: RunDir) -> str:
             f"harness report {run_dir.root} builds the report from them")
 
 
-def _write_report(root: Path, verbose: bool) -> None:
-    from harness.report import write_report
-
+def _write_report(driver: RunDriver, verbose: bool) -> None:
     try:
-        path = write_report(root)
+        path = driver.report()
         if verbose:
             print(f"report: {path}")
     except Exception as exc:  # noqa: BLE001 - a report failure must never lose the run

@@ -1,4 +1,5 @@
-"""What a caller asks of one run (`harness run`, sweeps, capacity search; the web UI builds its own)."""
+"""What a caller asks of one run (`harness run`, sweeps, capacity search, each test of the web UI):
+the options of the one run driver (harness.run.driver.RunDriver)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ class RunOptions:
     write_report: bool = True
     processes: int = 1
     scenario_path: str | None = None
+    #: where the scenario's relative paths start (None: the directory of scenario_path)
+    scenario_dir: Path | None = None
     #: `--percentiles`: the console table's columns, read from the HDR histograms (None: the summary's)
     percentiles: tuple[float, ...] | None = None
     #: receives each progress line instead of the terminal (a sweep shows it inside its own)
@@ -39,6 +42,18 @@ class RunOptions:
     #: reset the target's prefix cache before the run (or salt the prompts where it cannot be
     #: reset); `harness run` turns it on, sweeps reset between cells themselves (harness.run.prefix_cache)
     reset_prefix_cache: bool = False
+    #: why the prefix cache is left alone, when the user asked for that (summary.json's isolation reason)
+    reset_off_reason: str | None = None
+    #: check the scenario's quality prompts up front and run its quality pass after the window
+    #: (the web UI does neither: its tests are interactive)
+    quality: bool = True
+    #: without a tokenizer, size the prompts in the target's tokens (its POST /tokenize)
+    calibrate: bool = True
+    #: a run where most requests failed reads `failed` (the web UI shows the figures and leaves it complete)
+    judge: bool = True
+    #: the host stall meter: "thread" beside the orchestrator, or "process" where threads are
+    #: greenlets (the web UI's gevent loop would measure itself)
+    stall_meter: str = "thread"
     #: called with the latest progress line of every load process; a returned reason stops the run
     #: early (harness.capacity.saturation: an over-saturated trial), recorded in summary.load.stopped_early
     watch: Callable[[list[dict[str, Any]]], str | None] | None = None

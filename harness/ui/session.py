@@ -2,19 +2,21 @@
 
 A test started from the form (or headless) becomes one run directory: scenario.yaml,
 requests.jsonl, progress.jsonl, load_result[.wK].json, engine_metrics.jsonl, and at the end
-summary.json, histograms.json and the report, the same layout as `harness run`, because the run
-is prepared (harness.run.prepare), instrumented (harness.run.instruments) and finished
-(harness.run.finish) by the same code. What stays here is what Locust makes different: Locust's
-events start and stop the load, the workers' results arrive as messages (harness.load.distributed
-Collector), and the form may override the scenario's load. Live values: harness.ui.live; the
-view: harness.ui.view; HTTP: harness.ui.routes.
+summary.json, histograms.json and the report, the same layout as `harness run`, because each test
+is one run of the same run driver (harness.run.driver.RunDriver) and its target comes from the same
+provider (harness.run.provider.TargetProvider: one built-in simulator for the session when there
+is no --host). Locust's events drive the driver's steps: test_start prepares, resolves and
+instruments the run; the workers' window marks (their messages, through the Collector) mark the
+window; every worker's final result (or Stop) finishes it and writes its report. What stays here
+is what Locust makes different: Locust starts and stops the load, the workers' results arrive as
+messages (harness.load.distributed Collector), and the form may override the scenario's load.
+Live values: harness.ui.live; the view: harness.ui.view; HTTP: harness.ui.routes.
 """
 
 from __future__ import annotations
 
 import logging
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,11 +34,12 @@ from harness.load.messages import Delta
 from harness.metrics.exporter import MasterMetrics
 from harness.metrics.exporter_server import MetricsServer, RunMetrics
 from harness.metrics.recorder import MetricSet
-from harness.metrics.stall_meter import StallMeterProcess
 from harness.results.layout import RunDir, default_run_dir
 from harness.results.models.summary import RunSummary
-from harness.run import finish, prepare
-from harness.run.instruments import Instruments
+from harness.run import finish
+from harness.run.driver import RunDriver
+from harness.run.options import RunOptions
+from harness.run.provider import TargetProvider
 from harness.scenario import load_scenario
 from harness.scenario.models import Scenario
 from harness.ui.guard import ScenarioChoices, check_form_host, fixed_target
@@ -58,8 +61,7 @@ class Run:
         self.scenario_path = scenario_path
         self.info: dict[str, Any] = {}
         self.target_url = ""
-        self.telemetry: Any = None
-        self.stall: StallMeterProcess | None = None  # host stalls, measured outside gevent
+        self.driver: RunDriver | None = None  # the run's lifecycle (harness.run.driver), set when the test starts
         self.live = LiveStats()
         self.started = time.time()
         self.window_start: float | None = None
@@ -81,10 +83,14 @@ class Run:
         self.report: str | None = None  # "writing", "ok", "failed: ...", "off"
         self.missing: list[int] = []
         self.engine_base: dict[str, Any] = {}
-        self.prep: prepare.Prepared | None = None  # set once the run is prepared (harness.run.prepare)
-        self.instruments: Instruments | None = None
         self.metrics: RunMetrics | None = None  # --metrics-port: this test's harness_* series
         self.exported: MasterMetrics | None = None  # ... fed by every worker's deltas
+
+    @property
+    def telemetry(self) -> Any:
+        """The engine telemetry of the run (its live view), once instrumented."""
+        driver = self.driver
+        return driver.instruments.telemetry if driver is not None and driver.instruments is not None else None
 
 
 class RunSession:
@@ -104,7 +110,8 @@ class RunSession:
         self.error: list[str] = []
         self.run: Run | None = None
         self.runs: dict[str, Path] = {}
-        self.sim: Any = None
+        #: where each test's target comes from: --host, the scenario, or the session's built-in simulator
+        self.targets = TargetProvider(shlex.split(getattr(opts, "sim_args", "") or "") if opts else [])
         self._view_cache: tuple[float, dict[str, Any]] | None = None
         self.metrics_server: MetricsServer | None = None
         self.collector = Collector(environment, on_delta=self._on_delta, on_event=self._on_event)
@@ -158,20 +165,23 @@ class RunSession:
         if self.opts.spawn_rate is None:
             self.opts.spawn_rate = load.spawn_rate(self.opts.num_users)
         if not self.env.host and (not scenario.target.url or len(self.choices.files) > 1):
-            self._start_sim()
+            self._start_sim(scenario)
 
-    def _start_sim(self) -> None:
-        from harness.run.target import EmbeddedSim
+    @property
+    def sim(self) -> Any:
+        """The session's built-in simulator (None: every test has a server given)."""
+        return self.targets.sim
 
-        logdir = Path(tempfile.mkdtemp(prefix="harness-ui-sim-"))
-        args = shlex.split(getattr(self.opts, "sim_args", "") or "")
+    def _start_sim(self, scenario: Scenario) -> None:
+        """One simulator for the whole session (every test of the form may send to it)."""
+        self.targets.log_dir = Path(tempfile.mkdtemp(prefix="harness-ui-sim-"))
         try:
-            self.sim = EmbeddedSim(args, log_path=logdir / "sim.log").start()
+            sim = self.targets.start(scenario)
         except UserError as exc:
             self._fail(exc.lines, stop=False)
             return
-        self.env.host = self.sim.url
-        print(f"harness: no --host: started the built-in simulated engine at {self.sim.url} (log {logdir / 'sim.log'})",
+        self.env.host = sim.url
+        print(f"harness: no --host: started the built-in simulated engine at {sim.url} (log {sim.log_path})",
               file=sys.stderr)
 
     # ---------------------------------------------------------------- test start
@@ -212,8 +222,9 @@ class RunSession:
         return out
 
     def _begin(self) -> None:
-        """Prepare the run the way `harness run` does (harness.run.prepare), then hand the plan to
-        the Locust workers; Locust, not this plugin, starts and stops the load."""
+        """Start the test's run on the run driver, as `harness run` does (prepare, resolve,
+        instrument), then hand the plan to the Locust workers; Locust, not this plugin, starts and
+        stops the load."""
         path = str(self.choices.pick(getattr(self.opts, "scenario", "")))
         form_host, self.env.host = self.env.host, self.ui_host or None  # Locust copied the form's host there
         base = load_scenario(path)
@@ -228,19 +239,13 @@ class RunSession:
         self.run = run
         self.runs[run.name] = run_dir.root.resolve()
         self.state = "starting"
-        prep = prepare.start(scenario, run_dir, path, scenario_dir=Path(path).resolve().parent, check_quality=False)
+        run.driver = driver = RunDriver(scenario, self._run_options(run_dir, path, target), self.targets)
+        driver.start()
         if not target:
             raise UserError("no target: start harness ui with --target URL (or set target.url in the scenario)")
-        prep.labels = {"source": "locust-ui"}
-        simulated = self.sim is not None and target == self.sim.url
-        # every test starts cold: the previous test's prompts (same seed) must not be served from cache
-        prepare.resolve(prep, target, (self.model or scenario.target.model) or None, "sim" if simulated else None,
-                        reset_prefix_cache=not getattr(self.opts, "no_reset_prefix_cache", False),
-                        off_reason="--no-reset-prefix-cache", calibrate=False)
-        run.prep, run.scenario, run.target_url, run.info = prep, prep.scenario, target, prep.info
-        instruments = Instruments(prep, StallMeterProcess(run_dir.root / "stall_meter.json")).start()
-        run.instruments = instruments
-        run.telemetry, run.stall = instruments.telemetry, instruments.stall
+        prep = driver.resolve()
+        run.scenario, run.target_url, run.info = prep.scenario, target, prep.info
+        driver.instrument()
         if self.metrics_server is not None:
             # the workers (local, forked, or on other hosts) ship their counts in their deltas; this
             # process alone exports them, so each request counts once wherever it was measured
@@ -254,7 +259,7 @@ class RunSession:
         users = int(getattr(self.env.runner, "target_user_count", 0) or 0)
         if getattr(self.env, "shape_class", None) is not None:  # a LoadTestShape: one summary block per stage
             run.stages = [{"stage": "1", "users": users, "t": time.time()}]
-        plan = prep.plan(stop_grace_s=float(getattr(self.opts, "stop_grace", 30.0)),
+        plan = prep.plan(stop_grace_s=driver.opts.stop_grace_s,
                          live_metrics=self.metrics_server is not None, stage="1" if run.stages else None)
         plan.write(run_dir.plan)  # credential headers masked in the file; the in-memory plan keeps them
         self.collector.begin(plan, run_dir.root)
@@ -264,6 +269,21 @@ class RunSession:
             run.users_seen.append(users)
         print(f"harness: run {run.name}: {scenario.name} -> {target} ({run.info['model']}), "
               f"{self.collector.n} load process(es); results in {run_dir.root}", file=sys.stderr)
+
+    def _run_options(self, run_dir: RunDir, path: str, target: str) -> RunOptions:
+        """The run driver's options for one test: what makes a test from the form differ from
+        `harness run` (no quality pass, no token calibration, no failed verdict, the stall meter
+        in its own process since this one is a gevent loop)."""
+        return RunOptions(
+            out_dir=run_dir.root, target_url=target, model=self.model, scenario_path=path,
+            scenario_dir=Path(path).resolve().parent, labels={"source": "locust-ui"}, show_progress=False,
+            write_report=not getattr(self.opts, "no_report", False),
+            # every test starts cold: the previous test's prompts (same seed) must not be served from cache
+            reset_prefix_cache=not getattr(self.opts, "no_reset_prefix_cache", False),
+            reset_off_reason="--no-reset-prefix-cache",
+            stop_grace_s=float(getattr(self.opts, "stop_grace", 30.0)),
+            quality=False, calibrate=False, judge=False, stall_meter="process",
+        )
 
     def _target(self, scenario: Scenario) -> tuple[str, str]:
         """The run's target: --target, else the scenario's target.url, else the simulator."""
@@ -286,10 +306,8 @@ class RunSession:
         for line in lines:
             log.error("harness: %s", line)
         run = self.run
-        if run is not None and run.telemetry is not None:
-            run.telemetry.stop()
-        if run is not None and run.stall is not None:
-            run.stall.stop()
+        if run is not None and run.driver is not None:
+            run.driver.close()  # its telemetry and stall meter stop
         if stop:
             gevent.spawn(self.env.runner.stop)
 
@@ -322,13 +340,13 @@ class RunSession:
             # handled; distributed: a worker's stats report that overtook its window event).
             self.env.stats.total.start_time = float(run.window_start)
             self.state = "measuring"
-            if run.instruments is not None:
-                run.instruments.window_start()
+            if run.driver is not None:
+                run.driver.window_start()
         elif name == "worker_window_end":
             run.window_end = max(run.window_end or 0.0, float(line.get("t") or time.time()))
         elif name == "drained":
-            if run.instruments is not None:
-                run.instruments.window_end()
+            if run.driver is not None:
+                run.driver.window_end()
         elif name == "final":
             if run.exported is not None:
                 run.exported.worker_done(int(line.get("worker", 0)))
@@ -400,19 +418,19 @@ class RunSession:
             if run.metrics is not None:
                 run.metrics.close()  # final values stay served until the next test attaches
             run.finalized.set()
-        if self.state == "finished" and not getattr(self.opts, "no_report", False):
+        if self.state == "finished" and run.driver is not None and run.driver.opts.write_report:
             if sync or self.headless:
                 self._write_report(run)
             else:
                 gevent.spawn(self._write_report, run)
-        elif getattr(self.opts, "no_report", False):
+        elif run.driver is not None and not run.driver.opts.write_report:
             run.report = "off"
 
     def _write_summary(self, run: Run, missing: list[int]) -> None:
         collector = self.collector
         results = [collector.results[k] for k in sorted(collector.results)]
         run.missing = missing
-        engine = run.telemetry.stop() if run.telemetry is not None else {}
+        assert run.driver is not None
         stopped_early = any(r != "done" for r in collector.reasons.values()) and not run.until_stopped
         status = "partial" if (missing or stopped_early or not results) else "complete"
         load = finish.load_block(run.scenario)
@@ -428,40 +446,35 @@ class RunSession:
         warnings += load_warnings(run)
         if stopped_early:
             warnings.append("the test was stopped before the scenario's stop condition")
-        summary, metrics = finish.assemble(run.prep, results=results, engine=engine, stall=run.stall, status=status,
-                                           processes=collector.n, load=load, warnings=warnings)
-        finish.conclude(run.prep, summary, engine, run.instruments, judge=False)
+        summary, metrics = run.driver.finish(results, status=status, processes=collector.n, load=load,
+                                             warnings=warnings)
         run.final_metrics = metrics
-        finish.write(run.prep, summary, metrics)
         run.summary = summary
         print(f"harness: run {run.name} written to {run.dir.root} ({summary.requests.completed} requests, "
               f"status {status})", file=sys.stderr)
 
     def _write_report(self, run: Run) -> None:
+        """The run driver's report step, on a thread of gevent's pool: rendering the figures takes
+        seconds of CPU, and the web UI keeps answering meanwhile."""
         run.report = "writing"
         self._view_cache = None
+        driver = run.driver
+        assert driver is not None
         try:
-            proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "report", str(run.dir.root)],
-                                  capture_output=True, text=True, timeout=300)
-            if proc.returncode == 0 and (run.dir.root / "report.html").exists():
-                run.report = "ok"
-            else:
-                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-                run.report = f"failed: {tail[0]}"
-        except (OSError, subprocess.SubprocessError) as exc:
-            run.report = f"failed: {exc}"
+            gevent.get_hub().threadpool.apply(driver.report)
+            run.report = "ok"
+        except Exception as exc:  # shown in the UI; the run stands without its report
+            log.exception("harness: the report of %s was not written", run.name)
+            run.report = f"failed: {type(exc).__name__}: {exc}"
         self._view_cache = None
 
     def _on_quitting(self, **_kw: Any) -> None:
         run = self.run
         if run is not None and self.state not in ("error", "idle"):
             self._on_test_stopping(sync=True)  # Ctrl-C / SIGTERM: the run is written before exit
-        if run is not None and run.telemetry is not None and not run.finalizing:
-            run.telemetry.stop()
-        if run is not None and run.stall is not None and not run.finalizing:
-            run.stall.stop()
-        if self.sim is not None:
-            self.sim.stop()
+        if run is not None and run.driver is not None and not run.finalizing:
+            run.driver.close()
+        self.targets.close()
         if self.metrics_server is not None:
             self.metrics_server.close()
 
