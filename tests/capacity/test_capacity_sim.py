@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.capacity.search import TrialSettings, run_trial, search_capacity
-from harness.run.target import EmbeddedSim
+from harness.run.provider import TargetProvider
 from harness.scenario.loader import validate
 from harness.scenario.models import Scenario
 from harness.sim.cli import build_parser
@@ -46,9 +46,8 @@ def predicted_capacity() -> float:
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):  # type: ignore[no-untyped-def]
-    s = EmbeddedSim(SIM_ARGS, log_path=tmp_path_factory.mktemp("sim") / "sim.log").start()
-    yield s
-    s.stop()
+    with TargetProvider(SIM_ARGS, tmp_path_factory.mktemp("sim")) as targets:
+        yield targets.start()
 
 
 def test_an_over_saturated_trial_stops_early_and_says_why(sim, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

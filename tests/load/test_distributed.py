@@ -20,6 +20,7 @@ import pytest
 from harness.client import http_stream
 from harness.metrics.percentile import rank
 from harness.metrics.recorder import ALL, MetricSet
+from harness.run.provider import TargetProvider
 from harness.run.target import EmbeddedSim
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,10 +31,8 @@ REL_TOL = 2e-3
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory):
-    log = tmp_path_factory.mktemp("sim") / "sim.log"
-    engine = EmbeddedSim(["--sim-speed", "4", "--max-num-seqs", "64"], log_path=log).start()
-    yield engine
-    engine.stop()
+    with TargetProvider(["--sim-speed", "4", "--max-num-seqs", "64"], tmp_path_factory.mktemp("sim")) as targets:
+        yield targets.start()
 
 
 def _scenario(path: Path, load: dict, warmup: dict | None = None) -> Path:

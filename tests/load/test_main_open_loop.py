@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.load.plan import LoadPlan
-from harness.run.target import EmbeddedSim
+from harness.run.provider import TargetProvider
 
 from waiting import wait_for_lines  # noqa: E402
 
@@ -23,9 +23,8 @@ SIM = ["--scripted-ttft-ms", "20", "--scripted-itl-ms", "10", "--disable-log-sta
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):  # type: ignore[no-untyped-def]
-    s = EmbeddedSim(SIM, log_path=tmp_path_factory.mktemp("sim") / "sim.log").start()
-    yield s
-    s.stop()
+    with TargetProvider(SIM, tmp_path_factory.mktemp("sim")) as targets:
+        yield targets.start()
 
 
 def start(tmp_path: Path, url: str, duration_s: float, grace_s: float) -> subprocess.Popen[str]:

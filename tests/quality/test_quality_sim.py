@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.quality import judge, load_quality_set, run_quality
+from harness.run.provider import TargetProvider
 from harness.run.target import EmbeddedSim
 from harness.scenario.quality import QualityGate, QualitySpec
 
@@ -26,7 +27,7 @@ WORDS = ["the", "of", "cat", "sun", "run", "blue", "tree", "red", "fox", "box", 
 @pytest.fixture(scope="module")
 def sims(tmp_path_factory):  # type: ignore[no-untyped-def]
     """name -> a running simulator (started once per module, stopped at its end)."""
-    started: dict[str, EmbeddedSim] = {}
+    started: dict[str, TargetProvider] = {}
     flags = {
         "a": [],
         "b": [],  # a second process with the same flags as "a"
@@ -37,12 +38,12 @@ def sims(tmp_path_factory):  # type: ignore[no-untyped-def]
 
     def get(name: str) -> EmbeddedSim:
         if name not in started:
-            started[name] = EmbeddedSim(["--disable-log-stats", "--sim-speed", "200", *flags[name]], log_path=folder / f"{name}.log").start()
-        return started[name]
+            started[name] = TargetProvider(["--disable-log-stats", "--sim-speed", "200", *flags[name]], folder / name)
+        return started[name].start()
 
     yield get
-    for s in started.values():
-        s.stop()
+    for targets in started.values():
+        targets.close()
 
 
 def plain_set(tmp_path: Path, n: int = 300) -> Path:

@@ -9,13 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.run.target import EmbeddedSim
+from harness.run.provider import TargetProvider
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_an_external_engine_that_dies_mid_run_fails_the_run(tmp_path: Path) -> None:
-    engine = EmbeddedSim(["--sim-speed", "8", "--fault-crash-after-requests", "12"], log_path=tmp_path / "engine.log").start()
+    targets = TargetProvider(["--sim-speed", "8", "--fault-crash-after-requests", "12"], tmp_path / "engine")
+    engine = targets.start()
     try:
         scenario = tmp_path / "s.yaml"
         scenario.write_text(json.dumps({"name": "dies", "load": {"concurrency": 2, "duration_s": 4},
@@ -25,7 +26,7 @@ def test_an_external_engine_that_dies_mid_run_fails_the_run(tmp_path: Path) -> N
                                "--out", str(out), "--no-telemetry", "--no-report", "--quiet"],
                               capture_output=True, text=True, timeout=120, cwd=ROOT)
     finally:
-        engine.stop()
+        targets.close()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["requests"]["completed"] > 0 and summary["requests"]["errors_by_kind"].get("connect", 0) > 0
     assert proc.returncode == 1, proc.stderr

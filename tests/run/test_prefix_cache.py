@@ -14,7 +14,7 @@ import pytest
 
 from harness.results.models.engine import EngineBlock
 from harness.run.prefix_cache import hit_rate_warning, workload_max_hit_rate
-from harness.run.target import EmbeddedSim
+from harness.run.provider import TargetProvider
 from harness.scenario import Scenario
 from harness.workload.fingerprint import fingerprint
 from harness.workload.generator import WorkloadGenerator
@@ -77,9 +77,8 @@ def _run(scenario_path: Path, target: str, out: Path, *extra: str) -> dict:
 
 @pytest.fixture
 def sim(tmp_path: Path):  # type: ignore[no-untyped-def]
-    s = EmbeddedSim(["--sim-speed", "4", "--enable-prefix-caching"], log_path=tmp_path / "sim.log").start()
-    yield s
-    s.stop()
+    with TargetProvider(["--sim-speed", "4", "--enable-prefix-caching"], tmp_path) as targets:
+        yield targets.start()
 
 
 def test_second_run_against_a_long_lived_server_is_not_served_from_the_first_runs_cache(tmp_path: Path, sim) -> None:  # type: ignore[no-untyped-def]

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.run.target import EmbeddedSim
+from harness.run.provider import TargetProvider
 from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,8 @@ def _measured_lines(path: Path) -> int:
 
 
 def test_a_starved_simulated_engine_makes_the_run_invalid_with_the_figure(tmp_path: Path) -> None:
-    sim = EmbeddedSim(["--sim-speed", "4"], log_path=tmp_path / "sim.log").start()
+    targets = TargetProvider(["--sim-speed", "4"], tmp_path)
+    sim = targets.start()
     try:
         path = tmp_path / "lag.yaml"
         path.write_text(json.dumps(SCENARIO))
@@ -55,7 +56,7 @@ def test_a_starved_simulated_engine_makes_the_run_invalid_with_the_figure(tmp_pa
         os.kill(sim.proc.pid, signal.SIGCONT)
         console, _ = proc.communicate(timeout=240)
     finally:
-        sim.stop()
+        targets.close()
     assert proc.returncode == 0, console[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     lag = summary["engine"]["simulator"]
