@@ -40,9 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.quality import judge, load_quality_set, read_quality_run
     from harness.quality.passes import quality_pass
-    from harness.scenario.loader import load_scenario
     from harness.run.provider import TargetProvider
     from harness.run.target import _auth_headers
+    from harness.scenario.loader import load_scenario
 
     scenario = load_scenario(args.scenario)
     spec = scenario.quality

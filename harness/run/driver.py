@@ -34,6 +34,7 @@ from harness.results.schema import RunSummary
 from harness.run import finish, prepare
 from harness.run.instruments import Instruments
 from harness.run.options import RunOptions
+from harness.run.prepare import Prepared
 from harness.run.provider import Target, TargetProvider
 from harness.scenario.models import Scenario
 
@@ -46,18 +47,18 @@ class RunDriver:
         self.opts = opts
         self.targets = targets
         self.run_dir = RunDir(opts.out_dir)
-        self.prep: prepare.Prepared | None = None
+        self.prep: Prepared | None = None
         self.target: Target | None = None
         self.instruments: Instruments | None = None
         self.engine: dict[str, Any] | None = None  # the engine block, once telemetry stopped
 
     # ---------------------------------------------------------------- before the load
-    def prepare(self) -> prepare.Prepared:
+    def prepare(self) -> Prepared:
         """start, then resolve."""
         self.start()
         return self.resolve()
 
-    def start(self) -> prepare.Prepared:
+    def start(self) -> Prepared:
         """Write scenario.yaml and check the inputs: a bad file fails here, before any server is
         started or asked."""
         opts = self.opts
@@ -68,7 +69,7 @@ class RunDriver:
         self.prep = prep
         return prep
 
-    def resolve(self) -> prepare.Prepared:
+    def resolve(self) -> Prepared:
         """Provide the target (the built-in simulator when none is given), preflight it, size the
         prompts in its tokens, isolate its prefix cache, fingerprint the work."""
         opts, prep = self.opts, self._prepared()
@@ -170,7 +171,7 @@ class RunDriver:
         if self.engine is None and self.instruments is not None:
             self.stop_instruments()
 
-    def _prepared(self) -> prepare.Prepared:
+    def _prepared(self) -> Prepared:
         if self.prep is None:
             raise RuntimeError("RunDriver.prepare() first")
         return self.prep

@@ -109,7 +109,7 @@ class Follower:
         """Ask the watcher; on a reason, stop the load like SIGTERM does (in-flight requests drain)."""
         try:
             reason = self.watch(lines) if self.watch is not None else None
-        except Exception as exc:  # noqa: BLE001 - a watcher bug must not lose the run
+        except Exception as exc:  # a watcher bug must not lose the run
             reason, self.watch = None, None
             self.progress.note(f"warning: early-stop watcher failed ({exc}); the run continues")
         if reason:

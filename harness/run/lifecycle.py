@@ -207,7 +207,7 @@ def _write_report(driver: RunDriver, verbose: bool) -> None:
         path = driver.report()
         if verbose:
             print(f"report: {path}")
-    except Exception as exc:  # noqa: BLE001 - a report failure must never lose the run
+    except Exception as exc:  # a report failure must never lose the run
         print(f"warning: report not written: {exc}", file=sys.stderr)
 
 

@@ -192,7 +192,7 @@ class RunSession:
             self._begin()
         except UserError as exc:
             self._fail(exc.lines)
-        except Exception as exc:  # noqa: BLE001 - shown in the UI, the test is stopped
+        except Exception as exc:  # shown in the UI, the test is stopped
             log.exception("harness: the run could not start")
             self._fail([f"the run could not start: {type(exc).__name__}: {exc}"])
 
@@ -395,7 +395,7 @@ class RunSession:
             if run is not None and self.state in ("warmup", "measuring", "draining"):
                 try:
                     run.live.sample(engine_view(run), int(getattr(self.env.runner, "user_count", 0) or 0))
-                except Exception:  # noqa: BLE001 - a chart point is never worth a crash
+                except Exception:  # a chart point is never worth a crash
                     log.exception("harness: live sample failed")
 
     # ---------------------------------------------------------------- the end
@@ -408,7 +408,7 @@ class RunSession:
         try:
             self._write_summary(run, missing)
             self.state = "finished"
-        except Exception as exc:  # noqa: BLE001 - the UI must show it; the raw files stay
+        except Exception as exc:  # the UI must show it; the raw files stay
             log.exception("harness: writing the run failed")
             self.error = [f"writing {run.dir.root} failed: {type(exc).__name__}: {exc}"]
             self.state = "error"

@@ -12,11 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from waiting import wait_for_lines  # noqa: E402
 
 from harness.load.plan import LoadPlan
 from harness.run.provider import TargetProvider
-
-from waiting import wait_for_lines  # noqa: E402
 
 SIM = ["--scripted-ttft-ms", "20", "--scripted-itl-ms", "10", "--disable-log-stats"]
 

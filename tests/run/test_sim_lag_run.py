@@ -15,8 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from harness.run.provider import TargetProvider
 from waiting import wait_until
+
+from harness.run.provider import TargetProvider
 
 ROOT = Path(__file__).resolve().parents[2]
 
