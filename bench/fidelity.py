@@ -45,7 +45,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def pct(values, q):  # type: ignore[no-untyped-def]
+def pct(values, q):
     v = percentile.of_values(values, q)  # nearest rank, as the harness's own figures
     return float("nan") if v is None else v
 

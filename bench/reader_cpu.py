@@ -84,7 +84,7 @@ def one_round(reader: str, streams: int, tokens: int) -> tuple[float, float, int
     events = 0
     sol, scm, timespec = socket.SOL_SOCKET, SCM_TIMESTAMPNS, http_stream._TIMESPEC
     if reader == "native":
-        read_ready = http_stream._native.read_ready  # type: ignore[union-attr]
+        read_ready = http_stream._native.read_ready
     for payload in steps:
         for _c, s in conns:
             s.sendall(payload)
@@ -106,7 +106,7 @@ def one_round(reader: str, streams: int, tokens: int) -> tuple[float, float, int
                             sec, nsec = timespec.unpack_from(pl)
                             stamp = min(sec * 1_000_000_000 + nsec - offset, now)
                             break
-                    p.feed(data, stamp)  # type: ignore[attr-defined]
+                    p.feed(data, stamp)
             read_ns += cpu() - t0
             left -= ready
             events += ready
@@ -114,7 +114,7 @@ def one_round(reader: str, streams: int, tokens: int) -> tuple[float, float, int
     t0 = cpu()
     for p in parsers.values():
         rec = RequestRecord(index=0, class_name="c", sent_ns=0)
-        interpret(rec, p.res.lines, adapter, count)  # type: ignore[attr-defined]
+        interpret(rec, p.res.lines, adapter, count)
         assert rec.output_tokens == tokens and rec.error_kind is None, rec.error_kind
     interp_ns = cpu() - t0
     for c, s in conns:

@@ -67,14 +67,14 @@ class StreamClient(asyncio.Protocol):
         self.tail = b""
         self.closed = asyncio.get_running_loop().create_future()
 
-    def connection_made(self, transport) -> None:  # type: ignore[no-untyped-def]
+    def connection_made(self, transport) -> None:
         self.transport = transport
         sock = transport.get_extra_info("socket")
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def send(self) -> None:
         self.stats["requests"] += 1
-        self.transport.write(self.request)  # type: ignore[union-attr]
+        self.transport.write(self.request)
 
     def data_received(self, data: bytes) -> None:
         self.stats["events"] += data.count(b"\n\n")
@@ -85,11 +85,11 @@ class StreamClient(asyncio.Protocol):
             if not self.stop.is_set():
                 self.send()
             else:
-                self.transport.close()  # type: ignore[union-attr]
+                self.transport.close()
         else:
             self.tail = buf[-32:]
 
-    def connection_lost(self, exc) -> None:  # type: ignore[no-untyped-def]
+    def connection_lost(self, exc) -> None:
         if not self.closed.done():
             self.closed.set_result(None)
 

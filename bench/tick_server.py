@@ -282,7 +282,7 @@ def listener(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(args: argparse.Namespace, worker: int, epoch: int, ready) -> None:  # type: ignore[no-untyped-def]
+def serve(args: argparse.Namespace, worker: int, epoch: int, ready) -> None:
     w = Worker(listener(args.host, args.port), int(args.ttft_ms * 1e6), int(args.itl_ms * 1e6), args.tokens, epoch)
 
     def _stop(*_a: object) -> None:

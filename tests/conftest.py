@@ -17,7 +17,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _readers() -> list:  # type: ignore[type-arg]
+def _readers() -> list:
     from harness.client.http_stream import native_available
 
     skip = pytest.mark.skip(reason="the native reader was not built here (no C compiler at install time)")
@@ -25,7 +25,7 @@ def _readers() -> list:  # type: ignore[type-arg]
 
 
 @pytest.fixture(params=_readers())
-def reader(request, monkeypatch):  # type: ignore[no-untyped-def]
+def reader(request, monkeypatch):
     """Run a test under each stream reader: this process's (http_stream.READER) and the
     subprocesses' it starts ($HARNESS_READER). Use it with `pytestmark = usefixtures("reader")`."""
     from harness.client import http_stream

@@ -106,7 +106,7 @@ class FakeOpenAI:
         self.authorization: list[str | None] = []
 
     @web.middleware
-    async def _record(self, request: web.Request, handler):  # type: ignore[no-untyped-def]
+    async def _record(self, request: web.Request, handler):
         self.authorization.append(request.headers.get("Authorization"))
         return await handler(request)
 

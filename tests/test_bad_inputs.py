@@ -307,7 +307,7 @@ def handled_well(rc: int, stderr: str, expect: str) -> str | None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_bad_input_is_one_error_line_naming_the_field(case: Case, tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_is_one_error_line_naming_the_field(case: Case, tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # the default run directory (results/...) lands here
     argv = argv_for(case, tmp_path)
     try:

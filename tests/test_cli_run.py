@@ -35,7 +35,7 @@ def _file(tmp_path: Path) -> Path:
     return path
 
 
-def test_rate_and_requests_overrides_run_open_loop(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_rate_and_requests_overrides_run_open_loop(fake_openai, tmp_path: Path) -> None:
     """--rate replaces the file's concurrency, --requests its duration; no --out: results/<time>-<name>/;
     --user-clock is recorded as the clock used; --processes 2 still gives one requests.jsonl;
     --reader python is recorded as the reader that ran."""
@@ -78,7 +78,7 @@ def test_unreachable_target_is_one_line_exit_2(tmp_path: Path) -> None:
     ]
 
 
-def test_unknown_model_is_one_line_exit_2(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_model_is_one_line_exit_2(fake_openai, tmp_path: Path) -> None:
     proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url, "--model", "nope",
                    "--out", str(tmp_path / "r"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -96,7 +96,7 @@ def test_unknown_model_is_one_line_exit_2(fake_openai, tmp_path: Path) -> None: 
     assert proc.returncode == 2 and "not empty (an earlier run?)" in proc.stderr
 
 
-def test_fail_on_invalid_exits_99_with_the_warnings_text(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_fail_on_invalid_exits_99_with_the_warnings_text(fake_openai, tmp_path: Path) -> None:
     """CI can fail a run that carries validity warnings (issue 25): here the server counts 10 %
     more prompt tokens than intended (tests/fake_openai.py `scaled`)."""
     path = tmp_path / "varied.yaml"

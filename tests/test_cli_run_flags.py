@@ -13,7 +13,7 @@ import yaml
 from test_cli_run import _file, harness
 
 
-def test_quick_run_without_a_file_with_locust_flags_and_exports(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_quick_run_without_a_file_with_locust_flags_and_exports(fake_openai, tmp_path: Path) -> None:
     out = tmp_path / "q"
     proc = harness("run", "--target", fake_openai.url, "--input-tokens", "12", "--output-tokens", "3",
                    "--requests", "10", "-u", "2", "-r", "4", "--header", "X-Team: bench", "--api-key-env", "BENCH_KEY",
@@ -42,7 +42,7 @@ def test_quick_run_without_a_file_with_locust_flags_and_exports(fake_openai, tmp
         abs(exported["percentiles_ms"]["_all"]["ttft"]["p95"] - float(ttft["p95"])) < 1e-3
 
 
-def test_duration_spellings_on_the_command_line(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_duration_spellings_on_the_command_line(fake_openai, tmp_path: Path) -> None:
     out = tmp_path / "t"
     proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url, "-t", "1500ms", "--warmup", "0s",
                    "--no-telemetry", "--no-report", "--quiet", "--out", str(out))
@@ -76,7 +76,7 @@ def test_flag_errors_are_one_line_naming_the_flag(tmp_path: Path) -> None:
     assert str(tmp_path) not in proc.stderr
 
 
-def test_target_with_v1_gets_the_server_root_hint(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_target_with_v1_gets_the_server_root_hint(fake_openai, tmp_path: Path) -> None:
     proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url + "/v1", "--out", str(tmp_path / "r"))
     assert proc.returncode == 2
     assert f"give the server root, --target {fake_openai.url}" in proc.stderr
@@ -114,7 +114,7 @@ def test_bash_completion_completes_commands_flags_and_choices(tmp_path: Path) ->
     assert zsh.startswith("autoload -U +X bashcompinit") and "complete -o filenames" in zsh
 
 
-def test_a_key_given_in_a_header_is_sent_but_written_nowhere(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_key_given_in_a_header_is_sent_but_written_nowhere(fake_openai, tmp_path: Path) -> None:
     """Audit R2: `--header 'Authorization: Bearer ...'` put the key in clear into scenario.yaml and
     load_plan.json. Now every file holds `[redacted]`, and every load process (one, several, a
     Locust master's worker) still sends the real value."""

@@ -12,11 +12,11 @@ from harness.cli.main import build_parser
 K8S = Path(__file__).resolve().parents[1] / "docs" / "kubernetes"
 
 
-def _docs(name: str) -> dict[str, dict]:  # type: ignore[type-arg]
+def _docs(name: str) -> dict[str, dict]:
     return {d["kind"]: d for d in yaml.safe_load_all((K8S / name).read_text())}
 
 
-def _container(job: dict) -> dict:  # type: ignore[type-arg]
+def _container(job: dict) -> dict:
     (container,) = job["spec"]["template"]["spec"]["containers"]
     return container
 

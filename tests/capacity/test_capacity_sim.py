@@ -45,12 +45,12 @@ def predicted_capacity() -> float:
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory):  # type: ignore[no-untyped-def]
+def sim(tmp_path_factory):
     with TargetProvider(SIM_ARGS, tmp_path_factory.mktemp("sim")) as targets:
         yield targets.start()
 
 
-def test_an_over_saturated_trial_stops_early_and_says_why(sim, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_an_over_saturated_trial_stops_early_and_says_why(sim, tmp_path: Path) -> None:
     rate = 4 * predicted_capacity()  # four times what it carries: the queue grows ~3x capacity per second
     trial = run_trial(scenario(rate, 60.0), "rate", rate, tmp_path / "t", TrialSettings(target_url=sim.url))
     assert trial.saturated and "over-saturated" in trial.saturated
@@ -62,7 +62,7 @@ def test_an_over_saturated_trial_stops_early_and_says_why(sim, tmp_path: Path) -
 
 
 @pytest.mark.slow  # 6-9 trials of 6 s (~50 s); fast: the search on known boundaries (test_search.py), a trial over HTTP (above)
-def test_the_search_finds_the_cost_models_capacity(sim, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_search_finds_the_cost_models_capacity(sim, tmp_path: Path) -> None:
     capacity = predicted_capacity()  # about 2.7 req/s
     res = search_capacity(scenario(1.5, 6.0), tmp_path, attainment=0.9, precision=0.1, max_trials=9,
                           growth=1.6, settings=TrialSettings(target_url=sim.url))
@@ -78,7 +78,7 @@ def test_the_search_finds_the_cost_models_capacity(sim, tmp_path: Path) -> None:
         assert (Path(t.run_dir) / "summary.json").exists() and (Path(t.run_dir) / "requests.jsonl").exists()
 
 
-def test_every_trial_starts_with_the_prefix_cache_reset(sim, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_every_trial_starts_with_the_prefix_cache_reset(sim, tmp_path: Path) -> None:
     """The same seeded prompts at every level against one long-lived engine: without a reset the
     second trial is served from the first one's cache (audit N2: hit rates of 25-50% on a workload
     that can produce 0%). Each trial resets it, as `harness run` does, and says so."""

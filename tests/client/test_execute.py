@@ -44,7 +44,7 @@ def _run(
     return execute(conn, spec, build_payload(spec, Prompt("", "hello there", max_tokens)), rec, count)
 
 
-def test_ok_stream(fake_openai) -> None:  # type: ignore[no-untyped-def]
+def test_ok_stream(fake_openai) -> None:
     rec = _run(fake_openai.url, "ok")
     assert rec.ok and rec.http_status == 200
     assert len(rec.chunk_ns) == 6 and rec.chunk_tokens == [1] * 6
@@ -55,27 +55,27 @@ def test_ok_stream(fake_openai) -> None:  # type: ignore[no-untyped-def]
     assert rec.clock in ("kernel", "user") and rec.connect_ns > 0
 
 
-def test_completions_api(fake_openai) -> None:  # type: ignore[no-untyped-def]
+def test_completions_api(fake_openai) -> None:
     rec = _run(fake_openai.url, "ok", api="openai-completions")
     assert rec.ok and len(rec.chunk_ns) == 6 and rec.output_tokens == 6
 
 
-def test_multi_token_chunks(fake_openai) -> None:  # type: ignore[no-untyped-def]
+def test_multi_token_chunks(fake_openai) -> None:
     rec = _run(fake_openai.url, "multi", max_tokens=7)
     assert rec.ok and rec.chunk_tokens == [3, 3, 1] and rec.output_tokens == 7
 
 
-def test_continuous_usage(fake_openai) -> None:  # type: ignore[no-untyped-def]
+def test_continuous_usage(fake_openai) -> None:
     rec = _run(fake_openai.url, "continuous", max_tokens=5)
     assert rec.ok and rec.output_source == "continuous_usage" and rec.chunk_tokens == [1] * 5
 
 
-def test_reasoning(fake_openai) -> None:  # type: ignore[no-untyped-def]
+def test_reasoning(fake_openai) -> None:
     rec = _run(fake_openai.url, "reasoning", max_tokens=4)
     assert rec.ok and len(rec.chunk_ns) == 4  # the two reasoning chunks count
 
 
-def test_no_usage(fake_openai) -> None:  # type: ignore[no-untyped-def]
+def test_no_usage(fake_openai) -> None:
     rec = _run(fake_openai.url, "nousage", max_tokens=4)
     assert rec.ok and rec.output_source == "tokenizer" and rec.output_tokens == 4 and rec.input_tokens is None
 
@@ -91,19 +91,19 @@ def test_no_usage(fake_openai) -> None:  # type: ignore[no-untyped-def]
         ("empty", "empty_output", ""),
     ],
 )
-def test_error_kinds(fake_openai, model: str, kind: str, detail: str) -> None:  # type: ignore[no-untyped-def]
+def test_error_kinds(fake_openai, model: str, kind: str, detail: str) -> None:
     rec = _run(fake_openai.url, model)
     assert not rec.ok and rec.error_kind == kind, rec.error_detail
     assert detail in rec.error_detail
 
 
-def test_connection_survives_errors_and_is_reused(fake_openai) -> None:  # type: ignore[no-untyped-def]
+def test_connection_survives_errors_and_is_reused(fake_openai) -> None:
     conn = Connection(Endpoint.parse(fake_openai.url), timeout_s=10)
     kinds = [_run(fake_openai.url, m, conn=conn).error_kind for m in ("ok", "error429", "ok", "cut", "ok")]
     assert kinds == [None, "http_429", None, "disconnect", None]
 
 
-def _raw_error(status: str, body: bytes, ctype: str = "application/json") -> list:  # type: ignore[type-arg]
+def _raw_error(status: str, body: bytes, ctype: str = "application/json") -> list:
     head = f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
     return [("request",), ("send", head + body), ("hold",)]
 

@@ -27,7 +27,7 @@ EVENTS = [
 SSE = b"".join(e + b"\n\n" for e in EVENTS) + b": a comment line\n\n"
 
 
-def _request(server: RawServer, conn: Connection | None = None, timeout_s: float = 5.0, **kw):  # type: ignore[no-untyped-def]
+def _request(server: RawServer, conn: Connection | None = None, timeout_s: float = 5.0, **kw):
     conn = conn or Connection(Endpoint.parse(server.url), timeout_s=timeout_s, **kw)
     deadline = perf_ns() + int(timeout_s * 1e9)
     _offset, sent, res = conn.request("POST", "/v1/chat/completions", {"X-A": "1"}, b'{"x":1}', deadline)

@@ -65,7 +65,7 @@ def recorded() -> list[list[tuple[bytes, int]]]:
     return [[(base64.b64decode(d), stamp) for d, stamp in r["segments"]] for r in doc["responses"]]
 
 
-def outcome(parser, segments: list[tuple[bytes, int]], eof_stamp: int | None) -> tuple:  # type: ignore[no-untyped-def]
+def outcome(parser, segments: list[tuple[bytes, int]], eof_stamp: int | None) -> tuple:
     """Everything a reader produces for these segments (or the error it raised)."""
     try:
         for data, stamp in segments:
@@ -180,7 +180,7 @@ def test_eof_before_and_inside_the_head() -> None:
         assert py[0] == "error" and nat == py
 
 
-def _stamped_pair():  # type: ignore[no-untyped-def]
+def _stamped_pair():
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)

@@ -31,7 +31,7 @@ DATA = Path(__file__).parent / "data" / "sim_stream_segments.json"
 FIELDS = [f for f in RequestRecord.__dataclass_fields__ if f != "_derived"]
 
 
-def record(lines, adapter, reader: str, monkeypatch) -> tuple:  # type: ignore[no-untyped-def]
+def record(lines, adapter, reader: str, monkeypatch) -> tuple:
     monkeypatch.setattr(http_stream, "READER", reader)
     rec = RequestRecord(index=0, class_name="c", sent_ns=1_000)
     try:
@@ -41,14 +41,14 @@ def record(lines, adapter, reader: str, monkeypatch) -> tuple:  # type: ignore[n
     return ("ok", *[getattr(rec, f) for f in FIELDS])
 
 
-def agree(lines, adapter, monkeypatch) -> tuple:  # type: ignore[no-untyped-def]
+def agree(lines, adapter, monkeypatch) -> tuple:
     py = record(lines, adapter, "python", monkeypatch)
     nat = record(lines, adapter, "native", monkeypatch)
     assert nat == py, lines
     return py
 
 
-def test_recorded_engine_streams(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_recorded_engine_streams(monkeypatch) -> None:
     doc = json.loads(DATA.read_text())
     for r in doc["responses"]:
         p = ResponseParser()
@@ -97,7 +97,7 @@ def _piece(rnd: random.Random, chat: bool) -> bytes:
 
 
 @pytest.mark.parametrize("adapter", [CHAT, COMPL], ids=["chat", "completions"])
-def test_random_streams_agree(adapter, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_random_streams_agree(adapter, monkeypatch) -> None:
     rnd = random.Random(adapter.name)
     outcomes = {"ok": 0, "error": 0}
     scanned = 0
@@ -116,7 +116,7 @@ def test_random_streams_agree(adapter, monkeypatch) -> None:  # type: ignore[no-
     assert scanned > 300
 
 
-def test_not_what_a_reader_makes_goes_to_python(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_not_what_a_reader_makes_goes_to_python(monkeypatch) -> None:
     assert native.scan([(1, "data: x")], native.KIND_CHAT, sse._loads) is None
     assert native.scan([[1, b"data: {}"]], native.KIND_CHAT, sse._loads) is None
     agree([(5, b'data: {"choices":[{"delta":{"content":"x"}}]}'), (6, b"data: [DONE]")], CHAT, monkeypatch)
@@ -159,7 +159,7 @@ def _templated(rnd: random.Random, chat: bool) -> list[tuple[int, bytes]]:
 
 
 @pytest.mark.parametrize("adapter", [CHAT, COMPL], ids=["chat", "completions"])
-def test_engine_like_streams_through_the_skeleton_agree(adapter, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_engine_like_streams_through_the_skeleton_agree(adapter, monkeypatch) -> None:
     rnd = random.Random("skeleton" + adapter.name)
     outcomes = {"ok": 0, "error": 0}
     scanned = 0

@@ -38,7 +38,7 @@ def text_ev(text: str, usage: dict[str, Any] | None = None) -> bytes:
 DONE = b"data: [DONE]"
 
 
-def run(lines: list[tuple[int, bytes]], adapter=CHAT, tok=count) -> RequestRecord:  # type: ignore[no-untyped-def]
+def run(lines: list[tuple[int, bytes]], adapter=CHAT, tok=count) -> RequestRecord:
     rec = RequestRecord(index=0, class_name="c", sent_ns=1_000)
     interpret(rec, lines, adapter, tok)
     return rec

@@ -38,7 +38,7 @@ def test_chunked_prefill_shrinks_the_inside_outside_gap(runs):
         _gaps(runs)
 
 
-def _gaps(runs) -> None:  # type: ignore[no-untyped-def]
+def _gaps(runs) -> None:
     off, on = runs["off"]["diagnosis"]["interference"], runs["on"]["diagnosis"]["interference"]
     for b in (off, on):
         assert b["long_prefills"] >= 3 and b["inside"]["count"] >= 20, b

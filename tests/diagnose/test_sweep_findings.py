@@ -34,7 +34,7 @@ def test_sweep_closing_table_and_index_carry_the_diagnosis(tmp_path):
     retry_on_sim_lag(lambda out: _sweep_and_check(tmp_path, out), tmp_path)
 
 
-def _sweep_and_check(tmp_path, out) -> None:  # type: ignore[no-untyped-def]
+def _sweep_and_check(tmp_path, out) -> None:
     proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "sweep", str(tmp_path / "sweep.yaml"), "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -56,7 +56,7 @@ def harness(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
 
 
 @pytest.fixture(scope="module")
-def contract_run(fake_openai, tmp_path_factory):  # type: ignore[no-untyped-def]
+def contract_run(fake_openai, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("contract")
     path = tmp / "contract.yaml"
     path.write_text(SCENARIO)
@@ -66,7 +66,7 @@ def contract_run(fake_openai, tmp_path_factory):  # type: ignore[no-untyped-def]
     return proc, out, path
 
 
-def test_run_succeeds_and_prints_the_table(contract_run) -> None:  # type: ignore[no-untyped-def]
+def test_run_succeeds_and_prints_the_table(contract_run) -> None:
     proc, out, _ = contract_run
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -74,7 +74,7 @@ def test_run_succeeds_and_prints_the_table(contract_run) -> None:  # type: ignor
         assert label in proc.stdout
 
 
-def test_summary_has_every_contract_key(contract_run) -> None:  # type: ignore[no-untyped-def]
+def test_summary_has_every_contract_key(contract_run) -> None:
     _, out, _ = contract_run
     s = json.loads((out / "summary.json").read_text())
     assert s["schema_version"] == 1 and s["status"] == "complete"
@@ -105,7 +105,7 @@ def test_summary_has_every_contract_key(contract_run) -> None:  # type: ignore[n
     assert s["client"]["warmup_requests"] == 2
 
 
-def test_tokens_match_requests(contract_run) -> None:  # type: ignore[no-untyped-def]
+def test_tokens_match_requests(contract_run) -> None:
     _, out, _ = contract_run
     s = json.loads((out / "summary.json").read_text())
     lines = [json.loads(rec) for rec in (out / "requests.jsonl").read_text().splitlines()]
@@ -121,7 +121,7 @@ def test_tokens_match_requests(contract_run) -> None:  # type: ignore[no-untyped
     assert s["latency_ms"]["ttft"]["mean"] == pytest.approx(sum(ttfts) / len(ttfts), rel=1e-3)
 
 
-def test_histograms_decode(contract_run) -> None:  # type: ignore[no-untyped-def]
+def test_histograms_decode(contract_run) -> None:
     _, out, _ = contract_run
     s = json.loads((out / "summary.json").read_text())
     ms = MetricSet.from_dict(json.loads((out / "histograms.json").read_text()))
@@ -130,7 +130,7 @@ def test_histograms_decode(contract_run) -> None:  # type: ignore[no-untyped-def
     assert again["latency_ms"]["e2e"] == s["latency_ms"]["e2e"]
 
 
-def test_scenario_yaml_reloads_with_the_same_fingerprint(contract_run) -> None:  # type: ignore[no-untyped-def]
+def test_scenario_yaml_reloads_with_the_same_fingerprint(contract_run) -> None:
     _, out, original = contract_run
     s = json.loads((out / "summary.json").read_text())
     resolved = load_scenario(out / "scenario.yaml")
@@ -139,7 +139,7 @@ def test_scenario_yaml_reloads_with_the_same_fingerprint(contract_run) -> None: 
     assert fingerprint(load_scenario(original))["value"] == s["scenario"]["fingerprint"]["value"]
 
 
-def test_api_key_never_written(contract_run) -> None:  # type: ignore[no-untyped-def]
+def test_api_key_never_written(contract_run) -> None:
     proc, out, _ = contract_run
     files = [p for p in out.rglob("*") if p.is_file()]
     assert {"summary.json", "histograms.json", "requests.jsonl", "scenario.yaml"} <= {p.name for p in files}
@@ -149,7 +149,7 @@ def test_api_key_never_written(contract_run) -> None:  # type: ignore[no-untyped
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_keeps_what_was_measured(fake_openai, tmp_path: Path, sig: int) -> None:  # type: ignore[no-untyped-def]
+def test_ctrl_c_keeps_what_was_measured(fake_openai, tmp_path: Path, sig: int) -> None:
     """Ctrl-C, or SIGTERM (a CI job cancelled, a sweep stopped), writes what was measured."""
     path = tmp_path / "long.yaml"
     path.write_text(SCENARIO.replace("requests: 12}", "duration_s: 60}").replace("warmup: {requests: 2}\n", ""))
@@ -193,7 +193,7 @@ def _processes_mentioning(text: str) -> list[int]:
     return pids
 
 
-def test_second_ctrl_c_stops_the_load_at_once(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_second_ctrl_c_stops_the_load_at_once(fake_openai, tmp_path: Path) -> None:
     """Two Ctrl-C: no load process may outlive `harness run` (they run in their own sessions)."""
     path = tmp_path / "slow.yaml"
     path.write_text(SCENARIO.replace("requests: 12}", "duration_s: 60}").replace("warmup: {requests: 2}\n", "")
@@ -222,7 +222,7 @@ def test_second_ctrl_c_stops_the_load_at_once(fake_openai, tmp_path: Path) -> No
     assert not _processes_mentioning(str(out / "load_plan.json"))  # requests of 20 s would still be running
 
 
-def test_kill_9_of_harness_run_stops_its_load_process_at_once(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_kill_9_of_harness_run_stops_its_load_process_at_once(fake_openai, tmp_path: Path) -> None:
     """Audit R7: after `kill -9` of `harness run` its load process took the parent-death SIGTERM as a
     graceful stop, drained for its grace (~40 s) and appended 21 lines to the dead run's files. Now
     it sees its parent gone and stops at once; the lines recorded before the kill stay whole."""
@@ -254,7 +254,7 @@ def test_kill_9_of_harness_run_stops_its_load_process_at_once(fake_openai, tmp_p
     assert not (out / "summary.json").exists()
 
 
-def test_a_full_disk_says_so_and_keeps_what_was_measured(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_full_disk_says_so_and_keeps_what_was_measured(fake_openai, tmp_path: Path) -> None:
     """Audit R5: a full disk under requests.jsonl killed the load process on the write error (its
     traceback could not be written either) and the run said "the load process failed before
     measuring anything", exit 2. Here requests.jsonl is /dev/full (every write: ENOSPC): the load

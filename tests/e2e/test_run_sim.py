@@ -34,7 +34,7 @@ RUN_ELSEWHERE = {
 
 
 @pytest.fixture(scope="module")
-def runs(request, tmp_path_factory):  # type: ignore[no-untyped-def]
+def runs(request, tmp_path_factory):
     """Runs the selected scenarios, all at once."""
     selected = {it.callspec.params["name"] for it in request.session.items
                 if it.module is request.module and hasattr(it, "callspec") and "name" in it.callspec.params}
@@ -68,7 +68,7 @@ def test_scenarios_are_shipped() -> None:
 
 @pytest.mark.parametrize("name", [pytest.param(p.stem, marks=pytest.mark.slow) if p.stem in RUN_ELSEWHERE else p.stem
                                   for p in SCENARIOS])
-def test_shipped_scenario_against_the_simulated_engine(runs, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_shipped_scenario_against_the_simulated_engine(runs, name: str) -> None:
     rc, stderr, out = runs[name]
     assert rc == 0, stderr[-3000:]
     assert "Traceback" not in stderr

@@ -63,8 +63,8 @@ def test_adapter_choice_is_seeded_and_sessions_keep_theirs() -> None:
     sess = next(p for p in picks if p.class_name == "s")
     assert sess.adapter == "only"
     conv = sess.session
-    conv.complete(" a b", sess.input_tokens, 2, lambda t: len(t.split()))  # type: ignore[union-attr]
-    assert g1.session_turn(conv).adapter == "only"  # type: ignore[arg-type]
+    conv.complete(" a b", sess.input_tokens, 2, lambda t: len(t.split()))
+    assert g1.session_turn(conv).adapter == "only"
     # adding adapters changes no prompt
     bare = Scenario.model_validate({**sc.model_dump(), "workload": {**sc.model_dump()["workload"], "adapters": None}})
     assert WorkloadGenerator(bare).request(7).text == g2.request(7).text

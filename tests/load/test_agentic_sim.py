@@ -24,7 +24,7 @@ SCENARIO = ROOT / "scenarios" / "agentic_mix.yaml"
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):  # type: ignore[no-untyped-def]
+def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("agentic")
     base = [str(SCENARIO), "--duration", "8", "--quiet", "--no-report"]
     # two runs: one load process on one engine; two load processes on a two-replica fleet
@@ -55,7 +55,7 @@ def _sessions(reqs: list[dict]) -> dict[int, list[dict]]:
     return out
 
 
-def test_cached_tokens_grow_with_the_history(runs) -> None:  # type: ignore[no-untyped-def]
+def test_cached_tokens_grow_with_the_history(runs) -> None:
     s, _ = runs["one"]
     turns = s["groups"]["turn"]
     cached = [turns[t]["cache"]["cached_tokens"] / turns[t]["cache"]["requests_reporting"] for t in ("1", "2", "3", "4")]
@@ -66,7 +66,7 @@ def test_cached_tokens_grow_with_the_history(runs) -> None:  # type: ignore[no-u
     assert "cache" in s["per_class"]["chat"] and "call" not in str(s["per_class"]["chat"])
 
 
-def test_sub_agents_are_served_the_parents_prefix(runs) -> None:  # type: ignore[no-untyped-def]
+def test_sub_agents_are_served_the_parents_prefix(runs) -> None:
     _, reqs = runs["one"]
     firsts: dict[tuple[int, str], dict] = {}
     for r in reqs:
@@ -86,7 +86,7 @@ def test_sub_agents_are_served_the_parents_prefix(runs) -> None:  # type: ignore
     assert sub["hit_rate"] > 0.7 and sub["hit_rate"] == pytest.approx(sub["ideal_hit_rate"], abs=0.05)
 
 
-def test_session_wall_time_is_split(runs) -> None:  # type: ignore[no-untyped-def]
+def test_session_wall_time_is_split(runs) -> None:
     s, _ = runs["one"]
     a = s["sessions"]["agent"]
     assert a["sessions"] >= 4 and a["calls_per_session"] > 2 and a["tool_calls"] > 0 and a["fan_outs"] > 0
@@ -97,7 +97,7 @@ def test_session_wall_time_is_split(runs) -> None:  # type: ignore[no-untyped-de
         assert share["engine"] > 0 and share["tools"] > 0
 
 
-def test_a_session_and_its_sub_agents_stay_together(runs) -> None:  # type: ignore[no-untyped-def]
+def test_a_session_and_its_sub_agents_stay_together(runs) -> None:
     s, reqs = runs["fleet"]
     sessions = _sessions(reqs)
     assert any(any(r.get("agent") for r in rs) for rs in sessions.values())

@@ -22,7 +22,7 @@ SCENARIO = ROOT / "scenarios" / "block_trace_replay.yaml"
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):  # type: ignore[no-untyped-def]
+def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("block_trace")
     # twice the trace's pace for 10 s: about half of its 132 sessions, the same reuse pattern
     base = [str(SCENARIO), "--rate", "10", "--duration", "10", "--quiet", "--no-report"]
@@ -44,7 +44,7 @@ def runs(tmp_path_factory):  # type: ignore[no-untyped-def]
     return results
 
 
-def test_hit_rate_reaches_the_ideal_with_caching_and_zero_without(runs) -> None:  # type: ignore[no-untyped-def]
+def test_hit_rate_reaches_the_ideal_with_caching_and_zero_without(runs) -> None:
     for name in ("on",):
         s, reqs = runs[name]
         bt = s["block_trace"]
@@ -61,7 +61,7 @@ def test_hit_rate_reaches_the_ideal_with_caching_and_zero_without(runs) -> None:
     assert off["block_trace"]["server_hit_rate"] == 0.0 and not off["engine"]["prefix_cache"]["hit_rate"]
 
 
-def test_sessions_keep_their_order_on_one_process(runs) -> None:  # type: ignore[no-untyped-def]
+def test_sessions_keep_their_order_on_one_process(runs) -> None:
     for name in ("on",):
         s, reqs = runs[name]
         by_session: dict[int, list[dict]] = {}

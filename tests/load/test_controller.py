@@ -58,7 +58,7 @@ def make(tmp_path: Path, sc: dict[str, Any], worker: int = 0, workers: int = 1) 
     return LoadController(plan)
 
 
-def drain_items(c: LoadController, clock: Clock | None = None, step_s: float = 0.0) -> list:  # type: ignore[type-arg]
+def drain_items(c: LoadController, clock: Clock | None = None, step_s: float = 0.0) -> list:
     items = []
     while (item := c.next_item()) is not None:
         items.append(item)
@@ -67,7 +67,7 @@ def drain_items(c: LoadController, clock: Clock | None = None, step_s: float = 0
     return items
 
 
-def finish(c: LoadController, item, chunks_after_s=(0.05, 0.06), error: str | None = None, clock: Clock | None = None):  # type: ignore[no-untyped-def]
+def finish(c: LoadController, item, chunks_after_s=(0.05, 0.06), error: str | None = None, clock: Clock | None = None):
     rec = c.new_record(item)
     base = item.intended_ns if item.intended_ns is not None else (clock.now if clock else 0)
     rec.sent_ns = base

@@ -22,7 +22,7 @@ POLICIES = ("round-robin", "prefix-affinity", "adapter-affinity", "session-affin
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):  # type: ignore[no-untyped-def]
+def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fleet")
     scenario = tmp / "fleet.yaml"
     scenario.write_text(json.dumps({
@@ -52,7 +52,7 @@ def runs(tmp_path_factory):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-def test_per_endpoint_blocks_add_up_to_the_fleet(runs, policy: str) -> None:  # type: ignore[no-untyped-def]
+def test_per_endpoint_blocks_add_up_to_the_fleet(runs, policy: str) -> None:
     s, lines = runs[policy]
     eps = s["groups"]["endpoint"]
     assert len(eps) == 2 if policy == "round-robin" else 1 <= len(eps) <= 2
@@ -67,20 +67,20 @@ def test_per_endpoint_blocks_add_up_to_the_fleet(runs, policy: str) -> None:  # 
     assert all(e["waiting"] is not None and e["prefix_hit_rate"] is not None for e in engines)
 
 
-def test_prefix_affinity_raises_the_hit_rate_and_lowers_overlap(runs) -> None:  # type: ignore[no-untyped-def]
+def test_prefix_affinity_raises_the_hit_rate_and_lowers_overlap(runs) -> None:
     rr, pa = runs["round-robin"][0]["fleet"], runs["prefix-affinity"][0]["fleet"]
     assert pa["prefix_overlap"] < rr["prefix_overlap"]
     assert pa["fleet_usage_cached_hit_rate"] > rr["fleet_usage_cached_hit_rate"]
 
 
-def test_adapter_affinity_cuts_cold_adapter_loads(runs) -> None:  # type: ignore[no-untyped-def]
+def test_adapter_affinity_cuts_cold_adapter_loads(runs) -> None:
     def cold(policy: str) -> int:
         return runs[policy][0]["groups"]["adapter_load"]["cold"]["requests"]["completed"]
     assert cold("adapter-affinity") < cold("round-robin")
     assert cold("adapter-affinity") <= 4 + 1  # each adapter on one replica (one fallback at most)
 
 
-def test_session_affinity_keeps_a_session_on_one_replica(runs) -> None:  # type: ignore[no-untyped-def]
+def test_session_affinity_keeps_a_session_on_one_replica(runs) -> None:
     homes: dict[int, set[str]] = {}
     for r in runs["session-affinity"][1]:
         if r.get("session") is not None:
@@ -90,7 +90,7 @@ def test_session_affinity_keeps_a_session_on_one_replica(runs) -> None:  # type:
 
 
 @pytest.mark.parametrize("policy", ["round-robin", "prefix-affinity"])
-def test_balance_per_replica_is_reported(runs, policy: str) -> None:  # type: ignore[no-untyped-def]
+def test_balance_per_replica_is_reported(runs, policy: str) -> None:
     """fleet.balance: each replica's completed requests, prompt tokens and TTFT (endpoint order),
     and the busiest replica over the mean; the routings differ in hit rate, the figures sit side by side."""
     s, _lines = runs[policy]

@@ -21,7 +21,7 @@ SIM = ["--scripted-ttft-ms", "20", "--scripted-itl-ms", "10", "--disable-log-sta
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory):  # type: ignore[no-untyped-def]
+def sim(tmp_path_factory):
     with TargetProvider(SIM, tmp_path_factory.mktemp("sim")) as targets:
         yield targets.start()
 
@@ -38,7 +38,7 @@ def start(tmp_path: Path, url: str, duration_s: float, grace_s: float) -> subpro
                             stderr=subprocess.PIPE, text=True, env=dict(os.environ))
 
 
-def test_grace_starts_at_the_end_of_the_window_not_at_the_last_hand_out(sim, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_grace_starts_at_the_end_of_the_window_not_at_the_last_hand_out(sim, tmp_path: Path) -> None:
     # all 20 arrivals are handed out at once (20 < max_in_flight); with the grace counted from
     # then, the requests due after 1 s were cut
     proc = start(tmp_path, sim.url, duration_s=4.0, grace_s=1.0)
@@ -49,7 +49,7 @@ def test_grace_starts_at_the_end_of_the_window_not_at_the_last_hand_out(sim, tmp
     assert sum(1 for _ in open(tmp_path / "requests.jsonl")) == 20
 
 
-def test_a_stop_inside_the_window_gives_back_requests_not_yet_due(sim, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_stop_inside_the_window_gives_back_requests_not_yet_due(sim, tmp_path: Path) -> None:
     proc = start(tmp_path, sim.url, duration_s=60.0, grace_s=5.0)
     assert proc.stdout is not None
     for line in proc.stdout:

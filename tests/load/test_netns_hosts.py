@@ -76,7 +76,7 @@ class Lan:
         for ns in [*self.names.values(), self.switch]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
-    def popen(self, role: str, argv: list[str], **kw) -> subprocess.Popen[str]:  # type: ignore[no-untyped-def]
+    def popen(self, role: str, argv: list[str], **kw) -> subprocess.Popen[str]:
         """Start `argv` on that host (ip netns exec execs it: the pid is the program's)."""
         return subprocess.Popen(["ip", "netns", "exec", self.names[role], *argv], text=True, cwd=ROOT,
                                 env=dict(os.environ), **kw)
@@ -97,7 +97,7 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def lan(tmp_path_factory):  # type: ignore[no-untyped-def]
+def lan(tmp_path_factory):
     """The LAN, with the simulated engine serving on the target host."""
     log = tmp_path_factory.mktemp("netns") / "sim.log"
     with Lan() as net, open(log, "w") as out:
@@ -119,7 +119,7 @@ def lan(tmp_path_factory):  # type: ignore[no-untyped-def]
             _stop(sim)
 
 
-def _scenario(path: Path, load: dict) -> Path:  # type: ignore[type-arg]
+def _scenario(path: Path, load: dict) -> Path:
     path.write_text(json.dumps({
         "name": "hosts",
         "load": load,
@@ -131,7 +131,7 @@ def _scenario(path: Path, load: dict) -> Path:  # type: ignore[type-arg]
     return path
 
 
-def _distributed_run(net: Lan, tmp_path: Path, load: dict, on_running=None):  # type: ignore[no-untyped-def]
+def _distributed_run(net: Lan, tmp_path: Path, load: dict, on_running=None):
     out = tmp_path / "run"
     master = net.popen("master", [sys.executable, "-m", "harness.cli.main", "run", str(_scenario(tmp_path / "s.yaml", load)),
                                   "--distributed", "2", "--remote-workers", "--master-bind-host", ADDR["master"],
@@ -152,7 +152,7 @@ def _distributed_run(net: Lan, tmp_path: Path, load: dict, on_running=None):  # 
     return master.returncode, stderr, out, workers
 
 
-def _lines(out: Path) -> list[dict]:  # type: ignore[type-arg]
+def _lines(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines() if line.strip()]
 
 

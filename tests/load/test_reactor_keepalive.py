@@ -40,7 +40,7 @@ CLIENT = textwrap.dedent(r"""
 """)
 
 
-def _client(url: str, n: int) -> list[dict]:  # type: ignore[type-arg]
+def _client(url: str, n: int) -> list[dict]:
     proc = subprocess.run([sys.executable, "-c", CLIENT, url, str(n)], capture_output=True, text=True, cwd=ROOT,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -35,7 +35,7 @@ def _scenario(path: Path, load: dict) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):  # type: ignore[no-untyped-def]
+def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sessions")
     # one user: no other conversation's prefill queues ahead of a turn, so TTFT is this turn's own prefill
     closed = _scenario(tmp / "closed.yaml", {"concurrency": 1, "duration_s": 8})
@@ -65,7 +65,7 @@ def _ttft_p50(summary: dict, turn: str) -> float:
     return summary["groups"]["turn"][turn]["latency_ms"]["ttft"]["p50"]
 
 
-def test_prefix_hit_rate_is_close_to_the_ideal(runs) -> None:  # type: ignore[no-untyped-def]
+def test_prefix_hit_rate_is_close_to_the_ideal(runs) -> None:
     s, _ = runs["on"]
     sess = s["sessions"]
     assert sess["turns"] == s["requests"]["completed"] > 8
@@ -76,7 +76,7 @@ def test_prefix_hit_rate_is_close_to_the_ideal(runs) -> None:  # type: ignore[no
     assert not off["engine"]["prefix_cache"]["hit_rate"]  # ...but the engine caches nothing
 
 
-def test_ttft_flat_in_turn_number_with_caching_and_growing_without(runs) -> None:  # type: ignore[no-untyped-def]
+def test_ttft_flat_in_turn_number_with_caching_and_growing_without(runs) -> None:
     on, _ = runs["on"]
     off, _ = runs["off"]
     # history per turn grows by ~1 user message (1,024 tokens) + the reply in both runs
@@ -90,7 +90,7 @@ def test_ttft_flat_in_turn_number_with_caching_and_growing_without(runs) -> None
     assert _ttft_p50(off, "4") > 2 * _ttft_p50(on, "4")
 
 
-def test_requests_record_sessions_and_histories(runs) -> None:  # type: ignore[no-untyped-def]
+def test_requests_record_sessions_and_histories(runs) -> None:
     _, out = runs["on"]
     lines = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
     by_session: dict[int, list[dict]] = {}
@@ -108,7 +108,7 @@ def test_requests_record_sessions_and_histories(runs) -> None:  # type: ignore[n
 
 
 @pytest.mark.parametrize("case", ["open2", "dist2"])
-def test_open_loop_sessions_on_two_processes_merge_losslessly(runs, case: str) -> None:  # type: ignore[no-untyped-def]
+def test_open_loop_sessions_on_two_processes_merge_losslessly(runs, case: str) -> None:
     s, out = runs[case]
     assert s["client"]["processes"] == 2
     lines = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines() if line.strip()]

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):  # type: ignore[no-untyped-def]
+def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ttft_parts")
     sc = tmp / "sc.yaml"
     sc.write_text(json.dumps({"name": "parts", "seed": 3, "load": {"rate": 12, "arrival": "poisson", "duration_s": 4},
@@ -36,7 +36,7 @@ def run(tmp_path_factory):  # type: ignore[no-untyped-def]
     return json.loads((out / "summary.json").read_text()), [r for r in lines if not r["warmup"] and r["error"] is None], out
 
 
-def test_parts_add_up_to_the_client_ttft_per_request(run) -> None:  # type: ignore[no-untyped-def]
+def test_parts_add_up_to_the_client_ttft_per_request(run) -> None:
     _, reqs, _ = run
     assert len(reqs) > 20
     for r in reqs:
@@ -47,7 +47,7 @@ def test_parts_add_up_to_the_client_ttft_per_request(run) -> None:  # type: igno
         assert r["server"]["timing"] == "vllm" and r["server"]["decode_ms"] > 0
 
 
-def test_queue_tail_is_found_and_reported(run) -> None:  # type: ignore[no-untyped-def]
+def test_queue_tail_is_found_and_reported(run) -> None:
     s, reqs, out = run
     assert s["server_timing"] == {"requests": len(reqs), "timed": len(reqs), "sources": ["vllm"], "unknown": [], "note": ""}
     tail = s["ttft_breakdown"]["tail"]

@@ -43,7 +43,7 @@ def test_one_prompt_length_for_all_reads_the_difference_as_the_offset() -> None:
         (lambda n: n + 120, "a constant +120.0 tokens per request, more than a chat template adds"),
     ],
 )
-def test_a_real_mismatch_is_named(server, expected) -> None:  # type: ignore[no-untyped-def]
+def test_a_real_mismatch_is_named(server, expected) -> None:
     rng = random.Random(2)
     f = _fit([(n, server(n)) for n in (rng.randint(50, 1800) for _ in range(200))])
     assert any(expected in m for m in f.mismatch()), f.mismatch()

@@ -25,7 +25,7 @@ WORDS = ["the", "of", "cat", "sun", "run", "blue", "tree", "red", "fox", "box", 
 
 
 @pytest.fixture(scope="module")
-def sims(tmp_path_factory):  # type: ignore[no-untyped-def]
+def sims(tmp_path_factory):
     """name -> a running simulator (started once per module, stopped at its end)."""
     started: dict[str, TargetProvider] = {}
     flags = {
@@ -55,13 +55,13 @@ def plain_set(tmp_path: Path, n: int = 300) -> Path:
     return path
 
 
-def outputs(sim: EmbeddedSim, prompts: Path, out: Path, max_tokens: int = 32):  # type: ignore[no-untyped-def]
+def outputs(sim: EmbeddedSim, prompts: Path, out: Path, max_tokens: int = 32):
     spec = QualitySpec(prompts=str(prompts), max_tokens=max_tokens)
     qset = load_quality_set(spec.prompts, None)
     return qset, run_quality(qset, spec, sim.url, out_dir=out)
 
 
-def test_identical_configs_agree_fully_and_answer_the_shipped_set(sims, tmp_path):  # type: ignore[no-untyped-def]
+def test_identical_configs_agree_fully_and_answer_the_shipped_set(sims, tmp_path):
     qset, a = outputs(sims("a"), SHIPPED, tmp_path / "a", max_tokens=32)
     _, b = outputs(sims("b"), SHIPPED, tmp_path / "b", max_tokens=32)
     assert a.errors == 0 and b.errors == 0 and a.logprobs
@@ -73,7 +73,7 @@ def test_identical_configs_agree_fully_and_answer_the_shipped_set(sims, tmp_path
     assert (tmp_path / "a" / "quality.jsonl").read_text().count("\n") == len(qset.prompts)  # stored per config
 
 
-def test_the_fp8_error_knob_lowers_agreement_by_about_the_set_share(sims, tmp_path):  # type: ignore[no-untyped-def]
+def test_the_fp8_error_knob_lowers_agreement_by_about_the_set_share(sims, tmp_path):
     prompts = plain_set(tmp_path)
     qset, base = outputs(sims("a"), prompts, tmp_path / "a")
     _, fp8 = outputs(sims("fp8"), prompts, tmp_path / "fp8")
@@ -87,7 +87,7 @@ def test_the_fp8_error_knob_lowers_agreement_by_about_the_set_share(sims, tmp_pa
     assert sum(v.agreement.first_divergence.values()) == v.agreement.n - v.agreement.exact
 
 
-def test_the_fp8_error_knob_lowers_expected_answer_accuracy(sims, tmp_path):  # type: ignore[no-untyped-def]
+def test_the_fp8_error_knob_lowers_expected_answer_accuracy(sims, tmp_path):
     qset, base = outputs(sims("a"), SHIPPED, tmp_path / "a", max_tokens=32)
     _, fp8 = outputs(sims("fp8"), SHIPPED, tmp_path / "fp8", max_tokens=32)
     v = judge("fp8", qset, base, fp8, QualityGate(max_accuracy_drop=0.01))
@@ -95,7 +95,7 @@ def test_the_fp8_error_knob_lowers_expected_answer_accuracy(sims, tmp_path):  # 
     assert v.accuracy is not None and v.accuracy.rate is not None and v.accuracy.rate < 1.0
 
 
-def test_speculative_decoding_agrees_fully_under_greedy(sims, tmp_path):  # type: ignore[no-untyped-def]
+def test_speculative_decoding_agrees_fully_under_greedy(sims, tmp_path):
     prompts = plain_set(tmp_path, 100)
     qset, base = outputs(sims("a"), prompts, tmp_path / "a")
     _, spec = outputs(sims("spec"), prompts, tmp_path / "spec")
@@ -104,7 +104,7 @@ def test_speculative_decoding_agrees_fully_under_greedy(sims, tmp_path):  # type
     assert v.agreement is not None and v.agreement.exact == v.agreement.n == 100
 
 
-def test_a_lossless_config_that_disagrees_is_an_engine_problem(sims, tmp_path):  # type: ignore[no-untyped-def]
+def test_a_lossless_config_that_disagrees_is_an_engine_problem(sims, tmp_path):
     """The same check the other way: had speculation changed tokens (here: fp8 stands in for a
     broken speculative engine), the verdict is an engine problem, not a quality trade-off."""
     prompts = plain_set(tmp_path, 60)

@@ -18,7 +18,7 @@ def browser():
     yield from headless_chromium(1024, 900)
 
 
-def test_sweep_report_page_is_not_wider_than_the_window(tmp_path: Path, browser) -> None:  # type: ignore[no-untyped-def]
+def test_sweep_report_page_is_not_wider_than_the_window(tmp_path: Path, browser) -> None:
     """Config and scenario names as real sweeps have them: the cells table's cell ids and run
     directories are long words that made the table (and so the page) wider than the window."""
     from .fabricate import make_sweep

@@ -126,7 +126,7 @@ class _FixedStalls:
         self.block = block
         self.window: tuple | None = None
 
-    def summary(self, window_start, window_end) -> dict:  # type: ignore[no-untyped-def]
+    def summary(self, window_start, window_end) -> dict:
         self.window = (window_start, window_end)
         return self.block
 

@@ -36,7 +36,7 @@ def held(tmp_path: Path):
     ["startup", "scenarios/startup/sim_eager_vs_graphs.yaml", "--out"],
     ["capacity", "scenarios/capacity_search.yaml", "--quiet", "--out"],
 ], ids=lambda a: a[0])
-def test_a_directory_another_command_writes_into_is_refused(held: Path, argv: list[str], capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_directory_another_command_writes_into_is_refused(held: Path, argv: list[str], capsys, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
     if not Path(argv[1]).is_file():
         pytest.skip(f"{argv[1]} is not shipped")
@@ -52,7 +52,7 @@ def test_two_runs_started_together_on_one_out(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "harness.cli.main", "run", "scenarios/smoke.yaml", "--duration", "2", "--quiet",
            "--no-report", "--out", str(out)]
     procs = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    results = [(p.wait(120), p.stderr.read()) for p in procs]  # type: ignore[union-attr]
+    results = [(p.wait(120), p.stderr.read()) for p in procs]
     assert sorted(rc for rc, _ in results) == [0, 2], results
     (loser,) = [err for rc, err in results if rc == 2]
     assert "another harness command is writing into this directory" in loser or "not empty" in loser

@@ -62,7 +62,7 @@ def test_numbers_keep_int_or_float_and_non_finite_is_null() -> None:
 
 def test_assignment_is_validated_into_blocks() -> None:
     s = RunSummary()
-    s.fleet = {"endpoints": ["a", "b"], "routing": "round-robin", "sent": [1, 2]}  # type: ignore[assignment]
+    s.fleet = {"endpoints": ["a", "b"], "routing": "round-robin", "sent": [1, 2]}
     assert s.fleet is not None and s.fleet.sent == [1, 2]
     with pytest.raises(ValueError):
-        s.fleet = {"endpoint": "a"}  # type: ignore[assignment]
+        s.fleet = {"endpoint": "a"}

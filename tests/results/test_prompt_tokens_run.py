@@ -18,7 +18,7 @@ SCENARIO = {
 }
 
 
-def _run(fake_openai, tmp_path: Path, model: str) -> dict:  # type: ignore[no-untyped-def]
+def _run(fake_openai, tmp_path: Path, model: str) -> dict:
     path = tmp_path / f"{model}.yaml"
     path.write_text(json.dumps(SCENARIO))
     out = tmp_path / model
@@ -29,7 +29,7 @@ def _run(fake_openai, tmp_path: Path, model: str) -> dict:  # type: ignore[no-un
     return json.loads((out / "summary.json").read_text())
 
 
-def test_a_chat_templates_constant_is_reported_not_warned(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_chat_templates_constant_is_reported_not_warned(fake_openai, tmp_path: Path) -> None:
     s = _run(fake_openai, tmp_path, "chatml")
     uc = s["usage_check"]
     assert uc["prompt_tokens_mean_diff"] == 9.0 and uc["prompt_tokens_offset"] == 9.0, uc
@@ -37,7 +37,7 @@ def test_a_chat_templates_constant_is_reported_not_warned(fake_openai, tmp_path:
     assert not any("prompt token" in w for w in s["validity"]["warnings"]), s["validity"]
 
 
-def test_a_tokenizer_that_counts_differently_is_a_validity_warning(fake_openai, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_tokenizer_that_counts_differently_is_a_validity_warning(fake_openai, tmp_path: Path) -> None:
     s = _run(fake_openai, tmp_path, "scaled")
     w = next(w for w in s["validity"]["warnings"] if "prompt token counts disagree" in w)
     assert "lengths off by +10" in w and "set workload.tokenizer" in w, w

@@ -120,7 +120,7 @@ def _field(model: type[BaseModel], path: list[str]) -> bool:
 
 
 @pytest.mark.parametrize("metric", RUN_METRICS, ids=lambda m: m.name)
-def test_source_is_a_path_in_the_model(metric) -> None:  # type: ignore[no-untyped-def]
+def test_source_is_a_path_in_the_model(metric) -> None:
     path = metric.source.split(" ")[0].split(".")
     assert _field(RunSummary, path), metric.source
 

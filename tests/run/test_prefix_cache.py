@@ -76,12 +76,12 @@ def _run(scenario_path: Path, target: str, out: Path, *extra: str) -> dict:
 
 
 @pytest.fixture
-def sim(tmp_path: Path):  # type: ignore[no-untyped-def]
+def sim(tmp_path: Path):
     with TargetProvider(["--sim-speed", "4", "--enable-prefix-caching"], tmp_path) as targets:
         yield targets.start()
 
 
-def test_second_run_against_a_long_lived_server_is_not_served_from_the_first_runs_cache(tmp_path: Path, sim) -> None:  # type: ignore[no-untyped-def]
+def test_second_run_against_a_long_lived_server_is_not_served_from_the_first_runs_cache(tmp_path: Path, sim) -> None:
     path = tmp_path / "noshare.yaml"
     path.write_text(json.dumps(NO_SHARING))
     first = _run(path, sim.url, tmp_path / "a")
@@ -120,7 +120,7 @@ def test_target_without_a_reset_gets_salted_prompts(tmp_path: Path) -> None:
     assert s1["scenario"]["fingerprint"] == s2["scenario"]["fingerprint"]
 
 
-def test_a_server_that_never_answers_the_reset_holds_the_run_once_briefly(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_server_that_never_answers_the_reset_holds_the_run_once_briefly(monkeypatch) -> None:
     """The audit's stall_head server: reset POSTs were accepted and never answered, and each of
     the two reset paths waited 30 s, so a 3-s run took 80 s. One timed-out path ends the attempt."""
     import socket

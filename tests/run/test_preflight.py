@@ -16,14 +16,14 @@ from harness.run.target import preflight
 from harness.scenario import Scenario
 
 
-def _scenario(**target) -> Scenario:  # type: ignore[no-untyped-def]
+def _scenario(**target) -> Scenario:
     return Scenario.model_validate({
         "name": "p", "target": target, "load": {"concurrency": 1, "requests": 1},
         "workload": {"classes": [{"name": "a", "input_tokens": 3, "output_tokens": 2}]},
     })
 
 
-def _json(status: str, data: object) -> list:  # type: ignore[type-arg]
+def _json(status: str, data: object) -> list:
     body = json.dumps(data).encode()
     head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     return [("request",), ("send", head.encode() + body), ("close",)]
@@ -34,7 +34,7 @@ SSE_OK = [("request",), ("send", sse_head("Transfer-Encoding: chunked\r\nConnect
 MODELS = _json("200 OK", {"data": [{"id": "m1", "max_model_len": 4096}, {"id": "m2"}]})
 
 
-def test_fake_server(fake_openai) -> None:  # type: ignore[no-untyped-def]
+def test_fake_server(fake_openai) -> None:
     info = preflight(fake_openai.url + "/", None, _scenario())
     assert info["model"] == "ok" and info["models"] == ["ok", "chatml", "scaled"] and info["continuous_usage"] is True
 
@@ -86,7 +86,7 @@ def test_continuous_usage_off_sends_one_probe() -> None:
     ([MODELS, _json("400 Bad Request", {"error": {"message": "ignore_eos is not allowed"}}),
       _json("400 Bad Request", {"error": {"message": "ignore_eos is not allowed"}})], "ignore_eos is not allowed"),
 ])
-def test_failures_are_one_line(scripts: list, expected: str) -> None:  # type: ignore[type-arg]
+def test_failures_are_one_line(scripts: list, expected: str) -> None:
     with RawServer(scripts) as server, pytest.raises(TargetError) as info:
         preflight(server.url, None if len(scripts) == 1 else "m1", _scenario())
     (line,) = info.value.lines
@@ -113,7 +113,7 @@ def test_models_endpoint_missing_still_works_with_a_model() -> None:
 
 
 # ---- a 200 is not a passed probe unless it is a stream the run can read (audit Low 12)
-def _raw200(head: str, body: bytes) -> list:  # type: ignore[type-arg]
+def _raw200(head: str, body: bytes) -> list:
     return [("request",), ("send", (f"HTTP/1.1 200 OK\r\n{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
                                    + body), ("close",)]
 
@@ -126,7 +126,7 @@ def _raw200(head: str, body: bytes) -> list:  # type: ignore[type-arg]
     (_raw200("Content-Type: text/event-stream\r\n", b'data: {"choices": [{"delta": {"content": "a"}}]}\n\n'), "incomplete"),
     (_raw200("Content-Type: text/event-stream\r\n", b": only a comment\n\n"), "without any data"),
 ], ids=["html", "json", "gzip", "junk_event", "no_end", "no_data"])
-def test_a_200_that_is_not_a_usable_stream_fails_the_probe(answer: list, says: str) -> None:  # type: ignore[type-arg]
+def test_a_200_that_is_not_a_usable_stream_fails_the_probe(answer: list, says: str) -> None:
     with RawServer([MODELS, answer]) as server, pytest.raises(TargetError) as exc:
         preflight(server.url, "m1", _scenario(continuous_usage="off"))
     assert "answered a test request with 200 but" in str(exc.value) and says in str(exc.value)

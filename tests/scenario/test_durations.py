@@ -15,12 +15,12 @@ from harness.scenario.loader import load_scenario
     ("30", 30.0), ("2.5", 2.5), ("30s", 30.0), ("5m", 300.0), ("1h30m", 5400.0), ("1h", 3600.0),
     ("500ms", 0.5), ("1m30s", 90.0), ("1h 30m", 5400.0), (" 2M ", 120.0), (12, 12.0),
 ])
-def test_parse_duration(text, seconds) -> None:  # type: ignore[no-untyped-def]
+def test_parse_duration(text, seconds) -> None:
     assert parse_duration(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "5x", "m", "1h30", "ten", "5 m s", "1e999s"])
-def test_bad_durations_name_the_spellings(text) -> None:  # type: ignore[no-untyped-def]
+def test_bad_durations_name_the_spellings(text) -> None:
     with pytest.raises(ValueError, match="30s, 5m, 1h30m"):
         parse_duration(text)
 

@@ -29,7 +29,7 @@ def test_parse_errors_name_the_problem(text: str, says: str) -> None:
         th.parse(text)
 
 
-def _scenario(**extra: object) -> dict:  # type: ignore[type-arg]
+def _scenario(**extra: object) -> dict:
     return {"name": "t", "load": {"concurrency": 1, "requests": 1},
             "workload": {"classes": [{"name": "a", "input_tokens": 3, "output_tokens": 2}]}, **extra}
 

@@ -18,7 +18,7 @@ from sim_client import chat_body, run, stream
 BASE = ("--sim-speed", "4", "--max-model-len", "2048", "--seed", "3")
 
 
-async def _streams(url: str, n: int, tokens: int, during=None) -> None:  # type: ignore[no-untyped-def]
+async def _streams(url: str, n: int, tokens: int, during=None) -> None:
     async with aiohttp.ClientSession() as s:
         tasks = [asyncio.ensure_future(stream(s, url, chat_body("a b c", tokens))) for _ in range(n)]
         if during is not None:

@@ -25,7 +25,7 @@ def _ttft(url: str, model: str) -> float:
     return run(go())
 
 
-def test_adapters_are_served_by_name(sim) -> None:  # type: ignore[no-untyped-def]
+def test_adapters_are_served_by_name(sim) -> None:
     proc = sim(*MODULES)
     _, _, body = proc.get("/v1/models")
     listed = {m["id"]: m for m in json.loads(body)["data"]}
@@ -37,7 +37,7 @@ def test_adapters_are_served_by_name(sim) -> None:  # type: ignore[no-untyped-de
     assert run(unknown()) == 404
 
 
-def test_first_use_pays_the_load_and_slots_are_lru(sim) -> None:  # type: ignore[no-untyped-def]
+def test_first_use_pays_the_load_and_slots_are_lru(sim) -> None:
     proc = sim(*MODULES, "--max-loras", "1", "--max-cpu-loras", "1", "--sim-lora-load-ms", "400", "--sim-lora-swap-ms", "0")
     cold = _ttft(proc.url, "a")
     warm = _ttft(proc.url, "a")
@@ -53,7 +53,7 @@ def both_seen(m: dict[str, float]) -> dict[str, float] | None:
     return m if info and 'running_lora_adapters=""' not in info[-1] and 'waiting_lora_adapters=""' not in info[-1] else None
 
 
-def test_lora_requests_info_shows_running_and_waiting_adapters(sim) -> None:  # type: ignore[no-untyped-def]
+def test_lora_requests_info_shows_running_and_waiting_adapters(sim) -> None:
     proc = sim(*MODULES, "--max-loras", "1", "--sim-speed", "0.5")
 
     async def go() -> dict[str, float]:

@@ -183,7 +183,7 @@ def test_concurrency_levels_are_whole_users(write_sweep):
     assert [c.id for c in plan.cells] == ["base__tiny__concurrency=1__r1", "base__tiny__concurrency=16__r1"]
 
 
-def test_a_nul_in_engine_env_is_refused_and_a_newline_in_a_flag_stays_on_its_plan_line(write_sweep) -> None:  # type: ignore[no-untyped-def]
+def test_a_nul_in_engine_env_is_refused_and_a_newline_in_a_flag_stays_on_its_plan_line(write_sweep) -> None:
     """Audit R18: a NUL in engine.env passed --plan, then every cell failed `ValueError: embedded
     null byte`. Audit R20: a newline in a flag value broke the `[start n/N] config ...` line in two."""
     from harness.errors import UserError

@@ -27,7 +27,7 @@ class Clock:
         return self.t
 
 
-def test_eta_is_a_lower_bound_then_counts_down(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_eta_is_a_lower_bound_then_counts_down(monkeypatch) -> None:
     clock = Clock()
     monkeypatch.setattr(progress_mod.time, "monotonic", clock)
     out = io.StringIO()
@@ -80,7 +80,7 @@ def test_result_line_labels_every_number() -> None:
 class WarningRun:
     """Stands in for run_scenario: reports progress through the sink and writes a warning."""
 
-    def __call__(self, scenario, opts):  # type: ignore[no-untyped-def]
+    def __call__(self, scenario, opts):
         opts.progress_sink("   1.0s/2s (ETA 1s)  req 3/12  in-flight 4")
         summary = RunSummary(status="complete", requests=RequestsBlock(completed=12, rps=4.0),
                              goodput={"overall": {"good": 12, "rps": 4.0, "fraction": 1.0}},
@@ -90,7 +90,7 @@ class WarningRun:
         return summary
 
 
-def _sweep(write_sweep):  # type: ignore[no-untyped-def]
+def _sweep(write_sweep):
     return write_sweep({
         "name": "fake",
         "engine": {"kind": "vllm", "command": fake_engine_command(), "ready_timeout_s": 20, "stop_timeout_s": 5},
@@ -98,14 +98,14 @@ def _sweep(write_sweep):  # type: ignore[no-untyped-def]
     })
 
 
-def test_cli_sweep_shows_cell_progress_and_validity_warnings(write_sweep, tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_cli_sweep_shows_cell_progress_and_validity_warnings(write_sweep, tmp_path, monkeypatch, capsys) -> None:
     import harness.run.lifecycle
 
     monkeypatch.setattr(harness.run.lifecycle, "run_scenario", WarningRun())
     monkeypatch.setattr(Progress, "live_interval_s", 0.0, raising=False)
     orig = Progress.__init__
 
-    def init(self, *a, **kw):  # type: ignore[no-untyped-def]
+    def init(self, *a, **kw):
         orig(self, *a, **kw)
         self.live_interval_s = 0.0
 
@@ -118,8 +118,8 @@ def test_cli_sweep_shows_cell_progress_and_validity_warnings(write_sweep, tmp_pa
     assert "  WARNING: max-num-seqs=2 × tiny (repeat 1): host stalled 3 time(s) in the window" in captured.out
 
 
-def test_sigterm_is_named_in_the_cell_reason(write_sweep, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    def stopped(scenario, opts):  # type: ignore[no-untyped-def]
+def test_sigterm_is_named_in_the_cell_reason(write_sweep, tmp_path) -> None:
+    def stopped(scenario, opts):
         STOP.request("SIGTERM")
         raise KeyboardInterrupt
 
@@ -133,11 +133,11 @@ def test_sigterm_is_named_in_the_cell_reason(write_sweep, tmp_path) -> None:  # 
     assert entry["reason"] == "interrupted (SIGTERM)"
 
 
-def test_every_cell_failed_exits_1_and_strict_any_failed(write_sweep, tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_every_cell_failed_exits_1_and_strict_any_failed(write_sweep, tmp_path, monkeypatch, capsys) -> None:
     import harness.run.lifecycle
     from harness.errors import UserError
 
-    def broken(scenario, opts):  # type: ignore[no-untyped-def]
+    def broken(scenario, opts):
         raise UserError("target refused every request")
 
     monkeypatch.setattr(harness.run.lifecycle, "run_scenario", broken)

@@ -57,7 +57,7 @@ def test_a_second_tune_keeps_the_first_ones_baseline_unless_forced(tmp_path: Pat
     def save(out: Path, final_sweep: Path, force: bool = False) -> dict | None:
         tuner = Tuner(spec, out, show_progress=False, force=force)
         (out / "recommended.yaml").write_text("base: {}\n")
-        tuner.ctx.final = SimpleNamespace(ok=True, sweep_dir=final_sweep)  # type: ignore[attr-defined]
+        tuner.ctx.final = SimpleNamespace(ok=True, sweep_dir=final_sweep)
         return tuner._save_baseline()
 
     meta = tmp_path / "store" / "tune-twice" / "baseline.json"

@@ -69,7 +69,7 @@ class _Capture(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_form_cannot_choose_scenario_path_host_or_come_from_another_site(ui_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_form_cannot_choose_scenario_path_host_or_come_from_another_site(ui_factory, tmp_path: Path) -> None:
     secret = tmp_path / "secret.yaml"
     secret.write_text("TOPSECRET_line_one: 1\nhunter2_second: 2\n")
     capture = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Capture)
@@ -153,7 +153,7 @@ def _listening(pid: int) -> list[tuple[str, int]]:
     return out
 
 
-def test_local_worker_processes_talk_to_the_master_on_loopback_only(ui_factory) -> None:  # type: ignore[no-untyped-def]
+def test_local_worker_processes_talk_to_the_master_on_loopback_only(ui_factory) -> None:
     ui = ui_factory("--processes", "2")
     ui.wait_for(lambda: '"worker_count": 2' in urllib.request.urlopen(ui.base + "/", timeout=10).read().decode(),
                 40, "two workers")

@@ -66,8 +66,8 @@ class UI:
         except ValueError:
             return {}
 
-    def wait_for(self, cond, timeout_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
-        def met():  # type: ignore[no-untyped-def]
+    def wait_for(self, cond, timeout_s: float, what: str) -> None:
+        def met():
             if self.proc.poll() is not None:
                 raise AssertionError(f"the UI exited with {self.proc.returncode} while waiting for {what}; log:\n"
                                      + Path(self.log.name).read_text()[-3000:])
@@ -108,7 +108,7 @@ def _llm_rows(ui: UI) -> tuple[list[dict], list[dict]]:
     return ext["llm"], ext["llm_run"]
 
 
-def test_start_from_form_live_rows_stop_and_run_directory(ui_factory) -> None:  # type: ignore[no-untyped-def]
+def test_start_from_form_live_rows_stop_and_run_directory(ui_factory) -> None:
     ui = ui_factory()
     live = ui.get("/llm/api/live")
     assert live["simulated"] and live["host"].startswith("http://127.0.0.1:")
@@ -167,7 +167,7 @@ def test_start_from_form_live_rows_stop_and_run_directory(ui_factory) -> None:  
     assert served["requests"]["completed"] == summary["requests"]["completed"]
 
 
-def test_ui_with_two_worker_processes_merges_their_shares(ui_factory) -> None:  # type: ignore[no-untyped-def]
+def test_ui_with_two_worker_processes_merges_their_shares(ui_factory) -> None:
     ui = ui_factory("--processes", "2")
     ui.wait_for(lambda: '"worker_count": 2' in urllib.request.urlopen(ui.base + "/", timeout=10).read().decode(),
                 30, "two workers")
@@ -188,7 +188,7 @@ def test_ui_with_two_worker_processes_merges_their_shares(ui_factory) -> None:  
     ui.wait_for(lambda: ui.get("/llm/api/live")["locust_state"] == "stopped", 20, "Locust to show the test stopped")
 
 
-def test_a_run_that_ends_by_itself_shows_summary_json_figures(ui_factory) -> None:  # type: ignore[no-untyped-def]
+def test_a_run_that_ends_by_itself_shows_summary_json_figures(ui_factory) -> None:
     """One process, 16 users, a window that ends on its own (audit N5: after `harness ui
     scenarios/mixed.yaml` finished, the cards and table said 150 requests and TTFT p99 488.9 ms
     while the banner, summary.json and report said 152 and 327 ms)."""
@@ -224,7 +224,7 @@ def test_without_a_scenario_the_plugin_says_how_to_give_one(tmp_path: Path) -> N
     assert "Traceback" not in proc.stderr
 
 
-def test_a_target_that_is_down_is_reported_in_the_ui_not_as_user_errors(ui_factory) -> None:  # type: ignore[no-untyped-def]
+def test_a_target_that_is_down_is_reported_in_the_ui_not_as_user_errors(ui_factory) -> None:
     ui = ui_factory("--target", f"http://127.0.0.1:{free_port()}")  # the target is fixed at start, never by the form
     res = ui.post("/swarm", {"user_count": "2", "spawn_rate": "2", "host": ui.get("/llm/api/live")["host"]})
     assert res.get("success"), res
@@ -237,7 +237,7 @@ def test_a_target_that_is_down_is_reported_in_the_ui_not_as_user_errors(ui_facto
     assert "Traceback" not in Path(ui.log.name).read_text()
 
 
-def test_every_ui_test_starts_with_a_cold_prefix_cache(ui_factory) -> None:  # type: ignore[no-untyped-def]
+def test_every_ui_test_starts_with_a_cold_prefix_cache(ui_factory) -> None:
     """Start a test, let it finish, start another: the second must not be served from the first's
     cached prompts (audit D2: the dashboard showed `Prefix hits 99.2 %`)."""
     ui = ui_factory()
@@ -256,7 +256,7 @@ def test_every_ui_test_starts_with_a_cold_prefix_cache(ui_factory) -> None:  # t
     assert summaries[0]["scenario"]["fingerprint"] == second["scenario"]["fingerprint"]
 
 
-def test_a_harness_worker_process_feeds_the_llm_tab_like_a_local_one(ui_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_harness_worker_process_feeds_the_llm_tab_like_a_local_one(ui_factory, tmp_path: Path) -> None:
     """Issue 19 item 18 (LLM tab half): `harness ui --master` here, `harness worker` elsewhere. The
     worker is a separate `harness worker` process (the command another host runs), connected over
     Locust's messaging on loopback; its deltas feed the live view as a local worker's do."""
@@ -299,7 +299,7 @@ def _scrape_total(url: str, family: str, suffix: str, **labels: str) -> float:
                if s.name.endswith(suffix) and all(s.labels.get(k) == v for k, v in labels.items()))
 
 
-def test_remote_workers_feed_the_masters_prometheus_exporter(ui_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_remote_workers_feed_the_masters_prometheus_exporter(ui_factory, tmp_path: Path) -> None:
     """Issue 19 item 18 (exporter half): `harness ui --master --metrics-port P` and two `harness
     worker` processes, each with its own PROMETHEUS_MULTIPROC_DIR (as on two other hosts: nothing
     shared with the master). The master's /metrics counts every worker's requests, live and at the

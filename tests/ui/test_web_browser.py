@@ -72,13 +72,13 @@ def browser():
     yield from headless_chromium(1500, 1000)
 
 
-def _rendered(driver) -> None:  # type: ignore[no-untyped-def]
+def _rendered(driver) -> None:
     """Return once the browser has laid out and painted two frames since now (after a resize)."""
     driver.execute_async_script("const done = arguments[arguments.length - 1];"
                                 "requestAnimationFrame(() => requestAnimationFrame(() => done(true)));")
 
 
-def _shot(driver, name: str) -> None:  # type: ignore[no-untyped-def]
+def _shot(driver, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / ".gitignore").write_text("*\n")
     driver.save_screenshot(str(ARTIFACTS / name))
@@ -89,7 +89,7 @@ def _number(text: str) -> float | None:
     return float(text.replace(",", "")) if m else None
 
 
-def test_start_watch_stop_in_chromium(ui, browser) -> None:  # type: ignore[no-untyped-def]
+def test_start_watch_stop_in_chromium(ui, browser) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -104,7 +104,7 @@ def test_start_watch_stop_in_chromium(ui, browser) -> None:  # type: ignore[no-u
     tab = wait.until(ec.element_to_be_clickable((By.XPATH, "//button[@role='tab'][normalize-space()='LLM']")))
     tab.click()
 
-    def total_row_filled(drv):  # type: ignore[no-untyped-def]
+    def total_row_filled(drv):
         cells = drv.find_elements(By.XPATH, "//tr[td[1][normalize-space()='All classes']]/td")
         texts = [c.text for c in cells]
         return texts if len(texts) == 14 and _number(texts[1]) and all(_number(t) is not None for t in texts[5:]) else False
@@ -165,7 +165,7 @@ def test_start_watch_stop_in_chromium(ui, browser) -> None:  # type: ignore[no-u
     assert summary["client"]["cut_at_end"] == 0
 
 
-def test_a_page_on_another_origin_cannot_read_the_ui(ui, browser) -> None:  # type: ignore[no-untyped-def]
+def test_a_page_on_another_origin_cannot_read_the_ui(ui, browser) -> None:
     """Audit R1: Locust's CORS(app) answered every GET with the caller's Origin allowed, so a page
     served from anywhere else read the live stats, the logs and the run directory's path. Here a
     page on another origin (another port) fetches them in Chromium and gets nothing back."""

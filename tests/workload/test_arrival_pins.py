@@ -48,7 +48,7 @@ PINNED_FINGERPRINTS: dict[str, str] = {
 # fmt: on
 
 
-def _scenario(load: dict) -> Scenario:  # type: ignore[type-arg]
+def _scenario(load: dict) -> Scenario:
     return Scenario.model_validate(
         {
             "name": "pin",

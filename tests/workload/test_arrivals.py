@@ -15,7 +15,7 @@ from harness.workload.lengths import mean_length, sample_length
 from harness.workload.schedule import arrival_offsets, worker_share
 
 
-def _offsets(n: int, seed: int = 0, **load) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _offsets(n: int, seed: int = 0, **load) -> np.ndarray:
     return np.array(list(itertools.islice(arrival_offsets(Load(duration_s=1, **load), seed), n)))
 
 

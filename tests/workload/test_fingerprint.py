@@ -33,14 +33,14 @@ BASE: dict[str, Any] = {
 }
 
 
-def _fp(change=None) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _fp(change=None) -> dict[str, Any]:
     data = copy.deepcopy(BASE)
     if change:
         change(data)
     return fingerprint(Scenario.model_validate(data))
 
 
-def _set(path: str, value: Any):  # type: ignore[no-untyped-def]
+def _set(path: str, value: Any):
     def change(data: dict[str, Any]) -> None:
         node = data
         keys = path.split(".")

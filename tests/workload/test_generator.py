@@ -43,7 +43,7 @@ MIXED: dict[str, Any] = {
 }
 
 
-def _gen(seed: int = 42, data: dict[str, Any] = MIXED, tok=None) -> WorkloadGenerator:  # type: ignore[no-untyped-def]
+def _gen(seed: int = 42, data: dict[str, Any] = MIXED, tok=None) -> WorkloadGenerator:
     return WorkloadGenerator(Scenario.model_validate({**data, "seed": seed}), tok)
 
 
@@ -134,7 +134,7 @@ def test_shared_prefixes_repeat_exactly() -> None:
     assert all(r.prefix == "" for r in without)
     by_id: dict[int, set[str]] = {}
     for r in with_prefix:
-        by_id.setdefault(r.prefix_id, set()).add(r.prefix)  # type: ignore[arg-type]
+        by_id.setdefault(r.prefix_id, set()).add(r.prefix)
         assert len(r.prefix.split()) == 100
         assert r.input_tokens == 100 + len(r.text.split())
     assert set(by_id) == {0, 1, 2}

@@ -13,7 +13,7 @@ from harness.workload.generator import WorkloadGenerator
 from harness.workload.sessions import Conversation, turn_label
 
 
-def _scenario(**session) -> Scenario:  # type: ignore[no-untyped-def]
+def _scenario(**session) -> Scenario:
     spec = {
         "turns": {"dist": "uniform", "min": 2, "max": 5},
         "user_tokens": 20,
@@ -36,21 +36,21 @@ def test_plan_is_deterministic_and_turns_carry_the_history() -> None:
     a, b = WorkloadGenerator(_scenario()), WorkloadGenerator(_scenario())
     first, again = a.request(3), b.request(3)
     assert first.session is not None and first.turn == 1
-    assert first.session.plan == again.session.plan  # type: ignore[union-attr]
+    assert first.session.plan == again.session.plan
     assert first.messages == again.messages
-    assert [m["role"] for m in first.messages] == ["system", "user"]  # type: ignore[union-attr]
+    assert [m["role"] for m in first.messages] == ["system", "user"]
     assert first.input_tokens == 40 + 20
     conv = first.session
     conv.complete(" alpha beta gamma", first.input_tokens, 3, lambda t: len(t.split()))
     second = a.session_turn(conv)
     assert second.turn == 2
-    assert [m["role"] for m in second.messages] == ["system", "user", "assistant", "user"]  # type: ignore[union-attr]
-    assert second.messages[2]["content"] == " alpha beta gamma"  # type: ignore[index]
+    assert [m["role"] for m in second.messages] == ["system", "user", "assistant", "user"]
+    assert second.messages[2]["content"] == " alpha beta gamma"
     assert second.input_tokens == 40 + 20 + 3 + 20
     # what a prefix cache could serve of turn 2: the previous prompt + reply, whole blocks, < the prompt
     assert conv.ideal_cached(second.input_tokens, True, block=16) == (63 // 16) * 16
     # other seeds, other plans
-    other = WorkloadGenerator(_scenario()).request(4).session.plan  # type: ignore[union-attr]
+    other = WorkloadGenerator(_scenario()).request(4).session.plan
     assert other != first.session.plan
 
 
@@ -91,10 +91,10 @@ def test_recorded_conversations_replay_user_turns_in_order(tmp_path: Path) -> No
     )
     gen = WorkloadGenerator(sc, base_dir=tmp_path)
     req = gen.request(0)
-    conv: Conversation = req.session  # type: ignore[assignment]
+    conv: Conversation = req.session
     assert [t.text for t in conv.plan.turns] == ["one two three", "four five"]
     assert [t.max_tokens for t in conv.plan.turns] == [2, 4]  # the recorded replies' lengths
-    assert req.messages[0] == {"role": "system", "content": "be brief"}  # type: ignore[index]
+    assert req.messages[0] == {"role": "system", "content": "be brief"}
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_recorded_conversations_replay_user_turns_in_order(tmp_path: Path) -> No
         ({"turns": 3, "user_tokens": 8, "output_tokens": 8, "pause": 1}, "Extra inputs"),
     ],
 )
-def test_bad_session_blocks_are_refused(session, fix) -> None:  # type: ignore[no-untyped-def]
+def test_bad_session_blocks_are_refused(session, fix) -> None:
     with pytest.raises(Exception, match=fix):
         Scenario.model_validate(
             {
