@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.capacity.search import TrialSettings, run_trial, scenario_at, search_capacity
-from harness.run.target import EmbeddedSim
+from harness.run.provider import TargetProvider
 from harness.scenario.loader import load_scenario
 
 
@@ -44,8 +44,8 @@ def main() -> int:
     start = scenario.load.rate or float(scenario.load.concurrency or 1)
     knob = "rate" if scenario.load.rate is not None else "concurrency"
     work = Path(tempfile.mkdtemp(prefix="capbench-"))
-    sim = EmbeddedSim(shlex.split(args.sim_args), log_path=work / "sim.log").start()
-    try:
+    with TargetProvider(shlex.split(args.sim_args), work) as targets:  # the one place a simulator starts
+        sim = targets.start(scenario)
         t0 = time.monotonic()
         res = search_capacity(scenario, work / "search", settings=TrialSettings(target_url=sim.url))
         search_wall = time.monotonic() - t0
@@ -58,8 +58,6 @@ def main() -> int:
                               TrialSettings(target_url=sim.url, early_stop=False))
             held.append((level, trial.score >= 0.95, trial.attainment))  # no fit: a list is read as measured
         list_wall = time.monotonic() - t0
-    finally:
-        sim.stop()
     passing = [lv for lv, ok, _ in held if ok]
     best = max(passing) if passing else None
     nxt = next((lv for lv in levels if best is not None and lv > best), None)
