@@ -5,11 +5,16 @@
 - /metrics: `tools/server/server-task.cpp` `to_metrics`, below;
 - startup facts from its context and slot lines (below);
 - serving log: a full KV cache is its preemption analogue;
-- flags: the guide's `max-num-seqs` is its `--parallel` (slots) and `max-num-batched-tokens` its
-  `--batch-size`; the rest it lacks, each with the reason;
+- flags (`LLAMACPP_FLAGS`, below): llama-server's options (`common/arg.cpp`, the same as
+  `tools/server/README.md`) of the llama.cpp that llama-cpp-python 0.3.36 carries (commit 0c1e570;
+  `llama-server --help` recorded in tests/engines/data/llamacpp/llama-server_0c1e570_help.txt, which
+  tests/engines/test_flags.py checks every argv of the map against; tests/e2e/test_llamacpp.py
+  starts the real build with them);
 - no prefix-cache reset: slots can only be erased with `--slot-save-path`, and the host-memory
   prompt cache (`--cache-ram`) has no endpoint, so runs salt their prompts instead
-  (harness/run/prefix_cache.py).
+  (harness/run/prefix_cache.py);
+- tokenize: POST /tokenize takes {content, add_special} and answers {tokens: [...]}
+  (`tools/server/server-context.cpp` `post_tokenize`); no special tokens are added (the default).
 
 Checked against a real llama-server built from source (tools/setup_llamacpp.sh,
 tests/e2e/test_llamacpp.py). At its default verbosity the startup log (llama.cpp of
@@ -24,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from harness.engines.parts.base import KINDS, EngineSettings, HttpEngine
+from harness.engines.parts.base import KINDS, EngineSettings, HttpEngine, Tokenize
 from harness.engines.parts.facts import fact
 from harness.engines.parts.flags import FlagMap, Knob
 from harness.engines.parts.logs import LogPatterns, patterns
@@ -107,41 +112,62 @@ LLAMACPP_LOG = LogPatterns(
 
 
 # ---------------------------------------------------------------- flags
+# llama-server of llama.cpp 0c1e570 (llama-cpp-python 0.3.36):
+# - max-model-len: `--kv-unified-per-slot N`, the "context limit per parallel slot"; without
+#   -c/--ctx-size the KV pool is sized to n_parallel * N (tools/server/server.cpp), so the limit
+#   stays N per request whatever --parallel the max-num-seqs step sets. (`--ctx-size` is the KV
+#   cache all slots share, ctx-size/parallel tokens each unless --kv-unified: not a per-request limit.)
+# - max-num-seqs: `--parallel` (slots; default -1 = auto: 4 slots sharing a unified KV cache);
+# - max-num-batched-tokens: `--batch-size` (the logical batch one llama_decode takes, default 2048;
+#   prompts are split to fit and the slots' decode tokens ride along);
+# - enable-prefix-caching: `--cache-prompt` / `--no-cache-prompt` (default enabled);
+# - cuda-graphs: no option; ggml's CUDA backend captures graphs unless the environment variable
+#   GGML_CUDA_DISABLE_GRAPHS is set, to any value (ggml/src/ggml-cuda/common.cuh: getenv != NULL): env,
+#   on = unset, off = 1;
+# - kv-cache-dtype: `--cache-type-k` and `--cache-type-v` (f32, f16, bf16, q8_0, q4_0, ...; default
+#   f16), one value for both; no FP8, so the KV-dtype step tries q8_0 (a quantized V cache needs
+#   flash attention: -fa, auto by default);
+# - speculative-config: `--spec-type` (draft-simple, draft-eagle3, ngram-simple, ngram-mod, ...) with
+#   the draft model `--model-draft` and `--spec-draft-n-max` as flags of their own (0c1e570 removed
+#   --draft-max): a candidate is the type (`ngram-simple`) or a mapping of these flags.
 _LC = "llama-server"
-# checked against a real build: tests/e2e/test_llamacpp.py
 LLAMACPP_FLAGS = FlagMap(
     "llamacpp",
     {
-        "max-model-len": Knob(
+        "max-model-len": Knob("kv-unified-per-slot"),
+        "gpu-memory-utilization": Knob(
             None,
-            f"{_LC}'s --ctx-size is the KV cache its --parallel slots share (ctx-size/parallel tokens "
-            "per slot unless --kv-unified), not a per-request limit: size it with the slots",
+            f"{_LC} has no memory fraction: its KV cache is --ctx-size tokens and the GPU holds the layers "
+            "-ngl / --fit offload",
         ),
-        "gpu-memory-utilization": Knob(None, f"{_LC} has no memory fraction: its KV cache is --ctx-size tokens"),
-        "max-num-seqs": Knob("parallel", default=4),  # slots; -1 (auto) = 4 with a unified KV cache
-        "max-num-batched-tokens": Knob("batch-size", default=2048),  # tokens per llama_decode, prompts split to fit
+        "max-num-seqs": Knob("parallel", default=-1),
+        "max-num-batched-tokens": Knob("batch-size", default=2048),
         "enable-chunked-prefill": Knob(
-            None, f"{_LC} always splits prompts into --batch-size chunks between decode steps"
+            None, f"{_LC} always splits prompts into --batch-size chunks between decode steps (no switch)"
         ),
-        "enable-prefix-caching": Knob(
-            None,
-            f"{_LC} reuses each slot's cached prompt (request field cache_prompt, on by "
-            "default) and has no server switch",
-        ),
-        "cuda-graphs": Knob(None, f"{_LC} has no CUDA-graph switch"),
+        "enable-prefix-caching": Knob("cache-prompt", on=True, off=False, default_on=True),
+        "cuda-graphs": Knob("env:GGML_CUDA_DISABLE_GRAPHS", on=None, off="1", default_on=True),
         "kv-cache-dtype": Knob(
-            None,
-            f"{_LC} sets K and V types apart (--cache-type-k/--cache-type-v: f16, q8_0, q4_0, ...), "
-            "not vLLM's fp8 types",
+            "cache-type-k", also=("cache-type-v",), copies=True, default="f16", try_values=("q8_0",)
         ),
         "tensor-parallel-size": Knob(
-            None, f"{_LC} splits a model across GPUs by layer or row (--split-mode), not by a tensor-parallel size"
+            None,
+            f"{_LC} splits a model over every visible GPU by --split-mode (layer, row, tensor) and "
+            "--tensor-split proportions, not by a tensor-parallel size (choose the GPUs with CUDA_VISIBLE_DEVICES)",
         ),
-        "speculative-config": Knob(
-            None, f"{_LC} speculates with a draft model (--model-draft) or n-gram flags, not vLLM's JSON config"
-        ),
+        "speculative-config": Knob("spec-type", also=("model-draft", "spec-draft-n-max")),
     },
 )
+
+
+# ---------------------------------------------------------------- tokenize
+def _tokens_count(answer: Any) -> int | None:
+    tokens = answer.get("tokens") if isinstance(answer, dict) else None
+    return len(tokens) if isinstance(tokens, list) else None
+
+
+#: POST /tokenize {content} -> {tokens: [ids]} (no special tokens added: add_special defaults to false)
+LLAMACPP_TOKENIZE = Tokenize("/tokenize", body=lambda model, text: {"content": text}, count=_tokens_count)
 
 
 # ---------------------------------------------------------------- the kind
@@ -149,7 +175,6 @@ class LlamaCpp(HttpEngine):
     name = "llamacpp"
     lacks: ClassVar[Mapping[str, str]] = {
         "reset_path": "no endpoint resets llama-server's slots or its host-memory prompt cache",
-        "tokenize": "llama-server's /tokenize takes {content} and answers {tokens}, not vLLM's form (not wired)",
     }
     ready_path = "/health"
     metrics = LLAMACPP_METRICS
@@ -157,6 +182,7 @@ class LlamaCpp(HttpEngine):
     facts = LLAMACPP_FACTS
     log_patterns = LLAMACPP_LOG
     flags = LLAMACPP_FLAGS
+    tokenize = LLAMACPP_TOKENIZE
 
     def startup_facts(self, log_text: str) -> dict[str, Any]:
         facts = super().startup_facts(log_text)

@@ -6,9 +6,15 @@
 - startup facts from the scheduler's `max_total_num_tokens=...` line and the KV-cache, weight and
   graph-capture lines;
 - serving log: retraction is its preemption;
-- prefix-cache reset: POST /flush_cache; tokenize: POST /tokenize in vLLM's form;
-- flags: vLLM's names, as before this kind had a module of its own (SGLang spells several
-  differently: --max-running-requests, --chunked-prefill-size, --mem-fraction-static; not mapped yet).
+- prefix-cache reset: POST /flush_cache; tokenize: POST /tokenize, vLLM's form (`TokenizeRequest`
+  {model, prompt, add_special_tokens} -> {tokens, count, max_model_len} in
+  `sglang/srt/entrypoints/openai/protocol.py`);
+- flags (`SGLANG_FLAGS`, below): SGLang's own names for each guide knob, read from the argparse
+  parser of the 0.5.23 wheel (`ServerArgs.add_cli_args`, fields in `sglang/srt/arg_groups/fields/`;
+  every option and its arity recorded in tests/engines/data/sglang/sglang_0.5.23_options.txt, which
+  tests/engines/test_flags.py checks every argv of the map against). Two knobs change sense: the
+  prefix cache (RadixAttention) is on unless `--disable-radix-cache`, and chunked prefill is the
+  token budget itself: `--chunked-prefill-size -1` turns it off.
 
 Not run for real here: SGLang 0.5.23 from PyPI needs CUDA 13 packages and its CUDA kernel wheel,
 so it cannot serve on this project's CPU-only CI. The log lines are checked against the f-strings
@@ -20,9 +26,10 @@ from __future__ import annotations
 
 from harness.engines.parts.base import KINDS, EngineSettings, HttpEngine
 from harness.engines.parts.facts import fact, int_list
+from harness.engines.parts.flags import FlagMap, Knob
 from harness.engines.parts.logs import LogPatterns, patterns
 from harness.engines.parts.metrics import Labels, Profile, Samples
-from harness.engines.vllm import VLLM_FLAGS, VLLM_TOKENIZE
+from harness.engines.vllm import VLLM_TOKENIZE
 
 # ---------------------------------------------------------------- startup log
 SGLANG_FACTS = [
@@ -140,6 +147,52 @@ SGLANG_LOG = LogPatterns(
 )
 
 
+# ---------------------------------------------------------------- flags
+# SGLang 0.5.23 (`python -m sglang.launch_server --help`; the options of ServerArgs' fields):
+# - max-model-len: `--context-length` ("the model's maximum context length", default from config.json);
+# - gpu-memory-utilization: `--mem-fraction-static` ("the fraction of the memory used for static
+#   allocation (model weights and KV cache memory pool)"; unset, SGLang computes it from the GPU's
+#   memory at start: no fixed default);
+# - max-num-seqs: `--max-running-requests`;
+# - max-num-batched-tokens: `--chunked-prefill-size` ("the maximum number of tokens in a chunk for the
+#   chunked prefill"; unset, chosen from the GPU's memory); enable-chunked-prefill is the same flag,
+#   off at -1 ("Setting this to -1 means disabling chunked prefill");
+# - enable-prefix-caching: `--disable-radix-cache` (a store_true: on = the flag absent);
+# - cuda-graphs: `--disable-cuda-graph` (a store_true; 0.5.23 still takes it, with a deprecation
+#   warning naming `--cuda-graph-backend-{decode,prefill}=disabled`, and it disables both; earlier
+#   releases know only this spelling);
+# - kv-cache-dtype: `--kv-cache-dtype` (auto, fp8_e5m2, fp8_e4m3, mxfp8, bf16, ...): FP8 is fp8_e4m3;
+# - tensor-parallel-size: `--tp-size` (alias `--tensor-parallel-size`);
+# - speculative-config: `--speculative-algorithm` (EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, ...) with
+#   the draft model and step counts as flags of their own, not one JSON config: a candidate is the
+#   algorithm (`NGRAM`) or a mapping of these flags
+#   (`{speculative-algorithm: EAGLE, speculative-draft-model-path: ..., speculative-num-steps: 3,
+#   speculative-eagle-topk: 1, speculative-num-draft-tokens: 4}`).
+SGLANG_FLAGS = FlagMap(
+    "sglang",
+    {
+        "max-model-len": Knob("context-length"),
+        "gpu-memory-utilization": Knob("mem-fraction-static"),
+        "max-num-seqs": Knob("max-running-requests"),
+        "max-num-batched-tokens": Knob("chunked-prefill-size"),
+        "enable-chunked-prefill": Knob("chunked-prefill-size", on=None, off=-1, default_on=True),
+        "enable-prefix-caching": Knob("disable-radix-cache", on=None, off=True, default_on=True),
+        "cuda-graphs": Knob("disable-cuda-graph", on=None, off=True, default_on=True),
+        "kv-cache-dtype": Knob("kv-cache-dtype", default="auto", try_values=("fp8_e4m3",)),
+        "tensor-parallel-size": Knob("tp-size", default=1),
+        "speculative-config": Knob(
+            "speculative-algorithm",
+            also=(
+                "speculative-draft-model-path",
+                "speculative-num-steps",
+                "speculative-eagle-topk",
+                "speculative-num-draft-tokens",
+            ),
+        ),
+    },
+)
+
+
 # ---------------------------------------------------------------- the kind
 class SGLang(HttpEngine):
     name = "sglang"
@@ -148,7 +201,7 @@ class SGLang(HttpEngine):
     telemetry_profile = "sglang"
     facts = SGLANG_FACTS
     log_patterns = SGLANG_LOG
-    flags = VLLM_FLAGS
+    flags = SGLANG_FLAGS
     reset_path = "/flush_cache"
     tokenize = VLLM_TOKENIZE
 

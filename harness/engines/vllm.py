@@ -8,7 +8,11 @@
 - startup facts from the log lines of ENGINES.md 2b and vLLM 0.26/0.32's source (real logs of the
   CPU build and of 0.26.0 on an H200 are in tests/engines/data/vllm/);
 - serving log: V0's preemption lines, aborts, recompiles outside the capture sizes;
-- flags: vLLM's own names are the guides' (and every other kind's that takes vLLM's names);
+- flags: vLLM's own names are the guides' (and every other kind's that takes vLLM's names); each
+  is an option of `vllm serve` 0.32.0 (its parser's options recorded in
+  tests/engines/data/vllm/vllm_0.32.0_serve_options.txt, which tests/engines/test_flags.py checks
+  every argv of the map against), the FP8 KV cache is `--kv-cache-dtype fp8`, the memory fraction's
+  default 0.92 (`CacheConfig.gpu_memory_utilization`);
 - prefix-cache reset: POST /reset_prefix_cache (dev mode); tokenize: POST /tokenize.
 
 Startup facts the tuning guides tell the user to check (issue 16): the attention backend, the
@@ -269,7 +273,7 @@ VLLM_FLAGS = FlagMap(
         "enable-chunked-prefill": Knob("enable-chunked-prefill", on=True, off=False),
         "enable-prefix-caching": Knob("enable-prefix-caching", on=True, off=False, default_on=True),
         "cuda-graphs": Knob("enforce-eager", on=None, off=True, default_on=True),
-        "kv-cache-dtype": Knob("kv-cache-dtype"),
+        "kv-cache-dtype": Knob("kv-cache-dtype", default="auto", try_values=("fp8",)),
         "tensor-parallel-size": Knob("tensor-parallel-size"),
         "speculative-config": Knob("speculative-config"),
     },

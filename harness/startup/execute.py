@@ -107,7 +107,7 @@ class StartupRunner:
     # ------------------------------------------------------------ one start
     def _env(self, port: int, cache: Path, start: Start) -> dict[str, str]:
         spec = self.spec.engine
-        env = engine_env(self.kind, spec, {"port": port, "model": spec.model, "host": spec.host})
+        env = engine_env(self.kind, spec, {"port": port, "model": spec.model, "host": spec.host}, start.config.flags)
         for var, sub in self.kind.cache_env.items():
             env[var] = str(cache / sub)
         if self.spec.cold_model and start.kind == "cold":

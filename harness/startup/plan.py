@@ -71,7 +71,7 @@ def build_startup_plan(path: str | Path) -> StartupPlan:
 
 
 def render_plan(plan: StartupPlan) -> str:
-    import shlex
+    from harness.sweep.flags import shell_line
 
     spec = plan.spec
     lines = [f"startup {spec.name}: {len(plan.configs)} config(s) x ({spec.cold} cold + {spec.warm} warm) = "
@@ -80,6 +80,6 @@ def render_plan(plan: StartupPlan) -> str:
                  + (", model cache too" if spec.cold_model else "; model files stay") + "); warm = the caches of the last cold start")
     for config in plan.configs:
         lines.append(f"config {config.id}:")
-        lines.append(f"  $ {shlex.join(plan.command(config))}")
+        lines.append(f"  $ {shell_line(plan.command(config), config.flags)}")
     lines.append("Nothing was started (--plan).")
     return "\n".join(lines)

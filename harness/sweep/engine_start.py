@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.sweep.flags import substitute
+from harness.sweep.flags import substitute, with_env
 from harness.sweep.launcher import (
     AttachedEngine,
     EngineProcess,
@@ -29,14 +29,14 @@ from harness.sweep.results import atomic_write
 ENGINE_RECORD = "engine.json"  # in the sweep directory while an engine of this sweep runs
 
 
-def engine_env(kind: Any, spec: Any, values: dict[str, Any]) -> dict[str, str]:
-    """The engine's environment: ours, the kind's defaults, then the spec's `env` with its
-    `{port}`-style placeholders filled from `values`."""
+def engine_env(kind: Any, spec: Any, values: dict[str, Any], flags: dict[str, Any] | None = None) -> dict[str, str]:
+    """The engine's environment: ours, the kind's defaults, the spec's `env` with its
+    `{port}`-style placeholders filled from `values`, then the config's `env:NAME` flags."""
     env = dict(os.environ)
     env.update(kind.default_env(spec))
     for k, v in spec.env.items():
         env[k] = substitute([v], values)[0]
-    return env
+    return with_env(env, flags or {})
 
 
 def engine_cwd(spec: Any, base_dir: Path) -> Path | None:
@@ -68,7 +68,7 @@ def build_engine(plan: Plan, kind: Any, config: Config, out: Path, port: int | N
     def env(rport: int, replica: int) -> dict[str, str]:
         values = {"port": rport, "model": spec.model, "host": spec.host, "replica": replica,
                   "devices": plan.devices_of(config, replica)}
-        return engine_env(kind, spec, values)
+        return engine_env(kind, spec, values, config.flags)
 
     cwd = engine_cwd(spec, plan.base_dir)
     launch = Launch(None, [base_url])  # type: ignore[arg-type]

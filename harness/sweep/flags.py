@@ -3,6 +3,11 @@
 A flag already on the command line is replaced in place (either spelling: `max-num-seqs` finds
 `--max-num-seqs`, `--max_num_seqs`, `--max-num-seqs=8`, and for booleans `--no-max-num-seqs`);
 otherwise it is appended. True -> `--x`, False -> `--no-x`, dict/list -> JSON, None -> removed.
+
+A flag named `env:NAME` is the engine's environment variable NAME, not an argument: some engines
+take a setting only that way (TGI's `PREFIX_CACHING`, ggml's `GGML_CUDA_DISABLE_GRAPHS`), and a
+sweep or a tune varies it per config like any flag. `env_of` gives them (True -> "1", False ->
+"0", None -> unset) for the engine start; `shell_line` shows the command with them in front.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from harness.engines.parts.flags import flag_key
+from harness.engines.parts.flags import ENV_PREFIX, flag_key, is_env
 
 
 def _spelling(name: str) -> str:
@@ -59,6 +64,8 @@ def _match(token: str, key: str) -> bool:
 def apply_flags(argv: list[str], flags: Mapping[str, Any]) -> list[str]:
     out = list(argv)
     for name, value in flags.items():
+        if is_env(name):
+            continue  # the engine's environment (env_of), not an argument
         key = flag_key(name)
         new = render_flag(name, value)
         spans: list[tuple[int, int]] = []  # [start, end) of each existing occurrence
@@ -87,6 +94,37 @@ def apply_flags(argv: list[str], flags: Mapping[str, Any]) -> list[str]:
             del out[start:end]
         out[first[0] : first[1]] = new
     return out
+
+
+def env_of(flags: Mapping[str, Any]) -> dict[str, str | None]:
+    """The environment variables a flag set sets (`env:NAME` keys): NAME -> value, None = unset."""
+    out: dict[str, str | None] = {}
+    for name, value in flags.items():
+        if is_env(name):
+            if isinstance(value, bool):
+                value = "1" if value else "0"
+            out[name[len(ENV_PREFIX) :]] = None if value is None else render_value(value)
+    return out
+
+
+def with_env(env: dict[str, str], flags: Mapping[str, Any]) -> dict[str, str]:
+    """`env` with the flag set's environment variables set (or removed)."""
+    for name, value in env_of(flags).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
+def shell_line(argv: list[str], flags: Mapping[str, Any]) -> str:
+    """The command as a shell line, the flag set's environment variables in front (`NAME=v cmd ...`)."""
+    import shlex
+
+    sets = [f"{k}={v}" for k, v in env_of(flags).items() if v is not None]
+    unsets = [k for k, v in env_of(flags).items() if v is None]
+    head = ["env", *(f"-u{k}" for k in unsets)] if unsets else []
+    return shlex.join([*head, *sets, *argv])
 
 
 def substitute(argv: list[str], values: Mapping[str, Any]) -> list[str]:

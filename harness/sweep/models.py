@@ -30,6 +30,11 @@ class Strict(BaseModel):
 
 def _check_flag_names(flags: dict[str, Any]) -> dict[str, Any]:
     for name in flags:
+        if name.startswith("env:"):  # the engine's environment variable (harness.sweep.flags)
+            var = name[4:]
+            if not var or "=" in var or "\0" in var or any(c.isspace() for c in var):
+                raise ValueError(f"flag name {name!r}: env: takes an environment variable name, like env:PREFIX_CACHING")
+            continue
         if not name or not name.lstrip("-") or any(c.isspace() for c in name) or "=" in name:
             raise ValueError(f"flag name {name!r} is not a flag; write it like max-num-seqs")
     return flags

@@ -43,7 +43,7 @@ class Config:
 
     @property
     def tensor_parallel(self) -> int:
-        for name in ("tensor-parallel-size", "tp", "tp-size"):
+        for name in ("tensor-parallel-size", "tp", "tp-size", "num-shard"):  # vLLM, SGLang, TGI
             value = _flag_value(self.flags, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 return value

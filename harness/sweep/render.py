@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 from harness.engines import get_kind
-from harness.sweep.flags import describe
+from harness.sweep.flags import describe, shell_line
 from harness.sweep.plan import Plan
 from harness.sweep.progress import fmt_duration
 
@@ -74,7 +74,7 @@ def render_plan(plan: Plan) -> str:
         what = one_line(describe(config.varied)) or "base flags"
         lines.append(f"[start {n}/{len(starts)}] config {config.id}" + ("" if what == config.id else f": {what}"))
         argv = plan.command(config)
-        lines.append(f"  $ {shlex.join(argv)}" if argv else f"  (attached to {spec.url})")
+        lines.append(f"  $ {shell_line(argv, config.flags)}" if argv else f"  (attached to {spec.url})")
         if config.replicas > 1:
             lines.append(f"  x {config.replicas} replicas ({{replica}} 0..{config.replicas - 1}, each on its own port, "
                          f"{config.devices} device(s) in all); the load is routed over them (target.routing)")

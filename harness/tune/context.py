@@ -44,6 +44,16 @@ class TuneContext:
         """This engine kind's flag for the guide's (vLLM's) flag name; `flag` None when it has none."""
         return get_kind(self.spec.file.engine.kind).flags.knob(vllm_flag)
 
+    def knob_of(self, flag: str) -> Knob:
+        """The knob of this engine kind whose flag is `flag` (its spelling): how a value becomes flags."""
+        return get_kind(self.spec.file.engine.kind).flags.knob_of(flag)
+
+    def change(self, flag: str, value: Any) -> dict[str, Any]:
+        """The flags that set this kind's `flag` (its spelling) to `value` against the current best:
+        one flag, or several for a knob the kind spreads over more (llama.cpp's K and V cache types,
+        SGLang's speculative algorithm and draft model)."""
+        return self.knob_of(flag).change(value, self.current)
+
     def lacks(self, step: str, vllm_flag: str):  # type: ignore[no-untyped-def]
         """A skipped StepResult when this engine kind has no equivalent of `vllm_flag`, else None."""
         from harness.tune.steps.base import StepResult

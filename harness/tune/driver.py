@@ -24,7 +24,7 @@ import yaml
 from harness.engines import get_kind
 from harness.results.models import FILES
 from harness.results.models.tune import SavedBaseline, TuneDoc
-from harness.sweep.flags import apply_flags, describe, substitute
+from harness.sweep.flags import apply_flags, describe, env_of, substitute
 from harness.sweep.results import atomic_write
 from harness.tune.context import TuneContext
 from harness.tune.ledger import Ledger
@@ -52,12 +52,15 @@ class TuneOutcome:
 
 
 def engine_command(spec: TuneSpec, flags: dict[str, Any]) -> list[str]:
+    """The engine's command line for `flags`, as a shell would take it: the flags' environment
+    variables (`env:NAME`, e.g. TGI's PREFIX_CACHING) in front as NAME=value."""
     e = spec.file.engine
     argv = list(e.command) if e.command else get_kind(e.kind).default_command(e)
     values: dict[str, Any] = {"model": e.model, "host": e.host, "python": "python"}
     if e.port != "auto":
         values["port"] = e.port
-    return apply_flags(substitute(argv, values), flags)
+    env = [f"{k}={v}" for k, v in env_of(flags).items() if v is not None]
+    return env + apply_flags(substitute(argv, values), flags)
 
 
 class Tuner:

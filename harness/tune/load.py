@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.engines import get_kind
 from harness.errors import UserError
 from harness.scenario.inputs import input_path, not_a_file
 from harness.scenario.loader import read_yaml, validate
@@ -56,6 +57,14 @@ def load_tune(path: str | Path) -> TuneSpec:
     for name in tune.candidates:
         if tune.candidates[name] and len(set(map(repr, tune.candidates[name]))) != len(tune.candidates[name]):
             problems.append(f"{path}: candidates.{name}: a value is listed twice")
+    # flags are the engine's own: a guide (vLLM) name the kind spells otherwise would reach the engine
+    # as written and fail its start (`unrecognized arguments`), so it is refused here with the spelling
+    flag_map = get_kind(tune.engine.kind).flags
+    for where, names in (("base", tune.base), ("candidates", tune.candidates)):
+        for name in names:
+            why = flag_map.misspelt(name)
+            if why is not None:
+                problems.append(f"{path}: {where}.{name}: {why}")
     if tune.budget.max_starts is not None and tune.budget.max_starts < 2:
         problems.append(f"{path}: budget.max_starts: at least 2 (the baseline and the final run)")
     longest, how = None, ""

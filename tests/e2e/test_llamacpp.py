@@ -4,7 +4,8 @@ llama-server is built from the llama-cpp-python sdist's llama.cpp (tools/setup_l
 serves the tiny random-weight Llama written as GGUF (tools/build_tiny_gguf.py). What the kind and
 profile were written against (fake servers) is checked here: readiness, the /metrics page's names
 and types, the startup facts, the stream's shape, token counts, then `harness run` with
-telemetry, a sweep over --parallel and --ctx-size (restarts), and `harness tune`.
+telemetry, a sweep over --parallel and --ctx-size (restarts), and `harness tune` (which starts the
+real build with the flags of the kind's map: --kv-unified-per-slot, --parallel, --batch-size).
 """
 
 from __future__ import annotations
@@ -263,7 +264,7 @@ def test_sweep_over_slots_and_context_with_restarts(real_llamacpp, tmp_path):
     assert four["running"]["max"] > 1 and four["waiting"]["max"] == 0
 
 
-def test_tune_runs_the_slot_step_and_skips_the_vllm_only_ones(real_llamacpp, tmp_path):
+def test_tune_moves_llama_servers_own_flags(real_llamacpp, tmp_path):
     _scenario(tmp_path, str(real_llamacpp.model), "tune-load", concurrency=4, requests=1, input_tokens=120, output_tokens=24)
     scen = yaml.safe_load((tmp_path / "tune-load.yaml").read_text())
     scen["load"] = {"concurrency": 4, "duration_s": 6}
@@ -288,9 +289,15 @@ def test_tune_runs_the_slot_step_and_skips_the_vllm_only_ones(real_llamacpp, tmp
     doc = json.loads((out / "tune.json").read_text())
     by = {s["step"]: s for s in doc["steps"]}
     print(json.dumps({k: (v["verdict"], v["reason"][:160]) for k, v in by.items()}, indent=1))
-    for name in ("context-length", "kv-dtype", "parallelism", "speculative", "cuda-graphs"):
-        assert by[name]["verdict"] == "skipped", by[name]
-        assert by[name]["reason"].startswith("engine kind llamacpp has no equivalent of --"), by[name]
+    # the per-slot limit is --kv-unified-per-slot (the pool all slots share is --ctx-size)
+    assert by["context-length"]["verdict"] == "changed", by["context-length"]
+    assert by["context-length"]["tried"][0]["flags"]["kv-unified-per-slot"] > 0
+    assert by["parallelism"]["verdict"] == "skipped"
+    assert by["parallelism"]["reason"].startswith("engine kind llamacpp has no equivalent of --tensor-parallel-size")
+    assert by["cuda-graphs"]["verdict"] == "kept" and "GGML_CUDA_DISABLE_GRAPHS not set" in by["cuda-graphs"]["reason"]
+    assert by["cache-check"]["verdict"] == "kept" and by["cache-check"]["reason"].startswith("prefix caching on")
+    for name in ("kv-dtype", "speculative"):  # memory is not the limit / no speculative candidates here
+        assert by[name]["verdict"] == "skipped" and "no equivalent" not in by[name]["reason"], by[name]
     assert by["gpu-memory"]["verdict"] == "kept"  # it starts; nothing to lower
     assert "has no memory fraction" in by["gpu-memory"]["reason"] and "0.92" not in by["gpu-memory"]["reason"]
     assert by["baseline"]["tried"][0]["goodput_req_per_s"] > 0
@@ -307,6 +314,8 @@ def test_tune_runs_the_slot_step_and_skips_the_vllm_only_ones(real_llamacpp, tmp
     assert "ITL p99" in budget["reason"] and "TTFT p50" in budget["reason"], budget["reason"]
     cmd = doc["final"]["command"]
     assert "--parallel" in cmd and not any(a.startswith("--max-") for a in cmd) and "--ctx-size" in cmd
+    assert "--kv-unified-per-slot" in cmd
     rec = yaml.safe_load((out / "recommended.yaml").read_text())
-    assert set(rec["base"]) <= {"parallel", "ctx-size", "batch-size"} and {"parallel", "ctx-size"} <= set(rec["base"])
+    assert set(rec["base"]) <= {"parallel", "ctx-size", "batch-size", "kv-unified-per-slot"}
+    assert {"parallel", "ctx-size", "kv-unified-per-slot"} <= set(rec["base"])
     assert doc["cost"]["engine_starts"] >= 2

@@ -62,19 +62,31 @@ def test_serving_log_lines():
     assert table.classify("srv  cancel_tasks: cancel task, id_task = 3") == "abort"
 
 
-def test_flags_slots_and_batch_the_rest_lacking():
+def test_flags_are_llama_servers_own():
     flags = get_kind("llamacpp").flags
-    assert flags.knob("max-num-seqs").flag == "parallel" and flags.knob("max-num-batched-tokens").flag == "batch-size"
-    assert set(flags.lacks()) == {
-        "max-model-len",
-        "gpu-memory-utilization",
-        "enable-chunked-prefill",
-        "enable-prefix-caching",
-        "cuda-graphs",
-        "kv-cache-dtype",
-        "tensor-parallel-size",
-        "speculative-config",
+    spelt = {g: k.flag for g, k in flags.knobs.items() if k.flag}
+    assert spelt == {
+        "max-model-len": "kv-unified-per-slot",  # the per-slot limit, not --ctx-size (the pool all slots share)
+        "max-num-seqs": "parallel",
+        "max-num-batched-tokens": "batch-size",
+        "enable-prefix-caching": "cache-prompt",
+        "cuda-graphs": "env:GGML_CUDA_DISABLE_GRAPHS",
+        "kv-cache-dtype": "cache-type-k",
+        "speculative-config": "spec-type",
     }
+    assert set(flags.lacks()) == {"gpu-memory-utilization", "enable-chunked-prefill", "tensor-parallel-size"}
+    assert flags.knob("kv-cache-dtype").change("q8_0") == {"cache-type-k": "q8_0", "cache-type-v": "q8_0"}
+    assert (
+        flags.knob("enable-prefix-caching").switch_text() == "on: --cache-prompt; off: --no-cache-prompt (default on)"
+    )
+    graphs = flags.knob("cuda-graphs").switch_text()
+    assert graphs == "on: without env GGML_CUDA_DISABLE_GRAPHS; off: env GGML_CUDA_DISABLE_GRAPHS=1 (default on)"
+
+
+def test_tokenize_is_llama_servers_form():
+    tok = get_kind("llamacpp").tokenize
+    assert tok is not None and tok.path == "/tokenize" and tok.body("m", "a b") == {"content": "a b"}
+    assert tok.count({"tokens": [1, 2, 3]}) == 3 and tok.count({"count": 3}) is None and tok.count([1]) is None
 
 
 def test_every_name_the_profile_reads_is_declared_with_its_type():

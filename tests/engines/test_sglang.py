@@ -95,3 +95,15 @@ def test_reset_and_tokenize():
     sglang = get_kind("sglang")
     assert sglang.reset_path == "/flush_cache" and sglang.tokenize is get_kind("vllm").tokenize
     assert "--enable-metrics" in sglang.default_command(None)
+
+
+def test_flags_are_sglangs_own_names_and_senses():
+    flags = get_kind("sglang").flags
+    assert not flags.lacks()
+    spelt = {g: k.flag for g, k in flags.knobs.items()}
+    assert spelt["max-num-seqs"] == "max-running-requests" and spelt["gpu-memory-utilization"] == "mem-fraction-static"
+    assert spelt["max-model-len"] == "context-length" and spelt["tensor-parallel-size"] == "tp-size"
+    cache = flags.knob("enable-prefix-caching")
+    assert cache.switch_text() == "on: without --disable-radix-cache; off: --disable-radix-cache (default on)"
+    chunked = flags.knob("enable-chunked-prefill")  # the token budget is the switch: -1 off
+    assert chunked.is_on(-1) is False and chunked.is_on(8192) is True and chunked.is_on(None) is True

@@ -71,3 +71,18 @@ def test_tgi_3_startup_in_its_formats():
         "    kv_cache_dtype: Some(\n        Fp8e4m3fn,\n    ),\n    max_total_tokens: Some(\n        4096,\n    ),\n"
     )
     assert get_kind("tgi").startup_facts(pretty) == {"kv_cache_dtype": "Fp8e4m3fn", "max_model_len": 4096}
+
+
+def test_tokenize_is_the_routers_form():
+    tok = get_kind("tgi").tokenize
+    assert tok is not None and tok.path == "/tokenize" and tok.body("m", "a b") == {"inputs": "a b"}
+    answer = [{"id": 1, "text": "<s>", "start": 0, "stop": 0}, {"id": 263, "text": "a", "start": 0, "stop": 1}]
+    assert tok.count(answer) == 2 and tok.count({"tokens": [1]}) is None
+
+
+def test_flags_are_the_launchers_and_its_environment():
+    flags = get_kind("tgi").flags
+    assert set(flags.lacks()) == {"max-num-seqs"}  # a token budget admits requests, not a count
+    assert flags.knob("max-model-len").change(4096) == {"max-total-tokens": 4096}
+    assert flags.knob("enable-prefix-caching").change("0") == {"env:PREFIX_CACHING": "0"}
+    assert flags.knob("cuda-graphs").switch_text() == "on: without --cuda-graphs; off: --cuda-graphs 0 (default on)"

@@ -7,7 +7,8 @@
 Readiness per style: vllm = nothing listens until ready, then /health 200; sglang and llamacpp
 = /health 503 while "starting", then 200; tgi = like sglang. Prints each kind's startup lines.
 Exits 1 with vLLM's ValueError when B x 16 < L (too small a KV cache). /v1/completions answers
-a JSON stub; /reset_prefix_cache counts resets (GET /resets reports the count).
+a JSON stub; /reset_prefix_cache counts resets (GET /resets reports the count). The tgi style
+logs the PREFIX_CACHING it was started with.
 """
 
 from __future__ import annotations
@@ -124,6 +125,8 @@ def main() -> int:
         log(f"max_total_num_tokens={tokens}, chunked_prefill_size=2048, max_prefill_tokens=16384, max_running_requests={args.max_num_seqs}, context_len={args.max_model_len}, available_gpu_mem=10.5 GB")
     elif args.style == "tgi":
         log(f"Setting max batch total tokens to {tokens}")
+        # the settings TGI takes from its environment, as a sweep's env: flags set them
+        log(f"env PREFIX_CACHING={os.environ.get('PREFIX_CACHING', '(unset)')}")
     if server is None:
         server = ThreadingHTTPServer((args.host, args.port), H)
         threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -1,6 +1,6 @@
 """Flags -> argv: replace-or-append like vLLM's apply_to_cmd, booleans, JSON, removal."""
 
-from harness.sweep.flags import apply_flags, describe, render_flag, substitute
+from harness.sweep.flags import apply_flags, describe, env_of, render_flag, shell_line, substitute, with_env
 
 CMD = ["vllm", "serve", "M", "--port", "8000", "--max-num-seqs", "64", "--enforce-eager"]
 
@@ -72,3 +72,41 @@ def test_a_sweep_over_a_vllm_switch_starts_its_false_config(write_sweep, tmp_pat
     cells = json.loads((out / "index.json").read_text())["cells"]
     assert sorted(c["flags"]["enforce-eager"] for c in cells) == [False, True]
     assert all(c["status"] == "complete" for c in cells), [(c["id"], c["status"], c.get("reason")) for c in cells]
+
+
+def test_environment_flags_are_no_arguments() -> None:
+    flags = {"max-total-tokens": 4096, "env:PREFIX_CACHING": "0", "env:PREFILL_CHUNKING": True, "env:GONE": None}
+    assert apply_flags(["text-generation-launcher"], flags) == ["text-generation-launcher", "--max-total-tokens", "4096"]
+    assert env_of(flags) == {"PREFIX_CACHING": "0", "PREFILL_CHUNKING": "1", "GONE": None}
+    assert with_env({"GONE": "x", "KEEP": "y"}, flags) == {"KEEP": "y", "PREFIX_CACHING": "0", "PREFILL_CHUNKING": "1"}
+    assert shell_line(["llama-server", "--port", "8"], {"env:GGML_CUDA_DISABLE_GRAPHS": "1"}) == (
+        "GGML_CUDA_DISABLE_GRAPHS=1 llama-server --port 8"
+    )
+    assert shell_line(["x"], {"env:GGML_CUDA_DISABLE_GRAPHS": None}) == "env -uGGML_CUDA_DISABLE_GRAPHS x"
+
+
+def test_a_sweep_over_an_environment_flag_starts_each_engine_with_it(write_sweep, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """TGI takes prefix caching from its environment (PREFIX_CACHING): a sweep varies it like a flag,
+    and each config's engine is started with its value (the fake engine logs what it got)."""
+    import subprocess
+    import sys
+
+    from harness.sweep.execute import SweepOptions, run_sweep
+    from harness.sweep.plan import build_plan
+
+    from .conftest import fake_engine_command
+    from .test_execute import FakeRun
+
+    path = write_sweep({"name": "env", "engine": {"kind": "tgi", "command": fake_engine_command("--style", "tgi"),
+                                                    "ready_timeout_s": 20, "stop_timeout_s": 5},
+                        "vary": {"flags": {"env:PREFIX_CACHING": ["1", "0"]}, "include_base": False}})
+    plan = subprocess.run([sys.executable, "-m", "harness.cli.main", "sweep", str(path), "--plan"],
+                          capture_output=True, text=True, timeout=60)
+    assert plan.returncode == 0, plan.stderr
+    assert "  $ PREFIX_CACHING=0 " in plan.stdout and "  $ PREFIX_CACHING=1 " in plan.stdout
+    out = tmp_path / "out"
+    outcome = run_sweep(build_plan(path), SweepOptions(out_dir=out, run_fn=FakeRun(), show_progress=False))
+    assert outcome.counts["complete"] == 2, outcome.table
+    logs = {p.name: p.read_text() for p in (out / "logs").glob("*.log")}
+    assert sorted(line for text in logs.values() for line in text.splitlines() if line.startswith("env ")) == [
+        "env PREFIX_CACHING=0", "env PREFIX_CACHING=1"]

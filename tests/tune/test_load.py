@@ -136,3 +136,48 @@ def test_a_workload_that_is_a_device_or_a_symlink_loop_is_one_line(tmp_path: Pat
     assert [line.split(": ", 3)[3] for line in exc.value.lines] == [
         "cannot read it (Too many levels of symbolic links) (paths are relative to the sweep file)",
         "is a device, a pipe or a socket, not a file (paths are relative to the sweep file)"]
+
+
+def test_a_guide_name_the_kind_spells_otherwise_is_refused_with_its_spelling(tmp_path: Path) -> None:
+    """A tune file's flags are the engine's own: vLLM's `max-num-seqs` on SGLang would fail every start
+    (`unrecognized arguments`), a TGI count limit does not exist; each is one line naming the spelling."""
+    data = {**good(), "engine": {"kind": "sglang"}, "base": {"max-num-seqs": 8, "max-running-requests": 8},
+            "candidates": {"enable-prefix-caching": [False], "mem-fraction-static": [0.8]}}
+    path = write(tmp_path, data)
+    with pytest.raises(UserError) as exc:
+        load_tune(path)
+    assert exc.value.lines == [
+        f"{path}: base.max-num-seqs: engine kind sglang spells --max-num-seqs as --max-running-requests; "
+        "write max-running-requests",
+        f"{path}: candidates.enable-prefix-caching: engine kind sglang spells --enable-prefix-caching as "
+        "--disable-radix-cache (on: without --disable-radix-cache; off: --disable-radix-cache (default on)); "
+        "write disable-radix-cache",
+    ]
+    tgi = write(tmp_path, {**good(), "engine": {"kind": "tgi"}, "candidates": {"max-num-seqs": [8]}})
+    with pytest.raises(UserError) as exc:
+        load_tune(tgi)
+    assert len(exc.value.lines) == 1
+    assert exc.value.lines[0].startswith(f"{tgi}: candidates.max-num-seqs: engine kind tgi has no equivalent of --max-num-seqs")
+
+
+def test_the_plan_shows_each_steps_flag_in_the_kinds_spelling(tmp_path: Path) -> None:
+    path = write(tmp_path, {**good(), "engine": {"kind": "llamacpp"}, "candidates": {"parallel": [2, 4]}})
+    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "tune", str(path), "--plan"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln.strip() for ln in proc.stdout.splitlines()]
+    for line in (
+        "max-model-len -> llamacpp --kv-unified-per-slot",
+        "max-num-seqs -> llamacpp --parallel",
+        "max-num-batched-tokens -> llamacpp --batch-size",
+        "cuda-graphs -> llamacpp on: without env GGML_CUDA_DISABLE_GRAPHS; off: env GGML_CUDA_DISABLE_GRAPHS=1 (default on)",
+        "enable-prefix-caching -> llamacpp on: --cache-prompt; off: --no-cache-prompt (default on)",
+        "kv-cache-dtype -> llamacpp --cache-type-k + --cache-type-v; tries q8_0 unless candidates are listed",
+        "speculative-config -> llamacpp --spec-type + --model-draft + --spec-draft-n-max",
+    ):
+        assert line in lines, proc.stdout
+    gpu = next(ln for ln in lines if ln.startswith("gpu-memory-utilization ->"))
+    assert gpu.startswith("gpu-memory-utilization -> engine kind llamacpp has no equivalent (llama-server has no memory")
+    assert gpu.endswith(": the step only checks that the engine starts")
+    tp = next(ln for ln in lines if ln.startswith("tensor-parallel-size ->"))
+    assert tp.endswith(": the step is skipped, nothing started")

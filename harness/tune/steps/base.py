@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from harness.registry import Registry
 from harness.sweep.flags import describe
 from harness.tune.judge import GOODPUT_ONLY, THROUGHPUT, Judgement, Objective, judge, repeats_to_decide
-from harness.tune.measure import Measurement, flag_of, flags_key, merged
+from harness.tune.measure import Measurement, flags_key, merged
 
 VERDICTS = ("changed", "kept", "skipped", "failed")
 
@@ -39,6 +39,9 @@ class Step(Protocol):
     name: str
     #: one line for --plan: what the step does and when it is skipped
     summary: str
+    # A step that moves engine flags also says which guide knobs (harness.engines.parts.flags.
+    # GUIDE_KNOBS) as `knobs`, its own first; the plan shows each engine kind's spelling of them, and
+    # a kind that lacks the first skips the step (or, per `without_knob`, what the step does instead).
 
     def run(self, ctx: Any) -> StepResult: ...
 
@@ -203,15 +206,18 @@ def one_flag(
     reused, not started again). `disqualify` names why a candidate may not win (a storm);
     `accept_tie_when` names why a tie may still be taken (it removes a storm)."""
     current = ctx.current
-    sets = [current] + [merged(current, {flag: v}) for v in values]
+    # the engine kind's knob turns a value into its flags (one, or several: llama.cpp's K and V
+    # cache types) and reads it back (harness.engines.parts.flags.Knob)
+    knob = ctx.knob_of(flag)
+    sets = [current] + [merged(current, knob.change(v, current)) for v in values]
     sets_unique = list({flags_key(s): s for s in sets}.values())
     ms = ctx.measure(step, sets_unique, suffix=suffix)
     if ms is None:
         return ctx.budget_skip(step), None, []
     inc = ms[0]
-    results: list[tuple[Any, Measurement, Judgement | None]] = [(flag_of(current, flag), inc, None)]
+    results: list[tuple[Any, Measurement, Judgement | None]] = [(knob.value(current), inc, None)]
     for s, m in zip(sets_unique[1:], ms[1:]):
-        results.append((flag_of(s, flag), m, None))
+        results.append((knob.value(s), m, None))
     if dead(results):
         return failed_step(ctx, step, flag, results, [tried_row(m) for _, m, _ in results]), None, results
     key = rank or (lambda m: m.goodput() or -1.0)

@@ -17,7 +17,7 @@ from harness.compare.metrics import METRICS
 from harness.compare.noise import engine_interval
 from harness.report.data import load_run
 from harness.tune.judge import Objective
-from harness.tune.measure import Measurement, flag_of
+from harness.tune.measure import Measurement
 from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, prologue, tried_row
 
 FLAG = "enable-prefix-caching"
@@ -55,6 +55,7 @@ def hit_rate(m: Measurement) -> str:
 
 class CacheCheck:
     name = "cache-check"
+    knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
     summary = ("preemptions and prefix-cache hit rate; when prefix caching is off, on vs off on TTFT p50/p99 and prefill work "
                "saved, on taken unless worse beyond noise (the guide keeps it on); no start when it is on")
 
@@ -62,10 +63,11 @@ class CacheCheck:
         done, inc = prologue(ctx, self.name, FLAG)
         if done is not None:
             return done
-        flag = ctx.knob(FLAG).flag or FLAG
+        knob = ctx.knob(FLAG)  # the kind's switch and its sense (SGLang: on without --disable-radix-cache)
+        flag = knob.flag or FLAG
         pre = inc.metric("preemptions")
         pre_text = f"{fmt(pre, '.0f')} preemptions, KV usage max {fmt(inc.metric('kv_usage_max'))}"
-        if flag_of(ctx.current, flag) is not False:
+        if knob.is_on(knob.value(ctx.current)) is not False:
             hit = inc.metric("prefix_hit_rate")
             if hit is None:
                 small = "the engine reports no prefix-cache hit rate"
@@ -74,7 +76,7 @@ class CacheCheck:
             else:
                 small = f"prefix-cache hit rate {_hits(hit)}"
             return StepResult(self.name, "kept", f"prefix caching on; {small}; {pre_text}.", dict(ctx.current), [tried_row(inc)])
-        done, best, results = one_flag(ctx, self.name, flag, [True], objective=OBJECTIVE, prior=lambda _v: "candidate")
+        done, best, results = one_flag(ctx, self.name, flag, [knob.on], objective=OBJECTIVE, prior=lambda _v: "candidate")
         if done is not None:
             return done
         (_, off, _), (_, on, j) = results

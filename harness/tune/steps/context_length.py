@@ -17,6 +17,7 @@ _NO_FIT = ("max_model_len", "max seq len", "KV cache is needed", "maximum model 
 
 class ContextLength:
     name = "context-length"
+    knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
     summary = "set max-model-len to the required context length; report when the startup log reduces it or the start fails"
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]

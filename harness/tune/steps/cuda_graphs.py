@@ -53,6 +53,7 @@ def describe(name: str, m: Measurement) -> str:
 
 class CudaGraphs:
     name = "cuda-graphs"
+    knobs = (KNOB,)  # the guide knobs it moves (the plan shows each kind's spelling)
     summary = ("when the current flags run eager or leave graphs to the engine: CUDA graphs on vs the current flags "
                "(startup saved vs steady-state lost); no start when graphs are on")
 
@@ -66,7 +67,7 @@ class CudaGraphs:
         if current is None and knob.default_on:
             return StepResult(self.name, "kept", f"CUDA graphs are on (the engine's default; {flag} not set); nothing to try.",
                               dict(ctx.current), [tried_row(inc)])
-        if current is not None and current != knob.off:
+        if current is not None and knob.is_on(current):  # the kind's sense (an env value "1" is 1)
             return StepResult(self.name, "kept", f"CUDA graphs are on ({show(flag, current)}); nothing to try.", dict(ctx.current), [tried_row(inc)])
         done, best, results = one_flag(ctx, self.name, flag, [knob.on], objective=OBJECTIVE, prior=lambda _v: "candidate")
         if done is not None:

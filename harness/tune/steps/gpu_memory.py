@@ -22,6 +22,8 @@ _MEMORY = ("memory utilization", "Free memory on device", "out of memory", "No a
 
 class GpuMemory:
     name = "gpu-memory"
+    knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
+    without_knob = "the step only checks that the engine starts"
     summary = ("keep gpu-memory-utilization if the engine starts; on a memory failure try lower fractions "
                f"({', '.join(map(str, FALLBACK_FRACTIONS))}) until one starts")
 
@@ -29,9 +31,10 @@ class GpuMemory:
         m = ctx.incumbent()
         knob = ctx.knob(FLAG)
         flag = knob.flag or FLAG
-        default = knob.default if knob.default is not None else DEFAULT
+        # the kind's default fraction; None where the engine computes it at start (SGLang)
+        default = knob.default if knob.flag is not None else DEFAULT
         current = flag_of(ctx.current, flag)
-        shown = current if current is not None else f"{default} (default)"
+        shown = current if current is not None else (f"{default} (default)" if default is not None else "the engine's default")
         if m is None:
             ms = ctx.measure(self.name, [ctx.current])
             if ms is None:
@@ -59,7 +62,7 @@ class GpuMemory:
                               f"has no memory-fraction flag to lower: {knob.why_missing}", dict(ctx.current), [tried_row(m)])
         if not any(s.lower() in why.lower() for s in _MEMORY):
             return StepResult(self.name, "failed", f"the engine does not start, not for memory: {why}", dict(ctx.current), [tried_row(m)])
-        start = float(current) if isinstance(current, (int, float)) else default
+        start = float(current) if isinstance(current, (int, float)) else default if default is not None else 1.0
         values = ctx.candidates(flag) or [v for v in FALLBACK_FRACTIONS if v < start]
         tried = [tried_row(m)]
         outcomes: list[str] = []

@@ -34,6 +34,7 @@ def capacity_gain(inc: Measurement, cand: Measurement, threshold_pct: float) -> 
 
 class KvDtype:
     name = "kv-dtype"
+    knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
     summary = "only when memory is the limit (preemptions or KV > 95%): FP8 KV cache / quantized checkpoints, accepted only with the quality gate passed"
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
@@ -49,14 +50,16 @@ class KvDtype:
             why = "the tune file has no quality block" if ctx.tune.quality is None else "this build has no quality gate (harness.quality)"
             return StepResult(self.name, "skipped", f"memory is the limit ({signals}), but quality not checked: {why}, and FP8 KV cache "
                               "or quantized weights are accepted only with the quality gate passed.", dict(ctx.current), [tried_row(inc)])
-        values = ctx.candidates(FLAG) or ["fp8"]
+        knob = ctx.knob(FLAG)  # the kind's flag(s) and its spelling of FP8 (llama.cpp: q8_0 for K and V)
+        flag = knob.flag or FLAG
+        values = ctx.candidates(flag) or list(knob.try_values) or ["fp8"]
         verdicts = {}
 
         def quality_refused(m):  # type: ignore[no-untyped-def]
             verdicts[m.config_id] = v = verdict(ctx, inc, m)
             return refusal(v)
 
-        done, best, results = one_flag(ctx, self.name, FLAG, values, disqualify=quality_refused, objective=OBJECTIVE,
+        done, best, results = one_flag(ctx, self.name, flag, values, disqualify=quality_refused, objective=OBJECTIVE,
                                        accept_tie_when=lambda i, c: capacity_gain(i, c, ctx.threshold_pct))
         if done is not None:
             return done
@@ -69,17 +72,17 @@ class KvDtype:
             if m.ok:
                 v = verdicts.get(m.config_id)
                 why = refusal(v)
-                notes.append(f"{m.flags.get(FLAG)}: " + (why if why else f"quality gate {v.status} ({v.short()})" if v else "-"))
+                notes.append(f"{knob.value(m.flags)}: " + (why if why else f"quality gate {v.status} ({v.short()})" if v else "-"))
         qnotes = "; ".join(notes) or "no candidate measured"
         if best is None:
-            return StepResult(self.name, "kept", f"memory is the limit ({signals}); no {FLAG} in {', '.join(map(str, values))} beats the "
+            return StepResult(self.name, "kept", f"memory is the limit ({signals}); no {flag} in {', '.join(map(str, values))} beats the "
                               f"current one beyond noise with the quality gate passed. Quality vs current: {qnotes}.",
                               dict(ctx.current), tried)
         ctx.current = best.flags
         j = next(jj for _, m, jj in results if m is best)
         gain = capacity_gain(inc, best, ctx.threshold_pct)
         why = j.text() if j.verdict == "better" else f"{j.text()}; taken for capacity: {gain}"
-        return StepResult(self.name, "changed", f"memory is the limit ({signals}); {FLAG} {best.flags.get(FLAG)}: {why}; "
+        return StepResult(self.name, "changed", f"memory is the limit ({signals}); {flag} {knob.value(best.flags)}: {why}; "
                           f"it passes the quality gate. Quality vs current: {qnotes}.", dict(best.flags), tried)
 
 

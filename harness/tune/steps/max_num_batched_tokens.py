@@ -120,6 +120,7 @@ def longest_prompt(scenarios: list[Any]) -> int | None:
 
 class MaxNumBatchedTokens:
     name = "max-num-batched-tokens"
+    knobs = (FLAG, CHUNKED)  # the guide knobs it moves (the plan shows each kind's spelling)
     summary = ("when ITL p99 >= 2x p50 and prompts exceed 512 tokens (decodes stalled by prefills): chunked prefill at 512 "
                "then 2048 tokens; ITL p99 must improve beyond noise, TPOT p50 and TTFT are the named costs, goodput the guard")
 
@@ -128,7 +129,8 @@ class MaxNumBatchedTokens:
         if done is not None:
             return done
         flag = ctx.knob(FLAG).flag or FLAG
-        chunked = ctx.knob(CHUNKED).flag  # None: the kind always chunks (nothing to switch on)
+        chunk_knob = ctx.knob(CHUNKED)
+        chunked = chunk_knob.flag  # None: the kind always chunks (nothing to switch on)
         p50, p99 = typical_gap(inc), inc.metric("itl_p99_ms")
         given = ctx.candidates(flag)
         ratio = (p99 / p50) if p50 and p99 else None
@@ -141,7 +143,7 @@ class MaxNumBatchedTokens:
         if not given and longest is not None and longest <= GUIDE_START:
             return StepResult(self.name, "skipped", f"{stall}, but no prompt is longer than {GUIDE_START} tokens (longest {longest}): "
                               "no long prefill to chunk; the budget stays as it is.", dict(ctx.current))
-        chunking_off = chunked is not None and flag_of(ctx.current, chunked) is False
+        chunking_off = chunked is not None and chunk_knob.is_on(flag_of(ctx.current, chunked)) is False
         if not given and isinstance(current, int) and current <= GUIDE_START and not chunking_off:
             return StepResult(self.name, "skipped", f"{stall}, but the budget is already {current} tokens with chunked prefill, "
                               f"at or below the guide's starting point ({GUIDE_START}); list candidates to try others.", dict(ctx.current))
@@ -153,8 +155,8 @@ class MaxNumBatchedTokens:
         change: dict[Any, dict[str, Any]] = {}
         for v in values:
             c: dict[str, Any] = {flag: v}
-            if chunking_off:
-                c[chunked] = True  # a budget below the prompt length needs chunked prefill
+            if chunking_off and chunked != flag:  # (SGLang: the budget is the switch, -1 off)
+                c[chunked] = chunk_knob.on  # a budget below the prompt length needs chunked prefill
             change[v] = c
         # chunked prefill is the engines' default: turning it back on needs only no measured harm
         prior = "candidate" if chunking_off else "incumbent"

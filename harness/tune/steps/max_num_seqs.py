@@ -43,6 +43,7 @@ def mean_context(m: Measurement) -> float | None:
 
 class MaxNumSeqs:
     name = "max-num-seqs"
+    knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
     summary = ("candidates from KV cache tokens / mean context (guide 001 2.1) around the expected concurrency; lower "
                f"on a storm, raise when requests wait for a sequence slot with KV below {100 * RAISE_BELOW_KV:.0f}%")
 

@@ -15,7 +15,7 @@ the default to return to: taken unless it is worse beyond noise.
 from __future__ import annotations
 
 from harness.tune.judge import Objective
-from harness.tune.measure import Measurement, flag_of
+from harness.tune.measure import Measurement
 from harness.tune.quality import refusal, row, verdict
 from harness.tune.steps.base import STEPS, StepResult, fmt, label, one_flag, prologue, tried_row
 from harness.results.run_metrics import BY_NAME as RUN
@@ -36,6 +36,7 @@ def low_acceptance(m: Measurement) -> str | None:
 
 class Speculative:
     name = "speculative"
+    knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
     summary = "only when decode time is most of E2E and speculative-config candidates are given; reject below 50% acceptance or lower goodput"
 
     def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
@@ -47,8 +48,10 @@ class Speculative:
         limit = f"decode is {fmt((decode_share or 0) * 100, '.0f')}% of median E2E ({fmt(e2e, '.0f')} ms, TTFT p50 {fmt(ttft, '.0f')} ms)"
         if decode_share is None or decode_share <= 0.5:
             return StepResult(self.name, "skipped", f"ITL is not the limit: {limit}.", dict(ctx.current), [tried_row(inc)])
-        current = flag_of(ctx.current, FLAG)
-        values = [v for v in (ctx.candidates(FLAG) or []) if v != current]
+        knob = ctx.knob(FLAG)  # the kind's flag(s): SGLang's algorithm + draft flags, TGI's --speculate N
+        flag = knob.flag or FLAG
+        current = knob.value(ctx.current)
+        values = [v for v in (ctx.candidates(flag) or []) if v != current]
         if current is not None:
             values = [None] + values  # speculation already on: off is the guide's starting point
         if not values:
@@ -65,7 +68,7 @@ class Speculative:
                     return refusal(v)
             return low_acceptance(m)
 
-        done, best, results = one_flag(ctx, self.name, FLAG, values, disqualify=refused, objective=OBJECTIVE,
+        done, best, results = one_flag(ctx, self.name, flag, values, disqualify=refused, objective=OBJECTIVE,
                                        prior=lambda v: "candidate" if v is None else "incumbent",
                                        rank=lambda m: -(m.summary_value(lambda s: s.latency_ms["tpot"].p50 if "tpot" in s.latency_ms else None) or 1e18))
         if done is not None:
@@ -79,7 +82,7 @@ class Speculative:
             return f"goodput {fmt(m.goodput())} req/s, {fmt(m.metric('req_per_s'))} req/s, ITL p50 {fmt(m.metric('itl_p50_ms'), '.1f')} ms{acc}"
 
         def name(v: object) -> str:
-            return "without speculation" if v is None else label({FLAG: v})
+            return "without speculation" if v is None else label(knob.change(v))
 
         listing = "; ".join(f"{name(v)}{' (current)' if i == 0 else ''}: {desc(m)}" for i, (v, m, _) in enumerate(results))
         if best is None:
@@ -96,8 +99,8 @@ class Speculative:
             return StepResult(self.name, "kept", f"ITL is the limit ({limit}); {listing}: rejected: {'; '.join(reasons)}.", dict(ctx.current), tried)
         j = next(j for _, m, j in results if m is best)
         ctx.current = {k: v for k, v in best.flags.items() if v is not None}
-        won = "turning speculation off" if flag_of(best.flags, FLAG) is None else "speculation"
-        why = f" (the guide's high-concurrency warning: at {inc.expected_level} drafts cost more than they save)" if flag_of(best.flags, FLAG) is None else ""
+        won = "turning speculation off" if knob.value(best.flags) is None else "speculation"
+        why = f" (the guide's high-concurrency warning: at {inc.expected_level} drafts cost more than they save)" if knob.value(best.flags) is None else ""
         return StepResult(self.name, "changed", f"ITL is the limit ({limit}); {listing}: {won}: {j.text()}{why}.",
                           dict(ctx.current), tried)
 
