@@ -73,8 +73,10 @@ class ParentWatch:
     files of a run whose `harness run` had been killed with SIGKILL (audit R7). A process that
     finds its parent gone stops at once instead; nobody will read what it would still write."""
 
-    def __init__(self) -> None:
-        self.parent_pid = os.getppid()
+    def __init__(self, parent_pid: int | None = None) -> None:
+        # `parent_pid`: the pid the parent gave on the command line. Without it, a parent that died
+        # before this line ran would be taken for init, and the orphan would never notice.
+        self.parent_pid = os.getppid() if parent_pid is None else parent_pid
 
     @property
     def orphaned(self) -> bool:

@@ -8,6 +8,7 @@ wall time so the summary can say which windows contain them.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.metrics.hdr import Histogram
+from harness.signals import ParentWatch
 
 
 class StallMeter:
@@ -70,7 +72,10 @@ class StallMeterProcess:
     """The same meter in its own process, for processes where threads are greenlets.
 
     Under Locust (gevent), a thread would measure the event loop, not the host. This runs
-    `python -m harness.metrics.stall_meter OUT` and reads what it wrote when stopped.
+    `python -m harness.metrics.stall_meter OUT PARENT_PID` and reads what it wrote when stopped.
+    The meter exits by itself once this process is gone (killed outright, a test's Locust that
+    never stopped it): it runs in its own session, so nothing else would stop it (an orphaned
+    meter was seen 2 h after its test).
     """
 
     def __init__(self, out_path: Path) -> None:
@@ -79,7 +84,7 @@ class StallMeterProcess:
 
     def start(self) -> StallMeterProcess:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.metrics.stall_meter", str(self.out_path)],
+            [sys.executable, "-m", "harness.metrics.stall_meter", str(self.out_path), str(os.getpid())],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             start_new_session=True,
@@ -106,14 +111,24 @@ class StallMeterProcess:
         return meter.summary(window_start, window_end)
 
 
+#: how often the meter looks whether its parent is still there
+PARENT_CHECK_S = 0.5
+
+
 def main(argv: list[str]) -> int:
-    """Run the meter until SIGTERM/SIGINT, then write its stalls and histogram to argv[0]."""
+    """Run the meter until SIGTERM/SIGINT, then write its stalls and histogram to argv[0]. When
+    the parent (argv[1], else the process that started it) is gone, exit without writing: nobody
+    will read it (signals.ParentWatch, as the load processes do)."""
     out = Path(argv[0])
+    parent = ParentWatch(int(argv[1]) if len(argv) > 1 else None)
     meter = StallMeter().start()
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_a: done.set())
-    done.wait()
+    while not done.wait(PARENT_CHECK_S):
+        if parent.orphaned:
+            meter.stop()
+            return 1
     meter.stop()
     out.write_text(
         json.dumps({"threshold_ms": meter.threshold_ns / 1e6, "stalls": meter.stalls, "hist": meter.hist.to_dict()})
