@@ -292,6 +292,7 @@ def test_tune_moves_llama_servers_own_flags(real_llamacpp, tmp_path):
     # the per-slot limit is --kv-unified-per-slot (the pool all slots share is --ctx-size)
     assert by["context-length"]["verdict"] == "changed", by["context-length"]
     assert by["context-length"]["tried"][0]["flags"]["kv-unified-per-slot"] > 0
+    assert by["context-length"]["reason"].startswith("max-model-len 146 tokens (--kv-unified-per-slot; "), by["context-length"]
     assert by["parallelism"]["verdict"] == "skipped"
     assert by["parallelism"]["reason"].startswith("engine kind llamacpp has no equivalent of --tensor-parallel-size")
     assert by["cuda-graphs"]["verdict"] == "kept" and "GGML_CUDA_DISABLE_GRAPHS not set" in by["cuda-graphs"]["reason"]

@@ -33,7 +33,9 @@ class ContextLength:
         if ms is None:
             return ctx.budget_skip(self.name)
         (m,) = ms
-        where = f"{required} tokens ({ctx.spec.max_model_len_from})"
+        # the kind's spelling when it is not the guide's (llama.cpp: --kv-unified-per-slot, SGLang: --context-length)
+        where = (f"{required} tokens ({ctx.spec.max_model_len_from})" if flag == FLAG
+                 else f"{required} tokens (--{flag}; {ctx.spec.max_model_len_from})")
         if not m.started or not m.ok:
             why = m.failure or "the engine did not start"
             if any(s in why for s in _NO_FIT):
