@@ -283,7 +283,9 @@ def test_tune_moves_llama_servers_own_flags(real_llamacpp, tmp_path):
     path.write_text(yaml.safe_dump(tune, sort_keys=False))
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "tune", str(path), "--out", str(out)],
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=1500)
+                          cwd=ROOT, capture_output=True, text=True, timeout=1500,
+                          # a tune saves its final run as a baseline: in the test's directory, not the repo's store
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_BASELINES": str(tmp_path / "baselines")})
     print(proc.stderr[-4000:])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads((out / "tune.json").read_text())
