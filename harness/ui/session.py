@@ -115,6 +115,7 @@ class RunSession:
         self._view_cache: tuple[float, dict[str, Any]] | None = None
         self.metrics_server: MetricsServer | None = None
         self.collector = Collector(environment, on_delta=self._on_delta, on_event=self._on_event)
+        self.runner = self.collector.runner  # Locust's runner (the collector checked it exists)
         ev = environment.events
         ev.test_start.add_listener(self._on_test_start)
         ev.test_stopping.add_listener(self._on_test_stopping)
@@ -138,7 +139,7 @@ class RunSession:
                 for line in exc.lines:
                     print(f"harness: {line}", file=sys.stderr)
                 self.env.process_exit_code = 2
-                gevent.spawn_later(0.1, self.env.runner.quit)
+                gevent.spawn_later(0.1, self.runner.quit)
                 return
             print(f"harness: live metrics at {self.metrics_server.url}", file=sys.stderr)
         path = getattr(self.opts, "scenario", "") if self.opts else ""
@@ -147,7 +148,7 @@ class RunSession:
                   "runs only scenarios given at start.", file=sys.stderr)
             if self.headless:
                 self.env.process_exit_code = 2
-                gevent.spawn_later(0.1, self.env.runner.quit)
+                gevent.spawn_later(0.1, self.runner.quit)
             return
         try:
             scenario = load_scenario(path)
@@ -157,13 +158,15 @@ class RunSession:
                 print(f"harness: {line}", file=sys.stderr)
             if self.headless:
                 self.env.process_exit_code = 2
-                gevent.spawn_later(0.1, self.env.runner.quit)
+                gevent.spawn_later(0.1, self.runner.quit)
             return
         load = scenario.load  # the form's defaults: the scenario's users and spawn rate (Load defines both)
-        if self.opts.num_users is None:
-            self.opts.num_users = load.users
-        if self.opts.spawn_rate is None:
-            self.opts.spawn_rate = load.spawn_rate(self.opts.num_users)
+        opts = self.opts
+        assert opts is not None  # the scenario's path came from them
+        if opts.num_users is None:
+            opts.num_users = load.users
+        if opts.spawn_rate is None:
+            opts.spawn_rate = load.spawn_rate(opts.num_users)
         if not self.env.host and (not scenario.target.url or len(self.choices.files) > 1):
             self._start_sim(scenario)
 
@@ -309,7 +312,7 @@ class RunSession:
         if run is not None and run.driver is not None:
             run.driver.close()  # its telemetry and stall meter stop
         if stop:
-            gevent.spawn(self.env.runner.stop)
+            gevent.spawn(self.runner.stop)
 
     # ---------------------------------------------------------------- during the test
     def _on_spawned(self, user_count: int = 0, **_kw: Any) -> None:
@@ -361,9 +364,9 @@ class RunSession:
         run.stop_t = run.stop_t or time.time()
         self._finalize(run, [])
         if self.headless:
-            self.env.runner.quit()
+            self.runner.quit()
         else:
-            self.env.runner.stop()
+            self.runner.stop()
 
     def _on_test_stopping(self, sync: bool = False, **_kw: Any) -> None:
         """Stop pressed, --run-time over, or quitting: workers drain and report before Locust
