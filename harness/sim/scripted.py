@@ -37,7 +37,7 @@ class ScriptedEngine(EngineBase):
         self._seq = itertools.count()
         self._handle: asyncio.TimerHandle | None = None
         self._armed_for = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop  # the running loop, set by start()
         # loop.time() is time.monotonic(); perf_counter_ns is CLOCK_MONOTONIC too, but convert
         # through a measured offset rather than assume it.
         self._offset = time.monotonic() - perf_counter_ns() / 1e9
@@ -88,7 +88,7 @@ class ScriptedEngine(EngineBase):
                 return
             self._handle.cancel()
         self._armed_for = due
-        self._handle = self._loop.call_at(due / 1e9 + self._offset, self._tick)  # type: ignore[union-attr]
+        self._handle = self._loop.call_at(due / 1e9 + self._offset, self._tick)
 
     def _tick(self) -> None:
         self._handle = None
@@ -98,7 +98,7 @@ class ScriptedEngine(EngineBase):
             # fault: stop writing for stall_ms; events that came due meanwhile go out in a burst
             self._next_stall = now + self._stall_ns + self._stall_every_ns
             self._stall_end = now + self._stall_ns
-            self._handle = self._loop.call_at((now + self._stall_ns) / 1e9 + self._offset, self._tick)  # type: ignore[union-attr]
+            self._handle = self._loop.call_at((now + self._stall_ns) / 1e9 + self._offset, self._tick)
             self._armed_for = now + self._stall_ns
             return
         if heap:
@@ -143,7 +143,9 @@ class ScriptedEngine(EngineBase):
             if req.chat:
                 stream.role()
         else:
-            stats.itl.observe(now - req.last_token)  # type: ignore[operator]
+            last = req.last_token
+            assert last is not None  # set with the first token
+            stats.itl.observe(now - last)
         req.last_token = now
         stats.generation_tokens += 1
         stats.log_generation_tokens += 1
