@@ -32,6 +32,10 @@ __all__ = [
 ]  # the names come from the table
 NS_PER_MS = 1e6
 _COUNTS = frozenset(m.name for m in METRICS if m.hdr == "count")
+#: counters every class block writes, zero included: a process (a distributed worker, a class)
+#: that completed no request is a result that says 0, not one whose readers meet a missing key
+#: (a worker with 0 completed requests in a 3-s test read as KeyError 'completed')
+CORE_COUNTS = ("completed", "failed", "good", "input_tokens", "output_tokens")
 
 
 def histogram_for(m: Metric) -> Histogram:
@@ -120,7 +124,7 @@ class ClassMetrics:
         self.flush()
         return {
             "hist": {name: h.to_dict() for name, h in self.hist.items()},
-            "counts": dict(self.counts),
+            "counts": {**dict.fromkeys(CORE_COUNTS, 0), **self.counts},
             "errors": dict(self.errors),
             "ttft_parts": self.parts.to_dict(),
         }

@@ -159,6 +159,8 @@ def test_headless_master_with_run_time_waits_for_every_worker(sim: EmbeddedSim, 
     assert any("stopped before" in w for w in summary["validity"]["warnings"])
     ok = [r for r in _requests(run) if r["error"] is None]
     completed = [w["metrics"][ALL]["counts"]["completed"] for w in workers]
-    assert all(n > 0 for n in completed)
-    assert summary["requests"]["completed"] == sum(completed) == len(ok)
+    # each worker's requests in flight at -t were waited for (a worker that started none before -t
+    # on a loaded box reports 0: a valid result, asserted by the same equalities)
+    assert [w["sent"] for w in workers] == completed
+    assert summary["requests"]["completed"] == sum(completed) == len(ok) > 0
     assert summary["client"]["sent"] == len(ok)  # every request handed out was measured to completion
