@@ -308,8 +308,8 @@ def test_tune_moves_llama_servers_own_flags(real_llamacpp, tmp_path):
     assert seqs["verdict"] in ("changed", "kept") and seqs["tried"], seqs
     assert any(t["flags"].get("parallel") == 4 for t in seqs["tried"])
     # four users on one slot wait for it: four slots are judged on TTFT (the raise objective) with
-    # requests/s as the guard, and the reason says which rule decided
-    assert "TTFT p50" in seqs["reason"] and "requests/s" in seqs["reason"], seqs["reason"]
+    # goodput as the guard (the scenario has SLOs), and the reason says which rule decided
+    assert "TTFT p99" in seqs["reason"] and "goodput" in seqs["reason"], seqs["reason"]
     assert seqs["verdict"] == "changed", seqs["reason"]
     assert "leaving the current flags needs a measured gain" in seqs["reason"]
     budget = by["max-num-batched-tokens"]  # llama-server's --batch-size
