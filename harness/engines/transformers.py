@@ -39,7 +39,9 @@ TRANSFORMERS_FACTS = [
 
 # ---------------------------------------------------------------- flags
 _TF = "transformers serve"
-# transformers serve --continuous-batching (transformers 5.x `serve` options, ContinuousBatchingConfig)
+# transformers serve --continuous-batching (transformers 5.x `serve` options, ContinuousBatchingConfig;
+# 5.19.0's `serve --help` is tests/engines/data/transformers/transformers_5.19_serve_help.txt, which
+# tests/engines/test_flags.py checks every argv of the map against)
 TRANSFORMERS_FLAGS = FlagMap(
     "transformers",
     {

@@ -7,7 +7,8 @@ passes a value to a switch, fails before any GPU is involved.
 Three recordings are tables (`option [alias ...] arity` per line: vLLM's and SGLang's argparse
 parsers dumped, TGI's clap `struct Args`); llama.cpp's is `llama-server --help` as printed (the
 same text the real build at HARNESS_LLAMACPP_DIR prints; tests/e2e/test_llamacpp.py starts it with
-the map's flags).
+the map's flags), transformers' is `transformers serve --help` (typer); the simulator's is its
+live parser.
 """
 
 from __future__ import annotations
@@ -51,6 +52,20 @@ def llama_help(path: Path) -> Options:
     return out
 
 
+def typer_help(path: Path) -> Options:
+    """`transformers serve --help` (typer): `  [-x, ]--opt [TYPE|[choices]]` or `  --x / --no-x` per option."""
+    out: Options = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"  ((?:-\w, )?--[\w-]+(?: / --[\w-]+)?)(?: (\[[^\]]+\]|[A-Z]+))?(?:\s|$)", line)
+        if m:
+            out.update(dict.fromkeys(re.findall(r"-{1,2}[\w-]+", m.group(1)), m.group(2) is not None))
+    return out
+
+
+def transformers() -> Options:
+    return typer_help(DATA / "transformers" / "transformers_5.19_serve_help.txt")
+
+
 def parser(p: argparse.ArgumentParser) -> Options:
     """A live argparse parser's options (the simulator's own: it takes vLLM's names)."""
     out: Options = {}
@@ -92,6 +107,7 @@ RECORDED = {
     "tgi": (tgi, 1),
     "llamacpp": (llamacpp, 1),
     "sim": (sim, 3),
+    "transformers": (transformers, 3),
 }
 
 

@@ -122,6 +122,13 @@ def test_every_setting_tune_starts_is_taken_by_the_engines_release(name: str) ->
     assert options.refused_settings(name) == []
 
 
+def test_every_flag_map_is_checked_against_a_release() -> None:
+    """A kind that writes a map of its own adds its release's option listing to options.RECORDED
+    (kinds on vLLM's map are checked with vllm; custom and external run the user's command)."""
+    maps = {get_kind(n).flags.kind for n in kind_names()}
+    assert maps <= set(options.RECORDED), sorted(maps - set(options.RECORDED))
+
+
 def test_the_option_check_refuses_another_engines_names() -> None:
     # what the maps replace: vLLM's names on SGLang's and llama-server's command lines
     assert options.problems(options.argv_for("vllm", {"max-num-seqs": 8}), options.sglang(), 3) == [
