@@ -25,7 +25,7 @@ class TuneContext:
     remaining: list[str] = field(default_factory=list)
 
     @property
-    def tune(self):  # type: ignore[no-untyped-def]
+    def tune(self):
         return self.spec.file
 
     @property
@@ -54,7 +54,7 @@ class TuneContext:
         SGLang's speculative algorithm and draft model)."""
         return self.knob_of(flag).change(value, self.current)
 
-    def lacks(self, step: str, vllm_flag: str):  # type: ignore[no-untyped-def]
+    def lacks(self, step: str, vllm_flag: str):
         """A skipped StepResult when this engine kind has no equivalent of `vllm_flag`, else None."""
         from harness.tune.steps.base import StepResult
 
@@ -93,7 +93,7 @@ class TuneContext:
         self.measurer.measure_more(where, ms, step)
         return True
 
-    def budget_skip(self, step: str):  # type: ignore[no-untyped-def]
+    def budget_skip(self, step: str):
         from harness.tune.steps.base import StepResult
 
         return StepResult(step, "skipped", getattr(self, "_budget_reason", "budget spent"), dict(self.current))

@@ -131,7 +131,7 @@ class Tuner:
         `base` is handed back unchanged instead."""
         current = dict(self.ctx.current)
         m = self.measurer.cache.get(flags_key(current))
-        if m is not None and m.started or current == dict(self.spec.file.base):
+        if (m is not None and m.started) or current == dict(self.spec.file.base):
             return current, ""
         return dict(self.spec.file.base), ("no engine started with the tuned flags "
                                            f"({describe(current) or 'the base'}), so the tune file's base is recommended unchanged")

@@ -56,7 +56,10 @@ class ExpectedLoad(Strict):
 
     @property
     def value(self) -> float:
-        return float(self.concurrency if self.concurrency is not None else self.rate)  # type: ignore[arg-type]
+        if self.concurrency is not None:
+            return float(self.concurrency)
+        assert self.rate is not None  # one of the two (checked at load)
+        return self.rate
 
     def levels(self) -> list[float]:
         """Expected load first, then the capacity levels (rounded to whole users for concurrency)."""

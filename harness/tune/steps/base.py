@@ -216,7 +216,7 @@ def one_flag(
         return ctx.budget_skip(step), None, []
     inc = ms[0]
     results: list[tuple[Any, Measurement, Judgement | None]] = [(knob.value(current), inc, None)]
-    for s, m in zip(sets_unique[1:], ms[1:]):
+    for s, m in zip(sets_unique[1:], ms[1:], strict=True):
         results.append((knob.value(s), m, None))
     if dead(results):
         return failed_step(ctx, step, flag, results, [tried_row(m) for _, m, _ in results]), None, results

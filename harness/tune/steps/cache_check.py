@@ -59,10 +59,11 @@ class CacheCheck:
     summary = ("preemptions and prefix-cache hit rate; when prefix caching is off, on vs off on TTFT p50/p99 and prefill work "
                "saved, on taken unless worse beyond noise (the guide keeps it on); no start when it is on")
 
-    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+    def run(self, ctx) -> StepResult:
         done, inc = prologue(ctx, self.name, FLAG)
         if done is not None:
             return done
+        assert inc is not None  # prologue hands the incumbent back when every check passed
         knob = ctx.knob(FLAG)  # the kind's switch and its sense (SGLang: on without --disable-radix-cache)
         flag = knob.flag or FLAG
         pre = inc.metric("preemptions")

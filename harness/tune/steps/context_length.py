@@ -20,7 +20,7 @@ class ContextLength:
     knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
     summary = "set max-model-len to the required context length; report when the startup log reduces it or the start fails"
 
-    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+    def run(self, ctx) -> StepResult:
         required = ctx.spec.max_model_len
         flag = ctx.knob(FLAG).flag
         if flag is None:  # the kind has no such limit: nothing to set; the next step's start is the first

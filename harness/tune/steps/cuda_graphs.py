@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.results.run_metrics import BY_NAME as RUN
 from harness.tune.judge import Objective
 from harness.tune.measure import Measurement, flag_of
 from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, prologue, tried_row
-from harness.results.run_metrics import BY_NAME as RUN
 
 KNOB = "cuda-graphs"
 #: steady-state decode: the median request's time per token (TPOT p50) and the ITL tail
@@ -57,12 +57,13 @@ class CudaGraphs:
     summary = ("when the current flags run eager or leave graphs to the engine: CUDA graphs on vs the current flags "
                "(startup saved vs steady-state lost); no start when graphs are on")
 
-    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+    def run(self, ctx) -> StepResult:
         done, inc = prologue(ctx, self.name, KNOB)
         if done is not None:
             return done
+        assert inc is not None  # prologue hands the incumbent back when every check passed
         knob = ctx.knob(KNOB)
-        flag: str = knob.flag  # type: ignore[assignment]
+        flag: str = knob.flag
         current = flag_of(ctx.current, flag)
         if current is None and knob.default_on:
             return StepResult(self.name, "kept", f"CUDA graphs are on (the engine's default; {flag} not set); nothing to try.",
@@ -77,9 +78,10 @@ class CudaGraphs:
         cur_name = show(flag, current) if current is not None else f"{flag} unset (the engine's choice)"
         on_name = show(flag, knob.on) if knob.on is not None else f"without {flag}"
         head = f"{describe(cur_name, off)}; {describe(on_name, on)}"
-        saved: Any = None
-        if startup_s(on) is not None and startup_s(off) is not None:
-            saved = startup_s(on) - startup_s(off)  # type: ignore[operator]
+        saved: float | None = None
+        on_s, off_s = startup_s(on), startup_s(off)
+        if on_s is not None and off_s is not None:
+            saved = on_s - off_s
         # guide 000's trade: what eager saves at startup against what it loses in steady state
         trade = f"; startup with graphs {saved:+.1f} s vs eager (a one-time cost per start)" if saved is not None else ""
         rule = "graphs are the engine's default and guide 000 keeps eager out of production without a benchmark"

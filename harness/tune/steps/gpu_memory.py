@@ -9,9 +9,9 @@ step says which happened, with the run's error.
 
 from __future__ import annotations
 
+from harness.results.run_metrics import BY_NAME as RUN
 from harness.tune.measure import flag_of, merged
 from harness.tune.steps.base import STEPS, StepResult, _or, tried_row
-from harness.results.run_metrics import BY_NAME as RUN
 
 FLAG = "gpu-memory-utilization"
 DEFAULT = 0.92
@@ -27,7 +27,7 @@ class GpuMemory:
     summary = ("keep gpu-memory-utilization if the engine starts; on a memory failure try lower fractions "
                f"({', '.join(map(str, FALLBACK_FRACTIONS))}) until one starts")
 
-    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+    def run(self, ctx) -> StepResult:
         m = ctx.incumbent()
         knob = ctx.knob(FLAG)
         flag = knob.flag or FLAG

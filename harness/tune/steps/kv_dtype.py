@@ -37,10 +37,11 @@ class KvDtype:
     knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
     summary = "only when memory is the limit (preemptions or KV > 95%): FP8 KV cache / quantized checkpoints, accepted only with the quality gate passed"
 
-    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+    def run(self, ctx) -> StepResult:
         done, inc = prologue(ctx, self.name, FLAG)
         if done is not None:
             return done
+        assert inc is not None  # prologue hands the incumbent back when every check passed
         pre = inc.metric("preemptions") or 0.0
         kv = inc.metric("kv_usage_max")
         signals = f"{pre:.0f} preemptions, KV usage max {fmt(kv)} at {inc.expected_level}"
@@ -55,7 +56,7 @@ class KvDtype:
         values = ctx.candidates(flag) or list(knob.try_values) or ["fp8"]
         verdicts = {}
 
-        def quality_refused(m):  # type: ignore[no-untyped-def]
+        def quality_refused(m):
             verdicts[m.config_id] = v = verdict(ctx, inc, m)
             return refusal(v)
 
@@ -71,8 +72,8 @@ class KvDtype:
         for _, m, _ in results[1:]:
             if m.ok:
                 v = verdicts.get(m.config_id)
-                why = refusal(v)
-                notes.append(f"{knob.value(m.flags)}: " + (why if why else f"quality gate {v.status} ({v.short()})" if v else "-"))
+                refused_why = refusal(v)
+                notes.append(f"{knob.value(m.flags)}: " + (refused_why if refused_why else f"quality gate {v.status} ({v.short()})" if v else "-"))
         qnotes = "; ".join(notes) or "no candidate measured"
         if best is None:
             return StepResult(self.name, "kept", f"memory is the limit ({signals}); no {flag} in {', '.join(map(str, values))} beats the "
@@ -80,6 +81,7 @@ class KvDtype:
                               dict(ctx.current), tried)
         ctx.current = best.flags
         j = next(jj for _, m, jj in results if m is best)
+        assert j is not None  # the best was judged against the current one
         gain = capacity_gain(inc, best, ctx.threshold_pct)
         why = j.text() if j.verdict == "better" else f"{j.text()}; taken for capacity: {gain}"
         return StepResult(self.name, "changed", f"memory is the limit ({signals}); {flag} {knob.value(best.flags)}: {why}; "

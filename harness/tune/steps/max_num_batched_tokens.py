@@ -124,10 +124,11 @@ class MaxNumBatchedTokens:
     summary = ("when ITL p99 >= 2x p50 and prompts exceed 512 tokens (decodes stalled by prefills): chunked prefill at 512 "
                "then 2048 tokens; ITL p99 must improve beyond noise, TPOT p50 and TTFT are the named costs, goodput the guard")
 
-    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+    def run(self, ctx) -> StepResult:
         done, inc = prologue(ctx, self.name, FLAG, incumbent_first=True)
         if done is not None:
             return done
+        assert inc is not None  # prologue hands the incumbent back when every check passed
         flag = ctx.knob(FLAG).flag or FLAG
         chunk_knob = ctx.knob(CHUNKED)
         chunked = chunk_knob.flag  # None: the kind always chunks (nothing to switch on)
@@ -179,12 +180,12 @@ class MaxNumBatchedTokens:
                     break  # the first round decides alone
                 return ctx.budget_skip(self.name)
             inc = ms[0]
-            results: list[tuple[Any, Measurement, Judgement | None]] = [(current, inc, None), *[(v, m, None) for v, m in zip(vals, ms[1:])]]
+            results: list[tuple[Any, Measurement, Judgement | None]] = [(current, inc, None), *[(v, m, None) for v, m in zip(vals, ms[1:], strict=True)]]
             if dead(results):
                 return failed_step(ctx, self.name, flag, results, rows + [tried_row(m) for _, m, _ in results[1:]])
             if not rows:
                 rows.append(tried_row(inc))
-            for v, m in zip(vals, ms[1:]):
+            for v, m in zip(vals, ms[1:], strict=True):
                 j = settle(ctx, self.name, inc, m, OBJECTIVE, prior)
                 cost = cost_too_high(j, ttft_slo) if j.verdict == "better" else None
                 rows.append(tried_row(m, j, cost_too_high=cost))

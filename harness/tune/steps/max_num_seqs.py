@@ -53,11 +53,11 @@ class MaxNumSeqs:
         kv_tokens, ctx_len = m.facts.kv_cache_tokens, mean_context(m)
         return int(kv_tokens // ctx_len) if isinstance(kv_tokens, (int, float)) and ctx_len else None
 
-    def derive(self, ctx, m: Measurement) -> tuple[list[Any], str, str]:  # type: ignore[no-untyped-def]
+    def derive(self, ctx, m: Measurement) -> tuple[list[Any], str, str]:
         flag = ctx.knob(FLAG).flag or FLAG
         kv_tokens = m.facts.kv_cache_tokens
         ctx_len = mean_context(m)
-        expected = ctx.tune.load.concurrency or int(round(m.summary_value(lambda s: s.engine.running.max) or 0)) or None
+        expected = ctx.tune.load.concurrency or round(m.summary_value(lambda s: s.engine.running.max) or 0) or None
         current = flag_of(ctx.current, flag)
         kv_max = m.metric("kv_usage_max")
         fit = int(kv_tokens // ctx_len) if isinstance(kv_tokens, (int, float)) and ctx_len else None
@@ -111,11 +111,12 @@ class MaxNumSeqs:
             return f"all {users} users at once"
         return f"below the limit {current}"
 
-    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+    def run(self, ctx) -> StepResult:
         done, inc = prologue(ctx, self.name, FLAG, incumbent_first=True,
                               missing="no baseline measurement to derive candidates from")
         if done is not None:
             return done
+        assert inc is not None  # prologue hands the incumbent back when every check passed
         flag = ctx.knob(FLAG).flag
         given = ctx.candidates(flag)
         values, why, nothing = (given, "the tune file's candidates", "") if given else self.derive(ctx, inc)
@@ -131,7 +132,10 @@ class MaxNumSeqs:
         fit = self.fit(inc)
         first = [fit] if not given and fit in values and len(values) > 1 else values
         rest = [v for v in values if v not in first]
-        tie = lambda inc_m, cand: "ends the storm" if storm(inc_m) and not storm(cand) else None  # noqa: E731
+
+        def tie(inc_m: Measurement, cand: Measurement) -> str | None:
+            return "ends the storm" if storm(inc_m) and not storm(cand) else None
+
         lowering = bool(storm(inc)) or all(isinstance(v, int) and isinstance(current, int) and v < current for v in values)
         objective = LOWER if lowering else RAISE
         bar = storm if lowering else (lambda m: storm(m) or kv_full(m))
@@ -172,6 +176,7 @@ class MaxNumSeqs:
             reason = head + f"{desc(current, inc_m)}; {others}. {judged}. None taken ({rule})"
             return StepResult(self.name, "kept", reason + ".", dict(ctx.current), tried, {"derived": why, "candidates": values})
         j = next(j for _, m, j in results if m is best)
+        assert j is not None  # the best was judged against the current one
         how = "ends the storm at equal goodput (within noise)" if j.verdict == "tie" else j.why
         ctx.current = best.flags
         reason = head + f"{desc(current, inc_m)}; {others}. {judged}. {label({flag: flag_of(best.flags, flag)})}: {how}{skipped_note}"

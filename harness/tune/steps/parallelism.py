@@ -16,10 +16,11 @@ class Parallelism:
     knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
     summary = "only when the model does not fit or one replica misses the SLOs at the expected load, with gpus > 1 and tensor-parallel-size candidates"
 
-    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+    def run(self, ctx) -> StepResult:
         done, inc = prologue(ctx, self.name, FLAG)
         if done is not None:
             return done
+        assert inc is not None  # prologue hands the incumbent back when every check passed
         frac = inc.metric("goodput_fraction")
         need = ctx.tune.slo_attainment
         fits = f"the model fits (KV cache {_or(inc.facts.kv_cache_tokens)} tokens)"

@@ -14,11 +14,12 @@ the default to return to: taken unless it is worse beyond noise.
 
 from __future__ import annotations
 
+from harness.quality.gate import QualityVerdict
+from harness.results.run_metrics import BY_NAME as RUN
 from harness.tune.judge import Objective
 from harness.tune.measure import Measurement
 from harness.tune.quality import refusal, row, verdict
 from harness.tune.steps.base import STEPS, StepResult, fmt, label, one_flag, prologue, tried_row
-from harness.results.run_metrics import BY_NAME as RUN
 
 FLAG = "speculative-config"
 MIN_ACCEPTANCE = 0.5
@@ -39,10 +40,11 @@ class Speculative:
     knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
     summary = "only when decode time is most of E2E and speculative-config candidates are given; reject below 50% acceptance or lower goodput"
 
-    def run(self, ctx) -> StepResult:  # type: ignore[no-untyped-def]
+    def run(self, ctx) -> StepResult:
         done, inc = prologue(ctx, self.name, FLAG)
         if done is not None:
             return done
+        assert inc is not None  # prologue hands the incumbent back when every check passed
         e2e, ttft = inc.metric("e2e_p50_ms"), inc.metric("ttft_p50_ms")
         decode_share = (e2e - ttft) / e2e if e2e and ttft is not None else None
         limit = f"decode is {fmt((decode_share or 0) * 100, '.0f')}% of median E2E ({fmt(e2e, '.0f')} ms, TTFT p50 {fmt(ttft, '.0f')} ms)"
@@ -53,11 +55,11 @@ class Speculative:
         current = knob.value(ctx.current)
         values = [v for v in (ctx.candidates(flag) or []) if v != current]
         if current is not None:
-            values = [None] + values  # speculation already on: off is the guide's starting point
+            values = [None, *values]  # speculation already on: off is the guide's starting point
         if not values:
             return StepResult(self.name, "skipped", f"ITL is the limit ({limit}), but no speculative-config candidates: "
                               "list the draft model / MTP / ngram methods to try under candidates.", dict(ctx.current), [tried_row(inc)])
-        verdicts: dict[str, object] = {}
+        verdicts: dict[str, QualityVerdict | None] = {}
 
         def refused(m: Measurement) -> str | None:
             """Low acceptance, or (with a quality block) greedy outputs that differ from the current
@@ -73,7 +75,7 @@ class Speculative:
                                        rank=lambda m: -(m.summary_value(lambda s: s.latency_ms["tpot"].p50 if "tpot" in s.latency_ms else None) or 1e18))
         if done is not None:
             return done
-        tried = [tried_row(m, j, low_acceptance=low_acceptance(m), quality=row(verdicts.get(m.config_id))) for _, m, j in results]  # type: ignore[arg-type]
+        tried = [tried_row(m, j, low_acceptance=low_acceptance(m), quality=row(verdicts.get(m.config_id))) for _, m, j in results]
 
         def desc(m: Measurement) -> str:
             a = m.summary_value(RUN["spec_acceptance_rate"].get)
@@ -86,18 +88,20 @@ class Speculative:
 
         listing = "; ".join(f"{name(v)}{' (current)' if i == 0 else ''}: {desc(m)}" for i, (v, m, _) in enumerate(results))
         if best is None:
-            reasons = []
+            reasons: list[str] = []
             for _v, m, j in results[1:]:
-                if verdicts.get(m.config_id) is not None and refusal(verdicts[m.config_id]):  # type: ignore[arg-type]
-                    reasons.append(refusal(verdicts[m.config_id]))  # type: ignore[arg-type]
-                elif low_acceptance(m):
-                    reasons.append(low_acceptance(m))
+                v = verdicts.get(m.config_id)
+                if v is not None and (refused_why := refusal(v)):
+                    reasons.append(refused_why)
+                elif low := low_acceptance(m):
+                    reasons.append(low)
                 elif j is not None and j.verdict == "worse":
                     reasons.append(f"{j.text()} (at {inc.expected_level}: the guide's high-concurrency warning)")
                 elif j is not None:
                     reasons.append(f"{j.text()}")
             return StepResult(self.name, "kept", f"ITL is the limit ({limit}); {listing}: rejected: {'; '.join(reasons)}.", dict(ctx.current), tried)
         j = next(j for _, m, j in results if m is best)
+        assert j is not None  # the best was judged against the current one
         ctx.current = {k: v for k, v in best.flags.items() if v is not None}
         won = "turning speculation off" if knob.value(best.flags) is None else "speculation"
         why = f" (the guide's high-concurrency warning: at {inc.expected_level} drafts cost more than they save)" if knob.value(best.flags) is None else ""
