@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.errors import UserError
 from harness.scenario.durations import parse_duration
+from harness.scenario.loader import UNSET
 from harness.scenario.models import Scenario
 from harness.scenario.yaml_io import load_yaml_value
 
@@ -60,7 +61,8 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, metavar="FILE",
                    help="also write the summary (summary.json plus the chosen percentiles) to FILE")
     p.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", dest="set_values",
-                   help="any scenario field, e.g. --set sampling.temperature=0.7 (value read as YAML); a list entry by its "
+                   help="any scenario field, e.g. --set sampling.temperature=0.7 (value read as YAML; null: the field's "
+                        "default); a list entry by its "
                         "index: --set workload.classes.0.input_tokens=512 (or classes[0]); repeatable")
 
 
@@ -85,7 +87,8 @@ def extra_overrides(args: argparse.Namespace) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or " " in key.strip():
             raise UserError(f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set load.ramp_s=5")
-        out[key.strip()] = load_yaml_value(value, f"--set {key.strip()}") if value.strip() else ""
+        parsed = load_yaml_value(value, f"--set {key.strip()}") if value.strip() else ""
+        out[key.strip()] = UNSET if parsed is None else parsed  # --set KEY=null: the field's default
     return out
 
 

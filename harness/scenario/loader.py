@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -125,10 +125,30 @@ def override_keys(dotted: str) -> list[str]:
     return _INDEX.sub(r".\1", dotted).split(".")
 
 
+class _Unset:
+    """The value of an override that removes its key (the field's default applies)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: An override with this value removes the key from the scenario, so the field takes its default:
+#: a `null` the user wrote (a sweep file's `overrides: {workload.tokenizer: null}`, `--set
+#: workload.tokenizer=null`). A plain None is an override not given (a CLI flag left out) and
+#: changes nothing; a written null was read the same way and silently dropped (the run kept the
+#: file's tokenizer).
+UNSET: Final = _Unset()
+
+
+def written_nulls_unset(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Overrides a user wrote (a file's `overrides:`, `--set`): each null becomes UNSET."""
+    return {k: UNSET if v is None else v for k, v in overrides.items()}
+
+
 def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set one override. A path through a list takes an index; a path that cannot be followed is
-    an error naming where it stops (it was silently dropped: `--set workload.classes.0...` ran the
-    file unchanged, exit 0, audit N3)."""
+    """Set one override (UNSET: remove it). A path through a list takes an index; a path that
+    cannot be followed is an error naming where it stops (it was silently dropped: `--set
+    workload.classes.0...` ran the file unchanged, exit 0, audit N3)."""
     keys = override_keys(dotted)
     if any(not k for k in keys):
         raise UserError(f"override {dotted}: an empty key in the path; {LIST_SYNTAX}")
@@ -137,9 +157,13 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
         last = i == len(keys) - 1
         where = ".".join(keys[:i]) or "(top level)"
         if isinstance(node, dict):
-            if last:
+            if last and value is UNSET:
+                node.pop(key, None)
+            elif last:
                 node[key] = value
             elif node.get(key) is None:
+                if value is UNSET:
+                    return  # nothing there to unset
                 node[key] = node = {}  # absent or `key:` left empty in the file
             else:
                 node = node[key]
@@ -150,6 +174,8 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
             if index >= len(node):
                 raise UserError(f"override {dotted}: {where} has {len(node)} entr{'y' if len(node) == 1 else 'ies'} "
                                 f"(indexes 0-{len(node) - 1})" if node else f"override {dotted}: {where} is empty")
+            if last and value is UNSET:
+                raise UserError(f"override {dotted}: null cannot remove a list entry; give {where} without it")
             if last:
                 node[index] = value
             else:
@@ -160,9 +186,11 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """Overrides are dotted paths (`load.concurrency`). Setting one load mode clears the other."""
+    """Overrides are dotted paths (`load.concurrency`). Setting one load mode clears the other.
+    A None value is an override not given; UNSET removes the key (written_nulls_unset)."""
     out: dict[str, Any] = yaml.safe_load(yaml.safe_dump(data))  # deep copy of plain data
-    given = {k for k, v in overrides.items() if v is not None}
+    given = {k for k, v in overrides.items() if v is not None and v is not UNSET}
+    unset = {k for k, v in overrides.items() if v is UNSET}
     load = out.get("load")
     if not isinstance(load, dict):
         load = {}
@@ -175,7 +203,7 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
         load.pop("requests", None)
     if "warmup.duration_s" in given and isinstance(out.get("warmup"), dict):
         out["warmup"].pop("requests", None)  # `--warmup S` is the whole warmup, not an addition
-    for dotted in sorted(given):
+    for dotted in sorted(given | unset):
         set_path(out, dotted, overrides[dotted])
     return out
 

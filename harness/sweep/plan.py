@@ -22,6 +22,7 @@ from harness.scenario.loader import (
     format_validation_error,
     read_yaml,
     validate,
+    written_nulls_unset,
 )
 from harness.scenario.models import Scenario
 from harness.sweep.checks import check_sweep
@@ -285,7 +286,7 @@ def build_plan(path: str | Path, sweep: SweepFile | None = None) -> Plan:
                     where = f"config {config.id}" + (f", {level.label}" if level else "")
                     try:
                         data = read_yaml(ref.path)
-                        data = apply_overrides(data, overrides) if overrides else data
+                        data = apply_overrides(data, written_nulls_unset(overrides)) if overrides else data  # a null unsets
                         cache[key] = validate(Scenario, data, f"{ref.path} ({where})")
                     except UserError as exc:
                         problems.extend(exc.lines)

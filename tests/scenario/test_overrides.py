@@ -10,7 +10,7 @@ import pytest
 from harness.cli.run import add_parser, overrides_from_args
 from harness.errors import UserError
 from harness.scenario import dump_scenario, load_scenario
-from harness.scenario.loader import apply_overrides
+from harness.scenario.loader import UNSET, apply_overrides
 
 CLOSED = """\
 name: o
@@ -132,3 +132,27 @@ def test_an_override_path_that_cannot_be_followed_is_one_line(tmp_path: Path, ke
     with pytest.raises(UserError) as err:
         load_scenario(path, {key: 1})
     assert len(err.value.lines) == 1 and says in err.value.lines[0]
+
+
+def test_unset_removes_a_key_and_none_changes_nothing() -> None:
+    """None is a CLI flag left out; UNSET (a null the user wrote) gives the field its default."""
+    data = {"load": {"concurrency": 2, "duration_s": 1}, "workload": {"tokenizer": "t.json", "classes": [{"name": "a"}]}}
+    out = apply_overrides(data, {"workload.tokenizer": UNSET, "load.concurrency": None, "target.url": UNSET})
+    assert out == {"load": {"concurrency": 2, "duration_s": 1}, "workload": {"classes": [{"name": "a"}]}}
+    out = apply_overrides(data, {"load.duration_s": UNSET})  # unsetting one stop condition keeps the other keys
+    assert out["load"] == {"concurrency": 2}
+    with pytest.raises(UserError) as err:
+        apply_overrides(data, {"workload.classes.0": UNSET})
+    assert err.value.lines == ["override workload.classes.0: null cannot remove a list entry; give workload.classes "
+                               "without it"]
+
+
+def test_set_null_gives_the_field_its_default(tmp_path: Path) -> None:
+    from harness.cli.run_flags import extra_overrides
+
+    path = tmp_path / "s.yaml"
+    path.write_text(CLOSED.replace("workload:\n", "workload:\n  tokenizer: t.json\n"))
+    assert load_scenario(path).workload.tokenizer == "t.json"
+    args = _args("--set", "workload.tokenizer=null", "--set", "warmup.duration_s=~")
+    sc = load_scenario(path, {**overrides_from_args(args), **extra_overrides(args)})
+    assert sc.workload.tokenizer is None and sc.warmup.duration_s == type(sc.warmup)().duration_s

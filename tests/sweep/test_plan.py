@@ -60,6 +60,24 @@ def test_list_with_ids_and_overrides(write_sweep):
     assert plan.command(plan.configs[1], 1234)[-5:] == ["--port", "1234", "--max-num-seqs", "8", "--enforce-eager"]
 
 
+def test_a_null_in_a_files_overrides_unsets_the_field(write_sweep):
+    """`overrides: {workload.tokenizer: null}` was dropped (a None override reads as a CLI flag left
+    out): the cells kept the scenario's tokenizer. A written null is the field's default."""
+    path = write_sweep({
+        "name": "s", "engine": SIM, "overrides": {"slo.ttft_ms": None},
+        "vary": {"mode": "list", "configs": [
+            {"id": "theirs"},
+            {"id": "words", "overrides": {"workload.tokenizer": None}},
+        ]},
+    })
+    scenario = path.parent / "tiny.yaml"
+    scenario.write_text(scenario.read_text().replace("workload:\n", "workload:\n  tokenizer: tok/tokenizer.json\n"))
+    plan = build_plan(path)
+    theirs, words = (plan.cells_of(c)[0].resolved for c in plan.configs)
+    assert theirs.workload.tokenizer == "tok/tokenizer.json" and words.workload.tokenizer is None
+    assert theirs.slo.ttft_ms is None and words.slo.ttft_ms is None  # tiny.yaml's 2000 ms unset
+
+
 def test_linked_override_follows_the_flag(write_sweep):
     plan = build_plan(write_sweep({
         "name": "s", "engine": SIM, "base": {"max-num-seqs": 8},
