@@ -71,25 +71,27 @@ def build_engine(plan: Plan, kind: Any, config: Config, out: Path, port: int | N
         return engine_env(kind, spec, values, config.flags)
 
     cwd = engine_cwd(spec, plan.base_dir)
-    launch = Launch(None, [base_url])  # type: ignore[arg-type]
+    assert port is not None  # only an attached engine (returned above) has no port of its own
+    urls = [base_url]
+    extra: dict[str, Any] = {}
+    proc: EngineProcess | FleetEngines
     if config.replicas > 1:
         members = []
         for r in range(config.replicas):
             rport = port if r == 0 else free_port(spec.host)
             member = EngineProcess(plan.command(config, rport, r), out / f"logs/{config.id}.r{r}.log",
-                                   env=env(rport, r), cwd=cwd)  # type: ignore[arg-type]
-            member.port = rport  # type: ignore[attr-defined]
+                                   env=env(rport, r), cwd=cwd)
+            member.port = rport
             members.append(member)
             if r:
-                launch.urls.append(f"http://{spec.host}:{rport}")
-        launch.proc = FleetEngines(members)
-        launch.extra.update(replicas=config.replicas, devices=config.devices, endpoints=list(launch.urls))
+                urls.append(f"http://{spec.host}:{rport}")
+        proc = FleetEngines(members)
+        extra.update(replicas=config.replicas, devices=config.devices, endpoints=list(urls))
     else:
-        proc = EngineProcess(argv, out / f"logs/{config.id}.log", env=env(port, 0), cwd=cwd)  # type: ignore[arg-type]
-        proc.port = port  # type: ignore[attr-defined]
-        launch.proc = proc
-    launch.extra["devices"] = config.devices
-    return launch
+        proc = EngineProcess(argv, out / f"logs/{config.id}.log", env=env(port, 0), cwd=cwd)
+        proc.port = port
+    extra["devices"] = config.devices
+    return Launch(proc, urls, extra)
 
 
 def note_engine(out: Path, proc: EngineProcess | FleetEngines) -> None:

@@ -122,6 +122,7 @@ class EngineProcess:
         self.log_path = log_path
         self.env = env
         self.cwd = cwd
+        self.port: int | None = None  # the port it serves on, where the sweep chose it
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_offset = 0
         self.started_at = 0.0
