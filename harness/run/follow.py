@@ -8,6 +8,7 @@ the early-stop watcher, and stops the load when the embedded simulated engine di
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -22,10 +23,8 @@ from harness.results.console import Progress
 
 
 def signal_group(proc: subprocess.Popen[str], sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def tail(path: Path, n: int = 8) -> list[str]:

@@ -74,14 +74,16 @@ def apply_flags(argv: list[str], flags: Mapping[str, Any]) -> list[str]:
             tok = out[i]
             if _match(tok, key):
                 end = i + 1
-                if "=" not in tok and end < len(out) and not _is_option(out[end]):
-                    # `--key value`; a switch (`--key`, `--no-key`) has no value token, but we
-                    # cannot tell a switch from a valued flag before a positional, so a value
-                    # follows only when the replaced flag is not a boolean switch itself
-                    if not flag_key(tok).startswith(f"no-{key}") and not isinstance(value, bool):
-                        end += 1
-                    elif isinstance(value, bool) and out[end].lower() in ("true", "false"):
-                        end += 1
+                # `--key value`; a switch (`--key`, `--no-key`) has no value token, but we
+                # cannot tell a switch from a valued flag before a positional, so a value
+                # follows only when the replaced flag is not a boolean switch itself
+                followed = "=" not in tok and end < len(out) and not _is_option(out[end])
+                switch = isinstance(value, bool)
+                if followed and (
+                    (not switch and not flag_key(tok).startswith(f"no-{key}"))
+                    or (switch and out[end].lower() in ("true", "false"))
+                ):
+                    end += 1
                 spans.append((i, end))
                 i = end
             else:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
+from harness.results.sweep_index import scenario_label
 from harness.scenario.inputs import input_path, not_a_file
 from harness.scenario.loader import (
     apply_overrides,
@@ -28,7 +29,6 @@ from harness.scenario.models import Scenario
 from harness.sweep.checks import check_sweep
 from harness.sweep.flags import apply_flags, describe, flag_key, substitute
 from harness.sweep.models import SweepFile
-from harness.results.sweep_index import scenario_label
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=+-]")
 MAX_ID = 80
@@ -193,7 +193,7 @@ def expand_configs(sweep: SweepFile) -> list[Config]:
     elif vary.mode == "grid":
         names = list(vary.flags)
         for combo in itertools.product(*(vary.flags[n] for n in names)):
-            raw.append((None, dict(zip(names, combo)), {}))
+            raw.append((None, dict(zip(names, combo, strict=True)), {}))
     else:
         if vary.include_base is not False or not vary.flags:
             raw.append(("base", {}, {}))

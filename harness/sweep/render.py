@@ -10,7 +10,6 @@ from harness.sweep.plan import Plan
 from harness.sweep.progress import fmt_duration
 
 
-
 def one_line(text: str) -> str:
     """`text` for one line of the plan: a newline or another control character in a flag value is
     shown as its escape (audit R20: a newline broke the `[start n/N] config ...` line in two; the
@@ -105,6 +104,6 @@ def render_plan(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _readiness(spec) -> str:  # noqa: ANN001
+def _readiness(spec) -> str:
     path = get_kind(spec.kind).ready_path_for(spec)
     return f"GET {path} answers 200"

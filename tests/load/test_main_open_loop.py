@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from waiting import wait_for_lines  # noqa: E402
+from waiting import wait_for_lines
 
 from harness.load.plan import LoadPlan
 from harness.run.provider import TargetProvider

@@ -16,6 +16,8 @@ from tests.tune.test_cases_sim import TUNE, finish, tune
 
 pytestmark = pytest.mark.slow
 
+ROOT = Path(__file__).resolve().parents[2]
+
 SIM = {"kind": "sim", "ready_timeout_s": 60, "stop_timeout_s": 10}
 FAST = {"sim-hbm-tbps": 0.3, "sim-tflops": 80, "sim-speed": 4}
 
