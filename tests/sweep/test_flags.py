@@ -51,7 +51,7 @@ def test_describe():
     )
 
 
-def test_a_sweep_over_a_vllm_switch_starts_its_false_config(write_sweep, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_sweep_over_a_vllm_switch_starts_its_false_config(write_sweep, tmp_path) -> None:
     """vLLM's switches are `--X`/`--no-X` (BooleanOptionalAction); a sweep renders `false` as
     `--no-enforce-eager`, which the simulator refused, so the false config never started (issue 25)."""
     import json
@@ -85,7 +85,7 @@ def test_environment_flags_are_no_arguments() -> None:
     assert shell_line(["x"], {"env:GGML_CUDA_DISABLE_GRAPHS": None}) == "env -uGGML_CUDA_DISABLE_GRAPHS x"
 
 
-def test_a_sweep_over_an_environment_flag_starts_each_engine_with_it(write_sweep, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_sweep_over_an_environment_flag_starts_each_engine_with_it(write_sweep, tmp_path) -> None:
     """TGI takes prefix caching from its environment (PREFIX_CACHING): a sweep varies it like a flag,
     and each config's engine is started with its value (the fake engine logs what it got)."""
     import subprocess
