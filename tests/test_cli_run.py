@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +28,26 @@ workload:
 def harness(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], capture_output=True, text=True,
                           timeout=120, cwd=cwd, env=dict(os.environ))
+
+
+def harness_here(capsys, *args: str) -> subprocess.CompletedProcess[str]:
+    """`harness ARGS` in this process, for a command that fails on its flags or input before it
+    starts anything (or prints help): the same exit code and console lines as the subprocess,
+    without a fresh interpreter importing the harness (~0.5 CPU-s each). What a command does
+    once running, and that it never prints a traceback from a real process, stays with harness()."""
+    from harness.cli.main import main
+
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    capsys.readouterr()
+    try:
+        rc = main(list(args))
+    except SystemExit as exc:  # argparse: --help (0), a usage error (2)
+        rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        for sig, handler in handlers.items():  # `run` installs its SIGTERM/SIGHUP stop
+            signal.signal(sig, handler)
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), rc, out.out, out.err)
 
 
 def _file(tmp_path: Path) -> Path:
@@ -112,19 +133,19 @@ def test_fail_on_invalid_exits_99_with_the_warnings_text(fake_openai, tmp_path: 
     assert "prompt token counts disagree" in proc.stderr
 
 
-def test_bad_override_value_is_one_line_exit_2(tmp_path: Path) -> None:
+def test_bad_override_value_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
     path = _file(tmp_path)
-    proc = harness("run", str(path), "--concurrency", "0")
+    proc = harness_here(capsys, "run", str(path), "--concurrency", "0")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"error: {path}: load.concurrency: must be greater than 0"]
-    proc = harness("run", str(path), "--processes", "0")
+    proc = harness_here(capsys, "run", str(path), "--processes", "0")
     assert proc.returncode == 2 and proc.stderr.strip() == "error: --processes must be at least 1"
 
 
-def test_missing_tokenizer_is_one_line(tmp_path: Path) -> None:
+def test_missing_tokenizer_is_one_line(tmp_path: Path, capsys) -> None:
     path = tmp_path / "t.yaml"
     path.write_text(SCENARIO.replace("workload:\n", "workload:\n  tokenizer: no/such/dir\n"))
-    proc = harness("run", str(path), "--target", "http://127.0.0.1:1", "--out", str(tmp_path / "r"))
+    proc = harness_here(capsys, "run", str(path), "--target", "http://127.0.0.1:1", "--out", str(tmp_path / "r"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("error: workload.tokenizer: no/such/dir has no tokenizer.json")

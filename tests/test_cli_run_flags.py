@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import yaml
-from test_cli_run import _file, harness
+from test_cli_run import _file, harness, harness_here
 
 
 def test_quick_run_without_a_file_with_locust_flags_and_exports(fake_openai, tmp_path: Path) -> None:
@@ -42,17 +42,18 @@ def test_quick_run_without_a_file_with_locust_flags_and_exports(fake_openai, tmp
         abs(exported["percentiles_ms"]["_all"]["ttft"]["p95"] - float(ttft["p95"])) < 1e-3
 
 
-def test_duration_spellings_on_the_command_line(fake_openai, tmp_path: Path) -> None:
+def test_duration_spellings_on_the_command_line(fake_openai, tmp_path: Path, capsys) -> None:
     out = tmp_path / "t"
     proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url, "-t", "1500ms", "--warmup", "0s",
                    "--no-telemetry", "--no-report", "--quiet", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert yaml.safe_load((out / "scenario.yaml").read_text())["load"]["duration_s"] == 1.5
-    bad = harness("run", str(_file(tmp_path)), "--duration", "5 minutes")
+    bad = harness_here(capsys, "run", str(_file(tmp_path)), "--duration", "5 minutes")
     assert bad.returncode == 2 and "is not a duration" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_flag_errors_are_one_line_naming_the_flag(tmp_path: Path) -> None:
+def test_flag_errors_are_one_line_naming_the_flag(tmp_path: Path, capsys) -> None:
+    """In this process (harness_here): each error comes from the flags, before anything starts."""
     cases = [
         (["run"], "--input-tokens N and --output-tokens N"),
         (["run", "--input-tokens", "5"], "--input-tokens N and --output-tokens N"),
@@ -67,13 +68,16 @@ def test_flag_errors_are_one_line_naming_the_flag(tmp_path: Path) -> None:
         (["run", str(_file(tmp_path)), "--set", "load.bogus=1"], "load.bogus: unknown key"),
     ]
     for argv, needle in cases:
-        proc = harness(*argv)
+        proc = harness_here(capsys, *argv)
         assert proc.returncode == 2, (argv, proc.stderr)
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], (argv, proc.stderr)
     # both load modes: the flags are blamed, not the scenario file
-    proc = harness("run", str(_file(tmp_path)), "--concurrency", "2", "--rate", "3")
+    proc = harness_here(capsys, "run", str(_file(tmp_path)), "--concurrency", "2", "--rate", "3")
     assert str(tmp_path) not in proc.stderr
+    # one of them as a real process: no traceback, the same single line
+    proc = harness("run", str(_file(tmp_path)), "--set", "load.bogus=1")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
 def test_target_with_v1_gets_the_server_root_hint(fake_openai, tmp_path: Path) -> None:
@@ -82,13 +86,13 @@ def test_target_with_v1_gets_the_server_root_hint(fake_openai, tmp_path: Path) -
     assert f"give the server root, --target {fake_openai.url}" in proc.stderr
 
 
-def test_help_shows_defaults_on_every_command() -> None:
-    run = harness("run", "--help").stdout
+def test_help_shows_defaults_on_every_command(capsys) -> None:
+    run = harness_here(capsys, "run", "--help").stdout
     assert "(default: 1)" in " ".join(run.split())  # --processes
-    ui = " ".join(harness("ui", "--help").stdout.split())
+    ui = " ".join(harness_here(capsys, "ui", "--help").stdout.split())
     assert "merges them (default: 0)" in ui and "(default 8089) (default" not in ui
     for cmd in (["sweep"], ["compare"], ["baseline", "save"], ["sim"], ["report"], ["gh-summary"], ["completion"]):
-        proc = harness(*cmd, "--help")
+        proc = harness_here(capsys, *cmd, "--help")
         assert proc.returncode == 0 and "usage:" in proc.stdout, cmd
 
 
@@ -99,8 +103,8 @@ def _complete(script: Path, *words: str) -> list[str]:
     return [w for w in out.splitlines() if w]
 
 
-def test_bash_completion_completes_commands_flags_and_choices(tmp_path: Path) -> None:
-    proc = harness("completion", "bash")
+def test_bash_completion_completes_commands_flags_and_choices(tmp_path: Path, capsys) -> None:
+    proc = harness_here(capsys, "completion", "bash")
     assert proc.returncode == 0
     script = tmp_path / "harness.bash"
     script.write_text(proc.stdout)
@@ -110,7 +114,7 @@ def test_bash_completion_completes_commands_flags_and_choices(tmp_path: Path) ->
     assert _complete(script, "harness", "run", "--api", "") == ["openai-chat", "openai-completions"]
     assert _complete(script, "harness", "baseline", "sa") == ["save"]
     assert "--force" in _complete(script, "harness", "baseline", "save", "--f")
-    zsh = harness("completion", "zsh").stdout
+    zsh = harness_here(capsys, "completion", "zsh").stdout
     assert zsh.startswith("autoload -U +X bashcompinit") and "complete -o filenames" in zsh
 
 
