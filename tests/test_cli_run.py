@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+from cli_here import harness_here
 
 SCENARIO = """\
 name: cli
@@ -28,26 +28,6 @@ workload:
 def harness(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], capture_output=True, text=True,
                           timeout=120, cwd=cwd, env=dict(os.environ))
-
-
-def harness_here(capsys, *args: str) -> subprocess.CompletedProcess[str]:
-    """`harness ARGS` in this process, for a command that fails on its flags or input before it
-    starts anything (or prints help): the same exit code and console lines as the subprocess,
-    without a fresh interpreter importing the harness (~0.5 CPU-s each). What a command does
-    once running, and that it never prints a traceback from a real process, stays with harness()."""
-    from harness.cli.main import main
-
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    capsys.readouterr()
-    try:
-        rc = main(list(args))
-    except SystemExit as exc:  # argparse: --help (0), a usage error (2)
-        rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        for sig, handler in handlers.items():  # `run` installs its SIGTERM/SIGHUP stop
-            signal.signal(sig, handler)
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(list(args), rc, out.out, out.err)
 
 
 def _file(tmp_path: Path) -> Path:

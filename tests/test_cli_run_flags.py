@@ -10,7 +10,8 @@ import subprocess
 from pathlib import Path
 
 import yaml
-from test_cli_run import _file, harness, harness_here
+from cli_here import harness_here
+from test_cli_run import _file, harness
 
 
 def test_quick_run_without_a_file_with_locust_flags_and_exports(fake_openai, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_here import harness_here
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = ROOT / "scenarios" / "datasets" / "quality_sim.jsonl"
@@ -103,10 +104,11 @@ BAD_LINES = [
 
 
 @pytest.mark.parametrize("text,needle", BAD_LINES, ids=["json", "no-prompt", "match", "regex", "dup-id", "empty", "digits"])
-def test_a_bad_prompts_file_is_one_line_naming_the_problem(tmp_path, text, needle):
+def test_a_bad_prompts_file_is_one_line_naming_the_problem(tmp_path, text, needle, capsys, monkeypatch):
     (tmp_path / "bad.jsonl").write_text(text)
     scen = scenario(tmp_path, {"prompts": "bad.jsonl"})
-    proc = harness("quality", str(scen), "--target", "http://127.0.0.1:9")  # nothing is started before the check
+    monkeypatch.chdir(ROOT)
+    proc = harness_here(capsys, "quality", str(scen), "--target", "http://127.0.0.1:9")  # nothing is started before the check
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -120,9 +122,10 @@ def test_a_bad_prompts_file_is_one_line_naming_the_problem(tmp_path, text, needl
     ({"prompts": "missing.jsonl"}, "quality.prompts"),
     ({"prompts": "x.jsonl", "max_tokens": 10**12}, "quality.max_tokens: 1,000,000,000,000 tokens in one request is above the limit"),
 ])
-def test_a_bad_quality_block_is_one_line_with_its_field(tmp_path, block, field):
+def test_a_bad_quality_block_is_one_line_with_its_field(tmp_path, block, field, capsys, monkeypatch):
     (tmp_path / "x.jsonl").write_text('{"prompt": "a"}\n')
-    proc = harness("quality", str(scenario(tmp_path, block)), "--target", "http://127.0.0.1:9")
+    monkeypatch.chdir(ROOT)
+    proc = harness_here(capsys, "quality", str(scenario(tmp_path, block)), "--target", "http://127.0.0.1:9")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and field in lines[0], proc.stderr
