@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from waiting import wait_until
 
 from harness.run.provider import TargetProvider
@@ -35,6 +36,9 @@ def _measured_lines(path: Path) -> int:
     return sum(1 for line in path.read_text().splitlines() if line.strip() and '"warmup": true' not in line)
 
 
+@pytest.mark.slow  # ~8.5 CPU-s, 60 s on the loaded box; cheaper: tests/sim/test_sim_lag.py (a SIGSTOPped
+# simulator counts the time it fell behind on /metrics), tests/results/test_build.py (that block makes
+# the run invalid with the figure in the warning)
 def test_a_starved_simulated_engine_makes_the_run_invalid_with_the_figure(tmp_path: Path) -> None:
     targets = TargetProvider(["--sim-speed", "4"], tmp_path)
     sim = targets.start()

@@ -41,6 +41,9 @@ def complete_cells(out):
     return [c for c in cells if c["status"] == "complete"]
 
 
+@pytest.mark.slow  # ~11 CPU-s of the fast suite; cheaper: tests/sweep/test_execute.py (resume after a kill runs
+# only missing cells; a failed start is recorded with its reason) and a real `harness sweep` on the
+# simulator in tests/sweep/test_flags.py and test_replicas_sim.py
 def test_sim_sweep_kill_and_resume(tmp_path):
     pytest.importorskip("harness.sim.server")
     (tmp_path / "pressure.yaml").write_text((DATA / "pressure.yaml").read_text())
