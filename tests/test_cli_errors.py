@@ -45,7 +45,7 @@ def test_ctrl_c_while_the_commands_load_is_one_line(monkeypatch, capsys):
     printed a KeyboardInterrupt traceback: now `interrupted`, exit 130, like later."""
     import harness.cli.main as cli
 
-    def interrupted():
+    def interrupted(*_args: object) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "build_parser", interrupted)
