@@ -66,7 +66,7 @@ def _itl_token_ms(r: dict) -> list[float]:
     """Per-token ITL samples of one request, rebuilt from its chunk offsets (µs) and token counts."""
     offs, toks = r["chunk_offsets_us"], r["chunk_tokens"]
     out: list[float] = []
-    for a, b, k in zip(offs, offs[1:], toks[1:], strict=True):
+    for a, b, k in zip(offs[:-1], offs[1:], toks[1:], strict=True):
         gap = (b - a) / 1000
         out.extend([gap / k] * k if k > 1 else [gap])
     return out
