@@ -24,6 +24,9 @@ window_end, drained, result), so `harness run --distributed N` follows it like o
 
 from __future__ import annotations
 
+from harness.load import gevent_patch  # noqa: F401 - gevent's patching first (its entry points read once)
+
+# isort: split
 import argparse
 import json
 import logging

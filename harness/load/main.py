@@ -9,6 +9,9 @@ orchestrator itself is gone (killed outright), it stops at once instead (signals
 
 from __future__ import annotations
 
+from harness.load import gevent_patch  # noqa: F401 - gevent's patching first (its entry points read once)
+
+# isort: split
 import contextlib
 import json
 import os
