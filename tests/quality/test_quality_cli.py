@@ -39,9 +39,10 @@ def scenario(tmp_path: Path, quality: dict | None = None) -> Path:
 
 def test_compare_prints_the_quality_verdict_beside_latency_and_exits_1_on_a_quality_regression(tmp_path):
     scen = scenario(tmp_path)
-    base = harness("run", str(scen), "--out", str(tmp_path / "base"), "--quiet", "--sim-args", FAST)
+    # --no-report: compare reads summary.json and quality.jsonl; a report costs ~1.3 CPU-s a run
+    base = harness("run", str(scen), "--out", str(tmp_path / "base"), "--quiet", "--no-report", "--sim-args", FAST)
     assert base.returncode == 0, base.stderr
-    fp8 = harness("run", str(scen), "--out", str(tmp_path / "fp8"), "--quiet",
+    fp8 = harness("run", str(scen), "--out", str(tmp_path / "fp8"), "--quiet", "--no-report",
                   "--sim-args", f"{FAST} --kv-cache-dtype fp8 --sim-fp8-kv-error 0.5")
     assert fp8.returncode == 0, fp8.stderr
     assert (tmp_path / "fp8" / "quality.jsonl").is_file()
