@@ -35,7 +35,7 @@ workload:
 
 def test_a_queue_building_window_is_flagged(tmp_path):
     # 2 sequences at a time serve ~6 requests/s; 12/s arrive: the queue grows all window long
-    s = run_harness(tmp_path / "run", OVERLOAD, "--max-num-seqs 2 --max-num-batched-tokens 2048", "--slice-s", "1.5")
+    s = run_harness(tmp_path / "run", OVERLOAD, "--max-num-seqs 2 --max-num-batched-tokens 2048", "--slice-s", "1.5", "--no-report")
     ts = s["diagnosis"]["timeslices"]
     assert ts["slice_s"] == 1.5 and ts["count"] >= 4
     assert ts["steady_state"]["drift"], ts
