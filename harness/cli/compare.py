@@ -11,8 +11,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import UserError
+
+if TYPE_CHECKING:
+    from harness.report.compare import Options
 
 
 def parse_percent(text: str, flag: str) -> float:
@@ -60,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-def options_from(args: argparse.Namespace):
+def options_from(args: argparse.Namespace) -> Options:
     from harness.report.compare import Options
 
     if not 0.5 <= args.confidence < 1.0:

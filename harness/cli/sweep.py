@@ -7,10 +7,15 @@ import contextlib
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import UserError
 from harness.results.lock import lock_dir
+
+if TYPE_CHECKING:
+    from harness.sweep.plan import Cell, Config, Plan
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -117,7 +122,7 @@ def _failure_reasons(out: Path) -> str:
     return text + (f"; and {len(ordered) - 3} other reason(s)" if len(ordered) > 3 else "")
 
 
-def _capacity_hook(args: argparse.Namespace, plan, out: Path):
+def _capacity_hook(args: argparse.Namespace, plan: Plan, out: Path) -> Callable[[Config, str, Cell], None]:
     """`--capacity-search`: a capacity search per config against its running engine, on the
     config's first complete cell's scenario; `DIR/capacity/<config>/capacity.json` and one line
     per config, and `DIR/capacity.json` with every config's boundary."""
@@ -134,7 +139,7 @@ def _capacity_hook(args: argparse.Namespace, plan, out: Path):
                         "(e.g. slo: {ttft_ms: 500, tpot_ms: 50})")
     found: dict[str, CapacitySearch] = {}
 
-    def after(config, base_url: str, cell) -> None:
+    def after(config: Config, base_url: str, cell: Cell) -> None:
         scenario = cell.resolved
         res = search_capacity(scenario, out / "capacity" / config.id, attainment=plan.sweep.slo_attainment,
                               precision=args.capacity_precision, max_trials=args.capacity_max_trials,

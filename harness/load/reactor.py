@@ -55,7 +55,7 @@ class _Pending:
 
     __slots__ = ("error", "event", "kernel", "offset_ns", "parser", "sock")
 
-    def __init__(self, sock, kernel: bool, offset_ns: int, native: bool, expected_events: int = 0) -> None:
+    def __init__(self, sock: socket.socket, kernel: bool, offset_ns: int, native: bool, expected_events: int = 0) -> None:
         self.sock = sock
         self.kernel = kernel
         self.offset_ns = offset_ns

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from typing import Any, cast
+from collections.abc import Callable
+from typing import cast
 
 import gevent
 import gevent.event
@@ -26,10 +27,15 @@ from locust.exception import StopUser
 from harness.client.http_stream import Connection, Endpoint, StreamError, StreamResult, perf_ns
 from harness.client.request import finalize, transfer
 from harness.load import backoff, live_metrics
-from harness.load.controller import LoadController, Pause
+from harness.load.controller import Item, LoadController, Pause
 from harness.load.failures import reason_key
 from harness.load.reactor import ReactorConnection
 from harness.metrics.record import RequestRecord
+
+#: where each interpreted record goes besides the record file (Locust's stats, live metrics)
+Report = Callable[[RequestRecord], None]
+#: sends one turn of a session (the user's own send, with its connection)
+Sender = Callable[["LoadRun", Item, "gevent.event.Event | None"], None]
 
 
 class Finisher:
@@ -50,7 +56,7 @@ class Finisher:
     SOFT = 64
     HARD = 1024
 
-    def __init__(self, ctrl: LoadController, report) -> None:
+    def __init__(self, ctrl: LoadController, report: Report) -> None:
         self.ctrl = ctrl
         self.report = report
         self.queue: deque[tuple[RequestRecord, StreamResult | None, gevent.event.Event | None]] = deque()
@@ -123,7 +129,7 @@ class LoadRun:
 
     ATTR = "harness_load"  # the Environment attribute it hangs on
 
-    def __init__(self, ctrl: LoadController, report: Any) -> None:
+    def __init__(self, ctrl: LoadController, report: Report) -> None:
         self.ctrl = ctrl
         self.stopping = gevent.event.Event()
         self.in_flight: set[gevent.Greenlet] = set()
@@ -158,7 +164,7 @@ def load_of(environment: Environment) -> LoadRun | None:
     return getattr(environment, LoadRun.ATTR, None)
 
 
-def install(environment: Environment, controller: LoadController, report=None, export: bool = True) -> LoadRun:
+def install(environment: Environment, controller: LoadController, report: Report | None = None, export: bool = True) -> LoadRun:
     """Make `controller` the source of work for the LLMUsers of `environment`.
 
     `export=False`: this process never writes live Prometheus metrics itself (a Locust worker:
@@ -195,7 +201,7 @@ class Streams:
         self.ctrl = ctrl
         self.conns: dict[int, Connection] = {}
 
-    def conn(self, i: int):
+    def conn(self, i: int) -> Connection:
         conn = self.conns.get(i)
         if conn is None:
             ctrl = self.ctrl
@@ -210,7 +216,7 @@ class Streams:
             conn.close()
 
 
-def send(run: LoadRun, item, done: gevent.event.Event | None, streams: Streams):
+def send(run: LoadRun, item: Item, done: gevent.event.Event | None, streams: Streams) -> tuple[RequestRecord, StreamResult | None]:
     """Route, wait for the intended send time (open loop), stream and stamp; the record goes to the
     Finisher. Raises StopUser when the run stops before the send time (the item is given back)."""
     ctrl = run.ctrl
@@ -227,7 +233,8 @@ def send(run: LoadRun, item, done: gevent.event.Event | None, streams: Streams):
             conn.connect()
         _sleep_until(item.intended_ns)
     rec = ctrl.new_record(item)
-    conn.expected_events = item.planned.output_tokens + 4  # role, usage, [DONE] and one spare
+    if isinstance(conn, ReactorConnection):  # the native reader sizes its buffers by it
+        conn.expected_events = item.planned.output_tokens + 4  # role, usage, [DONE] and one spare
     me = cast(gevent.Greenlet, gevent.getcurrent())  # a Locust user's task runs in a gevent Greenlet
     run.in_flight.add(me)
     try:
@@ -239,7 +246,7 @@ def send(run: LoadRun, item, done: gevent.event.Event | None, streams: Streams):
     return rec, res
 
 
-def run_session(run: LoadRun, item, streams: Streams, sender=None) -> None:
+def run_session(run: LoadRun, item: Item | None, streams: Streams, sender: Sender | None = None) -> None:
     """Hold one conversation to its end: each turn is built once the Finisher has interpreted the
     previous reply (idle time, off the read path); between turns the think time or the tool's
     latency; an agentic step that fans out runs its sub-agents in parallel (each on connections
@@ -266,7 +273,7 @@ def run_session(run: LoadRun, item, streams: Streams, sender=None) -> None:
         item = sessions.next_turn(item)
 
 
-def _sub_agent(run: LoadRun, item) -> None:
+def _sub_agent(run: LoadRun, item: Item) -> None:
     streams = Streams(run.ctrl)
     try:
         run_session(run, item, streams)
@@ -311,7 +318,7 @@ class LLMUser(User):
         # a multi-turn session: this user holds the conversation to its end
         run_session(run, item, self.streams, sender=self._send)
 
-    def _send(self, run: LoadRun, item, done: gevent.event.Event | None) -> None:
+    def _send(self, run: LoadRun, item: Item, done: gevent.event.Event | None) -> None:
         rec, res = send(run, item, done, self.streams)
         status = res.status if res is not None else None
         if item.intended_ns is None and backoff.should_back_off(status, rec.error_kind):
@@ -325,7 +332,7 @@ class LLMUser(User):
             self._failures = 0
 
 
-def locust_reporter(environment):
+def locust_reporter(environment: Environment) -> Report:
     """Feed Locust's own stats (UI tables, CSV): one entry per class, one event per request.
 
     Locust counts every event as a request, so a TTFT event beside the E2E one doubled its RPS

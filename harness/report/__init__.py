@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.report.document import Document
 
 DEFAULT_FORMATS = ("md", "html")
 
 
-def build_document(path: Path | str):
+def build_document(path: Path | str) -> Document:
     """Load a run or sweep directory and build its report Document (nothing written)."""
     from harness.errors import UserError
     from harness.report.build import build_run_report, build_sweep_report
@@ -68,7 +72,7 @@ def write_report_or_say(write: Callable[[Path], Path], out: Path, say: Callable[
         return None
 
 
-def _close(doc) -> None:
+def _close(doc: Document) -> None:
     """Drop the figures' canvases: long sweeps write many reports in one process."""
     for fig in doc.figures.values():
         fig.figure.clear()

@@ -17,6 +17,7 @@ from harness.report.metrics import fmt_num, fmt_pct
 from harness.report.sweep_data import SweepData
 from harness.report.traffic import block_trace_table, cache_table, fleet_sweep_table, ttft_parts_blocks
 from harness.results.engine_facts import facts_line
+from harness.results.hdr import Hist
 from harness.results.models.facts import StartupFacts
 from harness.results.run_metrics import BY_NAME as RUN
 from harness.results.sweep_index import capacity, top_level
@@ -89,7 +90,7 @@ def run_figures(run: RunData) -> list[Figure]:
     return figs
 
 
-def _same(a, b) -> bool:
+def _same(a: Hist, b: Hist) -> bool:
     return a.total == b.total and a.values.shape == b.values.shape and bool((a.values == b.values).all()) and bool((a.counts == b.counts).all())
 
 

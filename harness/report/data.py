@@ -13,7 +13,7 @@ import gzip
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 from pydantic import ValidationError
@@ -30,7 +30,7 @@ SWEEP_FILES = ("index.json", "sweep.yaml")
 
 
 # ---------------------------------------------------------------- small readers
-def _open_text(path: Path):
+def _open_text(path: Path) -> IO[str]:
     if path.suffix == ".gz":
         return gzip.open(path, "rt", encoding="utf-8", errors="replace")
     return path.open("r", encoding="utf-8", errors="replace")

@@ -5,6 +5,7 @@ in report.html, uploaded as an artifact."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from harness.compare.metrics import METRICS, MetricDef
 from harness.errors import UserError
@@ -60,7 +61,7 @@ def _run_md(run: RunData) -> list[str]:
     return out
 
 
-def _class_value(m: MetricDef, block) -> float | None:
+def _class_value(m: MetricDef, block: Any) -> float | None:  # the summary or a class block (duck-typed)
     """MetricDef.get reads a RunSummary; a class block has the same fields for these metrics."""
     try:
         return m.get(block)

@@ -3,6 +3,7 @@ side for the whole server), goodput, errors, and how the measurement itself held
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from harness.metrics.table import shown
@@ -49,10 +50,10 @@ def record_table(run: RunData) -> Table:
     groups += [(name, s.per_class[name]) for name in s.per_class]
     cols = ["Metric"] + [g[0] for g in groups]
 
-    def row(label: str, fn) -> list[str]:
+    def row(label: str, fn: Callable[[RunSummary | ClassBlock], str]) -> list[str]:
         return [label] + [fn(b) for _, b in groups]
 
-    def lat(metric: str, stat: str):
+    def lat(metric: str, stat: str) -> Callable[[RunSummary | ClassBlock], str]:
         return lambda b: _dist_cell(b.latency_ms.get(metric), stat)
 
     def goodput(b: RunSummary | ClassBlock) -> str:

@@ -6,6 +6,7 @@ import shlex
 
 from harness.engines import get_kind
 from harness.sweep.flags import describe, shell_line
+from harness.sweep.models import EngineSpec
 from harness.sweep.plan import Plan
 from harness.sweep.progress import fmt_duration
 
@@ -104,6 +105,6 @@ def render_plan(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _readiness(spec) -> str:
+def _readiness(spec: EngineSpec) -> str:
     path = get_kind(spec.kind).ready_path_for(spec)
     return f"GET {path} answers 200"

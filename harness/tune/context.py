@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.engines import get_kind
 from harness.engines.parts.flags import Knob
 from harness.tune.ledger import Ledger
 from harness.tune.load import TuneSpec
 from harness.tune.measure import Measurement, Measurer, flags_key
-from harness.tune.models import STEP_NAMES
+from harness.tune.models import STEP_NAMES, TuneFile
+
+if TYPE_CHECKING:
+    from harness.tune.steps.base import StepResult
 
 
 @dataclass
@@ -24,8 +27,12 @@ class TuneContext:
     #: steps still to come, so a step can keep starts for the final run
     remaining: list[str] = field(default_factory=list)
 
+    #: set by the final step: its measurement and its comparison with the baseline (tune.json)
+    final: Measurement | None = None
+    vs_baseline: dict[str, Any] | None = None
+
     @property
-    def tune(self):
+    def tune(self) -> TuneFile:
         return self.spec.file
 
     @property
@@ -54,7 +61,7 @@ class TuneContext:
         SGLang's speculative algorithm and draft model)."""
         return self.knob_of(flag).change(value, self.current)
 
-    def lacks(self, step: str, vllm_flag: str):
+    def lacks(self, step: str, vllm_flag: str) -> StepResult | None:
         """A skipped StepResult when this engine kind has no equivalent of `vllm_flag`, else None."""
         from harness.tune.steps.base import StepResult
 
@@ -93,7 +100,7 @@ class TuneContext:
         self.measurer.measure_more(where, ms, step)
         return True
 
-    def budget_skip(self, step: str):
+    def budget_skip(self, step: str) -> StepResult:
         from harness.tune.steps.base import StepResult
 
         return StepResult(step, "skipped", getattr(self, "_budget_reason", "budget spent"), dict(self.current))

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -34,6 +34,9 @@ from harness.sweep.plan import _safe_id, build_plan
 from harness.sweep.results import read_run_summary
 from harness.tune.ledger import Ledger, TuneProgress
 from harness.tune.load import TuneSpec
+
+if TYPE_CHECKING:
+    from harness.quality.runner import QualityRun
 
 
 def flags_key(flags: dict[str, Any]) -> str:
@@ -190,7 +193,7 @@ class Measurement:
                         best[f.id] = f
         return sorted(best.values(), key=lambda f: -f.severity)
 
-    def quality_run(self):
+    def quality_run(self) -> QualityRun | None:
         """The config's greedy outputs (harness.quality.QualityRun) from its first cell that has
         them, or None (no quality block, or the pass failed)."""
         from harness.quality.runner import read_quality_run

@@ -4,15 +4,21 @@ KV occupancy and preemptions). Later steps and the final comparison are judged a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from harness.tune.judge import THROUGHPUT, guard_key
+from harness.tune.measure import Measurement
 from harness.tune.steps.base import STEPS, StepResult, fmt, tried_row
+
+if TYPE_CHECKING:
+    from harness.tune.context import TuneContext
 
 
 class Baseline:
     name = "baseline"
     summary = "measure the current flags at the expected load: TTFT, ITL, E2E, req/s, tok/s, GPU memory, KV usage, preemptions"
 
-    def run(self, ctx) -> StepResult:
+    def run(self, ctx: TuneContext) -> StepResult:
         m = ctx.incumbent()
         if m is None:
             ms = ctx.measure(self.name, [ctx.current])
@@ -39,7 +45,7 @@ class Baseline:
         return StepResult(self.name, "kept", text, dict(ctx.current), [tried_row(m)])
 
 
-def tpot_p50(m) -> float | None:
+def tpot_p50(m: Measurement) -> float | None:
     return m.summary_value(lambda s: s.latency_ms["tpot"].p50 if "tpot" in s.latency_ms else None)
 
 
@@ -47,7 +53,7 @@ def tpot_p50(m) -> float | None:
 FEW = 30
 
 
-def short_window(m, duration_s: float) -> str:
+def short_window(m: Measurement, duration_s: float) -> str:
     """A note when the measure window is short for these requests: a median request longer than
     half the window, or fewer than 30 completions in it, leave goodput so coarse that real
     differences end as ties (seen on the H200: eager requests of 16-21 s in a 12-s window)."""

@@ -12,6 +12,8 @@ real but small benefit for this traffic, guide 001 1.2); no start is spent.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from harness.compare import Options
 from harness.compare.metrics import METRICS
 from harness.compare.noise import engine_interval
@@ -19,6 +21,9 @@ from harness.report.data import load_run
 from harness.tune.judge import Objective
 from harness.tune.measure import Measurement
 from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, prologue, tried_row
+
+if TYPE_CHECKING:
+    from harness.tune.context import TuneContext
 
 FLAG = "enable-prefix-caching"
 SMALL = 0.05
@@ -59,7 +64,7 @@ class CacheCheck:
     summary = ("preemptions and prefix-cache hit rate; when prefix caching is off, on vs off on TTFT p50/p99 and prefill work "
                "saved, on taken unless worse beyond noise (the guide keeps it on); no start when it is on")
 
-    def run(self, ctx) -> StepResult:
+    def run(self, ctx: TuneContext) -> StepResult:
         done, inc = prologue(ctx, self.name, FLAG)
         if done is not None:
             return done

@@ -8,8 +8,13 @@ fit is reported with the log's root-cause line.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from harness.tune.measure import flag_of, merged
 from harness.tune.steps.base import STEPS, StepResult, tried_row
+
+if TYPE_CHECKING:
+    from harness.tune.context import TuneContext
 
 FLAG = "max-model-len"
 _NO_FIT = ("max_model_len", "max seq len", "KV cache is needed", "maximum model length")
@@ -20,11 +25,12 @@ class ContextLength:
     knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
     summary = "set max-model-len to the required context length; report when the startup log reduces it or the start fails"
 
-    def run(self, ctx) -> StepResult:
+    def run(self, ctx: TuneContext) -> StepResult:
         required = ctx.spec.max_model_len
         flag = ctx.knob(FLAG).flag
         if flag is None:  # the kind has no such limit: nothing to set; the next step's start is the first
             lacks = ctx.lacks(self.name, FLAG)
+            assert lacks is not None  # the kind has no such flag
             lacks.reason = lacks.reason[:-1] + f"; the workload needs {required} tokens per request ({ctx.spec.max_model_len_from})."
             return lacks
         before = flag_of(ctx.current, flag)

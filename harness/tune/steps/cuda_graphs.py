@@ -19,12 +19,15 @@ stalls that step looks for, so the execution mode is settled first.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.results.run_metrics import BY_NAME as RUN
 from harness.tune.judge import Objective
 from harness.tune.measure import Measurement, flag_of
 from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, prologue, tried_row
+
+if TYPE_CHECKING:
+    from harness.tune.context import TuneContext
 
 KNOB = "cuda-graphs"
 #: steady-state decode: the median request's time per token (TPOT p50) and the ITL tail
@@ -57,13 +60,14 @@ class CudaGraphs:
     summary = ("when the current flags run eager or leave graphs to the engine: CUDA graphs on vs the current flags "
                "(startup saved vs steady-state lost); no start when graphs are on")
 
-    def run(self, ctx) -> StepResult:
+    def run(self, ctx: TuneContext) -> StepResult:
         done, inc = prologue(ctx, self.name, KNOB)
         if done is not None:
             return done
         assert inc is not None  # prologue hands the incumbent back when every check passed
         knob = ctx.knob(KNOB)
-        flag: str = knob.flag
+        flag = knob.flag
+        assert flag is not None  # prologue skipped a kind without it
         current = flag_of(ctx.current, flag)
         if current is None and knob.default_on:
             return StepResult(self.name, "kept", f"CUDA graphs are on (the engine's default; {flag} not set); nothing to try.",

@@ -10,11 +10,14 @@ attainment and the GPU memory of both runs. A clause with nothing in it is left 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.tune.judge import compare_measurements, guard_name, judge, show_row
 from harness.tune.measure import Measurement, flags_key
 from harness.tune.steps.base import STEPS, StepResult, fmt, tried_row
+
+if TYPE_CHECKING:
+    from harness.tune.context import TuneContext
 
 MAIN = ("goodput_rps", "rps", "ttft.p99", "itl.p99", "e2e.p99")
 
@@ -124,7 +127,7 @@ class Final:
     name = "final"
     summary = "the full benchmark on the chosen flags, afresh, compared with the baseline: every change beyond noise, good and bad"
 
-    def run(self, ctx) -> StepResult:
+    def run(self, ctx: TuneContext) -> StepResult:
         ms = ctx.measure(self.name, [ctx.current], fresh=True)
         if ms is None:
             return ctx.budget_skip(self.name)

@@ -9,9 +9,14 @@ step says which happened, with the run's error.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from harness.results.run_metrics import BY_NAME as RUN
 from harness.tune.measure import flag_of, merged
 from harness.tune.steps.base import STEPS, StepResult, _or, tried_row
+
+if TYPE_CHECKING:
+    from harness.tune.context import TuneContext
 
 FLAG = "gpu-memory-utilization"
 DEFAULT = 0.92
@@ -27,7 +32,7 @@ class GpuMemory:
     summary = ("keep gpu-memory-utilization if the engine starts; on a memory failure try lower fractions "
                f"({', '.join(map(str, FALLBACK_FRACTIONS))}) until one starts")
 
-    def run(self, ctx) -> StepResult:
+    def run(self, ctx: TuneContext) -> StepResult:
         m = ctx.incumbent()
         knob = ctx.knob(FLAG)
         flag = knob.flag or FLAG

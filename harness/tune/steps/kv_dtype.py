@@ -15,10 +15,16 @@ cannot win however fast it is, and the reason names its agreement and accuracy.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from harness.quality.gate import QualityVerdict
 from harness.tune.judge import Objective
 from harness.tune.measure import Measurement
 from harness.tune.quality import gate_available, refusal, row, verdict
 from harness.tune.steps.base import STEPS, StepResult, fmt, one_flag, prologue, tried_row
+
+if TYPE_CHECKING:
+    from harness.tune.context import TuneContext
 
 FLAG = "kv-cache-dtype"
 OBJECTIVE = Objective(targets=("preemptions",))
@@ -37,7 +43,7 @@ class KvDtype:
     knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
     summary = "only when memory is the limit (preemptions or KV > 95%): FP8 KV cache / quantized checkpoints, accepted only with the quality gate passed"
 
-    def run(self, ctx) -> StepResult:
+    def run(self, ctx: TuneContext) -> StepResult:
         done, inc = prologue(ctx, self.name, FLAG)
         if done is not None:
             return done
@@ -54,9 +60,9 @@ class KvDtype:
         knob = ctx.knob(FLAG)  # the kind's flag(s) and its spelling of FP8 (llama.cpp: q8_0 for K and V)
         flag = knob.flag or FLAG
         values = ctx.candidates(flag) or list(knob.try_values) or ["fp8"]
-        verdicts = {}
+        verdicts: dict[str, QualityVerdict | None] = {}
 
-        def quality_refused(m):
+        def quality_refused(m: Measurement) -> str | None:
             verdicts[m.config_id] = v = verdict(ctx, inc, m)
             return refusal(v)
 

@@ -33,11 +33,14 @@ The larger budget holds a tie because a smaller one only makes long prompts slow
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.tune.judge import THROUGHPUT, Judgement, Objective
 from harness.tune.measure import Measurement, flag_of, merged
 from harness.tune.steps.base import STEPS, StepResult, dead, failed_step, fmt, prologue, settle, tried_row
+
+if TYPE_CHECKING:
+    from harness.tune.context import TuneContext
 
 FLAG = "max-num-batched-tokens"
 CHUNKED = "enable-chunked-prefill"
@@ -124,7 +127,7 @@ class MaxNumBatchedTokens:
     summary = ("when ITL p99 >= 2x p50 and prompts exceed 512 tokens (decodes stalled by prefills): chunked prefill at 512 "
                "then 2048 tokens; ITL p99 must improve beyond noise, TPOT p50 and TTFT are the named costs, goodput the guard")
 
-    def run(self, ctx) -> StepResult:
+    def run(self, ctx: TuneContext) -> StepResult:
         done, inc = prologue(ctx, self.name, FLAG, incumbent_first=True)
         if done is not None:
             return done
@@ -156,7 +159,7 @@ class MaxNumBatchedTokens:
         change: dict[Any, dict[str, Any]] = {}
         for v in values:
             c: dict[str, Any] = {flag: v}
-            if chunking_off and chunked != flag:  # (SGLang: the budget is the switch, -1 off)
+            if chunking_off and chunked is not None and chunked != flag:  # (SGLang: the budget is the switch, -1 off)
                 c[chunked] = chunk_knob.on  # a budget below the prompt length needs chunked prefill
             change[v] = c
         # chunked prefill is the engines' default: turning it back on needs only no measured harm

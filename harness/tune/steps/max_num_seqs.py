@@ -14,11 +14,14 @@ better beyond noise, if its steady-state KV occupancy (mean) stays below 85%.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.tune.judge import Objective
 from harness.tune.measure import Measurement, flag_of
 from harness.tune.steps.base import STEPS, StepResult, fmt, label, one_flag, prologue, storm, tried_row
+
+if TYPE_CHECKING:
+    from harness.tune.context import TuneContext
 
 FLAG = "max-num-seqs"
 #: requests wait for a sequence slot while KV usage stays below this: there is room to raise
@@ -53,7 +56,7 @@ class MaxNumSeqs:
         kv_tokens, ctx_len = m.facts.kv_cache_tokens, mean_context(m)
         return int(kv_tokens // ctx_len) if isinstance(kv_tokens, (int, float)) and ctx_len else None
 
-    def derive(self, ctx, m: Measurement) -> tuple[list[Any], str, str]:
+    def derive(self, ctx: TuneContext, m: Measurement) -> tuple[list[Any], str, str]:
         flag = ctx.knob(FLAG).flag or FLAG
         kv_tokens = m.facts.kv_cache_tokens
         ctx_len = mean_context(m)
@@ -111,13 +114,14 @@ class MaxNumSeqs:
             return f"all {users} users at once"
         return f"below the limit {current}"
 
-    def run(self, ctx) -> StepResult:
+    def run(self, ctx: TuneContext) -> StepResult:
         done, inc = prologue(ctx, self.name, FLAG, incumbent_first=True,
                               missing="no baseline measurement to derive candidates from")
         if done is not None:
             return done
         assert inc is not None  # prologue hands the incumbent back when every check passed
         flag = ctx.knob(FLAG).flag
+        assert flag is not None  # prologue skipped a kind without it
         given = ctx.candidates(flag)
         values, why, nothing = (given, "the tune file's candidates", "") if given else self.derive(ctx, inc)
         if not values:

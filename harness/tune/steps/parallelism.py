@@ -5,8 +5,13 @@ guide warns against."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from harness.tune.measure import flag_of
 from harness.tune.steps.base import STEPS, StepResult, _or, fmt, one_flag, prologue, tried_row
+
+if TYPE_CHECKING:
+    from harness.tune.context import TuneContext
 
 FLAG = "tensor-parallel-size"
 
@@ -16,7 +21,7 @@ class Parallelism:
     knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
     summary = "only when the model does not fit or one replica misses the SLOs at the expected load, with gpus > 1 and tensor-parallel-size candidates"
 
-    def run(self, ctx) -> StepResult:
+    def run(self, ctx: TuneContext) -> StepResult:
         done, inc = prologue(ctx, self.name, FLAG)
         if done is not None:
             return done

@@ -14,12 +14,17 @@ the default to return to: taken unless it is worse beyond noise.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from harness.quality.gate import QualityVerdict
 from harness.results.run_metrics import BY_NAME as RUN
 from harness.tune.judge import Objective
 from harness.tune.measure import Measurement
 from harness.tune.quality import refusal, row, verdict
 from harness.tune.steps.base import STEPS, StepResult, fmt, label, one_flag, prologue, tried_row
+
+if TYPE_CHECKING:
+    from harness.tune.context import TuneContext
 
 FLAG = "speculative-config"
 MIN_ACCEPTANCE = 0.5
@@ -40,7 +45,7 @@ class Speculative:
     knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
     summary = "only when decode time is most of E2E and speculative-config candidates are given; reject below 50% acceptance or lower goodput"
 
-    def run(self, ctx) -> StepResult:
+    def run(self, ctx: TuneContext) -> StepResult:
         done, inc = prologue(ctx, self.name, FLAG)
         if done is not None:
             return done
