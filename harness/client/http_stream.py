@@ -31,7 +31,7 @@ try:  # the compiled reader (harness/client/_native.c, typed in _native.pyi), bu
     from harness.client import _native as _native
 except ImportError:  # no compiler, no headers, another OS: the pure-Python reader below
     # None where it did not build; every use is behind READER == "native", which choose_reader sets only where it built
-    _native = None  # type: ignore[assignment]
+    _native = None  # type: ignore[assignment]  # the module or None (see above)
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 SCM_TIMESTAMPNS = getattr(socket, "SCM_TIMESTAMPNS", SO_TIMESTAMPNS)

@@ -35,7 +35,7 @@ native = pytest.importorskip("harness.client._native", reason="the native reader
 
 DATA = Path(__file__).parent / "data" / "sim_stream_segments.json"
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from tick_server import C_LAST, C_ROLE, C_TOKEN, HEAD, chunk  # noqa: E402
+from tick_server import C_LAST, C_ROLE, C_TOKEN, HEAD, chunk  # noqa: E402  (bench/ on sys.path first)
 
 TAIL = (
     chunk(b'data: {"id":"b","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":21}}\n\n')
