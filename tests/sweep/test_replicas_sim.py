@@ -34,7 +34,8 @@ def test_tp2_vs_two_replicas(tmp_path: Path) -> None:
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(sweep, sort_keys=False))
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "sweep", str(path), "--out", str(out)],
+    # --no-report: `harness report` below writes it (the sweep's own report was written twice)
+    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "sweep", str(path), "--out", str(out), "--no-report"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     cells = {c["config_id"]: c for c in json.loads((out / "index.json").read_text())["cells"]}
