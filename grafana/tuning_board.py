@@ -211,7 +211,7 @@ def tuning() -> Board:
     b.timeseries("Client CPU (cores)", [t(f'sum(rate({h("harness_client_cpu_seconds_total")}[{RI}]))', "load processes")], unit="short",
                  description="Near 1 core per load process = the client is saturated; use --processes.")
     b.timeseries("Mean latency (client)", [
-        t(mean(h(series(m.name, "_sum")), h(series(m.name, "_count"))), m.live.name.upper())
+        t(mean(h(series(m.name, "_sum")), h(series(m.name, "_count"))), (m.live.name if m.live else m.name).upper())
         for m in client_metrics()
     ], unit="s")
     return b

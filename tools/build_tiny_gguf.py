@@ -22,16 +22,20 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy is imported where a model is built (the venv with the converters)
+    import numpy as np
 
 GGUF_VERSION = "1"  # bump when the recipe changes
 
 
-def _permute(w, n_head: int):
+def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
     """Hugging Face's rotary layout -> GGML's (what convert_hf_to_gguf.py does to q/k)."""
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def _tensors(model_dir: Path) -> dict:
+def _tensors(model_dir: Path) -> dict[str, np.ndarray]:
     import torch
     from safetensors.torch import load_file
 
@@ -97,27 +101,27 @@ def build(model_dir: Path, out: Path) -> None:
         w.add_chat_template((model_dir / "chat_template.jinja").read_text())
 
     # tensors: HF names -> GGUF names (tied output: llama.cpp reuses token_embd)
-    t = _tensors(model_dir)
+    tensors = _tensors(model_dir)
 
     def f32(a: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(a, dtype=np.float32)
 
-    w.add_tensor("token_embd.weight", f32(t["model.embed_tokens.weight"]))
-    w.add_tensor("output_norm.weight", f32(t["model.norm.weight"]))
-    if "lm_head.weight" in t and not cfg.get("tie_word_embeddings", False):
-        w.add_tensor("output.weight", f32(t["lm_head.weight"]))
+    w.add_tensor("token_embd.weight", f32(tensors["model.embed_tokens.weight"]))
+    w.add_tensor("output_norm.weight", f32(tensors["model.norm.weight"]))
+    if "lm_head.weight" in tensors and not cfg.get("tie_word_embeddings", False):
+        w.add_tensor("output.weight", f32(tensors["lm_head.weight"]))
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
         b = f"blk.{i}."
-        w.add_tensor(b + "attn_norm.weight", f32(t[p + "input_layernorm.weight"]))
-        w.add_tensor(b + "attn_q.weight", f32(_permute(t[p + "self_attn.q_proj.weight"], n_head)))
-        w.add_tensor(b + "attn_k.weight", f32(_permute(t[p + "self_attn.k_proj.weight"], n_kv)))
-        w.add_tensor(b + "attn_v.weight", f32(t[p + "self_attn.v_proj.weight"]))
-        w.add_tensor(b + "attn_output.weight", f32(t[p + "self_attn.o_proj.weight"]))
-        w.add_tensor(b + "ffn_norm.weight", f32(t[p + "post_attention_layernorm.weight"]))
-        w.add_tensor(b + "ffn_gate.weight", f32(t[p + "mlp.gate_proj.weight"]))
-        w.add_tensor(b + "ffn_up.weight", f32(t[p + "mlp.up_proj.weight"]))
-        w.add_tensor(b + "ffn_down.weight", f32(t[p + "mlp.down_proj.weight"]))
+        w.add_tensor(b + "attn_norm.weight", f32(tensors[p + "input_layernorm.weight"]))
+        w.add_tensor(b + "attn_q.weight", f32(_permute(tensors[p + "self_attn.q_proj.weight"], n_head)))
+        w.add_tensor(b + "attn_k.weight", f32(_permute(tensors[p + "self_attn.k_proj.weight"], n_kv)))
+        w.add_tensor(b + "attn_v.weight", f32(tensors[p + "self_attn.v_proj.weight"]))
+        w.add_tensor(b + "attn_output.weight", f32(tensors[p + "self_attn.o_proj.weight"]))
+        w.add_tensor(b + "ffn_norm.weight", f32(tensors[p + "post_attention_layernorm.weight"]))
+        w.add_tensor(b + "ffn_gate.weight", f32(tensors[p + "mlp.gate_proj.weight"]))
+        w.add_tensor(b + "ffn_up.weight", f32(tensors[p + "mlp.up_proj.weight"]))
+        w.add_tensor(b + "ffn_down.weight", f32(tensors[p + "mlp.down_proj.weight"]))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -16,6 +16,7 @@ import json
 import sys
 import sysconfig
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,7 +27,7 @@ CHATML = (
 )
 
 
-def _corpus(limit_bytes: int = 20_000_000):
+def _corpus(limit_bytes: int = 20_000_000) -> Iterator[str]:
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     used = 0
     for path in sorted(stdlib.rglob("*.py")):
