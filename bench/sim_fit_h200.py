@@ -8,6 +8,9 @@ Fit data (everything else is held out for bench/sim_vs_h200.py):
                 steps): step = overhead + sequences x per-sequence cost + (weights + context x KV bytes) / bandwidth
   prefill       TTFT p50 at one user for 1,034 (calib_decode) and 4,106 (calib_prefill) prompt
                 tokens: TTFT = request overhead + step overhead + prompt x 2 x parameters / FLOPS
+  API server    the part of TTFT outside the engine (the runs' ttft_breakdown: TTFT - vLLM's own queue
+                and prefill times) of chat at 1 and 8 users: the growth per other running sequence
+                (8 users: 7 others x the running share) is the API server's delay per running sequence
   memory        the startup log of the default start: GPU total, weights, graph pool, KV GiB
   startup       harness startup's graphs config (cold and warm): load, compile cold/warm, KV
                 profiling cold/warm, capture, rest (the eager config's phases are held out)
@@ -60,6 +63,13 @@ def fit(root: Path) -> dict:
     slope = (ttft[1] - ttft[0]) / (lens[1] - lens[0])
     r = ttft[0] - slope * lens[0]
     flops = 2 * PARAMS / slope
+    # the API server: its part of TTFT grows with the sequences it streams (chat at 1 and 8 users)
+    net = {}
+    for users in (1, 8):
+        s = summary(root, "gpu-h200-vllm-curve", f"base__chat__concurrency={users}__r1")
+        others = (users - 1) * (s["engine"]["running"]["mean"] or users) / users
+        net[users] = (s["ttft_breakdown"]["mean_ms"]["network"], others)
+    frontend_seq_ms = (net[8][0] - net[1][0]) / (net[8][1] - net[1][1])
     # memory from the default start's log
     facts = json.loads((root / "gpu-h200-vllm-curve" / "index.json").read_text())["cells"][0]["startup_facts"]
     graph_gib = facts["graph_capture_gib"]
@@ -79,6 +89,7 @@ def fit(root: Path) -> dict:
         "sim_eager_overhead_ms": round(o * 1000 + itl["eager"] - itl["graphs"], 2),
         "sim_seq_overhead_us": round(per_seq * 1e6, 2),
         "sim_request_overhead_ms": round((r - o) * 1000, 2),
+        "sim_frontend_seq_us": round(frontend_seq_ms * 1000, 1),
         "sim_graph_gib": graph_gib,
         "sim_activation_gib": round(activation_gib, 3),
         "sim_load_s": round((cold["load"] + warm["load"]) / 2, 2),

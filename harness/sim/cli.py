@@ -152,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sim-seq-overhead-us", type=float, default=0.0, help="cost per running sequence per step")
     s.add_argument("--sim-request-overhead-ms", type=float, default=0.0,
                    help="API server and tokenization before a request reaches the scheduler")
+    s.add_argument("--sim-frontend-seq-us", type=float, default=0.0,
+                   help="more API-server delay before a request reaches the scheduler per sequence already running "
+                        "(the one event loop streams their tokens between the request's steps)")
+    s.add_argument("--sim-admit-full-prompt", action=argparse.BooleanOptionalAction, default=False,
+                   help="admit a waiting request only when KV blocks for its whole prompt are free (vLLM's "
+                        "--scheduler-reserve-full-isl, on by default since 2026); off: the first chunk's blocks suffice")
     s.add_argument("--sim-graph-gib", type=float, default=0.42, help="GPU memory the CUDA-graph capture takes")
     s.add_argument("--sim-activation-gib", type=float, default=None,
                    help="non-torch + activation memory of the profiling run (default: from --max-num-batched-tokens)")

@@ -268,6 +268,8 @@ class SimConfig:
     eager_overhead_s: float = 10.0e-3  # per step with --enforce-eager
     seq_overhead_s: float = 0.0  # per running sequence per step (sampling, bookkeeping)
     request_overhead_s: float = 0.0  # API server + tokenization before a request reaches the scheduler
+    frontend_seq_s: float = 0.0  # more of that delay per sequence already running (the API server's busy loop)
+    admit_full_prompt: bool = False  # vLLM's --scheduler-reserve-full-isl: the whole prompt's blocks must be free
     graph_gib: float = 0.42  # CUDA-graph pool taken at capture
     activation_gib: float | None = None  # non-torch + activation peak of the profiling run (None: from the token budget)
 
@@ -449,6 +451,8 @@ class SimConfig:
             eager_overhead_s=a.sim_eager_overhead_ms / 1000,
             seq_overhead_s=a.sim_seq_overhead_us / 1e6,
             request_overhead_s=a.sim_request_overhead_ms / 1000,
+            frontend_seq_s=a.sim_frontend_seq_us / 1e6,
+            admit_full_prompt=bool(a.sim_admit_full_prompt),
             graph_gib=a.sim_graph_gib,
             activation_gib=a.sim_activation_gib,
         )
