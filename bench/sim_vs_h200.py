@@ -2,7 +2,10 @@
 gpu-h200-vllm-*) vs `harness sim --profile h200-llama8b-vllm026` on the same cells
 (bench/gpu/vllm/sim/*.yaml), as a table of errors; fit cells (bench/sim_fit_h200.py) are marked.
 
-    python bench/sim_vs_h200.py SIM_DIR [--out bench/results/sim_vs_h200.md]
+    python bench/sim_vs_h200.py SIM_DIR [--out bench/results/sim_vs_h200.md] [--before OLD.md]
+
+--before: an earlier table of this script (bench/results/sim_vs_h200_before.md: the profile before
+the API-server term and the whole-prompt admission gate) is put beside this one, cell by cell.
 
 SIM_DIR holds the simulator's runs: curve/, small_kv/, steady/ (harness sweep bench/gpu/vllm/sim/
 {curve,small_kv,steady}.yaml --out SIM_DIR/...) and tune/ (harness tune bench/gpu/vllm/sim/tune.yaml).
@@ -13,6 +16,7 @@ startup's measurement.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -166,6 +170,34 @@ def startup_rows() -> list[str]:
     return lines
 
 
+def _cells(md: str) -> dict[str, list[str]]:
+    """A table of this script: cell name -> [its set (fit / held out), its error columns (TTFT p50 .. out tok/s), e.g. '+12%']."""
+    out = {}
+    for line in md.splitlines():
+        parts = [p.strip() for p in line.strip().strip("|").split("|")]
+        if len(parts) >= 2 + len(METRICS) and parts[0] in ("fit", "held out", "fit (eager overhead)"):
+            out[parts[1]] = [parts[0]] + [m.group(1) if (m := re.search(r"\(([+-]?\d+%)\)", c)) else "-" for c in parts[2:2 + len(METRICS)]]
+    return out
+
+
+def _totals(md: str) -> str:
+    m = re.search(r"within 15%: (\d+ of \d+) medians, (\d+ of \d+) throughputs", md)
+    same = sum(1 for line in md.splitlines() if line.startswith("| ") and line.rstrip().endswith("| yes |"))
+    steps = sum(1 for line in md.splitlines() if line.startswith("| ") and line.rstrip().endswith(("| yes |", "| NO |")))
+    return (f"{m.group(1)} medians and {m.group(2)} throughputs within 15%" if m else "-") + f"; {same} of {steps} tune steps the same"
+
+
+def before_after(before: str, after: str) -> list[str]:
+    """Per held-out cell: the errors of TTFT p50, ITL p50 and req/s in the earlier table and in this one."""
+    b, a = _cells(before), _cells(after)
+    pick = [i for i, (m, _) in enumerate(METRICS) if m in ("TTFT p50", "TTFT p99", "ITL p50", "req/s")]
+    lines = ["| set | cell | " + " | ".join(f"{METRICS[i][0]} before -> after" for i in pick) + " |", "|---|---|" + "---|" * len(pick)]
+    for cell, errs in a.items():
+        if cell in b:
+            lines.append(f"| {errs[0]} | {cell} | " + " | ".join(f"{b[cell][i + 1]} -> {errs[i + 1]}" for i in pick) + " |")
+    return [f"Before: {_totals(before)}. After: {_totals(after)}.", "", *lines]
+
+
 def main(argv: list[str]) -> int:
     sim = Path(argv[0])
     out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else ROOT / "bench" / "results" / "sim_vs_h200.md"
@@ -180,6 +212,10 @@ def main(argv: list[str]) -> int:
             f"within 15%: {sum(e <= 0.15 for e in med)} of {len(med)} medians, {sum(e <= 0.15 for e in thr)} of {len(thr)} throughputs.", "",
             "## Startup phases (harness startup, seconds)", "", *startup_rows(), "",
             "## Tune decisions (bench/gpu/vllm/tune.yaml vs bench/gpu/vllm/sim/tune.yaml)", "", *tune_rows(sim), ""]
+    if "--before" in argv:
+        before = Path(argv[argv.index("--before") + 1])
+        text += [f"## Before / after ({before.name}: the profile without the API server's per-sequence delay and the whole-prompt "
+                 "admission gate, the simulator at half speed)", "", *before_after(before.read_text(), "\n".join(text)), ""]
     out.write_text("\n".join(text))
     print("\n".join(text))
     return 0
