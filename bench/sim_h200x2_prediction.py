@@ -57,7 +57,9 @@ def table(rows: list[dict]) -> list[str]:
         ttft = f"{fmt(dig(s, ('latency_ms', 'ttft', 'p50')))} / {fmt(dig(s, ('latency_ms', 'ttft', 'p99')))}"
         itl = f"{fmt(dig(s, ('latency_ms', 'itl_token', 'p50')))} / {fmt(dig(s, ('latency_ms', 'itl_token', 'p99')))}"
         out_tok = dig(s, ("tokens", "output_per_s"))
-        hit = dig(s, ("cache", "hit_rate"))
+        hit = dig(s, ("cache", "hit_rate"))  # from usage; else the engines' own counters (fleet: summed)
+        if hit is None:
+            hit = dig(s, ("engine", "prefix_cache", "hit_rate"))
         overlap = dig(s, ("fleet", "prefix_overlap"))
         bal = dig(s, ("fleet", "balance", "requests_max_over_mean"))
         lines.append(f"| {r['scenario']} | {r['users']} | {r['config']} | {ttft} | {itl} | {fmt(dig(s, ('requests', 'rps')))} | "
@@ -87,7 +89,11 @@ def main(argv: list[str]) -> int:
     rows = cells(sweep)
     text = ["# tp 2 x 1 engine vs tp 1 x 2 replicas on two H200s: the calibrated simulator's prediction", "",
             f"`python bench/sim_h200x2_prediction.py {sweep}` over `harness sweep bench/gpu/vllm/sim/tp_vs_replicas.yaml` "
-            "(profile h200-llama8b-vllm026; figures in real-speed terms). Per GPU = fleet / 2 for every config.", "",
+            "(profile h200-llama8b-vllm026; figures in real-speed terms). Per GPU = fleet / 2 for every config. "
+            "The sweep's own report.md and summary.csv beside this file are at the simulator's --sim-speed "
+            "(0.25: latencies 4x, rates 1/4). On the shared 2-core box every cell carries validity warnings (host "
+            "stalls; the simulator 2-12% behind its schedule in most; first and last slices not in steady state): "
+            "differences of a few percent are not decided.", "",
             *table(rows), "", "Winners:", *winners(rows), ""]
     out.write_text("\n".join(text))
     print("\n".join(text))
