@@ -386,7 +386,9 @@ class Engine(EngineBase):
                 stats.prompt_tokens_cached += max(0, req.cached_tokens)
                 stats.log_prompt_tokens += n
             else:
-                stats.itl.observe(now - req.last_token)  # type: ignore[operator]
+                last = req.last_token
+                assert last is not None  # set with the first token
+                stats.itl.observe(now - last)
                 if n > 1 + n_spec:  # recompute prefill after a preemption
                     stats.log_prompt_tokens += n
             req.last_token = now
