@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Literal
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -42,7 +43,7 @@ def main() -> int:
     if args.duration:
         scenario = scenario.model_copy(update={"load": scenario.load.model_copy(update={"duration_s": args.duration})})
     start = scenario.load.rate or float(scenario.load.concurrency or 1)
-    knob = "rate" if scenario.load.rate is not None else "concurrency"
+    knob: Literal["rate", "concurrency"] = "rate" if scenario.load.rate is not None else "concurrency"
     work = Path(tempfile.mkdtemp(prefix="capbench-"))
     with TargetProvider(shlex.split(args.sim_args), work) as targets:  # the one place a simulator starts
         sim = targets.start(scenario)

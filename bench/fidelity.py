@@ -45,7 +45,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def pct(values, q):
+def pct(values: np.ndarray | list[float], q: float) -> float:
     v = percentile.of_values(values, q)  # nearest rank, as the harness's own figures
     return float("nan") if v is None else v
 
@@ -189,7 +189,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=1, help="run the reader sequence this many times (A B A B ...)")
     p.add_argument("--json", help="also write rows here")
     args = p.parse_args()
-    taskset = not args.no_taskset and shutil.which("taskset") is not None and os.cpu_count() and os.cpu_count() >= 2
+    taskset = not args.no_taskset and shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
     extra = ["--user-clock"] if args.user_clock else []
     rows = []
     print(HEADER)

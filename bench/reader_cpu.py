@@ -25,6 +25,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -73,7 +74,7 @@ def one_round(reader: str, streams: int, tokens: int) -> tuple[float, float, int
     conns = pairs(streams)
     ep = select.epoll()
     offset = wall_ns() - perf_ns()
-    parsers: dict[int, object] = {}
+    parsers: dict[int, Any] = {}  # native or Python parsers
     socks = {c.fileno(): c for c, _s in conns}
     for c, _s in conns:
         fd = c.fileno()

@@ -67,13 +67,15 @@ class StreamClient(asyncio.Protocol):
         self.tail = b""
         self.closed = asyncio.get_running_loop().create_future()
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)  # a TCP connection
         self.transport = transport
         sock = transport.get_extra_info("socket")
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def send(self) -> None:
         self.stats["requests"] += 1
+        assert self.transport is not None  # connected
         self.transport.write(self.request)
 
     def data_received(self, data: bytes) -> None:
@@ -84,12 +86,12 @@ class StreamClient(asyncio.Protocol):
             self.tail = b""
             if not self.stop.is_set():
                 self.send()
-            else:
+            elif self.transport is not None:
                 self.transport.close()
         else:
             self.tail = buf[-32:]
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
             self.closed.set_result(None)
 

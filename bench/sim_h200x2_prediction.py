@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_vs_h200 import dig, fmt, rescale
@@ -42,10 +43,11 @@ def kv_per_replica(s: dict) -> str:
     return fmt(dig(s, ("engine", "kv_usage", "max")), 2)
 
 
-def dig_list(d: dict, path: tuple[str, ...]) -> list:
+def dig_list(d: dict[str, Any] | None, path: tuple[str, ...]) -> list[Any]:
+    v: Any = d
     for k in path:
-        d = (d or {}).get(k)
-    return d if isinstance(d, list) else []
+        v = (v or {}).get(k)
+    return v if isinstance(v, list) else []
 
 
 def table(rows: list[dict]) -> list[str]:

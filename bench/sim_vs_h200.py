@@ -19,6 +19,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "results" / "examples"
@@ -29,10 +30,11 @@ METRICS = [("TTFT p50", ("latency_ms", "ttft", "p50")), ("TTFT p99", ("latency_m
            ("req/s", ("requests", "rps")), ("out tok/s", ("tokens", "output_per_s"))]
 
 
-def dig(d: dict, path: tuple[str, ...]) -> float | None:
+def dig(d: dict[str, Any] | None, path: tuple[str, ...]) -> float | None:
+    v: Any = d
     for k in path:
-        d = (d or {}).get(k)
-    return d if isinstance(d, (int, float)) else None
+        v = (v or {}).get(k)
+    return v if isinstance(v, (int, float)) else None
 
 
 def rescale(s: dict, speed: float) -> dict:
@@ -132,7 +134,8 @@ def tune_rows(sim: Path) -> list[str]:
     simt = json.loads((sim / "tune" / "tune.json").read_text())
     def changes(steps: list[dict]) -> dict[str, dict]:
         """Per step, the flags it changed (its chosen flags against the previous step's)."""
-        out, prev = {}, {}
+        out: dict[str, dict] = {}
+        prev: dict = {}
         for st in steps:
             now = {k: v for k, v in (st.get("chosen") or {}).items() if not k.startswith("sim-") and k != "profile"}
             out[st["step"]] = {k: v for k, v in now.items() if prev.get(k) != v} if prev else now

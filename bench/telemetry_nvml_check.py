@@ -16,14 +16,16 @@ import json
 import pathlib
 import sys
 import time
+from types import ModuleType
 
 HERE = pathlib.Path(__file__).resolve().parent
 GIB = 1 << 30
 
 
-def load_nvml_module():
+def load_nvml_module() -> ModuleType:
     path = HERE.parent / "harness" / "telemetry" / "nvml.py"
     spec = importlib.util.spec_from_file_location("harness_telemetry_nvml", path)
+    assert spec is not None and spec.loader is not None  # a .py file path always has a spec
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

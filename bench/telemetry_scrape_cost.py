@@ -13,6 +13,7 @@ time to /-/ready and to the first stored sample.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import shutil
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import requests
@@ -40,8 +42,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def timed(fn, repeat: int) -> tuple[float, float]:
-    xs = []
+def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float | None]:
+    xs: list[float] = []
     for _ in range(repeat):
         t = time.perf_counter()
         fn()
@@ -82,9 +84,9 @@ def main() -> int:
         wanted = profiles().get("vllm").wanted()
         print(f"{'page':<28}{'KiB':>7}{'lines':>7}  {'full parse ms':>14}  {'prefiltered ms':>15}  {'names_in ms':>12}")
         for label, text in (("sim (vLLM names), 1 engine", page), ("synthetic, 8 DP engines", dp_page(page, 8))):
-            full = timed(lambda t=text: parse(t, 0.0), args.repeat)
-            filt = timed(lambda t=text: parse(t, 0.0, wanted=wanted), args.repeat)
-            names = timed(lambda t=text: names_in(t), args.repeat)
+            full = timed(functools.partial(parse, text, 0.0), args.repeat)
+            filt = timed(functools.partial(parse, text, 0.0, wanted=wanted), args.repeat)
+            names = timed(functools.partial(names_in, text), args.repeat)
             lines = sum(1 for ln in text.splitlines() if ln and not ln.startswith("#"))
             print(f"{label:<28}{len(text) / 1024:>7.1f}{lines:>7}  {full[0]:>7.2f} (p99 {full[1]:.2f})"
                   f"  {filt[0]:>7.2f} (p99 {filt[1]:.2f})  {names[0]:>12.2f}")

@@ -35,6 +35,7 @@ import struct
 import sys
 import time
 from array import array
+from multiprocessing.synchronize import Event as EventLike
 from pathlib import Path
 
 perf = time.perf_counter_ns
@@ -282,7 +283,7 @@ def listener(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(args: argparse.Namespace, worker: int, epoch: int, ready) -> None:
+def serve(args: argparse.Namespace, worker: int, epoch: int, ready: EventLike) -> None:
     w = Worker(listener(args.host, args.port), int(args.ttft_ms * 1e6), int(args.itl_ms * 1e6), args.tokens, epoch)
 
     def _stop(*_a: object) -> None:

@@ -20,11 +20,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = "--scripted-ttft-ms 20 --scripted-itl-ms 4"
 
-CASES = {
+CASES: dict[str, dict[str, Any]] = {
     "plain classes": {"workload": {"classes": [
         {"name": "a", "input_tokens": {"dist": "uniform", "min": 200, "max": 600}, "output_tokens": 64}]}},
     "sessions": {"workload": {"classes": [

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.sweep.flags import flag_key
 
-DEFAULT_VALUES = {
+DEFAULT_VALUES: dict[str, list[Any]] = {
     "max-num-batched-tokens": [512, 2048],
     "enable-prefix-caching": [True, False],
 }
