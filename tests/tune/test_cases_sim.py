@@ -139,7 +139,12 @@ def test_preemption_storm_lowers_max_num_seqs(tmp_path):
     assert chosen < 32  # below the users: what the KV cache holds
     tried = {t["flags"]["max-num-seqs"]: t for t in s["tried"]}
     assert tried[256]["preemptions"] > 0 and tried[chosen]["preemptions"] == 0
-    assert doc["final"]["vs_baseline"]["verdict"] in ("better", "same")  # the simulator's storm costs little goodput
+    # the simulator's storm costs little goodput: never worse on it. 'mixed' when a per-token
+    # figure moved the other way (ITL p50 6.1 -> 34.9 ms once: the storm's recomputed requests
+    # stream their tokens in bursts of zero gaps), which the final names
+    vs = doc["final"]["vs_baseline"]
+    assert vs["verdict"] in ("better", "same", "mixed"), vs
+    assert all(r["verdict"] != "worse" for r in vs["goodput"].values()), vs["goodput"]
 
 
 @pytest.mark.slow

@@ -50,7 +50,9 @@ def test_eager_in_base_is_turned_to_graphs_by_the_prior(tmp_path):
     s = by_step(out)["cuda-graphs"]
     assert s["verdict"] == "changed", s["reason"]
     assert "the side the guides keep" in s["reason"] and "TPOT p50" in s["reason"] and "startup" in s["reason"]
-    assert "enforce-eager" not in out["final"]["flags"]
+    # graphs on = the switch removed: absent, or None (removed from the engine's own command line)
+    assert out["final"]["flags"].get("enforce-eager") is None
+    assert "--enforce-eager" not in out["final"]["command"]
 
 
 def test_a_tune_without_slos_judges_prefix_caching_on_ttft(tmp_path):
