@@ -143,6 +143,8 @@ def test_every_step_on_the_vllm_cpu_build_agrees_with_harness_compare(real_vllm,
     assert not failures, failures
     assert by["cuda-graphs"]["verdict"] == "changed", by["cuda-graphs"]["reason"]  # compiled beats eager on this build
     assert by["cache-check"]["verdict"] == "changed", by["cache-check"]["reason"]  # the guide's prior, shared prompt
-    assert doc["final"]["flags"].get("enable-prefix-caching") is True and "enforce-eager" not in doc["final"]["flags"]
+    # graphs on = enforce-eager absent, or None (removed from the command line: the kind's knob)
+    assert doc["final"]["flags"].get("enable-prefix-caching") is True and doc["final"]["flags"].get("enforce-eager") is None
+    assert "--enforce-eager" not in doc["final"]["command"]
     for name in ("kv-dtype", "parallelism"):
         assert by[name]["verdict"] == "skipped", by[name]
