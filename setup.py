@@ -29,13 +29,18 @@ class OptionalBuildExt(build_ext):
 
     @staticmethod
     def _skip(exc: Exception) -> None:
-        print(f"warning: the native reader was not built ({exc}); the pure-Python reader will be used",
-              file=sys.stderr)
+        print(f"warning: the native reader was not built ({exc}); the pure-Python reader will be used", file=sys.stderr)
 
 
 ext_modules = []
 if sys.platform.startswith("linux"):
-    ext_modules.append(Extension("harness.client._native", ["harness/client/_native.c"], optional=True,
-                                 extra_compile_args=["-O2", "-std=c11", "-Wall"]))
+    ext_modules.append(
+        Extension(
+            "harness.client._native",
+            ["harness/client/_native.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-std=c11", "-Wall"],
+        )
+    )
 
 setup(ext_modules=ext_modules, cmdclass={"build_ext": OptionalBuildExt})

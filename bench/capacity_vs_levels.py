@@ -55,28 +55,49 @@ def main() -> int:
         t0 = time.monotonic()
         held = []
         for i, level in enumerate(levels):
-            trial = run_trial(scenario_at(scenario, knob, level), knob, level, work / f"list-{i:02d}",
-                              TrialSettings(target_url=sim.url, early_stop=False))
+            trial = run_trial(
+                scenario_at(scenario, knob, level),
+                knob,
+                level,
+                work / f"list-{i:02d}",
+                TrialSettings(target_url=sim.url, early_stop=False),
+            )
             held.append((level, trial.score >= 0.95, trial.attainment))  # no fit: a list is read as measured
         list_wall = time.monotonic() - t0
     passing = [lv for lv, ok, _ in held if ok]
     best = max(passing) if passing else None
     nxt = next((lv for lv in levels if best is not None and lv > best), None)
     doc = {
-        "scenario": args.scenario, "sim_args": args.sim_args, "window_s": scenario.load.duration_s,
-        "search": {"trials": len(res.trials), "saturated_stopped_early": res.saturated_trials, "wall_s": round(search_wall, 1),
-                   "boundary": res.boundary, "first_failing": res.first_failing, "relative_gap": res.relative_gap,
-                   "trial_levels": [t.level for t in res.trials]},
-        "list": {"trials": len(levels), "wall_s": round(list_wall, 1), "levels": levels, "boundary": best, "first_failing": nxt,
-                 "relative_gap": None if best is None or nxt is None else round((nxt - best) / nxt, 3),
-                 "attainment": [a for _, _, a in held]},
+        "scenario": args.scenario,
+        "sim_args": args.sim_args,
+        "window_s": scenario.load.duration_s,
+        "search": {
+            "trials": len(res.trials),
+            "saturated_stopped_early": res.saturated_trials,
+            "wall_s": round(search_wall, 1),
+            "boundary": res.boundary,
+            "first_failing": res.first_failing,
+            "relative_gap": res.relative_gap,
+            "trial_levels": [t.level for t in res.trials],
+        },
+        "list": {
+            "trials": len(levels),
+            "wall_s": round(list_wall, 1),
+            "levels": levels,
+            "boundary": best,
+            "first_failing": nxt,
+            "relative_gap": None if best is None or nxt is None else round((nxt - best) / nxt, 3),
+            "attainment": [a for _, _, a in held],
+        },
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"{'method':<26}{'trials':>7}{'wall s':>9}{'boundary':>10}{'first fail':>12}{'gap':>8}")
     for name, d in (("search (5%, early stop)", doc["search"]), (f"fixed {len(levels)}-level list", doc["list"])):
         gap = "-" if d["relative_gap"] is None else f"{100 * d['relative_gap']:.1f}%"
-        print(f"{name:<26}{d['trials']:>7}{d['wall_s']:>9}{d['boundary'] or '-':>10}{d['first_failing'] or '-':>12}{gap:>8}")
+        print(
+            f"{name:<26}{d['trials']:>7}{d['wall_s']:>9}{d['boundary'] or '-':>10}{d['first_failing'] or '-':>12}{gap:>8}"
+        )
     print(f"(search stopped {doc['search']['saturated_stopped_early']} saturated trial(s) early; JSON: {args.out})")
     return 0
 

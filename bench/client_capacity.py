@@ -37,8 +37,17 @@ CONFIGS = {
 
 def run_case(streams: int, itl_ms: float, tokens: int, rounds: int, extra: list[str], pin_client: bool) -> dict:
     can_pin = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
-    m = measure(streams, itl_ms, tokens, 30.0, rounds, "0" if can_pin else None,
-                "1" if (can_pin and pin_client) else None, extra, prefix="cap")
+    m = measure(
+        streams,
+        itl_ms,
+        tokens,
+        30.0,
+        rounds,
+        "0" if can_pin else None,
+        "1" if (can_pin and pin_client) else None,
+        extra,
+        prefix="cap",
+    )
     summary, truth, ticker, wall = m["summary"], m["truth"], m["ticker"], m["wall_s"]
     errs: list[float] = []
     events = 0
@@ -79,8 +88,10 @@ def main() -> None:
     args = p.parse_args()
     ladder = [int(x) for x in args.streams.split(",")]
     results: dict[str, list[dict]] = {}
-    print(f"{'config':<26} {'C':>4} {'offered ev/s':>12} {'delivered':>10} {'ITL |err| p50':>13} {'p99 ms':>7} "
-          f"{'cpu%':>5} {'coal':>6} {'srv late p99':>12}  pass")
+    print(
+        f"{'config':<26} {'C':>4} {'offered ev/s':>12} {'delivered':>10} {'ITL |err| p50':>13} {'p99 ms':>7} "
+        f"{'cpu%':>5} {'coal':>6} {'srv late p99':>12}  pass"
+    )
     for key in args.configs.split(","):
         label, extra = CONFIGS[key]
         rows = results.setdefault(key, [])
@@ -89,13 +100,18 @@ def main() -> None:
             row = run_case(c, args.itl_ms, args.tokens, args.rounds, extra, pin_client=(key == "1"))
             row["pass"] = row["itl_err_p99_ms"] <= args.target_ms
             rows.append(row)
-            print(f"{label:<26} {c:>4} {row['offered_ev_s']:>12,.0f} {row['delivered_ev_s']:>10,.0f} "
-                  f"{row['itl_err_p50_ms']:>13.3f} {row['itl_err_p99_ms']:>7.3f} {row['client_cpu_max'] or 0:>5.0f} "
-                  f"{row['coalesced']:>6} {row['server_late_p99_ms']:>12.2f}  {'yes' if row['pass'] else 'no'}", flush=True)
+            print(
+                f"{label:<26} {c:>4} {row['offered_ev_s']:>12,.0f} {row['delivered_ev_s']:>10,.0f} "
+                f"{row['itl_err_p50_ms']:>13.3f} {row['itl_err_p99_ms']:>7.3f} {row['client_cpu_max'] or 0:>5.0f} "
+                f"{row['coalesced']:>6} {row['server_late_p99_ms']:>12.2f}  {'yes' if row['pass'] else 'no'}",
+                flush=True,
+            )
             fails += not row["pass"]
             if fails >= 2:
                 break  # past the knee
-    print(f"\nclient capacity at ITL |error| p99 <= {args.target_ms:g} ms (token events/s delivered, best passing case):")
+    print(
+        f"\nclient capacity at ITL |error| p99 <= {args.target_ms:g} ms (token events/s delivered, best passing case):"
+    )
     for key, rows in results.items():
         ok = [r for r in rows if r["pass"]]
         best = max(ok, key=lambda r: r["delivered_ev_s"]) if ok else None

@@ -23,8 +23,18 @@ def main() -> None:
         for i in range(300):
             t0 = 10**12 + i
             chunks = [t0 + 20_000_000 + j * rnd.randint(5_000_000, 30_000_000) for j in range(n)]
-            recs.append(RequestRecord(index=i, class_name="c", intended_ns=t0, sent_ns=t0 + 50_000, chunk_ns=chunks,
-                                      chunk_tokens=[1] * n, output_tokens=n, input_tokens=500))
+            recs.append(
+                RequestRecord(
+                    index=i,
+                    class_name="c",
+                    intended_ns=t0,
+                    sent_ns=t0 + 50_000,
+                    chunk_ns=chunks,
+                    chunk_tokens=[1] * n,
+                    output_tokens=n,
+                    input_tokens=500,
+                )
+            )
         best = float("inf")
         for _ in range(5):
             t = time.perf_counter()
@@ -35,8 +45,11 @@ def main() -> None:
     t = time.perf_counter()
     lm.flush()
     flush_us = (time.perf_counter() - t) * 1e6
-    print("exporter observe() per request: " + ", ".join(f"{n} tokens {c:.1f} us" for n, c in costs.items())
-          + f"; flush (1/s) {flush_us:.0f} us")
+    print(
+        "exporter observe() per request: "
+        + ", ".join(f"{n} tokens {c:.1f} us" for n, c in costs.items())
+        + f"; flush (1/s) {flush_us:.0f} us"
+    )
 
 
 if __name__ == "__main__":

@@ -50,9 +50,19 @@ def pct(values: np.ndarray | list[float], q: float) -> float:
     return float("nan") if v is None else v
 
 
-def measure(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: int, server_cores: str | None,
-            client_cores: str | None, extra: list[str], prefix: str = "fid", server_workers: int = 1,
-            env: dict[str, str] | None = None) -> dict:
+def measure(
+    streams: int,
+    itl_ms: float,
+    tokens: int,
+    ttft_ms: float,
+    rounds: int,
+    server_cores: str | None,
+    client_cores: str | None,
+    extra: list[str],
+    prefix: str = "fid",
+    server_workers: int = 1,
+    env: dict[str, str] | None = None,
+) -> dict:
     """Run the tick server and `harness run` against it; return the summary, the server's truth
     per request id, the harness's request lines and the ticker lateness. Shared with
     bench/client_capacity.py."""
@@ -62,27 +72,61 @@ def measure(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: in
     pin0 = ["taskset", "-c", server_cores] if server_cores else []
     pin1 = ["taskset", "-c", client_cores] if client_cores else []
     server = subprocess.Popen(
-        [*pin0, sys.executable, str(ROOT / "bench" / "tick_server.py"), "--port", str(port), "--ttft-ms", str(ttft_ms),
-         "--itl-ms", str(itl_ms), "--trace", str(trace), "--workers", str(server_workers)],
-        stdout=subprocess.PIPE, text=True,
+        [
+            *pin0,
+            sys.executable,
+            str(ROOT / "bench" / "tick_server.py"),
+            "--port",
+            str(port),
+            "--ttft-ms",
+            str(ttft_ms),
+            "--itl-ms",
+            str(itl_ms),
+            "--trace",
+            str(trace),
+            "--workers",
+            str(server_workers),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert server.stdout is not None
     server.stdout.readline()
     scenario = work / "scenario.yaml"
-    scenario.write_text(json.dumps({
-        "name": f"{prefix}-c{streams}",
-        "load": {"concurrency": streams, "requests": streams * rounds},
-        "warmup": {"requests": streams},
-        "telemetry": {"enabled": False},
-        "target": {"continuous_usage": "off"},
-        "workload": {"classes": [{"name": "fixed", "input_tokens": 8, "output_tokens": tokens}]},
-    }))
+    scenario.write_text(
+        json.dumps(
+            {
+                "name": f"{prefix}-c{streams}",
+                "load": {"concurrency": streams, "requests": streams * rounds},
+                "warmup": {"requests": streams},
+                "telemetry": {"enabled": False},
+                "target": {"continuous_usage": "off"},
+                "workload": {"classes": [{"name": "fixed", "input_tokens": 8, "output_tokens": tokens}]},
+            }
+        )
+    )
     out = work / "run"
     t0 = time.time()
     proc = subprocess.run(
-        [*pin1, sys.executable, "-m", "harness.cli.main", "run", str(scenario), "--target", f"http://127.0.0.1:{port}",
-         "--out", str(out), "--no-report", "--quiet", *extra],
-        capture_output=True, text=True, cwd=ROOT, env=env,
+        [
+            *pin1,
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(scenario),
+            "--target",
+            f"http://127.0.0.1:{port}",
+            "--out",
+            str(out),
+            "--no-report",
+            "--quiet",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
     )
     wall = time.time() - t0
     server.send_signal(signal.SIGTERM)
@@ -99,24 +143,48 @@ def measure(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: in
             for key, value in rec.items():
                 if key.startswith("ticker_") or key.startswith("tick_"):
                     ticker[key] = max(ticker.get(key, 0), value)
-    requests = [json.loads(line) for path in sorted(out.glob("requests*.jsonl"))
-                for line in path.read_text().splitlines()]
-    result = {"summary": json.loads((out / "summary.json").read_text()), "truth": truth, "ticker": ticker,
-              "requests": requests, "wall_s": wall}
+    requests = [
+        json.loads(line) for path in sorted(out.glob("requests*.jsonl")) for line in path.read_text().splitlines()
+    ]
+    result = {
+        "summary": json.loads((out / "summary.json").read_text()),
+        "truth": truth,
+        "ticker": ticker,
+        "requests": requests,
+        "wall_s": wall,
+    }
     shutil.rmtree(work, ignore_errors=True)
     return result
 
 
-def run_case(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: int, taskset: bool, extra: list[str],
-             processes: int = 1, server_workers: int = 1, reader: str = "auto") -> dict:
+def run_case(
+    streams: int,
+    itl_ms: float,
+    tokens: int,
+    ttft_ms: float,
+    rounds: int,
+    taskset: bool,
+    extra: list[str],
+    processes: int = 1,
+    server_workers: int = 1,
+    reader: str = "auto",
+) -> dict:
     # the server gets cores 0..S-1, the harness the next `processes` cores (one per load process)
     cpus = os.cpu_count() or 1
     server_cores = "0" if server_workers == 1 else f"0-{server_workers - 1}"
     first = min(server_workers, cpus - 1)
     client_cores = str(first) if processes == 1 else f"{first}-{min(first + processes, cpus) - 1}"
-    m = measure(streams, itl_ms, tokens, ttft_ms, rounds, server_cores if taskset else None,
-                client_cores if taskset else None, ["--processes", str(processes), "--reader", reader, *extra],
-                server_workers=server_workers)
+    m = measure(
+        streams,
+        itl_ms,
+        tokens,
+        ttft_ms,
+        rounds,
+        server_cores if taskset else None,
+        client_cores if taskset else None,
+        ["--processes", str(processes), "--reader", reader, *extra],
+        server_workers=server_workers,
+    )
     summary, truth, ticker, wall = m["summary"], m["truth"], m["ticker"], m["wall_s"]
     ttft_truth, itl_truth, ttft_err, itl_err = [], [], [], []
     for r in m["requests"]:
@@ -162,17 +230,21 @@ def run_case(streams: int, itl_ms: float, tokens: int, ttft_ms: float, rounds: i
     return row
 
 
-HEADER = (f"{'C':>4} {'ITL':>4} {'reader':>6} {'reqs':>5} | {'TTFT p50 Δ':>10} {'p99 Δ':>7} | {'ITL p50 Δ':>9} "
-          f"{'p99 Δ':>7} | {'per-req TTFT |err| p99':>22} {'per-gap ITL |err| p99':>21} | {'out tok/s':>9} "
-          f"{'cpu%':>5} {'µs/tok':>6} {'RSS MiB':>7} {'coal':>5} {'srv late':>8}")
+HEADER = (
+    f"{'C':>4} {'ITL':>4} {'reader':>6} {'reqs':>5} | {'TTFT p50 Δ':>10} {'p99 Δ':>7} | {'ITL p50 Δ':>9} "
+    f"{'p99 Δ':>7} | {'per-req TTFT |err| p99':>22} {'per-gap ITL |err| p99':>21} | {'out tok/s':>9} "
+    f"{'cpu%':>5} {'µs/tok':>6} {'RSS MiB':>7} {'coal':>5} {'srv late':>8}"
+)
 
 
 def fmt(row: dict) -> str:
-    return (f"{row['streams']:>4} {row['itl_ms']:>4g} {row['reader']:>6} {row['requests']:>5} | "
-            f"{row['ttft_p50_err']:>+10.3f} {row['ttft_p99_err']:>+7.3f} | {row['itl_p50_err']:>+9.3f} "
-            f"{row['itl_p99_err']:>+7.3f} | {row['ttft_req_err_p99']:>22.3f} {row['itl_gap_err_p99']:>21.3f} | "
-            f"{row['out_tok_s']:>9,.0f} {row['client_cpu_max'] or 0:>5.0f} {row['cpu_us_per_token'] or 0:>6.1f} "
-            f"{row['rss_peak_mib'] or 0:>7.1f} {row['coalesced']:>5} {row['server_tick_late_p99_ms']:>8.2f}")
+    return (
+        f"{row['streams']:>4} {row['itl_ms']:>4g} {row['reader']:>6} {row['requests']:>5} | "
+        f"{row['ttft_p50_err']:>+10.3f} {row['ttft_p99_err']:>+7.3f} | {row['itl_p50_err']:>+9.3f} "
+        f"{row['itl_p99_err']:>+7.3f} | {row['ttft_req_err_p99']:>22.3f} {row['itl_gap_err_p99']:>21.3f} | "
+        f"{row['out_tok_s']:>9,.0f} {row['client_cpu_max'] or 0:>5.0f} {row['cpu_us_per_token'] or 0:>6.1f} "
+        f"{row['rss_peak_mib'] or 0:>7.1f} {row['coalesced']:>5} {row['server_tick_late_p99_ms']:>8.2f}"
+    )
 
 
 def main() -> None:
@@ -185,7 +257,9 @@ def main() -> None:
     p.add_argument("--user-clock", action="store_true", help="stamp in user space (for comparison)")
     p.add_argument("--processes", type=int, default=1, help="harness load processes (each gets its own core)")
     p.add_argument("--server-workers", type=int, default=1, help="tick server processes (SO_REUSEPORT, own cores)")
-    p.add_argument("--readers", default="auto", help="stream readers to run each case with, in turn: auto, native, python")
+    p.add_argument(
+        "--readers", default="auto", help="stream readers to run each case with, in turn: auto, native, python"
+    )
     p.add_argument("--repeat", type=int, default=1, help="run the reader sequence this many times (A B A B ...)")
     p.add_argument("--json", help="also write rows here")
     args = p.parse_args()
@@ -197,8 +271,18 @@ def main() -> None:
         c, itl = case.split(":")
         for _ in range(args.repeat):
             for reader in args.readers.split(","):
-                row = run_case(int(c), float(itl), args.tokens, args.ttft_ms, args.rounds, bool(taskset), extra,
-                               args.processes, args.server_workers, reader)
+                row = run_case(
+                    int(c),
+                    float(itl),
+                    args.tokens,
+                    args.ttft_ms,
+                    args.rounds,
+                    bool(taskset),
+                    extra,
+                    args.processes,
+                    args.server_workers,
+                    reader,
+                )
                 rows.append(row)
                 print(fmt(row), flush=True)
     readers = sorted({r["reader"] for r in rows})
@@ -209,11 +293,16 @@ def main() -> None:
             mine = [r for r in rows if r["streams"] == int(c) and r["itl_ms"] == float(itl)]
             med = {rd: float(np.median([r["cpu_us_per_token"] for r in mine if r["reader"] == rd])) for rd in readers}
             ratio = med.get("python", float("nan")) / med.get("native", float("nan"))
-            print(f"  C={c} ITL={itl} ms: " + ", ".join(f"{rd} {v:.2f} µs" for rd, v in med.items())
-                  + f"; python/native = {ratio:.2f}x")
-    print(f"errors in ms (harness - server truth); clock: {rows[0]['clock'] if rows else '-'}; "
-          f"load processes: {args.processes}; server processes: {args.server_workers}; "
-          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+            print(
+                f"  C={c} ITL={itl} ms: "
+                + ", ".join(f"{rd} {v:.2f} µs" for rd, v in med.items())
+                + f"; python/native = {ratio:.2f}x"
+            )
+    print(
+        f"errors in ms (harness - server truth); clock: {rows[0]['clock'] if rows else '-'}; "
+        f"load processes: {args.processes}; server processes: {args.server_workers}; "
+        f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 

@@ -30,8 +30,9 @@ SLOWER = "--sim-speed 0.9"
 
 
 def harness(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *argv], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def run_round(out: Path, i: int, scenario: str, duration: float | None) -> None:
@@ -57,14 +58,25 @@ def compare(a: Path, b: Path) -> dict:
     except json.JSONDecodeError:
         return {"exit_code": p.returncode, "error": p.stderr[-500:]}
     rows = [r for pair in doc["pairs"] for r in pair["rows"]]
-    return {"exit_code": doc["exit_code"],
-            "regressions": [f"{r['label']} {r['change']:+.1f}% [{r['interval'][0]:+.1f}, {r['interval'][1]:+.1f}]"
-                            + (f" p_adj={r['p_adjusted']:.2g}" if r.get("p_adjusted") is not None else "")
-                            for r in rows if r["verdict"] == "REGRESSION" and r.get("interval")]
-            + [r["label"] for r in rows if r["verdict"] == "REGRESSION" and not r.get("interval")],
-            "unadjusted_beyond": sum(1 for r in rows if r.get("interval") and r.get("change") is not None
-                                     and abs(r["worse_by"] or 0) > 5 and (r["interval"][0] > 0 or r["interval"][1] < 0)
-                                     and (r["worse_by"] or 0) > 0)}
+    return {
+        "exit_code": doc["exit_code"],
+        "regressions": [
+            f"{r['label']} {r['change']:+.1f}% [{r['interval'][0]:+.1f}, {r['interval'][1]:+.1f}]"
+            + (f" p_adj={r['p_adjusted']:.2g}" if r.get("p_adjusted") is not None else "")
+            for r in rows
+            if r["verdict"] == "REGRESSION" and r.get("interval")
+        ]
+        + [r["label"] for r in rows if r["verdict"] == "REGRESSION" and not r.get("interval")],
+        "unadjusted_beyond": sum(
+            1
+            for r in rows
+            if r.get("interval")
+            and r.get("change") is not None
+            and abs(r["worse_by"] or 0) > 5
+            and (r["interval"][0] > 0 or r["interval"][1] < 0)
+            and (r["worse_by"] or 0) > 0
+        ),
+    }
 
 
 def tabulate(out: Path, result_path: Path | None = None) -> dict:
@@ -76,19 +88,25 @@ def tabulate(out: Path, result_path: Path | None = None) -> dict:
             continue
         aa.append({"round": r, **compare(a, a2)})
         ab.append({"round": r, **compare(a, b)})
-        print(f"{r}: A/A exit {aa[-1]['exit_code']} {aa[-1].get('regressions') or ''} | "
-              f"A/B exit {ab[-1]['exit_code']} {ab[-1].get('regressions', [])[:3]}", flush=True)
+        print(
+            f"{r}: A/A exit {aa[-1]['exit_code']} {aa[-1].get('regressions') or ''} | "
+            f"A/B exit {ab[-1]['exit_code']} {ab[-1].get('regressions', [])[:3]}",
+            flush=True,
+        )
     result = {
         "rounds": len(aa),
         "false_alarms": sum(1 for x in aa if x["exit_code"] == 1),
         "caught": sum(1 for x in ab if x["exit_code"] == 1),
         "aa_rounds_with_an_unadjusted_95pct_alarm": sum(1 for x in aa if x.get("unadjusted_beyond")),
-        "aa": aa, "ab": ab,
+        "aa": aa,
+        "ab": ab,
     }
     (result_path or out / "gate_false_alarms.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"A/A false alarms: {result['false_alarms']} of {result['rounds']}; 10%-slower engine caught: "
-          f"{result['caught']} of {result['rounds']}; A/A rounds where some metric's unadjusted 95% interval "
-          f"excluded zero beyond 5%: {result['aa_rounds_with_an_unadjusted_95pct_alarm']}")
+    print(
+        f"A/A false alarms: {result['false_alarms']} of {result['rounds']}; 10%-slower engine caught: "
+        f"{result['caught']} of {result['rounds']}; A/A rounds where some metric's unadjusted 95% interval "
+        f"excluded zero beyond 5%: {result['aa_rounds_with_an_unadjusted_95pct_alarm']}"
+    )
     return result
 
 
@@ -99,7 +117,9 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=None, help="override the scenario's window (s)")
     ap.add_argument("--out", type=Path, default=Path("results/gate-bench"))
     ap.add_argument("--compare-only", type=Path, default=None, help="tabulate the runs already in DIR")
-    ap.add_argument("--result", type=Path, default=None, help="where the figures go (default DIR/gate_false_alarms.json)")
+    ap.add_argument(
+        "--result", type=Path, default=None, help="where the figures go (default DIR/gate_false_alarms.json)"
+    )
     args = ap.parse_args()
     if args.compare_only:
         tabulate(args.compare_only, args.result)

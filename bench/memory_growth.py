@@ -85,26 +85,57 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="memgrowth_"))
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "tick_server.py"), "--port", str(port), "--ttft-ms", str(args.ttft_ms),
-         "--itl-ms", str(args.itl_ms), *(["--workers", str(args.servers)] if args.servers > 1 else [])],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            str(ROOT / "bench" / "tick_server.py"),
+            "--port",
+            str(port),
+            "--ttft-ms",
+            str(args.ttft_ms),
+            "--itl-ms",
+            str(args.itl_ms),
+            *(["--workers", str(args.servers)] if args.servers > 1 else []),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert server.stdout is not None
     server.stdout.readline()
     scenario = work / "scenario.yaml"
-    scenario.write_text(json.dumps({
-        "name": f"mem-c{args.streams}",
-        "load": {"concurrency": args.streams, "duration_s": args.duration},
-        "warmup": {"requests": args.streams},
-        "telemetry": {"enabled": False},
-        "target": {"continuous_usage": "off"},
-        "workload": {"classes": [{"name": "fixed", "input_tokens": 8, "output_tokens": args.tokens}]},
-    }))
+    scenario.write_text(
+        json.dumps(
+            {
+                "name": f"mem-c{args.streams}",
+                "load": {"concurrency": args.streams, "duration_s": args.duration},
+                "warmup": {"requests": args.streams},
+                "telemetry": {"enabled": False},
+                "target": {"continuous_usage": "off"},
+                "workload": {"classes": [{"name": "fixed", "input_tokens": 8, "output_tokens": args.tokens}]},
+            }
+        )
+    )
     out = work / "run"
     run = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli.main", "run", str(scenario), "--target", f"http://127.0.0.1:{port}",
-         "--out", str(out), "--no-report", "--quiet", "--processes", str(args.processes), *args.extra.split()],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(scenario),
+            "--target",
+            f"http://127.0.0.1:{port}",
+            "--out",
+            str(out),
+            "--no-report",
+            "--quiet",
+            "--processes",
+            str(args.processes),
+            *args.extra.split(),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
     )
     parent = psutil.Process(run.pid)
     samples: list[dict] = []
@@ -135,17 +166,21 @@ def main() -> None:
     first = [max(s["rss_mib"]) for s in measured[:k]]
     last = [max(s["rss_mib"]) for s in measured[-k:]]
     # the slope past the first fifth: start-up and the Finisher's backlog reaching its bound are done
-    steady = [(s["requests"], max(s["rss_mib"])) for s in measured[len(measured) // 5:]]
+    steady = [(s["requests"], max(s["rss_mib"])) for s in measured[len(measured) // 5 :]]
     print(f"{'t s':>7} {'requests':>9} {'RSS MiB (per load process)':>30}")
     step = max(1, len(measured) // 20)
     for s in measured[::step]:
         print(f"{s['t']:>7.1f} {s['requests']:>9,} {' '.join(f'{r:7.1f}' for r in s['rss_mib']):>30}")
     first_mib, last_mib = sum(first) / len(first), sum(last) / len(last)
-    print(f"streams {args.streams}, processes {args.processes}, window {args.duration:g} s, "
-          f"requests {summary.get('requests', {}).get('completed', measured[-1]['requests']):,}, "
-          f"out tok/s {summary.get('tokens', {}).get('output_per_s', 0):,.0f}, reader {summary.get('client', {}).get('reader', '-')}")
-    print(f"RSS first 10% {first_mib:.1f} MiB, last 10% {last_mib:.1f} MiB ({100 * (last_mib - first_mib) / first_mib:+.1f}%), peak {max(max(s['rss_mib']) for s in samples):.1f} MiB; "
-          f"slope after the first 20%: {slope_kib_per_1k(steady):+.1f} KiB per 1,000 requests")
+    print(
+        f"streams {args.streams}, processes {args.processes}, window {args.duration:g} s, "
+        f"requests {summary.get('requests', {}).get('completed', measured[-1]['requests']):,}, "
+        f"out tok/s {summary.get('tokens', {}).get('output_per_s', 0):,.0f}, reader {summary.get('client', {}).get('reader', '-')}"
+    )
+    print(
+        f"RSS first 10% {first_mib:.1f} MiB, last 10% {last_mib:.1f} MiB ({100 * (last_mib - first_mib) / first_mib:+.1f}%), peak {max(max(s['rss_mib']) for s in samples):.1f} MiB; "
+        f"slope after the first 20%: {slope_kib_per_1k(steady):+.1f} KiB per 1,000 requests"
+    )
     print(f"box load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "samples": samples}, indent=1))

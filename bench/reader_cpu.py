@@ -132,7 +132,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args()
     if not http_stream.native_available():
-        raise SystemExit("the native reader is not built here: pip install -e . (or python setup.py build_ext --inplace)")
+        raise SystemExit(
+            "the native reader is not built here: pip install -e . (or python setup.py build_ext --inplace)"
+        )
     http_stream.warm_kernel_timestamps()
     tokens_total = args.streams * args.tokens
     per: dict[str, list[tuple[float, float]]] = {"native": [], "python": []}
@@ -142,15 +144,19 @@ def main() -> None:
             read_ns, interp_ns, reads = one_round(reader, args.streams, args.tokens)
             r, i = read_ns / 1000 / tokens_total, interp_ns / 1000 / tokens_total
             per[reader].append((r, i))
-            print(f"{reader:>7} {r:>14.3f} {i:>19.3f} {r + i:>15.3f} {reads / (args.streams * (args.tokens + 1)):>12.2f}",
-                  flush=True)
+            print(
+                f"{reader:>7} {r:>14.3f} {i:>19.3f} {r + i:>15.3f} {reads / (args.streams * (args.tokens + 1)):>12.2f}",
+                flush=True,
+            )
     med = {k: (statistics.median(a for a, _ in v), statistics.median(b for _, b in v)) for k, v in per.items()}
     for k, (r, i) in med.items():
         print(f"median {k}: read {r:.3f} + interpret {i:.3f} = {r + i:.3f} µs CPU per token")
     n, py = med["native"], med["python"]
-    print(f"python/native: read {py[0] / n[0]:.2f}x, interpret {py[1] / n[1]:.2f}x, "
-          f"reader total {(py[0] + py[1]) / (n[0] + n[1]):.2f}x; {args.streams} streams x {args.tokens} tokens, "
-          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+    print(
+        f"python/native: read {py[0] / n[0]:.2f}x, interpret {py[1] / n[1]:.2f}x, "
+        f"reader total {(py[0] + py[1]) / (n[0] + n[1]):.2f}x; {args.streams} streams x {args.tokens} tokens, "
+        f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores"
+    )
 
 
 if __name__ == "__main__":

@@ -98,10 +98,13 @@ class StreamClient(asyncio.Protocol):
 
 async def drive(port: int, streams: int, max_tokens: int, duration: float, spread_s: float) -> dict:
     loop = asyncio.get_running_loop()
-    body = json.dumps({"model": "sim-llama-8b", "prompt": "hello world", "max_tokens": max_tokens,
-                       "ignore_eos": True, "stream": True}).encode()
-    request = (b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-               b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    body = json.dumps(
+        {"model": "sim-llama-8b", "prompt": "hello world", "max_tokens": max_tokens, "ignore_eos": True, "stream": True}
+    ).encode()
+    request = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
     stats = {"requests": 0, "events": 0, "done": 0}
     stop = asyncio.Event()
     clients = []
@@ -140,9 +143,16 @@ def analyse(trace: Path, ttft_ms: float, itl_ms: float, t0: int, t1: int, warmup
 
     def pct(p: float) -> float:
         return lateness[min(len(lateness) - 1, int(p * (len(lateness) - 1)))] if lateness else float("nan")
-    return {"tokens": tokens, "tokens_per_s": tokens / ((t1 - start) / 1e9), "p50_ms": pct(0.5),
-            "p99_ms": pct(0.99), "p999_ms": pct(0.999), "max_ms": lateness[-1] if lateness else float("nan"),
-            "samples": len(lateness)}
+
+    return {
+        "tokens": tokens,
+        "tokens_per_s": tokens / ((t1 - start) / 1e9),
+        "p50_ms": pct(0.5),
+        "p99_ms": pct(0.99),
+        "p999_ms": pct(0.999),
+        "max_ms": lateness[-1] if lateness else float("nan"),
+        "samples": len(lateness),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,20 +162,44 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ttft-ms", type=float, default=20.0)
     ap.add_argument("--max-tokens", type=int, default=400)
     ap.add_argument("--duration", type=float, default=8.0, help="seconds measured, after the ramp-up")
-    ap.add_argument("--warmup", type=float, default=0.5,
-                    help="seconds excluded after the ramp-up (streams start over one request's length)")
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=0.5,
+        help="seconds excluded after the ramp-up (streams start over one request's length)",
+    )
     ap.add_argument("--sim-arg", action="append", default=[], help="extra simulator flag (repeatable)")
-    ap.add_argument("--nice", type=int, default=None,
-                    help="renice the simulator process (e.g. -10, needs root) to measure it on a busy host")
+    ap.add_argument(
+        "--nice",
+        type=int,
+        default=None,
+        help="renice the simulator process (e.g. -10, needs root) to measure it on a busy host",
+    )
     a = ap.parse_args(argv)
 
     load0 = os.getloadavg()[0]
     port = free_port()
     tmp = Path(tempfile.mkdtemp(prefix="sim_capacity_"))
     trace = tmp / "trace.jsonl"
-    cmd = [sys.executable, "-m", "harness.sim", "--port", str(port), "--startup-delay", "0",
-           "--scripted-ttft-ms", str(a.ttft_ms), "--scripted-itl-ms", str(a.itl_ms), "--max-model-len", "8192",
-           "--disable-log-stats", "--trace", str(trace), *a.sim_arg]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.sim",
+        "--port",
+        str(port),
+        "--startup-delay",
+        "0",
+        "--scripted-ttft-ms",
+        str(a.ttft_ms),
+        "--scripted-itl-ms",
+        str(a.itl_ms),
+        "--max-model-len",
+        "8192",
+        "--disable-log-stats",
+        "--trace",
+        str(trace),
+        *a.sim_arg,
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     err = open(tmp / "sim.err", "w")  # lives as long as the simulator
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
@@ -185,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         spread = (a.ttft_ms + a.max_tokens * a.itl_ms) / 1000
         # a bystander process that sleeps 1 ms at a time: its oversleep is what the host's
         # scheduler alone costs any process on this machine during the run
-        probe = subprocess.Popen([sys.executable, "-c", PROBE, str(a.duration + spread)], stdout=subprocess.PIPE, text=True)
+        probe = subprocess.Popen(
+            [sys.executable, "-c", PROBE, str(a.duration + spread)], stdout=subprocess.PIPE, text=True
+        )
         res = asyncio.run(drive(port, a.streams, a.max_tokens, a.duration + spread, spread))
         probe_p50, probe_p99 = (float(x) for x in probe.communicate(timeout=30)[0].split())
         cpu = (cpu_seconds(proc.pid) - cpu0) / (time.monotonic() - w0)
@@ -196,16 +232,24 @@ def main(argv: list[str] | None = None) -> int:
         rc = proc.wait(30)
     fig = analyse(trace, a.ttft_ms, a.itl_ms, res["t0"], res["t1"], spread + a.warmup)
     target = a.streams * 1000.0 / a.itl_ms
-    print(f"scripted mode: {a.streams} streams x {a.itl_ms} ms ITL (offered ~{target:,.0f} tokens/s), "
-          f"TTFT {a.ttft_ms} ms, {a.max_tokens} tokens/request, {a.duration:.1f} s measured after a {spread + a.warmup:.1f} s ramp-up")
-    print(f"  delivered: {fig['tokens_per_s']:,.0f} tokens/s ({fig['tokens']:,} tokens, "
-          f"{res['done']} requests; client saw {res['events']:,} events)")
-    print(f"  send lateness (write - schedule): p50 {fig['p50_ms']:.3f} ms, p99 {fig['p99_ms']:.3f} ms, "
-          f"p99.9 {fig['p999_ms']:.3f} ms, max {fig['max_ms']:.3f} ms")
+    print(
+        f"scripted mode: {a.streams} streams x {a.itl_ms} ms ITL (offered ~{target:,.0f} tokens/s), "
+        f"TTFT {a.ttft_ms} ms, {a.max_tokens} tokens/request, {a.duration:.1f} s measured after a {spread + a.warmup:.1f} s ramp-up"
+    )
+    print(
+        f"  delivered: {fig['tokens_per_s']:,.0f} tokens/s ({fig['tokens']:,} tokens, "
+        f"{res['done']} requests; client saw {res['events']:,} events)"
+    )
+    print(
+        f"  send lateness (write - schedule): p50 {fig['p50_ms']:.3f} ms, p99 {fig['p99_ms']:.3f} ms, "
+        f"p99.9 {fig['p999_ms']:.3f} ms, max {fig['max_ms']:.3f} ms"
+    )
     print(f"  host wake-up oversleep of a bystander sleeping 1 ms: p50 {probe_p50:.3f} ms, p99 {probe_p99:.3f} ms")
-    print(f"  simulator CPU: {cpu * 100:.0f}% of one core; exit code {rc}; host CPUs {host * 100:.0f}% busy "
-          f"(load average {load0:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
-          + (f"; simulator reniced to {a.nice}" if a.nice is not None else ""))
+    print(
+        f"  simulator CPU: {cpu * 100:.0f}% of one core; exit code {rc}; host CPUs {host * 100:.0f}% busy "
+        f"(load average {load0:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
+        + (f"; simulator reniced to {a.nice}" if a.nice is not None else "")
+    )
     return 0
 
 

@@ -79,8 +79,12 @@ def fit(root: Path) -> dict:
     st = json.loads((root / "gpu-h200-vllm-startup" / "startup.json").read_text())
     phases = {(s["config_id"], s["kind"]): s["phases"] for s in st["starts"] if s["config_id"] == "graphs"}
     cold, warm = phases[("graphs", "cold")], phases[("graphs", "warm")]
-    itl = {c: json.loads((root / "gpu-h200-vllm-startup" / "steady" / "runs" / f"{c}__chat__r1" / "summary.json").read_text())
-           ["latency_ms"]["itl_token"]["p50"] for c in ("graphs", "eager")}
+    itl = {
+        c: json.loads(
+            (root / "gpu-h200-vllm-startup" / "steady" / "runs" / f"{c}__chat__r1" / "summary.json").read_text()
+        )["latency_ms"]["itl_token"]["p50"]
+        for c in ("graphs", "eager")
+    }
     return {
         "sim_gpu_memory_gib": total_gib,
         "sim_hbm_tbps": round(1 / inv_bw / 1e12, 3),

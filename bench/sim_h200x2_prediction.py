@@ -31,8 +31,14 @@ def cells(sweep: Path) -> list[dict]:
             continue
         s = json.loads((sweep / cell["run_dir"] / "summary.json").read_text())
         speed = float((cell.get("flags") or {}).get("sim-speed", 1))
-        out.append({"config": cell["config_id"], "scenario": cell["scenario"], "users": s["load"].get("concurrency"),
-                    "s": rescale(s, speed)})
+        out.append(
+            {
+                "config": cell["config_id"],
+                "scenario": cell["scenario"],
+                "users": s["load"].get("concurrency"),
+                "s": rescale(s, speed),
+            }
+        )
     return out
 
 
@@ -51,9 +57,11 @@ def dig_list(d: dict[str, Any] | None, path: tuple[str, ...]) -> list[Any]:
 
 
 def table(rows: list[dict]) -> list[str]:
-    lines = ["| scenario | users | config | TTFT p50 / p99 ms | ITL p50 / p99 ms | req/s | out tok/s per GPU | "
-             "KV max per replica | prefix hit rate | cross-replica prefix overlap | busiest replica / mean |",
-             "|---|---:|---|---|---|---:|---:|---|---:|---:|---:|"]
+    lines = [
+        "| scenario | users | config | TTFT p50 / p99 ms | ITL p50 / p99 ms | req/s | out tok/s per GPU | "
+        "KV max per replica | prefix hit rate | cross-replica prefix overlap | busiest replica / mean |",
+        "|---|---:|---|---|---|---:|---:|---|---:|---:|---:|",
+    ]
     for r in sorted(rows, key=lambda r: (r["scenario"], r["users"], r["config"])):
         s = r["s"]
         ttft = f"{fmt(dig(s, ('latency_ms', 'ttft', 'p50')))} / {fmt(dig(s, ('latency_ms', 'ttft', 'p99')))}"
@@ -64,9 +72,11 @@ def table(rows: list[dict]) -> list[str]:
             hit = dig(s, ("engine", "prefix_cache", "hit_rate"))
         overlap = dig(s, ("fleet", "prefix_overlap"))
         bal = dig(s, ("fleet", "balance", "requests_max_over_mean"))
-        lines.append(f"| {r['scenario']} | {r['users']} | {r['config']} | {ttft} | {itl} | {fmt(dig(s, ('requests', 'rps')))} | "
-                     f"{fmt(None if out_tok is None else out_tok / GPUS, 0)} | {kv_per_replica(s)} | "
-                     f"{'-' if hit is None else f'{100 * hit:.0f}%'} | {'-' if overlap is None else f'{100 * overlap:.0f}%'} | {fmt(bal, 2)} |")
+        lines.append(
+            f"| {r['scenario']} | {r['users']} | {r['config']} | {ttft} | {itl} | {fmt(dig(s, ('requests', 'rps')))} | "
+            f"{fmt(None if out_tok is None else out_tok / GPUS, 0)} | {kv_per_replica(s)} | "
+            f"{'-' if hit is None else f'{100 * hit:.0f}%'} | {'-' if overlap is None else f'{100 * overlap:.0f}%'} | {fmt(bal, 2)} |"
+        )
     return lines
 
 
@@ -80,8 +90,10 @@ def winners(rows: list[dict]) -> list[str]:
         lat = min(group, key=lambda r: dig(r["s"], ("latency_ms", "ttft", "p50")) or float("inf"))
         base = {r["config"]: dig(r["s"], ("tokens", "output_per_s")) or 0 for r in group}
         ratio = ", ".join(f"{c} {v / max(base.values()):.2f}" for c, v in sorted(base.items()))
-        out.append(f"- {key[0]} at {key[1]} users: throughput {thr['config']} (output tokens/s relative to the best: {ratio}); "
-                   f"TTFT p50 {lat['config']}")
+        out.append(
+            f"- {key[0]} at {key[1]} users: throughput {thr['config']} (output tokens/s relative to the best: {ratio}); "
+            f"TTFT p50 {lat['config']}"
+        )
     return out
 
 
@@ -89,14 +101,22 @@ def main(argv: list[str]) -> int:
     sweep = Path(argv[0])
     out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else sweep / "prediction.md"
     rows = cells(sweep)
-    text = ["# tp 2 x 1 engine vs tp 1 x 2 replicas on two H200s: the calibrated simulator's prediction", "",
-            f"`python bench/sim_h200x2_prediction.py {sweep}` over `harness sweep bench/gpu/vllm/sim/tp_vs_replicas.yaml` "
-            "(profile h200-llama8b-vllm026; figures in real-speed terms). Per GPU = fleet / 2 for every config. "
-            "The sweep's own report.md and summary.csv beside this file are at the simulator's --sim-speed "
-            "(0.25: latencies 4x, rates 1/4). On the shared 2-core box every cell carries validity warnings (host "
-            "stalls; the simulator 2-12% behind its schedule in most; first and last slices not in steady state): "
-            "differences of a few percent are not decided.", "",
-            *table(rows), "", "Winners:", *winners(rows), ""]
+    text = [
+        "# tp 2 x 1 engine vs tp 1 x 2 replicas on two H200s: the calibrated simulator's prediction",
+        "",
+        f"`python bench/sim_h200x2_prediction.py {sweep}` over `harness sweep bench/gpu/vllm/sim/tp_vs_replicas.yaml` "
+        "(profile h200-llama8b-vllm026; figures in real-speed terms). Per GPU = fleet / 2 for every config. "
+        "The sweep's own report.md and summary.csv beside this file are at the simulator's --sim-speed "
+        "(0.25: latencies 4x, rates 1/4). On the shared 2-core box every cell carries validity warnings (host "
+        "stalls; the simulator 2-12% behind its schedule in most; first and last slices not in steady state): "
+        "differences of a few percent are not decided.",
+        "",
+        *table(rows),
+        "",
+        "Winners:",
+        *winners(rows),
+        "",
+    ]
     out.write_text("\n".join(text))
     print("\n".join(text))
     return 0

@@ -23,11 +23,22 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "results" / "examples"
-FIT = {("curve", "calib_decode", 1), ("curve", "calib_decode", 8), ("curve", "chat", 1), ("curve", "chat", 8),
-       ("curve", "calib_prefill", 1), ("steady", "eager", 64)}
-METRICS = [("TTFT p50", ("latency_ms", "ttft", "p50")), ("TTFT p99", ("latency_ms", "ttft", "p99")),
-           ("ITL p50", ("latency_ms", "itl_token", "p50")), ("ITL p99", ("latency_ms", "itl_token", "p99")),
-           ("req/s", ("requests", "rps")), ("out tok/s", ("tokens", "output_per_s"))]
+FIT = {
+    ("curve", "calib_decode", 1),
+    ("curve", "calib_decode", 8),
+    ("curve", "chat", 1),
+    ("curve", "chat", 8),
+    ("curve", "calib_prefill", 1),
+    ("steady", "eager", 64),
+}
+METRICS = [
+    ("TTFT p50", ("latency_ms", "ttft", "p50")),
+    ("TTFT p99", ("latency_ms", "ttft", "p99")),
+    ("ITL p50", ("latency_ms", "itl_token", "p50")),
+    ("ITL p99", ("latency_ms", "itl_token", "p99")),
+    ("req/s", ("requests", "rps")),
+    ("out tok/s", ("tokens", "output_per_s")),
+]
 
 
 def dig(d: dict[str, Any] | None, path: tuple[str, ...]) -> float | None:
@@ -60,7 +71,9 @@ def runs(sweep_dir: Path) -> dict[tuple[str, str], dict]:
             continue
         s = json.loads((sweep_dir / cell["run_dir"] / "summary.json").read_text())
         load = s["load"].get("concurrency")
-        out[(cell["config_id"], f"{cell['scenario']}@{load}")] = rescale(s, float((cell.get("flags") or {}).get("sim-speed", 1)))
+        out[(cell["config_id"], f"{cell['scenario']}@{load}")] = rescale(
+            s, float((cell.get("flags") or {}).get("sim-speed", 1))
+        )
     return out
 
 
@@ -81,11 +94,17 @@ def fmt(x: float | None, nd: int = 1) -> str:
 
 
 def load_rows(sim: Path) -> tuple[list[str], list[float], list[float]]:
-    lines = ["| set | cell | " + " | ".join(f"{m} real / sim (err)" for m, _ in METRICS) + " | KV max real / sim | preemptions real / sim | sim behind |",
-             "|---|---|" + "---|" * len(METRICS) + "---|---|---|"]
+    lines = [
+        "| set | cell | "
+        + " | ".join(f"{m} real / sim (err)" for m, _ in METRICS)
+        + " | KV max real / sim | preemptions real / sim | sim behind |",
+        "|---|---|" + "---|" * len(METRICS) + "---|---|---|",
+    ]
     held_med, held_thr = [], []
-    pairs = [("curve", REAL / "gpu-h200-vllm-curve", sim / "curve", "base"),
-             ("small_kv", REAL / "gpu-h200-vllm-small-kv", sim / "small_kv", "base")]
+    pairs = [
+        ("curve", REAL / "gpu-h200-vllm-curve", sim / "curve", "base"),
+        ("small_kv", REAL / "gpu-h200-vllm-small-kv", sim / "small_kv", "base"),
+    ]
     for name, rdir, sdir, _cfg in pairs:
         r, s = runs(rdir), runs(sdir)
         for key in sorted(r, key=lambda k: (k[1].split("@")[0], int(k[1].split("@")[1]))):
@@ -104,8 +123,14 @@ def load_rows(sim: Path) -> tuple[list[str], list[float], list[float]]:
                     if m in ("req/s", "out tok/s"):
                         held_thr.append(e)
             kv = f"{fmt(dig(r[key], ('engine', 'kv_usage', 'max')), 2)} / {fmt(dig(s[key], ('engine', 'kv_usage', 'max')), 2)}"
-            pre = f"{dig(r[key], ('engine', 'preemptions', 'count'))} / {dig(s[key], ('engine', 'preemptions', 'count'))}"
-            lines.append(f"| {'fit' if fit else 'held out'} | {name} {key[1]} | " + " | ".join(cells) + f" | {kv} | {pre} | {behind(s[key])} |")
+            pre = (
+                f"{dig(r[key], ('engine', 'preemptions', 'count'))} / {dig(s[key], ('engine', 'preemptions', 'count'))}"
+            )
+            lines.append(
+                f"| {'fit' if fit else 'held out'} | {name} {key[1]} | "
+                + " | ".join(cells)
+                + f" | {kv} | {pre} | {behind(s[key])} |"
+            )
     # steady state after the warm start: graphs vs eager, chat at 64 users
     rst = REAL / "gpu-h200-vllm-startup" / "steady" / "runs"
     s = runs(sim / "steady")
@@ -120,10 +145,16 @@ def load_rows(sim: Path) -> tuple[list[str], list[float], list[float]]:
             a, b = dig(real, path), dig(simd, path)
             cells.append(f"{fmt(a)} / {fmt(b)} ({err(a, b)})")
             if not fit and a and b:
-                (held_med if m in ("TTFT p50", "ITL p50") else held_thr if m in ("req/s", "out tok/s") else []).append(abs(b - a) / a)
+                (held_med if m in ("TTFT p50", "ITL p50") else held_thr if m in ("req/s", "out tok/s") else []).append(
+                    abs(b - a) / a
+                )
         kv = f"{fmt(dig(real, ('engine', 'kv_usage', 'max')), 2)} / {fmt(dig(simd, ('engine', 'kv_usage', 'max')), 2)}"
         pre = f"{dig(real, ('engine', 'preemptions', 'count'))} / {dig(simd, ('engine', 'preemptions', 'count'))}"
-        lines.append(f"| {'fit (eager overhead)' if fit else 'held out'} | startup steady {c} chat@64 | " + " | ".join(cells) + f" | {kv} | {pre} | {behind(simd)} |")
+        lines.append(
+            f"| {'fit (eager overhead)' if fit else 'held out'} | startup steady {c} chat@64 | "
+            + " | ".join(cells)
+            + f" | {kv} | {pre} | {behind(simd)} |"
+        )
     return lines, held_med, held_thr
 
 
@@ -132,6 +163,7 @@ def tune_rows(sim: Path) -> list[str]:
     if not (sim / "tune" / "tune.json").is_file():
         return ["(the simulator's tune has not run: harness tune bench/gpu/vllm/sim/tune.yaml --out SIM_DIR/tune)"]
     simt = json.loads((sim / "tune" / "tune.json").read_text())
+
     def changes(steps: list[dict]) -> dict[str, dict]:
         """Per step, the flags it changed (its chosen flags against the previous step's)."""
         out: dict[str, dict] = {}
@@ -144,12 +176,17 @@ def tune_rows(sim: Path) -> list[str]:
 
     rc, sc = changes(real["steps"]), changes(simt["steps"])
     verdicts = {s["step"]: s["verdict"] for s in simt["steps"]}
-    lines = ["| step | real verdict | simulator verdict | real changed | simulator changed | same decision |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| step | real verdict | simulator verdict | real changed | simulator changed | same decision |",
+        "|---|---|---|---|---|---|",
+    ]
     for st in real["steps"]:
         name = st["step"]
         a, b = json.dumps(rc.get(name, {}), sort_keys=True), json.dumps(sc.get(name, {}), sort_keys=True)
         same = st["verdict"] == verdicts.get(name) and a == b
-        lines.append(f"| {name} | {st['verdict']} | {verdicts.get(name, '-')} | `{a}` | `{b}` | {'yes' if same else 'NO'} |")
+        lines.append(
+            f"| {name} | {st['verdict']} | {verdicts.get(name, '-')} | `{a}` | `{b}` | {'yes' if same else 'NO'} |"
+        )
     return lines
 
 
@@ -162,14 +199,20 @@ def startup_rows() -> list[str]:
     lines = ["| set | start | phase | real s | simulator s | err |", "|---|---|---|---:|---:|---:|"]
     for s in st["starts"]:
         eager, warm = s["config_id"] == "eager", s["kind"] == "warm"
-        pred = {"load": p["sim_load_s"], "compile": None if eager else (p["sim_compile_cached_s"] if warm else p["sim_compile_s"]),
-                "kv_profile": p["sim_profile_cached_s"] if warm else p["sim_profile_s"],
-                "capture": None if eager else p["sim_capture_s"], "rest": p["sim_init_s"]}
+        pred = {
+            "load": p["sim_load_s"],
+            "compile": None if eager else (p["sim_compile_cached_s"] if warm else p["sim_compile_s"]),
+            "kv_profile": p["sim_profile_cached_s"] if warm else p["sim_profile_s"],
+            "capture": None if eager else p["sim_capture_s"],
+            "rest": p["sim_init_s"],
+        }
         pred["ready"] = sum(v for v in pred.values() if v is not None)
         real = dict(s["phases"], ready=s["ready_s"])
         for ph in ("load", "compile", "kv_profile", "capture", "rest", "ready"):
             a, b = real.get(ph), pred.get(ph)
-            lines.append(f"| {'held out' if eager else 'fit'} | {s['config_id']} {s['kind']} | {ph} | {fmt(a, 2)} | {fmt(b, 2)} | {err(a, b)} |")
+            lines.append(
+                f"| {'held out' if eager else 'fit'} | {s['config_id']} {s['kind']} | {ph} | {fmt(a, 2)} | {fmt(b, 2)} | {err(a, b)} |"
+            )
     return lines
 
 
@@ -179,25 +222,36 @@ def _cells(md: str) -> dict[str, list[str]]:
     for line in md.splitlines():
         parts = [p.strip() for p in line.strip().strip("|").split("|")]
         if len(parts) >= 2 + len(METRICS) and parts[0] in ("fit", "held out", "fit (eager overhead)"):
-            out[parts[1]] = [parts[0]] + [m.group(1) if (m := re.search(r"\(([+-]?\d+%)\)", c)) else "-" for c in parts[2:2 + len(METRICS)]]
+            out[parts[1]] = [parts[0]] + [
+                m.group(1) if (m := re.search(r"\(([+-]?\d+%)\)", c)) else "-" for c in parts[2 : 2 + len(METRICS)]
+            ]
     return out
 
 
 def _totals(md: str) -> str:
     m = re.search(r"within 15%: (\d+ of \d+) medians, (\d+ of \d+) throughputs", md)
     same = sum(1 for line in md.splitlines() if line.startswith("| ") and line.rstrip().endswith("| yes |"))
-    steps = sum(1 for line in md.splitlines() if line.startswith("| ") and line.rstrip().endswith(("| yes |", "| NO |")))
-    return (f"{m.group(1)} medians and {m.group(2)} throughputs within 15%" if m else "-") + f"; {same} of {steps} tune steps the same"
+    steps = sum(
+        1 for line in md.splitlines() if line.startswith("| ") and line.rstrip().endswith(("| yes |", "| NO |"))
+    )
+    return (
+        f"{m.group(1)} medians and {m.group(2)} throughputs within 15%" if m else "-"
+    ) + f"; {same} of {steps} tune steps the same"
 
 
 def before_after(before: str, after: str) -> list[str]:
     """Per held-out cell: the errors of TTFT p50, ITL p50 and req/s in the earlier table and in this one."""
     b, a = _cells(before), _cells(after)
     pick = [i for i, (m, _) in enumerate(METRICS) if m in ("TTFT p50", "TTFT p99", "ITL p50", "req/s")]
-    lines = ["| set | cell | " + " | ".join(f"{METRICS[i][0]} before -> after" for i in pick) + " |", "|---|---|" + "---|" * len(pick)]
+    lines = [
+        "| set | cell | " + " | ".join(f"{METRICS[i][0]} before -> after" for i in pick) + " |",
+        "|---|---|" + "---|" * len(pick),
+    ]
     for cell, errs in a.items():
         if cell in b:
-            lines.append(f"| {errs[0]} | {cell} | " + " | ".join(f"{b[cell][i + 1]} -> {errs[i + 1]}" for i in pick) + " |")
+            lines.append(
+                f"| {errs[0]} | {cell} | " + " | ".join(f"{b[cell][i + 1]} -> {errs[i + 1]}" for i in pick) + " |"
+            )
     return [f"Before: {_totals(before)}. After: {_totals(after)}.", "", *lines]
 
 
@@ -205,20 +259,39 @@ def main(argv: list[str]) -> int:
     sim = Path(argv[0])
     out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else ROOT / "bench" / "results" / "sim_vs_h200.md"
     load, med, thr = load_rows(sim)
-    text = ["# The calibrated simulator vs vLLM 0.26.0 on the H200 (Llama-3-8B shape)", "",
-            "`python bench/sim_vs_h200.py SIM_DIR`: real = results/examples/gpu-h200-vllm-*; simulator = "
-            "`harness sim --profile h200-llama8b-vllm026` on the same scenarios, loads and windows "
-            "(bench/gpu/vllm/sim/). err = (sim - real) / real. 'fit' cells were used by bench/sim_fit_h200.py.", "",
-            "## Load runs", "", *load, "",
-            f"Held-out cells: median |error| of TTFT/ITL p50 {100 * sorted(med)[len(med) // 2]:.0f}% (max {100 * max(med):.0f}%), "
-            f"of req/s and output tok/s {100 * sorted(thr)[len(thr) // 2]:.0f}% (max {100 * max(thr):.0f}%); "
-            f"within 15%: {sum(e <= 0.15 for e in med)} of {len(med)} medians, {sum(e <= 0.15 for e in thr)} of {len(thr)} throughputs.", "",
-            "## Startup phases (harness startup, seconds)", "", *startup_rows(), "",
-            "## Tune decisions (bench/gpu/vllm/tune.yaml vs bench/gpu/vllm/sim/tune.yaml)", "", *tune_rows(sim), ""]
+    text = [
+        "# The calibrated simulator vs vLLM 0.26.0 on the H200 (Llama-3-8B shape)",
+        "",
+        "`python bench/sim_vs_h200.py SIM_DIR`: real = results/examples/gpu-h200-vllm-*; simulator = "
+        "`harness sim --profile h200-llama8b-vllm026` on the same scenarios, loads and windows "
+        "(bench/gpu/vllm/sim/). err = (sim - real) / real. 'fit' cells were used by bench/sim_fit_h200.py.",
+        "",
+        "## Load runs",
+        "",
+        *load,
+        "",
+        f"Held-out cells: median |error| of TTFT/ITL p50 {100 * sorted(med)[len(med) // 2]:.0f}% (max {100 * max(med):.0f}%), "
+        f"of req/s and output tok/s {100 * sorted(thr)[len(thr) // 2]:.0f}% (max {100 * max(thr):.0f}%); "
+        f"within 15%: {sum(e <= 0.15 for e in med)} of {len(med)} medians, {sum(e <= 0.15 for e in thr)} of {len(thr)} throughputs.",
+        "",
+        "## Startup phases (harness startup, seconds)",
+        "",
+        *startup_rows(),
+        "",
+        "## Tune decisions (bench/gpu/vllm/tune.yaml vs bench/gpu/vllm/sim/tune.yaml)",
+        "",
+        *tune_rows(sim),
+        "",
+    ]
     if "--before" in argv:
         before = Path(argv[argv.index("--before") + 1])
-        text += [f"## Before / after ({before.name}: the profile without the API server's per-sequence delay and the whole-prompt "
-                 "admission gate, the simulator at half speed)", "", *before_after(before.read_text(), "\n".join(text)), ""]
+        text += [
+            f"## Before / after ({before.name}: the profile without the API server's per-sequence delay and the whole-prompt "
+            "admission gate, the simulator at half speed)",
+            "",
+            *before_after(before.read_text(), "\n".join(text)),
+            "",
+        ]
     out.write_text("\n".join(text))
     print("\n".join(text))
     return 0

@@ -44,8 +44,10 @@ def main() -> int:
         return 0
     print(f"driver {sampler.driver}, {len(sampler.devices)} GPU(s)")
     for dev, cur in zip(sampler.devices, sampler.read(), strict=True):
-        print(f"  [{dev['index']}] {dev['name']} {dev['uuid']}: used {cur['used_bytes'] / GIB:.2f} GiB"
-              f" of {cur['total_bytes'] / GIB:.2f} GiB")
+        print(
+            f"  [{dev['index']}] {dev['name']} {dev['uuid']}: used {cur['used_bytes'] / GIB:.2f} GiB"
+            f" of {cur['total_bytes'] / GIB:.2f} GiB"
+        )
     sampler.reset_window()
     costs = []
     for _ in range(args.samples):
@@ -54,8 +56,10 @@ def main() -> int:
         costs.append((time.perf_counter() - t) * 1e3)
         time.sleep(args.interval)
     costs.sort()
-    print(f"sample cost: median {costs[len(costs) // 2]:.3f} ms, max {costs[-1]:.3f} ms "
-          f"({len(sampler.devices)} GPU(s) per sample)")
+    print(
+        f"sample cost: median {costs[len(costs) // 2]:.3f} ms, max {costs[-1]:.3f} ms "
+        f"({len(sampler.devices)} GPU(s) per sample)"
+    )
     print(json.dumps(sampler.block(), indent=1))
     sampler.close()
     return 0

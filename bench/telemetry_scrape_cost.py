@@ -66,8 +66,11 @@ def main() -> int:
     ap.add_argument("--no-prometheus", action="store_true")
     args = ap.parse_args()
     port = free_port()
-    sim = subprocess.Popen([sys.executable, "-m", "harness.sim", "--port", str(port), "--max-model-len", "2048",
-                            "--disable-log-stats"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "harness.sim", "--port", str(port), "--max-model-len", "2048", "--disable-log-stats"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         while True:
@@ -78,8 +81,11 @@ def main() -> int:
                 time.sleep(0.05)
         # a few requests so every histogram has buckets
         for _ in range(3):
-            requests.post(url + "/v1/completions", json={"model": "sim-llama-8b", "prompt": "bab bac bad",
-                                                          "max_tokens": 20, "ignore_eos": True}, timeout=30)
+            requests.post(
+                url + "/v1/completions",
+                json={"model": "sim-llama-8b", "prompt": "bab bac bad", "max_tokens": 20, "ignore_eos": True},
+                timeout=30,
+            )
         page = requests.get(url + "/metrics", timeout=5).text
         wanted = profiles().get("vllm").wanted()
         print(f"{'page':<28}{'KiB':>7}{'lines':>7}  {'full parse ms':>14}  {'prefiltered ms':>15}  {'names_in ms':>12}")
@@ -88,21 +94,35 @@ def main() -> int:
             filt = timed(functools.partial(parse, text, 0.0, wanted=wanted), args.repeat)
             names = timed(functools.partial(names_in, text), args.repeat)
             lines = sum(1 for ln in text.splitlines() if ln and not ln.startswith("#"))
-            print(f"{label:<28}{len(text) / 1024:>7.1f}{lines:>7}  {full[0]:>7.2f} (p99 {full[1]:.2f})"
-                  f"  {filt[0]:>7.2f} (p99 {filt[1]:.2f})  {names[0]:>12.2f}")
+            print(
+                f"{label:<28}{len(text) / 1024:>7.1f}{lines:>7}  {full[0]:>7.2f} (p99 {full[1]:.2f})"
+                f"  {filt[0]:>7.2f} (p99 {filt[1]:.2f})  {names[0]:>12.2f}"
+            )
         src = DirectSource(url + "/metrics")
         whole = timed(lambda: src.scrape(wanted), max(20, args.repeat // 4))
-        print(f"whole scrape over HTTP (fetch + prefilter + parse), idle sim: median {whole[0]:.2f} ms, p99 {whole[1]:.2f} ms")
+        print(
+            f"whole scrape over HTTP (fetch + prefilter + parse), idle sim: median {whole[0]:.2f} ms, p99 {whole[1]:.2f} ms"
+        )
         prom = shutil.which("prometheus") or "/usr/bin/prometheus"
         if args.no_prometheus or not os.access(prom, os.X_OK):
             return 0
         tmp = Path(tempfile.mkdtemp())
         pport = free_port()
-        (tmp / "p.yml").write_text(f"global:\n  scrape_interval: 500ms\n  scrape_timeout: 500ms\nscrape_configs:\n"
-                                   f"  - job_name: sim\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n")
+        (tmp / "p.yml").write_text(
+            f"global:\n  scrape_interval: 500ms\n  scrape_timeout: 500ms\nscrape_configs:\n"
+            f"  - job_name: sim\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+        )
         t0 = time.perf_counter()
-        p = subprocess.Popen([prom, f"--config.file={tmp / 'p.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-                              f"--web.listen-address=127.0.0.1:{pport}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(
+            [
+                prom,
+                f"--config.file={tmp / 'p.yml'}",
+                f"--storage.tsdb.path={tmp / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{pport}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         ready = first = None
         try:
             while first is None and time.perf_counter() - t0 < 30:
@@ -110,8 +130,11 @@ def main() -> int:
                     if ready is None and requests.get(f"http://127.0.0.1:{pport}/-/ready", timeout=0.5).ok:
                         ready = time.perf_counter() - t0
                     if ready is not None:
-                        r = requests.get(f"http://127.0.0.1:{pport}/api/v1/query",
-                                         params={"query": '{__name__=~"vllm[:_]num_requests_running"}'}, timeout=1).json()
+                        r = requests.get(
+                            f"http://127.0.0.1:{pport}/api/v1/query",
+                            params={"query": '{__name__=~"vllm[:_]num_requests_running"}'},
+                            timeout=1,
+                        ).json()
                         if r["data"]["result"]:
                             first = time.perf_counter() - t0
                             stored = r["data"]["result"][0]["metric"]["__name__"]
@@ -122,8 +145,10 @@ def main() -> int:
             p.terminate()
             p.wait()
             shutil.rmtree(tmp, ignore_errors=True)
-        print(f"prometheus {re.sub(r'[^0-9.]', '', subprocess.run([prom, '--version'], capture_output=True, text=True, check=False).stdout.split()[2])}:"
-              f" /-/ready after {ready:.3f} s, first stored sample after {first:.2f} s (stored as {stored!r})")
+        print(
+            f"prometheus {re.sub(r'[^0-9.]', '', subprocess.run([prom, '--version'], capture_output=True, text=True, check=False).stdout.split()[2])}:"
+            f" /-/ready after {ready:.3f} s, first stored sample after {first:.2f} s (stored as {stored!r})"
+        )
     finally:
         sim.terminate()
         sim.wait()

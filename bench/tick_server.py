@@ -54,15 +54,19 @@ def chunk(payload: bytes) -> bytes:
 
 
 C_ROLE, C_TOKEN, C_LAST = chunk(ROLE), chunk(TOKEN), chunk(LAST)
-HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
-        b"Cache-Control: no-cache\r\n\r\n")
+HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+    b"Cache-Control: no-cache\r\n\r\n"
+)
 MODELS = b'{"data":[{"id":"tick","max_model_len":100000}]}'
 
 
 def tail(total: int) -> bytes:
     """The last token, then usage, [DONE] and the terminal chunk: one write, one truth stamp."""
-    usage = b'data: {"id":"b","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":%d,"total_tokens":%d}}\n\n' % (
-        total, total + 7)
+    usage = (
+        b'data: {"id":"b","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":%d,"total_tokens":%d}}\n\n'
+        % (total, total + 7)
+    )
     return C_LAST + chunk(usage) + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
 
 
@@ -210,8 +214,11 @@ class Worker:
                 self._send(conn, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
                 continue
             if path == "/v1/models":
-                self._send(conn, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                           % (len(MODELS), MODELS))
+                self._send(
+                    conn,
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                    % (len(MODELS), MODELS),
+                )
                 continue
             try:
                 tokens = int(json.loads(body).get("max_tokens") or self.default_tokens)
@@ -268,10 +275,19 @@ class Worker:
                 f.write(json.dumps({"request_id": rid, "received_ns": received, "writes": writes.tolist()}) + "\n")
             late, took = sorted(self.late_ns), sorted(self.tick_ns)
             if late:
-                f.write(json.dumps({"worker": worker, "ticks": len(late), "ticker_late_p50_ns": late[len(late) // 2],
-                                    "ticker_late_p99_ns": late[int(len(late) * 0.99)],
-                                    "tick_writes_p99_ns": took[int(len(took) * 0.99)],
-                                    "requests": len(self.finished)}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "worker": worker,
+                            "ticks": len(late),
+                            "ticker_late_p50_ns": late[len(late) // 2],
+                            "ticker_late_p99_ns": late[int(len(late) * 0.99)],
+                            "tick_writes_p99_ns": took[int(len(took) * 0.99)],
+                            "requests": len(self.finished),
+                        }
+                    )
+                    + "\n"
+                )
 
 
 def listener(host: str, port: int) -> socket.socket:

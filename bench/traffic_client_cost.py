@@ -26,34 +26,111 @@ ROOT = Path(__file__).resolve().parents[1]
 SIM = "--scripted-ttft-ms 20 --scripted-itl-ms 4"
 
 CASES: dict[str, dict[str, Any]] = {
-    "plain classes": {"workload": {"classes": [
-        {"name": "a", "input_tokens": {"dist": "uniform", "min": 200, "max": 600}, "output_tokens": 64}]}},
-    "sessions": {"workload": {"classes": [
-        {"name": "chat", "session": {"turns": 4, "user_tokens": {"dist": "uniform", "min": 50, "max": 150},
-                                     "output_tokens": 64, "system_prompt": {"tokens": 256, "count": 4}}}]}},
+    "plain classes": {
+        "workload": {
+            "classes": [{"name": "a", "input_tokens": {"dist": "uniform", "min": 200, "max": 600}, "output_tokens": 64}]
+        }
+    },
+    "sessions": {
+        "workload": {
+            "classes": [
+                {
+                    "name": "chat",
+                    "session": {
+                        "turns": 4,
+                        "user_tokens": {"dist": "uniform", "min": 50, "max": 150},
+                        "output_tokens": 64,
+                        "system_prompt": {"tokens": 256, "count": 4},
+                    },
+                }
+            ]
+        }
+    },
     "sessions + 2 replicas (prefix-affinity) + adapters": {
         "target": {"replicas": 2, "routing": "prefix-affinity"},
-        "workload": {"adapters": {"names": ["x", "y", "z"], "zipf": 1.0}, "classes": [
-            {"name": "chat", "session": {"turns": 4, "user_tokens": {"dist": "uniform", "min": 50, "max": 150},
-                                         "output_tokens": 64, "system_prompt": {"tokens": 256, "count": 4}}}]}},
-    "agentic sessions (tool calls)": {"workload": {"classes": [
-        {"name": "agent", "session": {"turns": 2, "user_tokens": {"dist": "uniform", "min": 50, "max": 150},
-                                      "output_tokens": 64, "system_prompt": {"tokens": 256, "count": 4},
-                                      "agent": {"tool_calls": {"dist": "uniform", "min": 1, "max": 3}, "call_tokens": 64,
-                                                "tool_result_tokens": 200, "tool_latency_s": 0.05}}}]}},
-    "agentic sessions + fan-out to 3 sub-agents": {"workload": {"classes": [
-        {"name": "agent", "session": {"turns": 2, "user_tokens": {"dist": "uniform", "min": 50, "max": 150},
-                                      "output_tokens": 64, "system_prompt": {"tokens": 256, "count": 4},
-                                      "agent": {"tool_calls": {"dist": "uniform", "min": 1, "max": 3}, "call_tokens": 64,
-                                                "tool_result_tokens": 200, "tool_latency_s": 0.05,
-                                                "fan_out": {"probability": 0.5, "agents": 3, "steps": 2,
-                                                            "task_tokens": 64, "result_tokens": 64}}}}]}},
-    "hash-block trace replay (closed loop)": {"workload": {"classes": [
-        {"name": "trace", "block_trace": {"path": str(ROOT / "scenarios" / "traces" / "mooncake_synthetic.jsonl")}}]}},
+        "workload": {
+            "adapters": {"names": ["x", "y", "z"], "zipf": 1.0},
+            "classes": [
+                {
+                    "name": "chat",
+                    "session": {
+                        "turns": 4,
+                        "user_tokens": {"dist": "uniform", "min": 50, "max": 150},
+                        "output_tokens": 64,
+                        "system_prompt": {"tokens": 256, "count": 4},
+                    },
+                }
+            ],
+        },
+    },
+    "agentic sessions (tool calls)": {
+        "workload": {
+            "classes": [
+                {
+                    "name": "agent",
+                    "session": {
+                        "turns": 2,
+                        "user_tokens": {"dist": "uniform", "min": 50, "max": 150},
+                        "output_tokens": 64,
+                        "system_prompt": {"tokens": 256, "count": 4},
+                        "agent": {
+                            "tool_calls": {"dist": "uniform", "min": 1, "max": 3},
+                            "call_tokens": 64,
+                            "tool_result_tokens": 200,
+                            "tool_latency_s": 0.05,
+                        },
+                    },
+                }
+            ]
+        }
+    },
+    "agentic sessions + fan-out to 3 sub-agents": {
+        "workload": {
+            "classes": [
+                {
+                    "name": "agent",
+                    "session": {
+                        "turns": 2,
+                        "user_tokens": {"dist": "uniform", "min": 50, "max": 150},
+                        "output_tokens": 64,
+                        "system_prompt": {"tokens": 256, "count": 4},
+                        "agent": {
+                            "tool_calls": {"dist": "uniform", "min": 1, "max": 3},
+                            "call_tokens": 64,
+                            "tool_result_tokens": 200,
+                            "tool_latency_s": 0.05,
+                            "fan_out": {
+                                "probability": 0.5,
+                                "agents": 3,
+                                "steps": 2,
+                                "task_tokens": 64,
+                                "result_tokens": 64,
+                            },
+                        },
+                    },
+                }
+            ]
+        }
+    },
+    "hash-block trace replay (closed loop)": {
+        "workload": {
+            "classes": [
+                {
+                    "name": "trace",
+                    "block_trace": {"path": str(ROOT / "scenarios" / "traces" / "mooncake_synthetic.jsonl")},
+                }
+            ]
+        }
+    },
 }
-SHORT = {"plain": "plain classes", "sessions": "sessions", "fleet": "sessions + 2 replicas (prefix-affinity) + adapters",
-         "agentic": "agentic sessions (tool calls)", "fanout": "agentic sessions + fan-out to 3 sub-agents",
-         "trace": "hash-block trace replay (closed loop)"}
+SHORT = {
+    "plain": "plain classes",
+    "sessions": "sessions",
+    "fleet": "sessions + 2 replicas (prefix-affinity) + adapters",
+    "agentic": "agentic sessions (tool calls)",
+    "fanout": "agentic sessions + fan-out to 3 sub-agents",
+    "trace": "hash-block trace replay (closed loop)",
+}
 
 
 def run_case(name: str, extra: dict, duration: int, users: int, tmp: Path) -> dict:
@@ -62,15 +139,34 @@ def run_case(name: str, extra: dict, duration: int, users: int, tmp: Path) -> di
     path.write_text(json.dumps(scenario))
     out = tmp / (path.stem + "-run")
     sim_args = SIM + (" --max-loras 3" if "adapters" in extra.get("workload", {}) else "")
-    p = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", str(path), "--out", str(out), "--quiet",
-                        "--no-report", f"--sim-args={sim_args}"], capture_output=True, text=True, cwd=ROOT)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(path),
+            "--out",
+            str(out),
+            "--quiet",
+            "--no-report",
+            f"--sim-args={sim_args}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     if p.returncode != 0:
         raise SystemExit(f"{name}: exit {p.returncode}: {p.stderr[-2000:]}")
     s = json.loads((out / "summary.json").read_text())
     cpu_s = (s["client"]["cpu_mean_pct"] or 0) / 100 * s["window"]["duration_s"]
     tokens = s["tokens"]["output_total"]
-    return {"requests": s["requests"]["completed"], "tokens": tokens, "cpu_pct": s["client"]["cpu_mean_pct"],
-            "us_per_token": 1e6 * cpu_s / tokens if tokens else float("nan")}
+    return {
+        "requests": s["requests"]["completed"],
+        "tokens": tokens,
+        "cpu_pct": s["client"]["cpu_mean_pct"],
+        "us_per_token": 1e6 * cpu_s / tokens if tokens else float("nan"),
+    }
 
 
 def main() -> None:
@@ -84,8 +180,10 @@ def main() -> None:
     results: dict[str, list[dict]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        print(f"client CPU per output token, {args.users} users, {args.duration} s, scripted simulator ({SIM}), "
-              f"{args.rounds} round(s)")
+        print(
+            f"client CPU per output token, {args.users} users, {args.duration} s, scripted simulator ({SIM}), "
+            f"{args.rounds} round(s)"
+        )
         for _ in range(args.rounds):
             for name in names:
                 results[name].append(run_case(name, CASES[name], args.duration, args.users, tmp))
@@ -93,8 +191,10 @@ def main() -> None:
             rs = sorted(results[name], key=lambda r: r["us_per_token"])
             r = rs[len(rs) // 2]
             each = " / ".join(f"{x['us_per_token']:.1f}" for x in results[name])
-            print(f"  {name:<52} {r['us_per_token']:7.1f} us/token median ({each})   (CPU {r['cpu_pct']:.1f}%, "
-                  f"{r['requests']} requests, {r['tokens']} tokens)")
+            print(
+                f"  {name:<52} {r['us_per_token']:7.1f} us/token median ({each})   (CPU {r['cpu_pct']:.1f}%, "
+                f"{r['requests']} requests, {r['tokens']} tokens)"
+            )
 
 
 if __name__ == "__main__":

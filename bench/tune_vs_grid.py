@@ -119,7 +119,9 @@ def grid_answer(index: dict[str, Any]) -> dict[str, Any] | None:
         m = e.get("metrics") or {}
         pre, done = m.get("preemptions") or 0, m.get("completed") or 0
         storm = bool(done and pre / done >= 0.1)
-        rows.append((not storm, m.get("goodput_req_per_s") or m.get("req_per_s") or 0.0, -len(e.get("varied") or {}), e))
+        rows.append(
+            (not storm, m.get("goodput_req_per_s") or m.get("req_per_s") or 0.0, -len(e.get("varied") or {}), e)
+        )
     if not rows:
         return None
     rows.sort(key=lambda r: (r[0], r[1], r[2]), reverse=True)
@@ -138,26 +140,37 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("tune_dirs", nargs="*", type=Path)
     ap.add_argument("--plan", action="store_true", help="print each grid, run nothing")
-    ap.add_argument("--estimate", action="store_true",
-                    help="do not run the grid: its engine time = configs x the tune's mean engine seconds per start "
-                         "(every start has the same warmup and window); the answers are not compared")
+    ap.add_argument(
+        "--estimate",
+        action="store_true",
+        help="do not run the grid: its engine time = configs x the tune's mean engine seconds per start "
+        "(every start has the same warmup and window); the answers are not compared",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "tune_vs_grid.json")
     args = ap.parse_args()
     rows = json.loads(args.out.read_text()) if args.out.is_file() else {}
     for tune_dir in args.tune_dirs:
         sweep, tune = grid_sweep(tune_dir)
         n = len(list(itertools.product(*sweep["vary"]["flags"].values())))
-        print(f"{tune['name']}: grid over {', '.join(f'{k} {v}' for k, v in sweep['vary']['flags'].items())} = {n} configs")
+        print(
+            f"{tune['name']}: grid over {', '.join(f'{k} {v}' for k, v in sweep['vary']['flags'].items())} = {n} configs"
+        )
         if args.plan:
             continue
         if args.estimate:
             t_starts, t_s = tune["cost"]["engine_starts"], tune["cost"]["engine_s"]
             g_s = n * t_s / t_starts
             rows[tune["name"]] = {
-                "grid_configs": n, "grid_starts": n, "grid_engine_min": round(g_s / 60, 2), "grid": "estimated",
-                "tune_starts": t_starts, "tune_engine_min": round(t_s / 60, 2), "ratio": round(t_s / g_s, 3),
+                "grid_configs": n,
+                "grid_starts": n,
+                "grid_engine_min": round(g_s / 60, 2),
+                "grid": "estimated",
+                "tune_starts": t_starts,
+                "tune_engine_min": round(t_s / 60, 2),
+                "ratio": round(t_s / g_s, 3),
                 "tune_answer": {k: tune["final"]["flags"].get(k) for k in sweep["vary"]["flags"]},
-                "grid_answer": None, "same_answer": None,
+                "grid_answer": None,
+                "same_answer": None,
             }
             print(json.dumps(rows[tune["name"]]))
             continue
@@ -174,8 +187,12 @@ def main() -> int:
         keys = list(sweep["vary"]["flags"])
         same = best is not None and same_answer(tune["final"]["flags"], best["flags"], keys)
         rows[tune["name"]] = {
-            "grid_configs": n, "grid_starts": g_starts, "grid_engine_min": round(g_s / 60, 2),
-            "tune_starts": t_starts, "tune_engine_min": round(t_s / 60, 2), "ratio": round(t_s / g_s, 3) if g_s else None,
+            "grid_configs": n,
+            "grid_starts": g_starts,
+            "grid_engine_min": round(g_s / 60, 2),
+            "tune_starts": t_starts,
+            "tune_engine_min": round(t_s / 60, 2),
+            "ratio": round(t_s / g_s, 3) if g_s else None,
             "tune_answer": {k: tune["final"]["flags"].get(k) for k in keys},
             "grid_answer": {k: (best or {}).get("flags", {}).get(k) for k in keys},
             "same_answer": same,
@@ -185,9 +202,11 @@ def main() -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(rows, indent=2) + "\n")
     for name, r in rows.items():
-        print(f"{name:<22} tune {r['tune_starts']} starts {r['tune_engine_min']:.1f} engine-min | grid {r['grid_starts']} starts "
-              f"{r['grid_engine_min']:.1f} engine-min{' (estimated)' if r.get('grid') == 'estimated' else ''} | tune/grid {r['ratio']} | "
-              f"same answer: {r['same_answer']}")
+        print(
+            f"{name:<22} tune {r['tune_starts']} starts {r['tune_engine_min']:.1f} engine-min | grid {r['grid_starts']} starts "
+            f"{r['grid_engine_min']:.1f} engine-min{' (estimated)' if r.get('grid') == 'estimated' else ''} | tune/grid {r['ratio']} | "
+            f"same answer: {r['same_answer']}"
+        )
     return 0
 
 

@@ -59,7 +59,9 @@ def ratio(num: str, den: str, window: str = RI, fn: str = "rate") -> str:
 
 # ----------------------------------------------------------------------------- building blocks
 class Board:
-    def __init__(self, uid: str, title: str, description: str, tags: list[str], variables: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, uid: str, title: str, description: str, tags: list[str], variables: list[dict[str, Any]]
+    ) -> None:
         self.uid = uid
         self.title = title
         self.description = description
@@ -77,8 +79,16 @@ class Board:
 
     def row(self, title: str) -> None:
         self._newline()
-        self.panels.append({"id": self._next_id(), "type": "row", "title": title, "collapsed": False,
-                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self._y}, "panels": []})
+        self.panels.append(
+            {
+                "id": self._next_id(),
+                "type": "row",
+                "title": title,
+                "collapsed": False,
+                "gridPos": {"h": 1, "w": 24, "x": 0, "y": self._y},
+                "panels": [],
+            }
+        )
         self._y += 1
 
     def _newline(self) -> None:
@@ -95,16 +105,34 @@ class Board:
         self._row_h = max(self._row_h, hgt)
         return pos
 
-    def panel(self, kind: str, title: str, targets: list[dict[str, Any]], *, w: int = 8, hgt: int = 8,
-              unit: str = "short", description: str = "", decimals: int | None = None,
-              min_: float | None = None, max_: float | None = None, stat_calc: str = "lastNotNull",
-              thresholds: list[tuple[float | None, str]] | None = None) -> None:
+    def panel(
+        self,
+        kind: str,
+        title: str,
+        targets: list[dict[str, Any]],
+        *,
+        w: int = 8,
+        hgt: int = 8,
+        unit: str = "short",
+        description: str = "",
+        decimals: int | None = None,
+        min_: float | None = None,
+        max_: float | None = None,
+        stat_calc: str = "lastNotNull",
+        thresholds: list[tuple[float | None, str]] | None = None,
+    ) -> None:
         refs = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
         tlist = []
         for i, t in enumerate(targets):
-            tt = {"refId": refs[i], "datasource": DS, "editorMode": "code", "expr": t["expr"],
-                  "legendFormat": t.get("legend", "__auto"), "range": not t.get("instant", False),
-                  "instant": bool(t.get("instant", False))}
+            tt = {
+                "refId": refs[i],
+                "datasource": DS,
+                "editorMode": "code",
+                "expr": t["expr"],
+                "legendFormat": t.get("legend", "__auto"),
+                "range": not t.get("instant", False),
+                "instant": bool(t.get("instant", False)),
+            }
             if t.get("format"):
                 tt["format"] = t["format"]
             tlist.append(tt)
@@ -117,24 +145,49 @@ class Board:
             defaults["max"] = max_
         steps = [{"color": c, "value": v} for v, c in (thresholds or [(None, "green")])]
         defaults["thresholds"] = {"mode": "absolute", "steps": steps}
-        p: dict[str, Any] = {"id": self._next_id(), "type": kind, "title": title, "description": description,
-                             "datasource": DS, "gridPos": self._place(w, hgt), "targets": tlist,
-                             "fieldConfig": {"defaults": defaults, "overrides": []}}
+        p: dict[str, Any] = {
+            "id": self._next_id(),
+            "type": kind,
+            "title": title,
+            "description": description,
+            "datasource": DS,
+            "gridPos": self._place(w, hgt),
+            "targets": tlist,
+            "fieldConfig": {"defaults": defaults, "overrides": []},
+        }
         if kind == "timeseries":
             defaults["color"] = {"mode": "palette-classic"}
-            defaults["custom"] = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 0, "showPoints": "never",
-                                  "spanNulls": False, "axisPlacement": "auto"}
-            p["options"] = {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-                            "tooltip": {"mode": "multi", "sort": "desc"}}
+            defaults["custom"] = {
+                "drawStyle": "line",
+                "lineWidth": 1,
+                "fillOpacity": 0,
+                "showPoints": "never",
+                "spanNulls": False,
+                "axisPlacement": "auto",
+            }
+            p["options"] = {
+                "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                "tooltip": {"mode": "multi", "sort": "desc"},
+            }
         elif kind == "stat":
             defaults["color"] = {"mode": "thresholds"}
-            p["options"] = {"reduceOptions": {"calcs": [stat_calc], "fields": "", "values": False},
-                            "colorMode": "value", "graphMode": "area", "justifyMode": "auto", "orientation": "auto",
-                            "textMode": "auto"}
+            p["options"] = {
+                "reduceOptions": {"calcs": [stat_calc], "fields": "", "values": False},
+                "colorMode": "value",
+                "graphMode": "area",
+                "justifyMode": "auto",
+                "orientation": "auto",
+                "textMode": "auto",
+            }
         elif kind == "heatmap":
-            p["options"] = {"calculate": False, "yAxis": {"unit": unit}, "cellGap": 1,
-                            "color": {"mode": "scheme", "scheme": "Spectral", "steps": 64},
-                            "legend": {"show": True}, "tooltip": {"show": True, "yHistogram": False}}
+            p["options"] = {
+                "calculate": False,
+                "yAxis": {"unit": unit},
+                "cellGap": 1,
+                "color": {"mode": "scheme", "scheme": "Spectral", "steps": 64},
+                "legend": {"show": True},
+                "tooltip": {"show": True, "yHistogram": False},
+            }
         elif kind == "table":
             p["options"] = {"showHeader": True, "cellHeight": "sm"}
             p["transformations"] = [{"id": "labelsToFields", "options": {"mode": "columns"}}]
@@ -150,16 +203,36 @@ class Board:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "annotations": {"list": [{
-                "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True, "hide": True,
-                "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard"}]},
+            "annotations": {
+                "list": [
+                    {
+                        "builtIn": 1,
+                        "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                        "enable": True,
+                        "hide": True,
+                        "iconColor": "rgba(0, 211, 255, 1)",
+                        "name": "Annotations & Alerts",
+                        "type": "dashboard",
+                    }
+                ]
+            },
             "description": self.description,
             "editable": True,
             "fiscalYearStartMonth": 0,
             "graphTooltip": 1,
             "id": None,
-            "links": [{"asDropdown": True, "icon": "external link", "includeVars": True, "keepTime": True,
-                       "tags": ["llm-harness"], "targetBlank": False, "title": "LLM harness", "type": "dashboards"}],
+            "links": [
+                {
+                    "asDropdown": True,
+                    "icon": "external link",
+                    "includeVars": True,
+                    "keepTime": True,
+                    "tags": ["llm-harness"],
+                    "targetBlank": False,
+                    "title": "LLM harness",
+                    "type": "dashboards",
+                }
+            ],
             "liveNow": False,
             "panels": self.panels,
             "refresh": "5s",
@@ -182,17 +255,40 @@ def t(expr: str, legend: str = "__auto", **kw: Any) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- variables
 def var_datasource() -> dict[str, Any]:
-    return {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
-            "current": {}, "hide": 0, "includeAll": False, "multi": False, "options": [], "refresh": 1,
-            "regex": "", "skipUrlSync": False}
+    return {
+        "name": "datasource",
+        "label": "Data source",
+        "type": "datasource",
+        "query": "prometheus",
+        "current": {},
+        "hide": 0,
+        "includeAll": False,
+        "multi": False,
+        "options": [],
+        "refresh": 1,
+        "regex": "",
+        "skipUrlSync": False,
+    }
 
 
 def var_query(name: str, label: str, query: str, *, include_all: bool = True, multi: bool = True) -> dict[str, Any]:
-    v: dict[str, Any] = {"name": name, "label": label, "type": "query", "datasource": DS,
-                         "definition": query,
-                         "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
-                         "current": {}, "hide": 0, "includeAll": include_all, "multi": multi, "options": [],
-                         "refresh": 2, "regex": "", "skipUrlSync": False, "sort": 1}
+    v: dict[str, Any] = {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
+        "definition": query,
+        "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
+        "current": {},
+        "hide": 0,
+        "includeAll": include_all,
+        "multi": multi,
+        "options": [],
+        "refresh": 2,
+        "regex": "",
+        "skipUrlSync": False,
+        "sort": 1,
+    }
     if include_all:
         v["allValue"] = ".*"
         v["current"] = {"selected": True, "text": ["All"], "value": ["$__all"]}

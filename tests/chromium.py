@@ -17,8 +17,9 @@ MARKS = [
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (.ci/run installs it)"),
     # chromium without its driver (Debian ships them as two packages) must skip, not error in the fixture
-    pytest.mark.skipif(not CHROMEDRIVER.exists(),
-                       reason="Debian's chromium-driver is not installed (.ci/run installs it)"),
+    pytest.mark.skipif(
+        not CHROMEDRIVER.exists(), reason="Debian's chromium-driver is not installed (.ci/run installs it)"
+    ),
 ]
 
 
@@ -29,9 +30,18 @@ def headless_chromium(width: int, height: int) -> Iterator[Any]:
     from selenium.webdriver.chrome.service import Service
 
     opts = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
-                f"--window-size={width},{height}", f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--window-size={width},{height}",
+        f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}",
+    ):
         opts.add_argument(arg)
     opts.binary_location = str(CHROMIUM)
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)

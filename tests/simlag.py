@@ -69,9 +69,13 @@ def retry_on_sim_lag(attempt: Callable[[Path], Any], tmp_path: Path, *, retries:
             if i < retries:
                 print(f"\nsimulator fell behind on attempt {i + 1}; retrying once:\n  " + "\n  ".join(lagged[:4]))
                 continue
-            pytest.fail(f"simulator fell behind in all {retries + 1} attempts, so its timings are the host's, not "
-                        f"the model's ({len(lagged)} run(s)):\n  " + "\n  ".join(lagged[:6])
-                        + f"\nthe assertion that failed: {exc}", pytrace=False)
+            pytest.fail(
+                f"simulator fell behind in all {retries + 1} attempts, so its timings are the host's, not "
+                f"the model's ({len(lagged)} run(s)):\n  "
+                + "\n  ".join(lagged[:6])
+                + f"\nthe assertion that failed: {exc}",
+                pytrace=False,
+            )
     raise AssertionError("unreachable")
 
 
@@ -117,10 +121,12 @@ def retry_while_lagging(attempt: Callable[[], Any], lag: Callable[[], str | None
             if i < retries:
                 print(f"\nsimulator fell behind on attempt {i + 1} ({why}); retrying once")
                 continue
-            pytest.fail(f"simulator fell behind in all {retries + 1} attempts, so its timings are the host's, not "
-                        f"the model's: {why}\nthe assertion that failed: {exc}", pytrace=False)
+            pytest.fail(
+                f"simulator fell behind in all {retries + 1} attempts, so its timings are the host's, not "
+                f"the model's: {why}\nthe assertion that failed: {exc}",
+                pytrace=False,
+            )
     raise AssertionError("unreachable")
-
 
 
 @contextmanager
@@ -134,5 +140,9 @@ def blame_sim_lag(root: Path) -> Iterator[None]:
         lagged = lag_under(root)
         if not lagged:
             raise
-        pytest.fail("simulator fell behind, so its timings are the host's, not the model's:\n  "
-                    + "\n  ".join(lagged[:6]) + f"\nthe assertion that failed: {exc}", pytrace=False)
+        pytest.fail(
+            "simulator fell behind, so its timings are the host's, not the model's:\n  "
+            + "\n  ".join(lagged[:6])
+            + f"\nthe assertion that failed: {exc}",
+            pytrace=False,
+        )

@@ -69,98 +69,250 @@ SCENARIO_CASES = [
     Case("c05", "scenario", r"must be a YAML mapping", "- a\n- b\n"),
     Case("c06", "scenario", r"must be a YAML mapping", "just a string\n"),
     Case("c07", "scenario", r"is a directory", None),
-    Case("c08", "scenario", r"line 2 column \d+: byte 0xe9 is not UTF-8", b"name: t\ndescription: caf\xe9\n" + OK.encode()[8:]),
+    Case(
+        "c08",
+        "scenario",
+        r"line 2 column \d+: byte 0xe9 is not UTF-8",
+        b"name: t\ndescription: caf\xe9\n" + OK.encode()[8:],
+    ),
     Case("c09", "scenario", r"(HARNESS_MAX_YAML_NODES|unknown key)", bomb()),
     Case("c09b", "scenario", r"(HARNESS_MAX_YAML_NODES|unknown key)", bomb() + "zz: 1\n"),
-    Case("c10", "scenario", r"line 4: duplicate key 'concurrency' \(first on line 3\)",
-         "name: t\nload:\n  concurrency: 2\n  concurrency: 1000\n  duration_s: 3\n" + OK_WORKLOAD),
+    Case(
+        "c10",
+        "scenario",
+        r"line 4: duplicate key 'concurrency' \(first on line 3\)",
+        "name: t\nload:\n  concurrency: 2\n  concurrency: 1000\n  duration_s: 3\n" + OK_WORKLOAD,
+    ),
     Case("c11", "scenario", r"does_not_exist.yaml: no such file", "MISSING"),
     Case("c13", "scenario", r"not UTF-8", bytes(range(256)) * 4),
     Case("c14", "scenario", r"line 2: a NUL byte", b"name: t\ndesc\x00ription: x\n"),
     Case("c15", "scenario", r"laod: unknown key", OK + "laod: {concurrency: 1}\n"),
-    Case("c16", "scenario", r"workload\.classes\[0\]\.input_tokens\.bogus_dist: unknown key",
-         scen(cls="    - {name: a, input_tokens: {dist: uniform, min: 1, max: 4, bogus_dist: 1}, output_tokens: 8}\n",
-              extra="telemetry: {bogus_tel: 1}\n")),
+    Case(
+        "c16",
+        "scenario",
+        r"workload\.classes\[0\]\.input_tokens\.bogus_dist: unknown key",
+        scen(
+            cls="    - {name: a, input_tokens: {dist: uniform, min: 1, max: 4, bogus_dist: 1}, output_tokens: 8}\n",
+            extra="telemetry: {bogus_tel: 1}\n",
+        ),
+    ),
     Case("c17", "scenario", r"load\.concurrency: must be a valid integer", scen('{concurrency: "4", duration_s: 3}')),
     Case("c18", "scenario", r"load\.concurrency: must be a valid integer", scen("{concurrency: true, duration_s: 3}")),
-    Case("c19", "scenario", r"load\.duration_s: .*not a duration", scen("{concurrency: 2, duration_s: 10 parsecs}"),
-         duration_flag=False),
-    Case("c20", "scenario", r"workload\.classes: must be a valid list", "name: t\nload: {concurrency: 2, duration_s: 3}\n"
-         "workload:\n  classes: {a: 1}\n"),
-    Case("c21", "scenario", r"input_tokens: must be a token count",
-         scen(cls='    - {name: a, input_tokens: "512", output_tokens: 8}\n')),
-    Case("c22", "scenario", r"weight: must be a valid number", scen(cls="    - {name: a, weight: [1], input_tokens: 1, output_tokens: 8}\n")),
+    Case(
+        "c19",
+        "scenario",
+        r"load\.duration_s: .*not a duration",
+        scen("{concurrency: 2, duration_s: 10 parsecs}"),
+        duration_flag=False,
+    ),
+    Case(
+        "c20",
+        "scenario",
+        r"workload\.classes: must be a valid list",
+        "name: t\nload: {concurrency: 2, duration_s: 3}\nworkload:\n  classes: {a: 1}\n",
+    ),
+    Case(
+        "c21",
+        "scenario",
+        r"input_tokens: must be a token count",
+        scen(cls='    - {name: a, input_tokens: "512", output_tokens: 8}\n'),
+    ),
+    Case(
+        "c22",
+        "scenario",
+        r"weight: must be a valid number",
+        scen(cls="    - {name: a, weight: [1], input_tokens: 1, output_tokens: 8}\n"),
+    ),
     Case("c23", "scenario", r"name: use only letters", scen(name="../../../tmp/pwn")),
     Case("c24", "scenario", r"load\.concurrency: must be greater than 0", scen("{concurrency: 0, duration_s: 3}")),
     Case("c25", "scenario", r"load\.concurrency: must be greater than 0", scen("{concurrency: -1, duration_s: 3}")),
     Case("c26", "scenario", r"load\.rate: must be greater than 0", scen("{rate: -2, duration_s: 3}")),
-    Case("c27", "scenario", r"load\.duration_s: must be greater than 0", scen("{concurrency: 2, duration_s: 0}"),
-         duration_flag=False),
-    Case("c28", "scenario", r"output_tokens\.value: must be greater than 0",
-         scen(cls="    - {name: a, input_tokens: 0, output_tokens: -5}\n")),
-    Case("c29", "scenario", r"input_tokens: max must be >= min",
-         scen(cls="    - {name: a, input_tokens: {dist: uniform, min: 100, max: 10}, output_tokens: 8}\n")),
-    Case("c30", "scenario", r"input_tokens: max must be >= min",
-         scen(cls="    - {name: a, input_tokens: {dist: normal, mean: 50, std: 5, min: 100, max: 10}, output_tokens: 8}\n")),
-    Case("c31", "scenario", r"output_tokens: max must be >= min",
-         scen(cls="    - {name: a, input_tokens: 8, output_tokens: {dist: lognormal, mean: 50, min: 100, max: 10}}\n")),
-    Case("c32", "scenario", r"weight: must be greater than 0",
-         scen(cls="    - {name: a, weight: 0, input_tokens: 1, output_tokens: 8}\n"
-                  "    - {name: b, weight: 0, input_tokens: 1, output_tokens: 8}\n")),
-    Case("c33", "scenario", r"classes\[0\]\.weight: must be a finite number",
-         scen(cls="    - {name: a, weight: .inf, input_tokens: 1, output_tokens: 8}\n"
-                  "    - {name: b, weight: .inf, input_tokens: 1, output_tokens: 8}\n")),
-    Case("c34", "scenario", r"weight: must be", scen(cls="    - {name: a, weight: .nan, input_tokens: 1, output_tokens: 8}\n")),
+    Case(
+        "c27",
+        "scenario",
+        r"load\.duration_s: must be greater than 0",
+        scen("{concurrency: 2, duration_s: 0}"),
+        duration_flag=False,
+    ),
+    Case(
+        "c28",
+        "scenario",
+        r"output_tokens\.value: must be greater than 0",
+        scen(cls="    - {name: a, input_tokens: 0, output_tokens: -5}\n"),
+    ),
+    Case(
+        "c29",
+        "scenario",
+        r"input_tokens: max must be >= min",
+        scen(cls="    - {name: a, input_tokens: {dist: uniform, min: 100, max: 10}, output_tokens: 8}\n"),
+    ),
+    Case(
+        "c30",
+        "scenario",
+        r"input_tokens: max must be >= min",
+        scen(
+            cls="    - {name: a, input_tokens: {dist: normal, mean: 50, std: 5, min: 100, max: 10}, output_tokens: 8}\n"
+        ),
+    ),
+    Case(
+        "c31",
+        "scenario",
+        r"output_tokens: max must be >= min",
+        scen(cls="    - {name: a, input_tokens: 8, output_tokens: {dist: lognormal, mean: 50, min: 100, max: 10}}\n"),
+    ),
+    Case(
+        "c32",
+        "scenario",
+        r"weight: must be greater than 0",
+        scen(
+            cls="    - {name: a, weight: 0, input_tokens: 1, output_tokens: 8}\n"
+            "    - {name: b, weight: 0, input_tokens: 1, output_tokens: 8}\n"
+        ),
+    ),
+    Case(
+        "c33",
+        "scenario",
+        r"classes\[0\]\.weight: must be a finite number",
+        scen(
+            cls="    - {name: a, weight: .inf, input_tokens: 1, output_tokens: 8}\n"
+            "    - {name: b, weight: .inf, input_tokens: 1, output_tokens: 8}\n"
+        ),
+    ),
+    Case(
+        "c34",
+        "scenario",
+        r"weight: must be",
+        scen(cls="    - {name: a, weight: .nan, input_tokens: 1, output_tokens: 8}\n"),
+    ),
     Case("c35", "scenario", r"load: (required|set exactly one)", "name: t\n" + OK_WORKLOAD),
     Case("c36", "scenario", r"workload: required", "load: {concurrency: 2, duration_s: 3}\n"),
-    Case("c37", "scenario", r"workload\.classes\[0\]: output_tokens required", scen(cls="    - {name: a, input_tokens: 8}\n")),
+    Case(
+        "c37",
+        "scenario",
+        r"workload\.classes\[0\]: output_tokens required",
+        scen(cls="    - {name: a, input_tokens: 8}\n"),
+    ),
     Case("c38", "scenario", r"load: set exactly one", scen("{concurrency: 2, rate: 3, duration_s: 3}")),
-    Case("c39", "scenario", r"load\.concurrency: .*HARNESS_MAX_CONCURRENCY", scen("{concurrency: 10000000, duration_s: 3}")),
-    Case("c40", "scenario", r"input_tokens\.value: .*HARNESS_MAX_TOKENS",
-         scen(cls="    - {name: a, input_tokens: 1000000000000, output_tokens: 8}\n")),
-    Case("c41", "scenario", r"shared_prefix\.tokens: .*HARNESS_MAX_TOKENS",
-         scen(cls="    - {name: a, input_tokens: 8, output_tokens: 8, shared_prefix: {tokens: 10000000000}}\n")),
-    Case("c42", "scenario", r"output_tokens\.value: .*HARNESS_MAX_TOKENS",
-         scen(cls="    - {name: a, input_tokens: 8, output_tokens: 1000000000000000000000}\n")),
-    Case("c43", "scenario", r"dataset no/such/file\.jsonl: cannot read",
-         scen(cls="    - {name: a, dataset: {path: no/such/file.jsonl}, output_tokens: 8}\n")),
-    Case("c44", "scenario", r"data\.jsonl:1: ", scen(cls=DATA_CLASS), files={"data.jsonl": "nope\n{}\n[1]\n{\"prompt\": 3}\n"}),
+    Case(
+        "c39",
+        "scenario",
+        r"load\.concurrency: .*HARNESS_MAX_CONCURRENCY",
+        scen("{concurrency: 10000000, duration_s: 3}"),
+    ),
+    Case(
+        "c40",
+        "scenario",
+        r"input_tokens\.value: .*HARNESS_MAX_TOKENS",
+        scen(cls="    - {name: a, input_tokens: 1000000000000, output_tokens: 8}\n"),
+    ),
+    Case(
+        "c41",
+        "scenario",
+        r"shared_prefix\.tokens: .*HARNESS_MAX_TOKENS",
+        scen(cls="    - {name: a, input_tokens: 8, output_tokens: 8, shared_prefix: {tokens: 10000000000}}\n"),
+    ),
+    Case(
+        "c42",
+        "scenario",
+        r"output_tokens\.value: .*HARNESS_MAX_TOKENS",
+        scen(cls="    - {name: a, input_tokens: 8, output_tokens: 1000000000000000000000}\n"),
+    ),
+    Case(
+        "c43",
+        "scenario",
+        r"dataset no/such/file\.jsonl: cannot read",
+        scen(cls="    - {name: a, dataset: {path: no/such/file.jsonl}, output_tokens: 8}\n"),
+    ),
+    Case(
+        "c44",
+        "scenario",
+        r"data\.jsonl:1: ",
+        scen(cls=DATA_CLASS),
+        files={"data.jsonl": 'nope\n{}\n[1]\n{"prompt": 3}\n'},
+    ),
     Case("c45", "scenario", r"holds no records", scen(cls=DATA_CLASS), files={"data.jsonl": ""}),
     Case("c46", "scenario", r"Is a directory", scen(cls=DATA_CLASS), files={"data.jsonl/": ""}),
     Case("c47", "scenario", r"data\.jsonl:\d+: ", scen(cls=DATA_CLASS), files={"data.jsonl": bytes(range(1, 256)) * 8}),
-    Case("c48", "scenario", r"trace\.jsonl:1: no number in field 'timestamp'", scen(TRACE_LOAD), files=_trace("x\ny\n")),
+    Case(
+        "c48", "scenario", r"trace\.jsonl:1: no number in field 'timestamp'", scen(TRACE_LOAD), files=_trace("x\ny\n")
+    ),
     Case("c49", "scenario", r"has 1 timestamp\(s\)", scen(TRACE_LOAD), files=_trace('{"timestamp": 1}\n')),
     Case("c50", "scenario", r"every timestamp .* is the same", scen(TRACE_LOAD), files=_trace("1\n1\n1\n")),
-    Case("c51", "scenario", r"trace\.jsonl:2: nan is not a finite timestamp", scen(TRACE_LOAD),
-         files=_trace('{"timestamp": 0}\n{"timestamp": NaN}\n{"timestamp": Infinity}\n{"timestamp": -Infinity}\n'
-                      '{"timestamp": 2}\n')),
+    Case(
+        "c51",
+        "scenario",
+        r"trace\.jsonl:2: nan is not a finite timestamp",
+        scen(TRACE_LOAD),
+        files=_trace(
+            '{"timestamp": 0}\n{"timestamp": NaN}\n{"timestamp": Infinity}\n{"timestamp": -Infinity}\n'
+            '{"timestamp": 2}\n'
+        ),
+    ),
     Case("c52", "scenario", r"load\.trace\.path: cannot read", scen(TRACE_LOAD)),
     Case("c53", "scenario", r"load: arrival trace needs", scen("{concurrency: 2, duration_s: 3, arrival: trace}")),
-    Case("c54", "scenario", r"workload\.tokenizer: ", "name: t\nload: {concurrency: 2, duration_s: 3}\nworkload:\n"
-         "  tokenizer: /no/such/tokenizer.json\n  classes:\n" + OK_CLASS),
-    Case("c55", "scenario", r"workload\.tokenizer: cannot load", "name: t\nload: {concurrency: 2, duration_s: 3}\nworkload:\n"
-         "  tokenizer: tok.json\n  classes:\n" + OK_CLASS, files={"tok.json": "{garbage: "}),
+    Case(
+        "c54",
+        "scenario",
+        r"workload\.tokenizer: ",
+        "name: t\nload: {concurrency: 2, duration_s: 3}\nworkload:\n"
+        "  tokenizer: /no/such/tokenizer.json\n  classes:\n" + OK_CLASS,
+    ),
+    Case(
+        "c55",
+        "scenario",
+        r"workload\.tokenizer: cannot load",
+        "name: t\nload: {concurrency: 2, duration_s: 3}\nworkload:\n  tokenizer: tok.json\n  classes:\n" + OK_CLASS,
+        files={"tok.json": "{garbage: "},
+    ),
     Case("c56", "scenario", r"seed: must be greater than or equal to 0", OK + "seed: -1\n"),
     Case("c57", "scenario", r"seed: must be a valid integer", OK + "seed: 1.5\n"),
-    Case("c59", "scenario", r"telemetry\.timeout_s: must be less than or equal to 60",
-         OK + "telemetry: {timeout_s: 100, interval_s: 0}\n"),
+    Case(
+        "c59",
+        "scenario",
+        r"telemetry\.timeout_s: must be less than or equal to 60",
+        OK + "telemetry: {timeout_s: 100, interval_s: 0}\n",
+    ),
     Case("c60", "scenario", r"target\.url: 'not-a-url' is not a", OK + "target: {url: not-a-url}\n"),
     Case("c61", "scenario", r"target\.api_key_env: must be the NAME", OK + "target: {api_key_env: sk-live-abc123}\n"),
     Case("c62", "scenario", r"class names must be unique; repeated: a", scen(cls=OK_CLASS * 2)),
     Case("c63", "scenario", r"name: .*at most 120 characters", scen(name="n" * 300), out_flag=False),
     Case("c64", "scenario", r"load: ", "name: t\nload:\n" + OK_WORKLOAD),
-    Case("c65", "scenario", r"sampling\.temperature: must be greater than or equal to 0",
-         OK + "sampling: {temperature: -1, top_p: 0, ignore_eos: maybe, extra_body: [1]}\n"),
-    Case("c66", "scenario", r"input_tokens: dist must be one of",
-         scen(cls="    - {name: a, input_tokens: {dist: zipf, a: 2}, output_tokens: 8}\n")),
+    Case(
+        "c65",
+        "scenario",
+        r"sampling\.temperature: must be greater than or equal to 0",
+        OK + "sampling: {temperature: -1, top_p: 0, ignore_eos: maybe, extra_body: [1]}\n",
+    ),
+    Case(
+        "c66",
+        "scenario",
+        r"input_tokens: dist must be one of",
+        scen(cls="    - {name: a, input_tokens: {dist: zipf, a: 2}, output_tokens: 8}\n"),
+    ),
     Case("c67", "scenario", r"load\.concurrency: must be a valid integer", scen("{concurrency: 4.0, duration_s: 3}")),
     Case("c68", "scenario", r"load\.rate: must be a finite number", scen("{rate: .inf, duration_s: 3}")),
-    Case("c69", "scenario", r"load\.duration_s: must be a finite number", scen("{concurrency: 2, duration_s: .inf, requests: 5}"),
-         duration_flag=False),
-    Case("c70", "scenario", r"target\.headers\.X-B: must be a valid string", OK + "target: {headers: {X-A: 1, X-B: [x]}}\n"),
-    Case("c71", "scenario", r"target\.headers: .*line break", OK + 'target: {headers: {X-A: "v\\r\\nX-Injected: 1"}}\n'),
-    Case("c72", "scenario", r"load\.max_in_flight: .*HARNESS_MAX_IN_FLIGHT",
-         scen("{rate: 5, duration_s: 3, max_in_flight: 100000000}")),
+    Case(
+        "c69",
+        "scenario",
+        r"load\.duration_s: must be a finite number",
+        scen("{concurrency: 2, duration_s: .inf, requests: 5}"),
+        duration_flag=False,
+    ),
+    Case(
+        "c70",
+        "scenario",
+        r"target\.headers\.X-B: must be a valid string",
+        OK + "target: {headers: {X-A: 1, X-B: [x]}}\n",
+    ),
+    Case(
+        "c71", "scenario", r"target\.headers: .*line break", OK + 'target: {headers: {X-A: "v\\r\\nX-Injected: 1"}}\n'
+    ),
+    Case(
+        "c72",
+        "scenario",
+        r"load\.max_in_flight: .*HARNESS_MAX_IN_FLIGHT",
+        scen("{rate: 5, duration_s: 3, max_in_flight: 100000000}"),
+    ),
     Case("c74", "scenario", r"warmup\.requests: must be greater than or equal to 0", OK + "warmup: {requests: -3}\n"),
     Case("c76", "scenario", r"HARNESS_MAX_YAML_NODES", bomb(inside="extra_body")),
 ]
@@ -184,40 +336,104 @@ SWEEP_CASES = [
     Case("s05", "sweep", r"engine\.kind: must be", sweep(engine="{kind: vllm2}")),
     Case("s06", "sweep", r"scenarios: required", sweep(scenarios=None)),
     Case("s07", "sweep", r"scenarios\[0\]: nope\.yaml: no such file", sweep(scenarios="[nope.yaml]")),
-    Case("s08", "sweep", r"bad\.yaml \(config .*\): workload\.classes\[0\]\.input_tokens\.value: must be greater than 0",
-         sweep(scenarios="[bad.yaml]"), files={"bad.yaml": scen(cls="    - {name: a, input_tokens: 0, output_tokens: 8}\n")}),
+    Case(
+        "s08",
+        "sweep",
+        r"bad\.yaml \(config .*\): workload\.classes\[0\]\.input_tokens\.value: must be greater than 0",
+        sweep(scenarios="[bad.yaml]"),
+        files={"bad.yaml": scen(cls="    - {name: a, input_tokens: 0, output_tokens: 8}\n")},
+    ),
     Case("s09", "sweep", r"vary\.flags\.(max-num-seqs|b)", sweep(vary="{flags: {max-num-seqs: 4, b: []}}")),
     Case("s10", "sweep", r"base: .*flag name 'max num seqs' is not a flag", SWEEP_OK + "base: {max num seqs: 4}\n"),
     Case("s11", "sweep", r"engine\.port: .*port must be 1-65535", sweep(engine="{kind: sim, port: 70000}")),
     Case("s12", "sweep", r"engine: .*kind custom needs a command", sweep(engine="{kind: custom}")),
-    Case("s13", "sweep", r"engine: .*no \{port\} placeholder", sweep(engine="{kind: custom, command: [python3, -m, x]}")),
-    Case("s14", "sweep", r"loads: .*vary one load dimension", SWEEP_OK + "loads: {load.concurrency: [1], load.rate: [1]}\n"),
-    Case("s15", "sweep", r"loads\.load\.concurrency\[0\]: must be greater than 0", SWEEP_OK + "loads: {load.concurrency: [-1, 2]}\n"),
+    Case(
+        "s13", "sweep", r"engine: .*no \{port\} placeholder", sweep(engine="{kind: custom, command: [python3, -m, x]}")
+    ),
+    Case(
+        "s14",
+        "sweep",
+        r"loads: .*vary one load dimension",
+        SWEEP_OK + "loads: {load.concurrency: [1], load.rate: [1]}\n",
+    ),
+    Case(
+        "s15",
+        "sweep",
+        r"loads\.load\.concurrency\[0\]: must be greater than 0",
+        SWEEP_OK + "loads: {load.concurrency: [-1, 2]}\n",
+    ),
     Case("s16", "sweep", r"repeats: must be greater than or equal to 1", SWEEP_OK + "repeats: 0\n"),
     Case("s17", "sweep", r"vary: .*mode list needs configs", sweep(vary="{mode: list}")),
-    Case("s18", "sweep", r"vary: .*link key 'concurrency' must be a scenario field path",
-         sweep(vary="{flags: {max-num-seqs: [4]}, link: {concurrency: max-num-seqs}}")),
-    Case("s18b", "sweep", r"vary\.link\.load\.concurrency: no config sets flag",
-         sweep(vary="{flags: {max-num-seqs: [4]}, link: {load.concurrency: max-num-batched-tokens}}")),
-    Case("s19", "sweep", r"vary\.configs\[0\]\.id: use only letters", sweep(vary="{mode: list, configs: [{id: ../../etc}]}")),
-    Case("s20", "sweep", r"ok\.yaml \(config .*\): load\.concurrencyy: unknown key", SWEEP_OK + "overrides: {load.concurrencyy: 3}\n"),
-    Case("s21", "sweep", r"ok\.yaml \(config .*\): load\.concurrency: must be a valid integer",
-         SWEEP_OK + "overrides: {load.concurrency: abc}\n"),
-    Case("s22", "sweep", r"engine: .*kind external starts nothing",
-         sweep(engine="{kind: external, url: 'http://127.0.0.1:1', command: [x]}", vary=None)),
-    Case("s23", "sweep", r"vary: .*include_base applies to mode one-at-a-time only",
-         sweep(vary="{mode: grid, include_base: true, flags: {a: [1]}}")),
-    Case("s24", "sweep", r"vary: 100,000,000 config\(s\) .*HARNESS_MAX_SWEEP_CELLS",
-         sweep(vary="{mode: grid, flags: {" + ", ".join(f"f{i}: [0,1,2,3,4,5,6,7,8,9]" for i in range(8)) + "}}")),
+    Case(
+        "s18",
+        "sweep",
+        r"vary: .*link key 'concurrency' must be a scenario field path",
+        sweep(vary="{flags: {max-num-seqs: [4]}, link: {concurrency: max-num-seqs}}"),
+    ),
+    Case(
+        "s18b",
+        "sweep",
+        r"vary\.link\.load\.concurrency: no config sets flag",
+        sweep(vary="{flags: {max-num-seqs: [4]}, link: {load.concurrency: max-num-batched-tokens}}"),
+    ),
+    Case(
+        "s19",
+        "sweep",
+        r"vary\.configs\[0\]\.id: use only letters",
+        sweep(vary="{mode: list, configs: [{id: ../../etc}]}"),
+    ),
+    Case(
+        "s20",
+        "sweep",
+        r"ok\.yaml \(config .*\): load\.concurrencyy: unknown key",
+        SWEEP_OK + "overrides: {load.concurrencyy: 3}\n",
+    ),
+    Case(
+        "s21",
+        "sweep",
+        r"ok\.yaml \(config .*\): load\.concurrency: must be a valid integer",
+        SWEEP_OK + "overrides: {load.concurrency: abc}\n",
+    ),
+    Case(
+        "s22",
+        "sweep",
+        r"engine: .*kind external starts nothing",
+        sweep(engine="{kind: external, url: 'http://127.0.0.1:1', command: [x]}", vary=None),
+    ),
+    Case(
+        "s23",
+        "sweep",
+        r"vary: .*include_base applies to mode one-at-a-time only",
+        sweep(vary="{mode: grid, include_base: true, flags: {a: [1]}}"),
+    ),
+    Case(
+        "s24",
+        "sweep",
+        r"vary: 100,000,000 config\(s\) .*HARNESS_MAX_SWEEP_CELLS",
+        sweep(vary="{mode: grid, flags: {" + ", ".join(f"f{i}: [0,1,2,3,4,5,6,7,8,9]" for i in range(8)) + "}}"),
+    ),
     Case("s25", "sweep", r"(HARNESS_MAX_YAML_NODES|unknown key)", bomb().replace(OK, "") + SWEEP_OK),
-    Case("s26", "sweep", r"line 2 column \d+: byte 0xe9 is not UTF-8", b"name: sw\ndescription: caf\xe9\n" + SWEEP_OK.encode()[9:]),
-    Case("s27", "sweep", r"engine\.cwd: /no/such/dir: no such directory", sweep(engine="{kind: sim, cwd: /no/such/dir}")),
-    Case("s28", "sweep", r"engine\.command\[5\]: unknown placeholder \{nosuch\}",
-         sweep(engine="{kind: custom, command: ['{python}', -m, harness.sim, --port, '{port}', '{nosuch}']}")),
+    Case(
+        "s26",
+        "sweep",
+        r"line 2 column \d+: byte 0xe9 is not UTF-8",
+        b"name: sw\ndescription: caf\xe9\n" + SWEEP_OK.encode()[9:],
+    ),
+    Case(
+        "s27", "sweep", r"engine\.cwd: /no/such/dir: no such directory", sweep(engine="{kind: sim, cwd: /no/such/dir}")
+    ),
+    Case(
+        "s28",
+        "sweep",
+        r"engine\.command\[5\]: unknown placeholder \{nosuch\}",
+        sweep(engine="{kind: custom, command: ['{python}', -m, harness.sim, --port, '{port}', '{nosuch}']}"),
+    ),
     Case("s29", "sweep", r"scenarios\[0\]: sub1: is a directory", sweep(scenarios="[sub1]"), files={"sub1/": ""}),
     Case("s31", "sweep", r"name: use only letters", sweep(name="../../x")),
     Case("s33", "sweep", r"slo_attainment: must be less than or equal to 1", SWEEP_OK + "slo_attainment: 1.5\n"),
-    Case("s34", "sweep", r"line 6: duplicate key 'repeats' \(first on line 5\)", SWEEP_OK + "repeats: 1\nrepeats: 50\n"),
+    Case(
+        "s34", "sweep", r"line 6: duplicate key 'repeats' \(first on line 5\)", SWEEP_OK + "repeats: 1\nrepeats: 50\n"
+    ),
 ]
 
 CLI_CASES = [
@@ -239,7 +455,9 @@ CLI_CASES = [
     Case("a17", "cli", r"--target: 'not-a-url' is not a base URL", args=("--target", "not-a-url")),
     Case("a18", "cli", r"--target: .*scheme ftp:// is not supported", args=("--target", "ftp://127.0.0.1/")),
     Case("a19", "cli", r"--target: 'http://' names no host", args=("--target", "http://")),
-    Case("a20", "cli", r"--target: .*port must be a number from 1 to 65535", args=("--target", "http://127.0.0.1:99999")),
+    Case(
+        "a20", "cli", r"--target: .*port must be a number from 1 to 65535", args=("--target", "http://127.0.0.1:99999")
+    ),
     Case("a21", "cli", r"target http://127\.0\.0\.1:1: cannot connect", args=("--target", "http://127.0.0.1:1")),
     Case("a24", "cli", r"--metrics-port 70000: not a port number", args=("--metrics-port", "70000")),
     Case("a25", "cli", r"--metrics-port -1: not a port number", args=("--metrics-port", "-1")),
@@ -252,7 +470,12 @@ CLI_CASES = [
     Case("a36", "cli", r"--processes 500: .*HARNESS_MAX_PROCESSES", args=("--processes", "500")),
     Case("a37", "cli", r"argument (-u/)?--concurrency.*invalid int value", args=("--concurrency", "4x")),
     Case("a38", "cli", r"give a scenario file", args=("NO_SCENARIO",)),
-    Case("a39", "cli", r"cannot serve metrics on 256\.1\.1\.1", args=("--metrics-port", "1", "--metrics-host", "256.1.1.1")),
+    Case(
+        "a39",
+        "cli",
+        r"cannot serve metrics on 256\.1\.1\.1",
+        args=("--metrics-port", "1", "--metrics-host", "256.1.1.1"),
+    ),
 ]
 
 CASES = SCENARIO_CASES + SWEEP_CASES + CLI_CASES
@@ -273,8 +496,15 @@ def argv_for(case: Case, tmp: Path) -> list[str]:
             path.mkdir()
         elif case.text != "MISSING":
             path.write_bytes(case.text if isinstance(case.text, bytes) else case.text.encode())
-        return ["run", str(path), *(["--duration", "3"] if case.duration_flag else []), *out, "--quiet", "--no-report",
-                *case.args]
+        return [
+            "run",
+            str(path),
+            *(["--duration", "3"] if case.duration_flag else []),
+            *out,
+            "--quiet",
+            "--no-report",
+            *case.args,
+        ]
     if case.kind == "sweep":
         (tmp / "ok.yaml").write_text(OK)
         path = tmp / f"{case.id}.yaml"

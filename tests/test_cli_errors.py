@@ -65,14 +65,38 @@ def test_ctrl_c_while_the_load_process_starts_is_an_interruption_not_a_failure(t
     import signal
 
     scenario = tmp_path / "s.yaml"
-    scenario.write_text(json.dumps({"name": "s", "load": {"concurrency": 2, "duration_s": 30},
-                                    "workload": {"classes": [{"name": "a", "input_tokens": 16, "output_tokens": 8}]}}))
+    scenario.write_text(
+        json.dumps(
+            {
+                "name": "s",
+                "load": {"concurrency": 2, "duration_s": 30},
+                "workload": {"classes": [{"name": "a", "input_tokens": 16, "output_tokens": 8}]},
+            }
+        )
+    )
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "run", str(scenario), "--out", str(out),
-                             "--quiet", "--no-report", "--no-telemetry"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT, start_new_session=True)
-    wait_until(lambda: (out / "load_plan.json").exists() or proc.poll() is not None, "the load plan written",
-               interval_s=0.005)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(scenario),
+            "--out",
+            str(out),
+            "--quiet",
+            "--no-report",
+            "--no-telemetry",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    wait_until(
+        lambda: (out / "load_plan.json").exists() or proc.poll() is not None, "the load plan written", interval_s=0.005
+    )
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     assert "Traceback" not in err and "failed" not in err, err
@@ -82,14 +106,17 @@ def test_ctrl_c_while_the_load_process_starts_is_an_interruption_not_a_failure(t
 
 def test_a_full_disk_is_one_line_and_exit_1_not_an_internal_error():
     """Audit R14: a sweep or tune on a full disk ended `internal error: OSError: [Errno 28]`, exit 70."""
-    code = ("import sys, errno; import harness.cli.report as r;"
-            "r._run = lambda args: (_ for _ in ()).throw(OSError(errno.ENOSPC, 'No space left on device', 'out/tune.json'));"
-            "from harness.cli.main import main; sys.exit(main(['report', '.']))")
+    code = (
+        "import sys, errno; import harness.cli.report as r;"
+        "r._run = lambda args: (_ for _ in ()).throw(OSError(errno.ENOSPC, 'No space left on device', 'out/tune.json'));"
+        "from harness.cli.main import main; sys.exit(main(['report', '.']))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "error: disk full: out/tune.json: No space left on device; what was written before is kept; free space, "
-        "then continue a sweep, tune or startup benchmark with --resume DIR"]
+        "then continue a sweep, tune or startup benchmark with --resume DIR"
+    ]
     # any other OSError that reaches the top is still a bug's one line
     code = code.replace("errno.ENOSPC", "errno.EIO")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)

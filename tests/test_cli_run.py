@@ -26,8 +26,14 @@ workload:
 
 
 def harness(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env=dict(os.environ),
+    )
 
 
 def _file(tmp_path: Path) -> Path:
@@ -40,10 +46,29 @@ def test_rate_and_requests_overrides_run_open_loop(fake_openai, tmp_path: Path) 
     """--rate replaces the file's concurrency, --requests its duration; no --out: results/<time>-<name>/;
     --user-clock is recorded as the clock used; --processes 2 still gives one requests.jsonl;
     --reader python is recorded as the reader that ran."""
-    proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url, "--rate", "40", "--requests", "8",
-                   "--seed", "5", "--api", "openai-completions", "--user-clock", "--processes", "2", "--no-telemetry",
-                   "--no-report", "--quiet", "--reader", "python",
-                   cwd=tmp_path)
+    proc = harness(
+        "run",
+        str(_file(tmp_path)),
+        "--target",
+        fake_openai.url,
+        "--rate",
+        "40",
+        "--requests",
+        "8",
+        "--seed",
+        "5",
+        "--api",
+        "openai-completions",
+        "--user-clock",
+        "--processes",
+        "2",
+        "--no-telemetry",
+        "--no-report",
+        "--quiet",
+        "--reader",
+        "python",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     (run_dir,) = (tmp_path / "results").iterdir()
     assert run_dir.name.endswith("Z-cli")
@@ -80,20 +105,34 @@ def test_unreachable_target_is_one_line_exit_2(tmp_path: Path) -> None:
 
 
 def test_unknown_model_is_one_line_exit_2(fake_openai, tmp_path: Path) -> None:
-    proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url, "--model", "nope",
-                   "--out", str(tmp_path / "r"))
+    proc = harness(
+        "run", str(_file(tmp_path)), "--target", fake_openai.url, "--model", "nope", "--out", str(tmp_path / "r")
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
         f"error: target.model 'nope' is not served by {fake_openai.url}; served: ok, chatml, scaled (use --model)"
     ]
     # the corrected command runs in the same --out: the failed attempt measured nothing (audit N7:
     # its scenario.yaml made the retry "not empty (an earlier run?)")
-    proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url, "--requests", "3", "--no-telemetry",
-                   "--no-report", "--quiet", "--out", str(tmp_path / "r"))
+    proc = harness(
+        "run",
+        str(_file(tmp_path)),
+        "--target",
+        fake_openai.url,
+        "--requests",
+        "3",
+        "--no-telemetry",
+        "--no-report",
+        "--quiet",
+        "--out",
+        str(tmp_path / "r"),
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["requests"]["completed"] == 3
     # a directory that holds a measured run is still refused
-    proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url, "--requests", "3", "--out", str(tmp_path / "r"))
+    proc = harness(
+        "run", str(_file(tmp_path)), "--target", fake_openai.url, "--requests", "3", "--out", str(tmp_path / "r")
+    )
     assert proc.returncode == 2 and "not empty (an earlier run?)" in proc.stderr
 
 
@@ -102,8 +141,23 @@ def test_fail_on_invalid_exits_99_with_the_warnings_text(fake_openai, tmp_path: 
     more prompt tokens than intended (tests/fake_openai.py `scaled`)."""
     path = tmp_path / "varied.yaml"
     path.write_text(SCENARIO.replace("input_tokens: 6", "input_tokens: {dist: uniform, min: 20, max: 300}"))
-    proc = harness("run", str(path), "--target", fake_openai.url, "--model", "scaled", "--requests", "30",
-                   "--no-telemetry", "--no-report", "--quiet", "--fail-on", "invalid", "--out", str(tmp_path / "r"))
+    proc = harness(
+        "run",
+        str(path),
+        "--target",
+        fake_openai.url,
+        "--model",
+        "scaled",
+        "--requests",
+        "30",
+        "--no-telemetry",
+        "--no-report",
+        "--quiet",
+        "--fail-on",
+        "invalid",
+        "--out",
+        str(tmp_path / "r"),
+    )
     assert proc.returncode == 99, proc.stderr
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["validity"]["ok"] is False
@@ -138,25 +192,47 @@ def test_every_request_failing_exits_1_with_a_line(tmp_path: Path) -> None:
 
     models = json.dumps({"data": [{"id": "m"}]}).encode()
     scripts = [
-        [("request",), ("send", b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                                b"Content-Length: %d\r\n\r\n%s" % (len(models), models)), ("close",)],
-        [("request",), ("send", sse_head("Transfer-Encoding: chunked\r\nConnection: close\r\n")
-                        + chunked(b'data: {"choices":[{"delta":{"content":"x"}}]}\n\ndata: [DONE]\n\n')), ("close",)],
+        [
+            ("request",),
+            (
+                "send",
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(models), models),
+            ),
+            ("close",),
+        ],
+        [
+            ("request",),
+            (
+                "send",
+                sse_head("Transfer-Encoding: chunked\r\nConnection: close\r\n")
+                + chunked(b'data: {"choices":[{"delta":{"content":"x"}}]}\n\ndata: [DONE]\n\n'),
+            ),
+            ("close",),
+        ],
     ]  # then every connection: closed before a response
     path = tmp_path / "f.yaml"
-    path.write_text(SCENARIO.replace("duration_s: 600", "requests: 3").replace("sampling:\n", "target: {continuous_usage: 'off'}\nsampling:\n"))
+    path.write_text(
+        SCENARIO.replace("duration_s: 600", "requests: 3").replace(
+            "sampling:\n", "target: {continuous_usage: 'off'}\nsampling:\n"
+        )
+    )
     out = tmp_path / "r"
     with RawServer(scripts) as server:
-        proc = harness("run", str(path), "--target", server.url, "--out", str(out), "--no-telemetry", "--no-report",
-                       "--quiet")
+        proc = harness(
+            "run", str(path), "--target", server.url, "--out", str(out), "--no-telemetry", "--no-report", "--quiet"
+        )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == (
         f"error: no request completed in the measured window (disconnect 3); results kept in {out} "
-        "(see requests.jsonl and load.log)")
+        "(see requests.jsonl and load.log)"
+    )
     s = json.loads((out / "summary.json").read_text())
     assert s["requests"]["errors_by_kind"] == {"disconnect": 3} and s["requests"]["completed"] == 0
     assert s["validity"]["ok"] is False
     # summary.json agrees with the exit status (audit R16: it said complete)
-    assert s["status"] == "failed" and s["status_reason"] == "no request completed in the measured window (disconnect 3)"
+    assert (
+        s["status"] == "failed" and s["status_reason"] == "no request completed in the measured window (disconnect 3)"
+    )
     lines = [json.loads(rec) for rec in (out / "requests.jsonl").read_text().splitlines()]
     assert [rec["error"] for rec in lines] == ["disconnect"] * 3

@@ -16,11 +16,37 @@ from test_cli_run import _file, harness
 
 def test_quick_run_without_a_file_with_locust_flags_and_exports(fake_openai, tmp_path: Path) -> None:
     out = tmp_path / "q"
-    proc = harness("run", "--target", fake_openai.url, "--input-tokens", "12", "--output-tokens", "3",
-                   "--requests", "10", "-u", "2", "-r", "4", "--header", "X-Team: bench", "--api-key-env", "BENCH_KEY",
-                   "--set", "sampling.temperature=0.5", "--percentiles", "50,95,99.9", "--no-telemetry",
-                   "--no-report", "--csv", str(tmp_path / "x" / "r.csv"), "--json", str(tmp_path / "r.json"),
-                   "--out", str(out))
+    proc = harness(
+        "run",
+        "--target",
+        fake_openai.url,
+        "--input-tokens",
+        "12",
+        "--output-tokens",
+        "3",
+        "--requests",
+        "10",
+        "-u",
+        "2",
+        "-r",
+        "4",
+        "--header",
+        "X-Team: bench",
+        "--api-key-env",
+        "BENCH_KEY",
+        "--set",
+        "sampling.temperature=0.5",
+        "--percentiles",
+        "50,95,99.9",
+        "--no-telemetry",
+        "--no-report",
+        "--csv",
+        str(tmp_path / "x" / "r.csv"),
+        "--json",
+        str(tmp_path / "r.json"),
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     resolved = yaml.safe_load((out / "scenario.yaml").read_text())
     assert resolved["name"] == "quick" and resolved["load"]["concurrency"] == 2 and resolved["load"]["requests"] == 10
@@ -39,14 +65,29 @@ def test_quick_run_without_a_file_with_locust_flags_and_exports(fake_openai, tmp
     exported = json.loads((tmp_path / "r.json").read_text())
     summary = json.loads((out / "summary.json").read_text())
     assert exported["requests"] == summary["requests"] and exported["percentiles"] == [50, 95, 99.9]
-    assert exported["percentiles_ms"]["_all"]["ttft"]["p95"] == float(ttft["p95"]) or \
-        abs(exported["percentiles_ms"]["_all"]["ttft"]["p95"] - float(ttft["p95"])) < 1e-3
+    assert (
+        exported["percentiles_ms"]["_all"]["ttft"]["p95"] == float(ttft["p95"])
+        or abs(exported["percentiles_ms"]["_all"]["ttft"]["p95"] - float(ttft["p95"])) < 1e-3
+    )
 
 
 def test_duration_spellings_on_the_command_line(fake_openai, tmp_path: Path, capsys) -> None:
     out = tmp_path / "t"
-    proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url, "-t", "1500ms", "--warmup", "0s",
-                   "--no-telemetry", "--no-report", "--quiet", "--out", str(out))
+    proc = harness(
+        "run",
+        str(_file(tmp_path)),
+        "--target",
+        fake_openai.url,
+        "-t",
+        "1500ms",
+        "--warmup",
+        "0s",
+        "--no-telemetry",
+        "--no-report",
+        "--quiet",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     assert yaml.safe_load((out / "scenario.yaml").read_text())["load"]["duration_s"] == 1.5
     bad = harness_here(capsys, "run", str(_file(tmp_path)), "--duration", "5 minutes")
@@ -98,8 +139,10 @@ def test_help_shows_defaults_on_every_command(capsys) -> None:
 
 
 def _complete(script: Path, *words: str) -> list[str]:
-    cmd = (f"source {script}; COMP_WORDS=({' '.join(repr(w) for w in words)}); "
-           "COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _harness; printf '%s\\n' \"${COMPREPLY[@]}\"")
+    cmd = (
+        f"source {script}; COMP_WORDS=({' '.join(repr(w) for w in words)}); "
+        "COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _harness; printf '%s\\n' \"${COMPREPLY[@]}\""
+    )
     out = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=30, check=True).stdout
     return [w for w in out.splitlines() if w]
 
@@ -127,9 +170,26 @@ def test_a_key_given_in_a_header_is_sent_but_written_nowhere(fake_openai, tmp_pa
     for extra in ([], ["--processes", "2"], ["--distributed", "1"]):
         out = tmp_path / f"run{len(extra)}{extra[-1] if extra else ''}"
         fake_openai.authorization.clear()
-        proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url, "--requests", "6", "--warmup", "0",
-                       "--header", f"Authorization: Bearer {key}", "--header", "X-Team: bench", "--no-telemetry",
-                       "--no-report", "--quiet", "--out", str(out), *extra)
+        proc = harness(
+            "run",
+            str(_file(tmp_path)),
+            "--target",
+            fake_openai.url,
+            "--requests",
+            "6",
+            "--warmup",
+            "0",
+            "--header",
+            f"Authorization: Bearer {key}",
+            "--header",
+            "X-Team: bench",
+            "--no-telemetry",
+            "--no-report",
+            "--quiet",
+            "--out",
+            str(out),
+            *extra,
+        )
         assert proc.returncode == 0, (extra, proc.stderr)
         sent = [a for a in fake_openai.authorization if a is not None]
         assert len(sent) >= 6 and set(sent) == {f"Bearer {key}"}, (extra, fake_openai.authorization)
@@ -139,7 +199,13 @@ def test_a_key_given_in_a_header_is_sent_but_written_nowhere(fake_openai, tmp_pa
         assert headers == {"Authorization": "[redacted]", "X-Team": "bench"}
         assert (out / ("load_plan.w0.json" if "--processes" in extra else "load_plan.json")).is_file()
     # a URL with user:password@ was written to scenario.yaml and quoted in the error: refused, masked
-    proc = harness("run", str(_file(tmp_path)), "--target", fake_openai.url.replace("//", "//user:pw-7f3a9cQ2@"),
-                   "--out", str(tmp_path / "urlcred"))
+    proc = harness(
+        "run",
+        str(_file(tmp_path)),
+        "--target",
+        fake_openai.url.replace("//", "//user:pw-7f3a9cQ2@"),
+        "--out",
+        str(tmp_path / "urlcred"),
+    )
     assert proc.returncode == 2 and "credentials in the URL" in proc.stderr and "7f3a9cQ2" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -40,7 +40,9 @@ def test_manifests_agree_and_their_commands_parse() -> None:
     mounts = {m["name"]: m["mountPath"] for m in _container(master["Job"])["volumeMounts"]}
     assert volumes["scenario"]["configMap"]["name"] == "harness-scenario"
     assert m_args.scenario.startswith(mounts["scenario"] + "/")
-    assert volumes["results"]["persistentVolumeClaim"]["claimName"] == master["PersistentVolumeClaim"]["metadata"]["name"]
+    assert (
+        volumes["results"]["persistentVolumeClaim"]["claimName"] == master["PersistentVolumeClaim"]["metadata"]["name"]
+    )
     assert str(m_args.out).startswith(mounts["results"] + "/")
     # one load process per worker pod: exactly one CPU each
     res = _container(workers["Job"])["resources"]

@@ -14,16 +14,53 @@ import pytest
 from harness.cli.main import build_parser
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "scenarios" / "README.md",
-        REPO / "harness" / "sim" / "README.md", REPO / "CONTRIBUTING.md"]
+DOCS = [
+    REPO / "README.md",
+    *sorted((REPO / "docs").glob("*.md")),
+    REPO / "scenarios" / "README.md",
+    REPO / "harness" / "sim" / "README.md",
+    REPO / "CONTRIBUTING.md",
+]
 #: top-level entries whose paths must exist in the repository
-TRACKED_ROOTS = ("harness/", "docs/", "scenarios/", "bench/", "grafana/", "tools/", "tests/", ".github/", ".ci/",
-                 "results/examples/")
+TRACKED_ROOTS = (
+    "harness/",
+    "docs/",
+    "scenarios/",
+    "bench/",
+    "grafana/",
+    "tools/",
+    "tests/",
+    ".github/",
+    ".ci/",
+    "results/examples/",
+)
 #: names a run or sweep directory holds (written by the harness, not files of the repository)
-RUN_FILES = {"scenario.yaml", "summary.json", "histograms.json", "requests.jsonl", "engine_metrics.jsonl",
-             "progress.jsonl", "report.md", "report.html", "index.json", "summary.csv", "sweep.yaml", "baseline.json",
-             "engine.json", "load_plan.json", "compare.json", "compare.txt", "run.sh", "load.log", "sim.log",
-             "tune.json", "recommended.yaml", "cost.json", "startup.json", "startup.yaml"}
+RUN_FILES = {
+    "scenario.yaml",
+    "summary.json",
+    "histograms.json",
+    "requests.jsonl",
+    "engine_metrics.jsonl",
+    "progress.jsonl",
+    "report.md",
+    "report.html",
+    "index.json",
+    "summary.csv",
+    "sweep.yaml",
+    "baseline.json",
+    "engine.json",
+    "load_plan.json",
+    "compare.json",
+    "compare.txt",
+    "run.sh",
+    "load.log",
+    "sim.log",
+    "tune.json",
+    "recommended.yaml",
+    "cost.json",
+    "startup.json",
+    "startup.yaml",
+}
 #: words under a tracked root that are not paths (a container image)
 NOT_PATHS = {"grafana/grafana"}
 PLACEHOLDER = re.compile(r"[<>\[\]{}]|\.\.\.|…|\$")
@@ -44,11 +81,16 @@ def _path_refs(doc: Path) -> set[str]:
     for chunk in _texts(doc):
         for word in re.split(r"[\s=(),:;'\"]+", chunk):
             word = word.rstrip(".,")
-            if (not word or word.startswith(("http", "-", "/", "~", "*")) or PLACEHOLDER.search(word)
-                    or word in NOT_PATHS):
+            if (
+                not word
+                or word.startswith(("http", "-", "/", "~", "*"))
+                or PLACEHOLDER.search(word)
+                or word in NOT_PATHS
+            ):
                 continue
-            if word.startswith(TRACKED_ROOTS) or (re.search(r"\.(ya?ml|md|py|sh|toml)$", word) and "/" not in word
-                                                   and word not in RUN_FILES):
+            if word.startswith(TRACKED_ROOTS) or (
+                re.search(r"\.(ya?ml|md|py|sh|toml)$", word) and "/" not in word and word not in RUN_FILES
+            ):
                 refs.add(word)
     for m in LINK.finditer(text):
         if not m.group(1).startswith(("http", "mailto:")):
@@ -63,7 +105,9 @@ def _exists(ref: str) -> bool:
         return any(REPO.glob(ref))
     if "/" in ref:
         return (REPO / ref).exists()
-    return (REPO / ref).exists() or any(p for p in REPO.rglob(ref) if ".cache" not in p.parts and "results" not in p.parts[:1])
+    return (REPO / ref).exists() or any(
+        p for p in REPO.rglob(ref) if ".cache" not in p.parts and "results" not in p.parts[:1]
+    )
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
@@ -117,8 +161,13 @@ def test_every_harness_command_and_flag_exists(doc: Path) -> None:
         passthrough = name in ("sim", "ui")  # they pass unknown flags on (engine / Locust flags)
         for word in words[1:]:
             flag = word.lstrip("[").rstrip("]").split("=", 1)[0]
-            if (flag.startswith("--") and len(flag) > 2 and not PLACEHOLDER.search(flag)
-                    and flag not in parser._option_string_actions and not passthrough):
+            if (
+                flag.startswith("--")
+                and len(flag) > 2
+                and not PLACEHOLDER.search(flag)
+                and flag not in parser._option_string_actions
+                and not passthrough
+            ):
                 problems.append(f"harness {' '.join(words[:2])} ...: {flag} is not a flag of `harness {name}`")
     assert not problems, f"{doc.name}: " + "; ".join(sorted(set(problems)))
 

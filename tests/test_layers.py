@@ -27,8 +27,14 @@ def _layers() -> list[list[str]]:
 def test_import_contracts_hold() -> None:
     """Runs lint-imports on this tree (PYTHONPATH first, so a worktree is checked, not the install)."""
     code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
-    proc = subprocess.run([sys.executable, "-c", code, "--no-cache"], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "0 broken" in proc.stdout
 
@@ -49,10 +55,18 @@ def test_readme_layout_names_the_enforced_layers_in_order() -> None:
 
 def test_every_package_is_placed() -> None:
     """A new package must be given a layer (or be declared beside/foundation) before it lands."""
-    placed = {m.split(".")[1] for layer in _layers() for m in layer} | {"sim", "errors", "limits", "registry", "signals"}
+    placed = {m.split(".")[1] for layer in _layers() for m in layer} | {
+        "sim",
+        "errors",
+        "limits",
+        "registry",
+        "signals",
+    }
     found = {p.name for p in (ROOT / "harness").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     found |= {p.stem for p in (ROOT / "harness").glob("*.py") if p.stem != "__init__"}
-    assert found <= placed, f"not in the layer list (pyproject [tool.importlinter], README Layout): {sorted(found - placed)}"
+    assert found <= placed, (
+        f"not in the layer list (pyproject [tool.importlinter], README Layout): {sorted(found - placed)}"
+    )
 
 
 def test_package_docstring_tells_every_package() -> None:
@@ -61,4 +75,6 @@ def test_package_docstring_tells_every_package() -> None:
 
     named = set(re.findall(r"harness\.(\w+)", harness.__doc__ or ""))
     packages = {p.name for p in (ROOT / "harness").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert named == packages, f"harness/__init__.py names {sorted(named - packages)} (gone), lacks {sorted(packages - named)}"
+    assert named == packages, (
+        f"harness/__init__.py names {sorted(named - packages)} (gone), lacks {sorted(packages - named)}"
+    )

@@ -14,7 +14,9 @@ LAGGED = f"{LAG_PREFIX} its own schedule by 1.71 s (32% of its busy time, limit 
 
 def _summary(out: Path, *warnings: str) -> None:
     (out / "cell").mkdir(parents=True)
-    (out / "cell" / "summary.json").write_text(json.dumps({"validity": {"ok": not warnings, "warnings": list(warnings)}}))
+    (out / "cell" / "summary.json").write_text(
+        json.dumps({"validity": {"ok": not warnings, "warnings": list(warnings)}})
+    )
 
 
 def test_a_lagged_failure_is_retried_once_then_fails_with_the_figure(tmp_path: Path) -> None:

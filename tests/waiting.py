@@ -22,8 +22,14 @@ T = TypeVar("T")
 HANG_S = 60.0
 
 
-def wait_until(condition: Callable[[], T], what: str, *, timeout_s: float = HANG_S, interval_s: float = 0.01,
-               details: Callable[[], str] | None = None) -> T:
+def wait_until(
+    condition: Callable[[], T],
+    what: str,
+    *,
+    timeout_s: float = HANG_S,
+    interval_s: float = 0.01,
+    details: Callable[[], str] | None = None,
+) -> T:
     """Poll `condition` until it returns something truthy and return that; AssertionError naming
     `what` (and `details()`, e.g. a log tail) after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
@@ -48,18 +54,23 @@ def lines_of(path: Path) -> list[str]:
 
 def wait_for_lines(path: Path, count: int, what: str | None = None, **kw) -> list[str]:
     """Wait until `path` holds at least `count` complete lines; return them."""
-    return wait_until(lambda: (lambda ls: ls if len(ls) >= count else None)(lines_of(path)),
-                      what or f"{count} lines in {path.name}", **kw)
+    return wait_until(
+        lambda: (lambda ls: ls if len(ls) >= count else None)(lines_of(path)),
+        what or f"{count} lines in {path.name}",
+        **kw,
+    )
 
 
 def wait_for_text(path: Path, text: str, **kw) -> str:
     """Wait until `path` contains `text` (a log line, a mark); return the file's text."""
+
     def found() -> str | None:
         try:
             body = path.read_text(errors="replace")
         except FileNotFoundError:
             return None
         return body if text in body else None
+
     return wait_until(found, f"{text!r} in {path.name}", **kw)
 
 
@@ -73,10 +84,12 @@ def port_answers(host: str, port: int) -> bool:
 
 def wait_for_port(host: str, port: int, proc: subprocess.Popen | None = None, **kw) -> None:
     """Wait until something accepts connections on host:port; fail at once if `proc` exits first."""
+
     def up() -> bool:
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f"the process exited with {proc.returncode} before {host}:{port} answered")
         return port_answers(host, port)
+
     wait_until(up, f"{host}:{port} to accept connections", **kw)
 
 
@@ -96,4 +109,5 @@ def wait_for_http(url: str, proc: subprocess.Popen | None = None, log: Path | No
                 return r.status == 200
         except OSError:
             return False
+
     wait_until(ok, f"{url} to answer 200", details=tail, **kw)

@@ -79,15 +79,21 @@ def build(model_dir: Path, out: Path) -> None:
     tokens = [""] * len(vocab)
     for t, i in vocab.items():
         tokens[i] = t
-    types = [gguf.TokenType.CONTROL if (t in added and added[t].get("special")) else gguf.TokenType.NORMAL for t in tokens]
+    types = [
+        gguf.TokenType.CONTROL if (t in added and added[t].get("special")) else gguf.TokenType.NORMAL for t in tokens
+    ]
     merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("gpt-2")
     w.add_token_list(tokens)
     w.add_token_types(types)
     w.add_token_merges(merges)
-    for key, adder in (("bos_token", w.add_bos_token_id), ("eos_token", w.add_eos_token_id),
-                       ("unk_token", w.add_unk_token_id), ("pad_token", w.add_pad_token_id)):
+    for key, adder in (
+        ("bos_token", w.add_bos_token_id),
+        ("eos_token", w.add_eos_token_id),
+        ("unk_token", w.add_unk_token_id),
+        ("pad_token", w.add_pad_token_id),
+    ):
         value = tok_cfg.get(key)
         if isinstance(value, dict):
             value = value.get("content")
@@ -130,7 +136,7 @@ def build(model_dir: Path, out: Path) -> None:
 
 
 def _stamp(model_dir: Path) -> str:
-    version = (model_dir / ".harness-model-version")
+    version = model_dir / ".harness-model-version"
     model_version = version.read_text().strip() if version.is_file() else "?"
     return f"{GGUF_VERSION} {model_dir.resolve()} {model_version}\n"
 

@@ -76,10 +76,25 @@ def build_model(out: Path, vocab_size: int, big: bool = False) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    size = dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=12, num_attention_heads=16,
-                num_key_value_heads=4, head_dim=64) if big else dict(
-        hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=64)
+    size = (
+        dict(
+            hidden_size=1024,
+            intermediate_size=2816,
+            num_hidden_layers=12,
+            num_attention_heads=16,
+            num_key_value_heads=4,
+            head_dim=64,
+        )
+        if big
+        else dict(
+            hidden_size=256,
+            intermediate_size=768,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=64,
+        )
+    )
     config = LlamaConfig(
         vocab_size=vocab_size,
         max_position_embeddings=4096,

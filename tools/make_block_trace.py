@@ -47,8 +47,14 @@ def build(records: int, seed: int, rate: float, block_tokens: int) -> list[dict]
             tail = int(rng.integers(16, block_tokens))  # the last block is partial
             ids = doc + new_ids(own + 1)
             n_in = (len(ids) - 1) * block_tokens + tail
-            out.append({"timestamp": round(t), "input_length": n_in, "output_length": int(rng.integers(32, 256)),
-                        "hash_ids": ids})
+            out.append(
+                {
+                    "timestamp": round(t),
+                    "input_length": n_in,
+                    "output_length": int(rng.integers(32, 256)),
+                    "hash_ids": ids,
+                }
+            )
         elif kind < 0.75:  # a conversation: 3-5 turns, each repeating the history, 2-8 s apart
             sid = f"conv-{conv}"
             conv += 1
@@ -59,14 +65,27 @@ def build(records: int, seed: int, rate: float, block_tokens: int) -> list[dict]
                     break
                 tail = int(rng.integers(16, block_tokens))
                 n_in = (len(ids) - 1) * block_tokens + tail
-                out.append({"timestamp": round(at), "input_length": n_in, "output_length": int(rng.integers(64, 200)),
-                            "hash_ids": list(ids), "session_id": sid})
+                out.append(
+                    {
+                        "timestamp": round(at),
+                        "input_length": n_in,
+                        "output_length": int(rng.integers(64, 200)),
+                        "hash_ids": list(ids),
+                        "session_id": sid,
+                    }
+                )
                 at += float(rng.uniform(2000, 8000))
                 ids = ids + new_ids(1)  # the reply and the next message fill the partial block and a new one
         else:  # a one-off: 1-4 blocks nobody else sends
             n = int(rng.integers(1, 5))
-            out.append({"timestamp": round(t), "input_length": (n - 1) * block_tokens + int(rng.integers(16, block_tokens)),
-                        "output_length": int(rng.integers(32, 256)), "hash_ids": new_ids(n)})
+            out.append(
+                {
+                    "timestamp": round(t),
+                    "input_length": (n - 1) * block_tokens + int(rng.integers(16, block_tokens)),
+                    "output_length": int(rng.integers(32, 256)),
+                    "hash_ids": new_ids(n),
+                }
+            )
     out.sort(key=lambda r: r["timestamp"])
     t0 = out[0]["timestamp"]
     for r in out:

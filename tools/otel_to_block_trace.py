@@ -42,8 +42,11 @@ def spans(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
         for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
             for span in ss.get("spans") or []:
                 attrs = {a["key"]: _value(a.get("value") or {}) for a in span.get("attributes") or [] if "key" in a}
-                yield {"start_ns": int(span.get("startTimeUnixNano") or 0), "attrs": attrs,
-                       "id": span.get("spanId") or ""}
+                yield {
+                    "start_ns": int(span.get("startTimeUnixNano") or 0),
+                    "attrs": attrs,
+                    "id": span.get("spanId") or "",
+                }
 
 
 def read(path: Path) -> list[dict[str, Any]]:
@@ -71,12 +74,16 @@ def convert(requests: list[dict[str, Any]], block_tokens: int) -> list[dict[str,
         keep = min(prev_in, n_in)
         if isinstance(a.get(CACHE_READ), int):
             keep = min(keep, a[CACHE_READ])
-        ids = prev_ids[:keep // block_tokens]
+        ids = prev_ids[: keep // block_tokens]
         need = -(-n_in // block_tokens) - len(ids)
         ids = ids + list(range(next_id, next_id + need))
         next_id += need
-        row: dict[str, Any] = {"timestamp": round((s["start_ns"] - t0) / 1e6, 3), "input_length": n_in,
-                               "output_length": n_out, "hash_ids": ids}
+        row: dict[str, Any] = {
+            "timestamp": round((s["start_ns"] - t0) / 1e6, 3),
+            "input_length": n_in,
+            "output_length": n_out,
+            "hash_ids": ids,
+        }
         if conv is not None:
             row["session_id"] = str(conv)
             last[conv] = (ids, n_in)
@@ -97,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     text = "".join(json.dumps(r) + "\n" for r in rows)
     if a.out:
         Path(a.out).write_text(text)
-        print(f"wrote {len(rows)} requests ({len({r.get('session_id') for r in rows if 'session_id' in r})} sessions) to {a.out}")
+        print(
+            f"wrote {len(rows)} requests ({len({r.get('session_id') for r in rows if 'session_id' in r})} sessions) to {a.out}"
+        )
     else:
         sys.stdout.write(text)
     return 0

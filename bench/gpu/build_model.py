@@ -58,9 +58,19 @@ def main(argv: list[str]) -> int:
     shape = {"vocab_size": len(vocab), "tie_word_embeddings": True, **LLAMA3.get(size, {})}
     extra = {"rope_theta": shape.pop("rope_theta")} if "rope_theta" in shape else {}
     config = LlamaConfig(
-        hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
-        num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim, max_position_embeddings=8192,
-        torch_dtype="bfloat16", bos_token_id=0, eos_token_id=2, pad_token_id=4, **shape, **extra,
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        head_dim=head_dim,
+        max_position_embeddings=8192,
+        torch_dtype="bfloat16",
+        bos_token_id=0,
+        eos_token_id=2,
+        pad_token_id=4,
+        **shape,
+        **extra,
     )
     torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"

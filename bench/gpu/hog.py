@@ -29,7 +29,10 @@ def main(argv: list[str]) -> int:
             torch.cuda.synchronize()
     except ImportError:
         pass
-    print(f"hog: holding {gib:g} GiB of GPU memory" if held is not None else f"hog: no CUDA here; simulating {gib:g} GiB", flush=True)
+    print(
+        f"hog: holding {gib:g} GiB of GPU memory" if held is not None else f"hog: no CUDA here; simulating {gib:g} GiB",
+        flush=True,
+    )
     if ready is not None:
         ready.write_text(f"{gib:g}\n")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -123,8 +123,9 @@ class CapacityResult:
 
     def to_model(self, scenario: str, target: str | None = None) -> CapacitySearch:
         """capacity.json's model (harness.results.models.capacity); `target` only for `harness capacity`."""
-        return CapacitySearch.model_validate({"scenario": scenario, **({"target": target} if target is not None else {}),
-                                             **self.to_dict()})
+        return CapacitySearch.model_validate(
+            {"scenario": scenario, **({"target": target} if target is not None else {}), **self.to_dict()}
+        )
 
     def lines(self) -> list[str]:
         """The console/markdown summary: the boundary, then one line per trial by level."""
@@ -135,12 +136,17 @@ class CapacityResult:
         elif self.first_failing is None:
             head += f">= {_fmt(self.boundary)} {unit} (every level tried passed)"
         else:
-            head += (f"{_fmt(self.boundary)} {unit} (fails at {_fmt(self.first_failing)}; "
-                     f"uncertainty {100 * (self.relative_gap or 0):.1f}%)")
+            head += (
+                f"{_fmt(self.boundary)} {unit} (fails at {_fmt(self.first_failing)}; "
+                f"uncertainty {100 * (self.relative_gap or 0):.1f}%)"
+            )
         if self.monotone_note and self.boundary is not None:
             head += f"; {self.monotone_note}"
-        out = [head, f"  {len(self.trials)} trials ({self.saturated_trials} stopped early, over-saturated) in "
-                     f"{self.wall_s:.0f} s; {self.stop_reason}"]
+        out = [
+            head,
+            f"  {len(self.trials)} trials ({self.saturated_trials} stopped early, over-saturated) in "
+            f"{self.wall_s:.0f} s; {self.stop_reason}",
+        ]
         for t in sorted(self.trials, key=lambda t: t.level):
             att = "-" if t.attainment is None else f"{100 * t.attainment:.1f}%"
             mark = "pass" if t.passed else "FAIL"
@@ -210,8 +216,12 @@ def non_monotone(trials: list[Trial], target: float) -> list[tuple[float, float]
         by.setdefault(t.level, []).append(t.score)
     levels = sorted(by)
     mean = {lv: sum(v) / len(v) for lv, v in by.items()}
-    return [(a, b) for i, a in enumerate(levels) for b in levels[i + 1:]
-            if mean[a] < target <= mean[b] or mean[b] > mean[a] + MONOTONE_SLACK]
+    return [
+        (a, b)
+        for i, a in enumerate(levels)
+        for b in levels[i + 1 :]
+        if mean[a] < target <= mean[b] or mean[b] > mean[a] + MONOTONE_SLACK
+    ]
 
 
 def search_levels(
@@ -262,7 +272,9 @@ def search_levels(
         if lo is not None and hi is not None:
             if narrow_enough(lo, hi):
                 result.converged = True
-                result.stop_reason = f"boundary within {100 * precision:g}%" if not integer or hi - lo > 1 else "adjacent levels"
+                result.stop_reason = (
+                    f"boundary within {100 * precision:g}%" if not integer or hi - lo > 1 else "adjacent levels"
+                )
                 break
             mid = norm(math.sqrt(lo * hi)) if not integer else float((int(lo) + int(hi)) // 2)
             if mid in tried or not lo < mid < hi:
@@ -290,7 +302,9 @@ def search_levels(
     return result
 
 
-def _remeasure(result: CapacityResult, run: Callable[[float], None], attainment: float, fmt: Callable[[float | None], str]) -> None:
+def _remeasure(
+    result: CapacityResult, run: Callable[[float], None], attainment: float, fmt: Callable[[float | None], str]
+) -> None:
     """Levels whose raw results are not monotone are measured once more before the answer is
     given (one lucky or unlucky trial, a warm cache, a busy host); the answer says what was
     re-measured, and that the boundary is uncertain when they still disagree."""
@@ -299,16 +313,22 @@ def _remeasure(result: CapacityResult, run: Callable[[float], None], attainment:
         return
     levels = sorted({lv for pair in bad for lv in pair})
     score = {t.level: t.score for t in result.trials}
-    shown = ", ".join(f"{fmt(a)}: {100 * score[a]:.0f}% vs {fmt(b)}: {100 * score[b]:.0f}% within the SLOs" for a, b in bad[:4])
+    shown = ", ".join(
+        f"{fmt(a)}: {100 * score[a]:.0f}% vs {fmt(b)}: {100 * score[b]:.0f}% within the SLOs" for a, b in bad[:4]
+    )
     for lv in levels:
         run(lv)
         result.trials[-1].remeasured = True
     still = non_monotone(result.trials, attainment)
     if still:
-        result.monotone_note = (f"NOT monotone in load ({shown}); re-measured {', '.join(map(fmt, levels))} and they still "
-                                "disagree: the boundary is uncertain beyond the bracket (a noisy or busy target; run longer trials)")
+        result.monotone_note = (
+            f"NOT monotone in load ({shown}); re-measured {', '.join(map(fmt, levels))} and they still "
+            "disagree: the boundary is uncertain beyond the bracket (a noisy or busy target; run longer trials)"
+        )
     else:
-        result.monotone_note = f"results were not monotone in load ({shown}); re-measured {', '.join(map(fmt, levels))}: now monotone"
+        result.monotone_note = (
+            f"results were not monotone in load ({shown}); re-measured {', '.join(map(fmt, levels))}: now monotone"
+        )
 
 
 # ---------------------------------------------------------------- trials as runs
@@ -352,21 +372,38 @@ def run_trial(scenario: Scenario, knob: Knob, level: float, out_dir: Path, setti
     if settings.early_stop and knob == "rate":
         load = trial_scenario.load
         window = load.duration_s or ((load.requests or 0) / level if level else 30.0)
-        watch = SaturationDetector(offered_rps=level, run_dir=out_dir, arrivals_end_s=load.duration_s,
-                                   min_duration_s=min(30.0, max(3.0, 0.2 * window))).observe
+        watch = SaturationDetector(
+            offered_rps=level,
+            run_dir=out_dir,
+            arrivals_end_s=load.duration_s,
+            min_duration_s=min(30.0, max(3.0, 0.2 * window)),
+        ).observe
     opts = RunOptions(
-        out_dir=out_dir, target_url=settings.target_url, model=settings.model, engine_kind=settings.engine_kind,
-        show_progress=settings.show_progress, write_report=settings.write_report, processes=settings.processes,
-        scenario_path=settings.scenario_path, labels={**settings.labels, "capacity_level": f"{level:g}"},
-        stop_grace_s=settings.stop_grace_s, watch=watch,
+        out_dir=out_dir,
+        target_url=settings.target_url,
+        model=settings.model,
+        engine_kind=settings.engine_kind,
+        show_progress=settings.show_progress,
+        write_report=settings.write_report,
+        processes=settings.processes,
+        scenario_path=settings.scenario_path,
+        labels={**settings.labels, "capacity_level": f"{level:g}"},
+        stop_grace_s=settings.stop_grace_s,
+        watch=watch,
         reset_prefix_cache=True,  # like `harness run`: no trial is served from the last trial's cache
     )
     t0 = time.monotonic()
     try:
         summary = run_scenario(trial_scenario, opts)
     except UserError as exc:
-        return Trial(level=level, attainment=None, run_dir=str(out_dir), status="failed",
-                     wall_s=time.monotonic() - t0, figures={"error": " ".join(exc.lines)[:300]})
+        return Trial(
+            level=level,
+            attainment=None,
+            run_dir=str(out_dir),
+            status="failed",
+            wall_s=time.monotonic() - t0,
+            figures={"error": " ".join(exc.lines)[:300]},
+        )
     frac = summary.goodput.overall.fraction
     lat = summary.latency_ms
     warnings = list(summary.validity.warnings)
@@ -379,7 +416,9 @@ def run_trial(scenario: Scenario, knob: Knob, level: float, out_dir: Path, setti
         status=summary.status,
         wall_s=time.monotonic() - t0,
         figures={
-            "completed": summary.requests.completed, "failed": summary.requests.failed, "rps": summary.requests.rps,
+            "completed": summary.requests.completed,
+            "failed": summary.requests.failed,
+            "rps": summary.requests.rps,
             "output_tok_s": summary.tokens.output_per_s,
             "ttft_p99_ms": lat["ttft"].p99 if "ttft" in lat else None,
             "e2e_p99_ms": lat["e2e"].p99 if "e2e" in lat else None,
@@ -409,8 +448,10 @@ def search_capacity(
     from harness.run.provider import TargetProvider
 
     if not has_slo(scenario):
-        raise UserError(f"scenario {scenario.name}: capacity needs an SLO to judge levels by; "
-                        "add e.g. `slo: {ttft_ms: 500, tpot_ms: 50}`")
+        raise UserError(
+            f"scenario {scenario.name}: capacity needs an SLO to judge levels by; "
+            "add e.g. `slo: {ttft_ms: 500, tpot_ms: 50}`"
+        )
     settings = settings or TrialSettings()
     load = scenario.load
     knob = knob or ("rate" if load.rate is not None else "concurrency")
@@ -436,7 +477,9 @@ def search_capacity(
         if settings.print_trials:
             att = "-" if trial.attainment is None else f"{100 * trial.attainment:.1f}%"
             note = f"  stopped early: {trial.saturated}" if trial.saturated else ""
-            print(f"trial {counter[0]}: {knob} {level:g}: {att} within the SLOs ({trial.wall_s:.0f} s){note}", flush=True)
+            print(
+                f"trial {counter[0]}: {knob} {level:g}: {att} within the SLOs ({trial.wall_s:.0f} s){note}", flush=True
+            )
             for w in trial.warnings:
                 print(f"  WARNING trial {counter[0]}: {w}", flush=True)
         return trial
@@ -445,9 +488,18 @@ def search_capacity(
         write_text_atomic(out_dir / "capacity.json", FILES["capacity.json"].dumps(result.to_model(scenario.name, url)))
 
     try:
-        result = search_levels(evaluate, start=float(start), attainment=attainment, precision=precision,
-                               max_trials=max_trials, growth=growth, integer=knob == "concurrency",
-                               max_level=max_level, knob=knob, on_trial=save)
+        result = search_levels(
+            evaluate,
+            start=float(start),
+            attainment=attainment,
+            precision=precision,
+            max_trials=max_trials,
+            growth=growth,
+            integer=knob == "concurrency",
+            max_level=max_level,
+            knob=knob,
+            on_trial=save,
+        )
     finally:
         targets.close()
     save(result)

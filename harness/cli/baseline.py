@@ -24,8 +24,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s = actions.add_parser("save", help="save a run or sweep directory as baseline NAME")
     s.add_argument("dir", type=Path, metavar="RUN_DIR", help="a run directory or a sweep directory")
     s.add_argument("--name", required=True, help="baseline name, e.g. llama8b-h100-tp1")
-    s.add_argument("--engine-config", type=Path, default=None, metavar="FILE",
-                   help="the engine's config or launch file, kept beside the results")
+    s.add_argument(
+        "--engine-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the engine's config or launch file, kept beside the results",
+    )
     s.add_argument("--force", action="store_true", help="replace an existing baseline of that name")
     s.add_argument("--root", type=Path, default=None, metavar="DIR", help="baseline store (default results/baselines)")
     s.set_defaults(func=_save)
@@ -60,9 +65,21 @@ def _list(args: argparse.Namespace) -> int:
     rows = [["NAME", "KIND", "SCENARIO", "SAVED", "ENGINE CONFIG", "FINGERPRINT"]]
     for m in items:
         fp = m.get("fingerprint")
-        fpv = fp.get("value", "") if isinstance(fp, dict) and "value" in fp else (f"{len(fp)} cells" if isinstance(fp, dict) else "")
-        rows.append([str(m.get("name", "")), str(m.get("kind", "")), str(m.get("scenario", "")), str(m.get("saved_at", "")),
-                     str(m.get("engine_config") or "—"), str(fpv)])
+        fpv = (
+            fp.get("value", "")
+            if isinstance(fp, dict) and "value" in fp
+            else (f"{len(fp)} cells" if isinstance(fp, dict) else "")
+        )
+        rows.append(
+            [
+                str(m.get("name", "")),
+                str(m.get("kind", "")),
+                str(m.get("scenario", "")),
+                str(m.get("saved_at", "")),
+                str(m.get("engine_config") or "—"),
+                str(fpv),
+            ]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())

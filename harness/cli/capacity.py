@@ -26,9 +26,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--knob", choices=["rate", "concurrency"], help="what to search (default: the scenario's load mode)")
     p.add_argument("--start", type=float, help="first level tried (default: the scenario's rate or concurrency)")
     p.add_argument("--max-level", type=float, help="never try above this level")
-    p.add_argument("--attainment", type=float, default=0.95,
-                   help="share of requests that must meet every SLO for a level to pass (default 0.95)")
-    p.add_argument("--precision", type=float, default=0.05, help="stop when (fail - pass) / fail <= this (default 0.05)")
+    p.add_argument(
+        "--attainment",
+        type=float,
+        default=0.95,
+        help="share of requests that must meet every SLO for a level to pass (default 0.95)",
+    )
+    p.add_argument(
+        "--precision", type=float, default=0.05, help="stop when (fail - pass) / fail <= this (default 0.05)"
+    )
     p.add_argument("--max-trials", type=int, default=12, help="trial budget (default 12)")
     p.add_argument("--duration", type=float, help="measured window of each trial in seconds")
     p.add_argument("--warmup", type=float, help="warmup seconds of each trial")
@@ -65,18 +71,41 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{flag} {value}: a finite number above 0")
     if args.warmup is not None and not (math.isfinite(args.warmup) and args.warmup >= 0):
         raise UserError(f"--warmup {args.warmup}: a finite number of seconds, 0 or more")
-    scenario = load_scenario(args.scenario, {"target.url": args.target, "target.model": args.model,
-                                             "load.duration_s": args.duration, "warmup.duration_s": args.warmup})
+    scenario = load_scenario(
+        args.scenario,
+        {
+            "target.url": args.target,
+            "target.model": args.model,
+            "load.duration_s": args.duration,
+            "warmup.duration_s": args.warmup,
+        },
+    )
     out = args.out or Path("results") / "capacity" / f"{scenario.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     lock_dir(out, "--out", "search directory")  # one writer at a time (harness.results.lock)
     if any(out.iterdir()):  # its trials would append to an earlier search's trial directories
         raise UserError(f"--out {out}: not empty (an earlier search?); choose a new directory")
-    settings = TrialSettings(model=scenario.target.model, engine_kind=args.engine_kind, scenario_path=args.scenario,
-                             processes=args.processes, early_stop=not args.no_early_stop, write_report=args.reports,
-                             print_trials=not args.quiet)
-    result = search_capacity(scenario, out, knob=args.knob, start=args.start, attainment=args.attainment,
-                             precision=args.precision, max_trials=args.max_trials, max_level=args.max_level,
-                             target_url=scenario.target.url, sim_args=shlex.split(args.sim_args), settings=settings)
+    settings = TrialSettings(
+        model=scenario.target.model,
+        engine_kind=args.engine_kind,
+        scenario_path=args.scenario,
+        processes=args.processes,
+        early_stop=not args.no_early_stop,
+        write_report=args.reports,
+        print_trials=not args.quiet,
+    )
+    result = search_capacity(
+        scenario,
+        out,
+        knob=args.knob,
+        start=args.start,
+        attainment=args.attainment,
+        precision=args.precision,
+        max_trials=args.max_trials,
+        max_level=args.max_level,
+        target_url=scenario.target.url,
+        sim_args=shlex.split(args.sim_args),
+        settings=settings,
+    )
     print("\n".join(result.lines()))
     print(f"search: {out}/capacity.json (trial run directories beside it)")
     if not result.trials or all(t.status == "failed" for t in result.trials):

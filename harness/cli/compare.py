@@ -41,17 +41,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("baseline", metavar="BASELINE")
     p.add_argument("candidate", metavar="CANDIDATE")
-    p.add_argument("--max-regression", default="5%", metavar="PCT",
-                   help="how much worse a metric may get before it counts (default 5%%)")
-    p.add_argument("--max-error-increase", default="1", metavar="POINTS",
-                   help="allowed rise of the failed-request share, in percentage points (default 1)")
-    p.add_argument("--metrics", action="append", metavar="LIST",
-                   help="comma-separated metrics to judge (default: ttft.p50,ttft.p99,itl.p50,itl.p99,tpot.p50,"
-                   "e2e.p50,e2e.p99,rps,output_tps,goodput_rps,error_rate)")
+    p.add_argument(
+        "--max-regression",
+        default="5%",
+        metavar="PCT",
+        help="how much worse a metric may get before it counts (default 5%%)",
+    )
+    p.add_argument(
+        "--max-error-increase",
+        default="1",
+        metavar="POINTS",
+        help="allowed rise of the failed-request share, in percentage points (default 1)",
+    )
+    p.add_argument(
+        "--metrics",
+        action="append",
+        metavar="LIST",
+        help="comma-separated metrics to judge (default: ttft.p50,ttft.p99,itl.p50,itl.p99,tpot.p50,"
+        "e2e.p50,e2e.p99,rps,output_tps,goodput_rps,error_rate)",
+    )
     p.add_argument("--force", action="store_true", help="compare even when the workload fingerprints differ")
-    p.add_argument("--class", dest="classes", action="append", metavar="NAME",
-                   help="also judge this request class on its own (repeat or comma-separate; a regression of one class "
-                   "of a mixed workload can hide in the overall percentiles)")
+    p.add_argument(
+        "--class",
+        dest="classes",
+        action="append",
+        metavar="NAME",
+        help="also judge this request class on its own (repeat or comma-separate; a regression of one class "
+        "of a mixed workload can hide in the overall percentiles)",
+    )
     p.add_argument("--per-class", action="store_true", help="judge every request class of the baseline on its own too")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--json-out", type=Path, default=None, metavar="FILE", help="also write the result as JSON to FILE")
@@ -59,8 +76,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--confidence", type=float, default=0.95, help="bootstrap interval level (default 0.95)")
     p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the resampling, for reproducible verdicts")
-    p.add_argument("--baselines", type=Path, default=None, metavar="DIR",
-                   help="where baseline:<name> is looked up (default results/baselines, or $HARNESS_BASELINES)")
+    p.add_argument(
+        "--baselines",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where baseline:<name> is looked up (default results/baselines, or $HARNESS_BASELINES)",
+    )
     p.set_defaults(func=_run)
 
 
@@ -78,9 +100,11 @@ def options_from(args: argparse.Namespace) -> Options:
         bootstrap=args.bootstrap,
         seed=args.seed,
         force=args.force,
-        classes=tuple(["*"] if getattr(args, "per_class", False) else [
-            c.strip() for spec in (getattr(args, "classes", None) or []) for c in spec.split(",") if c.strip()
-        ]),
+        classes=tuple(
+            ["*"]
+            if getattr(args, "per_class", False)
+            else [c.strip() for spec in (getattr(args, "classes", None) or []) for c in spec.split(",") if c.strip()]
+        ),
     )
 
 

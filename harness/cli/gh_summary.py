@@ -21,8 +21,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "against a baseline. Appends to $GITHUB_STEP_SUMMARY when set, else prints it.",
     )
     p.add_argument("dir", type=Path, metavar="DIR", help="run directory or sweep directory")
-    p.add_argument("--compare-to", default=None, metavar="BASELINE",
-                   help="baseline:<name> or a run/sweep directory to compare with")
+    p.add_argument(
+        "--compare-to",
+        default=None,
+        metavar="BASELINE",
+        help="baseline:<name> or a run/sweep directory to compare with",
+    )
     p.add_argument("--max-regression", default="5%", metavar="PCT", help="as for `harness compare` (default 5%%)")
     p.add_argument("--max-error-increase", default="1", metavar="POINTS", help="as for `harness compare` (default 1)")
     p.add_argument("--metrics", action="append", metavar="LIST", help="as for `harness compare`")
@@ -30,8 +34,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--class", dest="classes", action="append", metavar="NAME", help="as for `harness compare`")
     p.add_argument("--per-class", action="store_true", help="as for `harness compare`")
     p.add_argument("--title", default=None, help="heading of the summary")
-    p.add_argument("--output", type=Path, default=None, metavar="FILE",
-                   help="append to FILE instead of $GITHUB_STEP_SUMMARY / stdout")
+    p.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="append to FILE instead of $GITHUB_STEP_SUMMARY / stdout",
+    )
     p.add_argument("--baselines", type=Path, default=None, metavar="DIR", help="where baseline:<name> is looked up")
     p.set_defaults(func=_run, confidence=0.95, bootstrap=2000, seed=0)
 
@@ -52,6 +61,8 @@ def _run(args: argparse.Namespace) -> int:
         with open(target, "a", encoding="utf-8") as fh:
             fh.write(text + "\n")
     except OSError as exc:
-        raise UserError(f"cannot append the summary to {target} ({exc.strerror}); check $GITHUB_STEP_SUMMARY / --output") from None
+        raise UserError(
+            f"cannot append the summary to {target} ({exc.strerror}); check $GITHUB_STEP_SUMMARY / --output"
+        ) from None
     print(f"appended the summary to {target}")
     return 0

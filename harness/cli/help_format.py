@@ -15,8 +15,12 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
         text = action.help or ""
         default = action.default
         silent = default is None or default is argparse.SUPPRESS or isinstance(default, bool) or default in ("", [])
-        if (silent or "default" in text.lower()
-                or not action.option_strings or isinstance(action, argparse._VersionAction)):
+        if (
+            silent
+            or "default" in text.lower()
+            or not action.option_strings
+            or isinstance(action, argparse._VersionAction)
+        ):
             return text
         return f"{text} (default: %(default)s)"
 

@@ -42,8 +42,10 @@ def engine_kinds() -> list[str]:
 
 def check_engine_kind(kind: str | None) -> None:
     if kind is not None and kind not in engine_kinds():
-        raise UserError(f"--engine-kind {kind!r}: not an engine kind; use one of {', '.join(engine_kinds())} "
-                        "(or leave it out: the profile is detected from /metrics)")
+        raise UserError(
+            f"--engine-kind {kind!r}: not an engine kind; use one of {', '.join(engine_kinds())} "
+            "(or leave it out: the profile is detected from /metrics)"
+        )
 
 
 def check_out_dir(out: Path | None) -> None:

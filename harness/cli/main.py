@@ -81,8 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             return _internal(exc)
         # a full disk mid-sweep or mid-tune: what was written is kept, and --resume continues it
-        print(f"error: disk full: {exc.filename or 'a results file'}: {exc.strerror}; what was written before is "
-              "kept; free space, then continue a sweep, tune or startup benchmark with --resume DIR", file=sys.stderr)
+        print(
+            f"error: disk full: {exc.filename or 'a results file'}: {exc.strerror}; what was written before is "
+            "kept; free space, then continue a sweep, tune or startup benchmark with --resume DIR",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt as exc:
         from harness.signals import Terminated
@@ -96,8 +99,11 @@ def main(argv: list[str] | None = None) -> int:
 def _internal(exc: Exception) -> int:
     if os.environ.get("HARNESS_DEBUG"):
         raise exc
-    print(f"error: internal error: {type(exc).__name__}: {exc} (a bug in harness; "
-          "HARNESS_DEBUG=1 shows the traceback; results already written are kept)", file=sys.stderr)
+    print(
+        f"error: internal error: {type(exc).__name__}: {exc} (a bug in harness; "
+        "HARNESS_DEBUG=1 shows the traceback; results already written are kept)",
+        file=sys.stderr,
+    )
     return 70  # EX_SOFTWARE
 
 

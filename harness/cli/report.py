@@ -16,8 +16,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Write report.md (figures in report_files/) and a self-contained report.html "
         "(figures embedded) for a run directory or a sweep directory.",
     )
-    p.add_argument("dir", type=Path, metavar="DIR", help="run directory (summary.json, ...) or sweep directory (index.json)")
-    p.add_argument("--out", type=Path, default=None, metavar="DIR", help="where to write the report (default: DIR itself)")
+    p.add_argument(
+        "dir", type=Path, metavar="DIR", help="run directory (summary.json, ...) or sweep directory (index.json)"
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, metavar="DIR", help="where to write the report (default: DIR itself)"
+    )
     p.add_argument("--format", default="md,html", metavar="LIST", help="comma-separated formats (default: md,html)")
     p.set_defaults(func=_run)
 

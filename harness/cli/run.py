@@ -21,61 +21,126 @@ from harness.signals import stop_on_term_and_hup
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run a scenario (no --target: against the built-in simulated engine)",
-                       description="Run one scenario and write a run directory with summary.json, histograms, "
-                                   "requests.jsonl and a report.")
-    p.add_argument("scenario", nargs="?",
-                   help="scenario YAML file (none: a quick run from --input-tokens/--output-tokens)")
-    p.add_argument("--target", action="append", help="base URL of an OpenAI-compatible server (default: start the "
-                   "simulated engine); repeat it for a fleet of replicas (target.endpoints, routed by target.routing)")
+    p = sub.add_parser(
+        "run",
+        help="run a scenario (no --target: against the built-in simulated engine)",
+        description="Run one scenario and write a run directory with summary.json, histograms, "
+        "requests.jsonl and a report.",
+    )
+    p.add_argument(
+        "scenario", nargs="?", help="scenario YAML file (none: a quick run from --input-tokens/--output-tokens)"
+    )
+    p.add_argument(
+        "--target",
+        action="append",
+        help="base URL of an OpenAI-compatible server (default: start the "
+        "simulated engine); repeat it for a fleet of replicas (target.endpoints, routed by target.routing)",
+    )
     p.add_argument("--model", help="model name (default: the first one /v1/models lists)")
     p.add_argument("--api", choices=API_NAMES, help="API to call")
     p.add_argument("--out", type=Path, help="run directory (default: results/<UTC time>-<scenario name>)")
-    p.add_argument("-u", "--concurrency", "--users", type=int, help="closed loop with N users (replaces the file's load mode)")
+    p.add_argument(
+        "-u", "--concurrency", "--users", type=int, help="closed loop with N users (replaces the file's load mode)"
+    )
     p.add_argument("--rate", type=float, help="open loop at R requests/s (replaces the file's load mode)")
-    p.add_argument("--offline", action="store_true",
-                   help="offline throughput: submit all --requests N at once, the engine drains them (replaces the file's load mode)")
-    p.add_argument("-r", "--spawn-rate", type=float, metavar="USERS_PER_S",
-                   help="closed loop: start this many users per second (Locust's -r; sets load.ramp_s)")
-    p.add_argument("-t", "--duration", "--run-time", type=duration_arg,
-                   help="measured window: seconds or 30s, 5m, 1h30m")
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="offline throughput: submit all --requests N at once, the engine drains them (replaces the file's load mode)",
+    )
+    p.add_argument(
+        "-r",
+        "--spawn-rate",
+        type=float,
+        metavar="USERS_PER_S",
+        help="closed loop: start this many users per second (Locust's -r; sets load.ramp_s)",
+    )
+    p.add_argument(
+        "-t", "--duration", "--run-time", type=duration_arg, help="measured window: seconds or 30s, 5m, 1h30m"
+    )
     p.add_argument("--requests", type=int, help="measured request count")
     p.add_argument("--warmup", type=warmup_arg, help="warmup: seconds or 30s, 1m (excluded from results)")
     p.add_argument("--seed", type=int, help="workload seed")
     p.add_argument("--processes", type=int, default=1, help="load processes (more client CPU; results merged)")
-    p.add_argument("--distributed", type=int, default=0, metavar="N",
-                   help="a Locust master and N worker processes (HDR histograms merged on the master; see docs/ui.md)")
-    p.add_argument("--remote-workers", action="store_true",
-                   help="with --distributed N: start no worker here; N workers on other machines connect "
-                        "(harness worker --master-host THIS_HOST); see docs/distributed.md")
-    p.add_argument("--master-bind-host", default="0.0.0.0", metavar="HOST",
-                   help="--remote-workers: the address the master listens on (default: all)")
-    p.add_argument("--master-port", type=int, default=5557, metavar="PORT",
-                   help="--remote-workers: the master's port (default 5557, Locust's)")
+    p.add_argument(
+        "--distributed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a Locust master and N worker processes (HDR histograms merged on the master; see docs/ui.md)",
+    )
+    p.add_argument(
+        "--remote-workers",
+        action="store_true",
+        help="with --distributed N: start no worker here; N workers on other machines connect "
+        "(harness worker --master-host THIS_HOST); see docs/distributed.md",
+    )
+    p.add_argument(
+        "--master-bind-host",
+        default="0.0.0.0",
+        metavar="HOST",
+        help="--remote-workers: the address the master listens on (default: all)",
+    )
+    p.add_argument(
+        "--master-port",
+        type=int,
+        default=5557,
+        metavar="PORT",
+        help="--remote-workers: the master's port (default 5557, Locust's)",
+    )
     p.add_argument("--sim-args", default="", help='flags for the simulated engine, e.g. "--max-num-seqs 8"')
     p.add_argument("--engine-kind", help="engine kind hint for telemetry (vllm, sglang, tgi, llamacpp)")
     p.add_argument("--prometheus", help="read engine telemetry from this Prometheus server instead of /metrics")
     p.add_argument("--no-telemetry", action="store_true", help="do not scrape engine metrics")
     p.add_argument("--user-clock", action="store_true", help="stamp reads in user space instead of the kernel")
-    p.add_argument("--reader", choices=("auto", "native", "python"), default="auto",
-                   help="the stream reader: native (C, built at install time), python (the pure-Python fallback), or "
-                        "auto: native where it was built, unless $HARNESS_READER says otherwise (summary: client.reader)")
+    p.add_argument(
+        "--reader",
+        choices=("auto", "native", "python"),
+        default="auto",
+        help="the stream reader: native (C, built at install time), python (the pure-Python fallback), or "
+        "auto: native where it was built, unless $HARNESS_READER says otherwise (summary: client.reader)",
+    )
     p.add_argument("--no-report", action="store_true", help="do not write report.md/html")
     p.add_argument("--quiet", action="store_true", help="no progress line and no table")
-    p.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
-                   help="serve live harness_ metrics for Prometheus on PORT while the run lasts (0: off); see docs/grafana.md")
-    p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST", help="address for --metrics-port (default 127.0.0.1)")
-    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
-                   help="label for the live metrics' harness_run_info (config=... also labels every series); repeatable")
-    p.add_argument("--reset-prefix-cache", action=argparse.BooleanOptionalAction, default=True,
-                   help="before the run, reset the target's prefix cache (vLLM POST /reset_prefix_cache, SGLang "
-                        "/flush_cache); where it cannot be reset, salt the prompts' words (same lengths, recorded "
-                        "as workload.prompt_salt) so an earlier run's cache cannot serve them (default: on)")
-    p.add_argument("--engine-log", type=Path, metavar="FILE",
-                   help="the engine's log file, for a server the harness did not start: the lines written during the "
-                        "window are counted by kind (recompilations, preemptions, OOM/CUDA errors, aborts)")
-    p.add_argument("--slice-s", type=float, default=10.0, metavar="S",
-                   help="width of the per-interval figures (timeslices.json) and the steady-state check (default 10)")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="serve live harness_ metrics for Prometheus on PORT while the run lasts (0: off); see docs/grafana.md",
+    )
+    p.add_argument(
+        "--metrics-host", default="127.0.0.1", metavar="HOST", help="address for --metrics-port (default 127.0.0.1)"
+    )
+    p.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="label for the live metrics' harness_run_info (config=... also labels every series); repeatable",
+    )
+    p.add_argument(
+        "--reset-prefix-cache",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="before the run, reset the target's prefix cache (vLLM POST /reset_prefix_cache, SGLang "
+        "/flush_cache); where it cannot be reset, salt the prompts' words (same lengths, recorded "
+        "as workload.prompt_salt) so an earlier run's cache cannot serve them (default: on)",
+    )
+    p.add_argument(
+        "--engine-log",
+        type=Path,
+        metavar="FILE",
+        help="the engine's log file, for a server the harness did not start: the lines written during the "
+        "window are counted by kind (recompilations, preemptions, OOM/CUDA errors, aborts)",
+    )
+    p.add_argument(
+        "--slice-s",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="width of the per-interval figures (timeslices.json) and the steady-state check (default 10)",
+    )
     add_run_flags(p)
     add_outcome_flags(p)
     p.set_defaults(func=run)
@@ -125,12 +190,15 @@ def run(args: argparse.Namespace) -> int:
     if not args.slice_s > 0:
         raise UserError(f"--slice-s {args.slice_s:g}: must be > 0 seconds")
     from harness.client.http_stream import choose_reader
+
     try:
         choose_reader(None if args.reader == "auto" else args.reader)
     except ValueError as exc:
         raise UserError(f"--reader {args.reader}: {exc}") from None
     if args.engine_log is not None and not args.engine_log.is_file():
-        raise UserError(f"--engine-log {args.engine_log}: no such file; give the log the engine writes (e.g. vllm serve ... > vllm.log 2>&1)")
+        raise UserError(
+            f"--engine-log {args.engine_log}: no such file; give the log the engine writes (e.g. vllm serve ... > vllm.log 2>&1)"
+        )
     wanted = parse_thresholds(args, scenario)
     out = args.out or default_run_dir(scenario.name)
     prepare_out(out, args.force)

@@ -47,41 +47,69 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     quick = p.add_argument_group("without a scenario file (as vllm bench --random-input-len/--random-output-len)")
     quick.add_argument("--input-tokens", type=int, metavar="N", help="prompt length of a quick run (no scenario file)")
     quick.add_argument("--output-tokens", type=int, metavar="N", help="output length of a quick run (no scenario file)")
-    p.add_argument("--api-key-env", metavar="NAME",
-                   help="name of the environment variable holding the API key (sent as a Bearer token)")
-    p.add_argument("--header", action="append", default=[], metavar="'K: V'",
-                   help="extra HTTP header on every request; repeatable")
-    p.add_argument("--tokenizer", metavar="PATH",
-                   help="local tokenizer (tokenizer.json or its directory) that sizes prompts")
-    p.add_argument("--percentiles", metavar="LIST",
-                   help="latency percentiles for the console table and --csv/--json, e.g. 50,90,95,99,99.9 "
-                        "(default: p50 p90 p99 p99.9), read from the HDR histograms")
-    p.add_argument("--csv", type=Path, metavar="FILE",
-                   help="also write one row per class and latency metric (count, mean, percentiles, max; ms) to FILE")
-    p.add_argument("--json", type=Path, metavar="FILE",
-                   help="also write the summary (summary.json plus the chosen percentiles) to FILE")
-    p.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", dest="set_values",
-                   help="any scenario field, e.g. --set sampling.temperature=0.7 (value read as YAML; null: the field's "
-                        "default); a list entry by its "
-                        "index: --set workload.classes.0.input_tokens=512 (or classes[0]); repeatable")
+    p.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        help="name of the environment variable holding the API key (sent as a Bearer token)",
+    )
+    p.add_argument(
+        "--header", action="append", default=[], metavar="'K: V'", help="extra HTTP header on every request; repeatable"
+    )
+    p.add_argument(
+        "--tokenizer", metavar="PATH", help="local tokenizer (tokenizer.json or its directory) that sizes prompts"
+    )
+    p.add_argument(
+        "--percentiles",
+        metavar="LIST",
+        help="latency percentiles for the console table and --csv/--json, e.g. 50,90,95,99,99.9 "
+        "(default: p50 p90 p99 p99.9), read from the HDR histograms",
+    )
+    p.add_argument(
+        "--csv",
+        type=Path,
+        metavar="FILE",
+        help="also write one row per class and latency metric (count, mean, percentiles, max; ms) to FILE",
+    )
+    p.add_argument(
+        "--json",
+        type=Path,
+        metavar="FILE",
+        help="also write the summary (summary.json plus the chosen percentiles) to FILE",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        dest="set_values",
+        help="any scenario field, e.g. --set sampling.temperature=0.7 (value read as YAML; null: the field's "
+        "default); a list entry by its "
+        "index: --set workload.classes.0.input_tokens=512 (or classes[0]); repeatable",
+    )
 
 
 def extra_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Dotted overrides from this module's flags; `--set` comes last and wins."""
     if args.concurrency is not None and args.rate is not None:
-        raise UserError("--concurrency/-u and --rate: give one (closed loop with N users, or open loop at R requests/s)")
+        raise UserError(
+            "--concurrency/-u and --rate: give one (closed loop with N users, or open loop at R requests/s)"
+        )
     out: dict[str, Any] = {"target.api_key_env": args.api_key_env}
     if args.tokenizer:
         path = Path(args.tokenizer).expanduser()
         if not path.exists():
-            raise UserError(f"--tokenizer {args.tokenizer}: no such file or directory; give a tokenizer.json or its directory")
+            raise UserError(
+                f"--tokenizer {args.tokenizer}: no such file or directory; give a tokenizer.json or its directory"
+            )
         out["workload.tokenizer"] = str(path.resolve())  # the file's paths are relative to it; this one to the shell
     for item in args.header:
         name, sep, value = item.partition(":")
         if not sep or not name.strip() or any(c.isspace() for c in name.strip()):
             raise UserError(f"--header {item!r}: expected 'Name: value', e.g. --header 'X-Team: bench'")
         if "." in name:
-            raise UserError(f"--header {item!r}: a header name with '.' cannot be given here; set target.headers in a scenario file")
+            raise UserError(
+                f"--header {item!r}: a header name with '.' cannot be given here; set target.headers in a scenario file"
+            )
         out[f"target.headers.{name.strip()}"] = value.strip()
     for item in args.set_values:
         key, sep, value = item.partition("=")
@@ -106,8 +134,9 @@ def quick_scenario_data(args: argparse.Namespace) -> dict[str, Any]:
         "name": "quick",
         "description": f"quick run: {args.input_tokens} input / {args.output_tokens} output tokens",
         "load": load,
-        "workload": {"classes": [{"name": "default", "input_tokens": args.input_tokens,
-                                  "output_tokens": args.output_tokens}]},
+        "workload": {
+            "classes": [{"name": "default", "input_tokens": args.input_tokens, "output_tokens": args.output_tokens}]
+        },
     }
 
 
@@ -117,8 +146,10 @@ def load_run_scenario(args: argparse.Namespace, overrides: dict[str, Any]) -> Sc
     from harness.scenario.loader import apply_overrides, validate
 
     if args.scenario and (args.input_tokens is not None or args.output_tokens is not None):
-        raise UserError(f"--input-tokens/--output-tokens make a quick run without a scenario file; the lengths of "
-                        f"{args.scenario} come from the file: drop the file, or drop these flags")
+        raise UserError(
+            f"--input-tokens/--output-tokens make a quick run without a scenario file; the lengths of "
+            f"{args.scenario} come from the file: drop the file, or drop these flags"
+        )
 
     def load(extra: dict[str, Any]) -> Scenario:
         if args.scenario:
@@ -153,6 +184,8 @@ def write_exports(args: argparse.Namespace, run_dir: Path) -> None:
         try:
             writer(path, run_dir, percentiles)
         except OSError as exc:
-            raise UserError(f"{flag} {path}: cannot write ({exc.strerror}); the run directory {run_dir} is complete") from None
+            raise UserError(
+                f"{flag} {path}: cannot write ({exc.strerror}); the run directory {run_dir} is complete"
+            ) from None
         if not args.quiet:
             print(f"{flag[2:]}: {path}")

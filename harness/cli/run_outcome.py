@@ -26,19 +26,42 @@ from harness.scenario import thresholds as th
 from harness.scenario.models import Scenario
 
 #: what a run writes into its directory (--force removes these, nothing else)
-RUN_FILES = ("scenario.yaml", "summary.json", "histograms.json", "requests*.jsonl", "progress*.jsonl",
-             "engine_metrics.jsonl", "load_plan*.json", "load_result*.json", "load.log", "sim.log", "sim.r*.log",
-             "timeslices.json", "interference.json", "report.md", "report.html", "*.tmp")
+RUN_FILES = (
+    "scenario.yaml",
+    "summary.json",
+    "histograms.json",
+    "requests*.jsonl",
+    "progress*.jsonl",
+    "engine_metrics.jsonl",
+    "load_plan*.json",
+    "load_result*.json",
+    "load.log",
+    "sim.log",
+    "sim.r*.log",
+    "timeslices.json",
+    "interference.json",
+    "report.md",
+    "report.html",
+    "*.tmp",
+)
 RUN_DIRS = ("report_files",)
 
 
 def add_outcome_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--fail-on", action="append", default=[], metavar="COND",
-                   help='fail the run (exit 99) when COND holds, e.g. "error_rate>1%%", "slo_attainment<95%%", '
-                        '"ttft_p99>500ms", or "invalid" (the run has validity warnings: each is printed); '
-                        'repeatable; adds to the scenario\'s thresholds:')
-    p.add_argument("--force", action="store_true",
-                   help="reuse a non-empty --out: delete the earlier run's files first (default: refuse)")
+    p.add_argument(
+        "--fail-on",
+        action="append",
+        default=[],
+        metavar="COND",
+        help='fail the run (exit 99) when COND holds, e.g. "error_rate>1%%", "slo_attainment<95%%", '
+        '"ttft_p99>500ms", or "invalid" (the run has validity warnings: each is printed); '
+        "repeatable; adds to the scenario's thresholds:",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="reuse a non-empty --out: delete the earlier run's files first (default: refuse)",
+    )
 
 
 def parse_thresholds(args: argparse.Namespace, scenario: Scenario) -> list[th.Threshold]:
@@ -61,8 +84,10 @@ def prepare_out(out: Path, force: bool) -> None:
     if not entries:
         return
     if not force and not measured_nothing(entries):
-        raise UserError(f"--out {out}: not empty (an earlier run?); choose a new directory, "
-                        "or add --force to delete its run files first")
+        raise UserError(
+            f"--out {out}: not empty (an earlier run?); choose a new directory, "
+            "or add --force to delete its run files first"
+        )
     for pattern in RUN_FILES:
         for path in out.glob(pattern):
             if path.is_file():

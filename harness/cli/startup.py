@@ -45,21 +45,38 @@ def _run(args: argparse.Namespace) -> int:
             raise UserError(f"--resume {out}: no startup.json there; give the directory of an earlier harness startup")
         lock_dir(out, "--resume", "startup directory")  # one writer at a time (harness.results.lock)
     else:
-        out = Path(args.out) if args.out else Path("results") / "startup" / f"{plan.spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        out = (
+            Path(args.out)
+            if args.out
+            else Path("results") / "startup" / f"{plan.spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        )
         lock_dir(out, "--out", "startup directory")
         if any(out.iterdir()):
             raise UserError(f"--out {out}: not empty; choose a new directory, or continue it with --resume {out}")
     _signals_to_interrupt()
-    results = run_startup(plan, StartupOptions(out_dir=out, resume=bool(args.resume), show_progress=not args.quiet,
-                                               write_report=not args.no_report, stream=sys.stderr))
+    results = run_startup(
+        plan,
+        StartupOptions(
+            out_dir=out,
+            resume=bool(args.resume),
+            show_progress=not args.quiet,
+            write_report=not args.no_report,
+            stream=sys.stderr,
+        ),
+    )
     print(console_table(results))
     print(f"results: {out}/startup.json")
     if results.interrupted:
-        print(f"interrupted: finished starts are kept; continue with: harness startup {args.file} --resume {out}", file=sys.stderr)
+        print(
+            f"interrupted: finished starts are kept; continue with: harness startup {args.file} --resume {out}",
+            file=sys.stderr,
+        )
         return 130
     counts = results.counts()
     if counts["failed"]:
-        print(f"error: {counts['failed']} start(s) failed (reasons above and in {out}/startup.json; logs in {out}/logs/)",
-              file=sys.stderr)
+        print(
+            f"error: {counts['failed']} start(s) failed (reasons above and in {out}/startup.json; logs in {out}/logs/)",
+            file=sys.stderr,
+        )
         return 1
     return 0

@@ -31,17 +31,41 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", metavar="DIR", help="continue the sweep in DIR: finished cells are kept, the rest run")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
-    p.add_argument("--strict", action="store_true",
-                   help="exit 1 when any cell failed or is partial (without it: exit 1 only when every cell failed)")
-    p.add_argument("--capacity-search", action="store_true",
-                   help="after each config's cells, with its engine still up, search the highest load within the SLOs "
-                   "(harness capacity on the first scenario; trials in DIR/capacity/<config>/, docs/capacity.md)")
-    p.add_argument("--capacity-precision", type=float, default=0.05, metavar="FRACTION",
-                   help="--capacity-search stops when (first fail - last pass) / first fail <= this (default 0.05)")
-    p.add_argument("--capacity-max-trials", type=int, default=8, metavar="N", help="--capacity-search trial budget per config (default 8)")
-    p.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
-                   help="serve live harness_ metrics for Prometheus on PORT across all cells (0: off); see docs/grafana.md")
-    p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST", help="address for --metrics-port (default 127.0.0.1)")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when any cell failed or is partial (without it: exit 1 only when every cell failed)",
+    )
+    p.add_argument(
+        "--capacity-search",
+        action="store_true",
+        help="after each config's cells, with its engine still up, search the highest load within the SLOs "
+        "(harness capacity on the first scenario; trials in DIR/capacity/<config>/, docs/capacity.md)",
+    )
+    p.add_argument(
+        "--capacity-precision",
+        type=float,
+        default=0.05,
+        metavar="FRACTION",
+        help="--capacity-search stops when (first fail - last pass) / first fail <= this (default 0.05)",
+    )
+    p.add_argument(
+        "--capacity-max-trials",
+        type=int,
+        default=8,
+        metavar="N",
+        help="--capacity-search trial budget per config (default 8)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="serve live harness_ metrics for Prometheus on PORT across all cells (0: off); see docs/grafana.md",
+    )
+    p.add_argument(
+        "--metrics-host", default="127.0.0.1", metavar="HOST", help="address for --metrics-port (default 127.0.0.1)"
+    )
     p.set_defaults(func=_run)
 
 
@@ -62,7 +86,11 @@ def _run(args: argparse.Namespace) -> int:
             raise UserError(f"--resume {out}: no index.json there; give the directory of an earlier sweep")
         lock_dir(out, "--resume", "sweep directory")  # one writer at a time (harness.results.lock)
     else:
-        out = Path(args.out) if args.out else Path("results") / "sweeps" / f"{plan.sweep.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        out = (
+            Path(args.out)
+            if args.out
+            else Path("results") / "sweeps" / f"{plan.sweep.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        )
         lock_dir(out, "--out", "sweep directory")
         if any(out.iterdir()):
             raise UserError(f"--out {out}: not empty; choose a new directory, or continue it with --resume {out}")
@@ -74,33 +102,54 @@ def _run(args: argparse.Namespace) -> int:
 
         metrics = MetricsServer(args.metrics_port, args.metrics_host).start()
     try:
-        outcome = run_sweep(plan, SweepOptions(out_dir=out, resume=bool(args.resume), show_progress=not args.quiet,
-                                               write_report=not args.no_report, metrics_server=metrics,
-                                               after_config=after))
+        outcome = run_sweep(
+            plan,
+            SweepOptions(
+                out_dir=out,
+                resume=bool(args.resume),
+                show_progress=not args.quiet,
+                write_report=not args.no_report,
+                metrics_server=metrics,
+                after_config=after,
+            ),
+        )
     finally:
         if metrics is not None:
             metrics.close()
-    nothing = bool(outcome.counts.get("failed")) and not outcome.counts.get("complete") and not outcome.counts.get("partial")
+    nothing = (
+        bool(outcome.counts.get("failed")) and not outcome.counts.get("complete") and not outcome.counts.get("partial")
+    )
     if nothing:
         # the real error first (audit N13: it came last, after a table of failures and a warning
         # about goodput that nothing had)
-        print(f"error: every cell failed ({outcome.counts['failed']}); nothing was measured: {_failure_reasons(out)}",
-              file=sys.stderr)
+        print(
+            f"error: every cell failed ({outcome.counts['failed']}); nothing was measured: {_failure_reasons(out)}",
+            file=sys.stderr,
+        )
     if outcome.table:
         print(outcome.table)
     if not args.quiet:
         _print_validity(out)
     print(f"results: {out}/index.json, {out}/summary.csv")
     if outcome.interrupted:
-        print(f"interrupted: finished cells are kept; continue with: harness sweep {args.file} --resume {out}", file=sys.stderr)
+        print(
+            f"interrupted: finished cells are kept; continue with: harness sweep {args.file} --resume {out}",
+            file=sys.stderr,
+        )
         return 130
     if args.strict and (outcome.counts.get("failed") or outcome.counts.get("partial")):
-        print(f"--strict: {outcome.counts.get('failed', 0)} failed and {outcome.counts.get('partial', 0)} partial "
-              "cell(s): exit 1", file=sys.stderr)
+        print(
+            f"--strict: {outcome.counts.get('failed', 0)} failed and {outcome.counts.get('partial', 0)} partial "
+            "cell(s): exit 1",
+            file=sys.stderr,
+        )
         return 1
     if nothing:
-        print(f"error: every cell failed ({outcome.counts['failed']}); nothing was measured; see {out}/index.json "
-              f"and {out}/logs/", file=sys.stderr)
+        print(
+            f"error: every cell failed ({outcome.counts['failed']}); nothing was measured; see {out}/index.json "
+            f"and {out}/logs/",
+            file=sys.stderr,
+        )
         return 1  # a sweep that measured nothing is never a success, --strict or not
     return 0
 
@@ -135,16 +184,24 @@ def _capacity_hook(args: argparse.Namespace, plan: Plan, out: Path) -> Callable[
     if args.capacity_max_trials < 2:
         raise UserError(f"--capacity-max-trials {args.capacity_max_trials}: at least 2 (a passing and a failing level)")
     if not any(has_slo(c.resolved) for c in plan.cells):
-        raise UserError(f"{args.file}: --capacity-search needs an SLO to judge levels by; add `slo:` to the scenario "
-                        "(e.g. slo: {ttft_ms: 500, tpot_ms: 50})")
+        raise UserError(
+            f"{args.file}: --capacity-search needs an SLO to judge levels by; add `slo:` to the scenario "
+            "(e.g. slo: {ttft_ms: 500, tpot_ms: 50})"
+        )
     found: dict[str, CapacitySearch] = {}
 
     def after(config: Config, base_url: str, cell: Cell) -> None:
         scenario = cell.resolved
-        res = search_capacity(scenario, out / "capacity" / config.id, attainment=plan.sweep.slo_attainment,
-                              precision=args.capacity_precision, max_trials=args.capacity_max_trials,
-                              settings=TrialSettings(target_url=base_url, model=plan.sweep.engine.served_model_name,
-                                                     engine_kind=plan.sweep.engine.kind))
+        res = search_capacity(
+            scenario,
+            out / "capacity" / config.id,
+            attainment=plan.sweep.slo_attainment,
+            precision=args.capacity_precision,
+            max_trials=args.capacity_max_trials,
+            settings=TrialSettings(
+                target_url=base_url, model=plan.sweep.engine.served_model_name, engine_kind=plan.sweep.engine.kind
+            ),
+        )
         found[config.id] = res.to_model(cell.scenario.name)
         (out / "capacity.json").write_text(dumps(SweepCapacity(found)))
         if not args.quiet:

@@ -24,9 +24,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="tune directory (default results/tune/<name>-<time>)")
     p.add_argument("--resume", metavar="DIR", help="continue the tune in DIR: finished cells are kept, the rest run")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--force", action="store_true",
-                   help="replace an earlier tune's baseline of the same name (tune-<name>) with this tune's final run "
-                        "(default: keep the earlier one and say so)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an earlier tune's baseline of the same name (tune-<name>) with this tune's final run "
+        "(default: keep the earlier one and say so)",
+    )
     p.set_defaults(func=_run)
 
 
@@ -50,7 +53,11 @@ def _run(args: argparse.Namespace) -> int:
             raise UserError(f"--resume {out}: no tune.json or tune.yaml there; give the directory of an earlier tune")
         lock_dir(out, "--resume", "tune directory")  # one writer at a time (harness.results.lock)
     else:
-        out = Path(args.out) if args.out else Path("results") / "tune" / f"{spec.file.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        out = (
+            Path(args.out)
+            if args.out
+            else Path("results") / "tune" / f"{spec.file.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        )
         lock_dir(out, "--out", "tune directory")
         if any(out.iterdir()):
             raise UserError(f"--out {out}: not empty; choose a new directory, or continue it with --resume {out}")
@@ -66,5 +73,8 @@ def _run(args: argparse.Namespace) -> int:
     print(f"cost: {c.engine_starts} engine starts, {c.measured_s / 60:.1f} measured min, {c.wall_s / 60:.1f} wall min")
     print(f"results: {out}/tune.json, {out}/report.html, {out}/recommended.yaml")
     if outcome.interrupted:
-        print(f"interrupted: finished cells are kept; continue with: harness tune {args.file} --resume {out}", file=sys.stderr)
+        print(
+            f"interrupted: finished cells are kept; continue with: harness tune {args.file} --resume {out}",
+            file=sys.stderr,
+        )
     return outcome.exit_code

@@ -74,7 +74,9 @@ def _side(runs: Sequence[RunLike]) -> tuple[np.ndarray, np.ndarray] | None:
     return np.asarray(e2e), np.asarray(good)
 
 
-def per_request_goodput(base: Sequence[RunLike], cand: Sequence[RunLike], confidence: float = 0.95) -> dict[str, Any] | None:
+def per_request_goodput(
+    base: Sequence[RunLike], cand: Sequence[RunLike], confidence: float = 0.95
+) -> dict[str, Any] | None:
     """Little's-law goodput of both sides and the interval of the relative change (%), or None
     when it does not apply (open loop, slices long enough, too few requests, no SLO lookup)."""
     users = concurrency([*base, *cand])
@@ -96,8 +98,13 @@ def per_request_goodput(base: Sequence[RunLike], cand: Sequence[RunLike], confid
     lo, hi = (float(x) for x in np.quantile(dc / db - 1.0, [a, 1.0 - a]) * 100.0)
     change = (rc / rb - 1.0) * 100.0
     return {
-        "baseline": rb, "candidate": rc, "change_pct": change, "interval": [float(lo), float(hi)],
-        "test": (f"closed loop at {users} users: {users} x requests within the SLOs / the sum of all requests' E2E (Little's law), "
-                 f"{rb:.2f} -> {rc:.2f} req/s ({change:+.1f}%, 95% interval [{lo:+.1f}, {hi:+.1f}]% by a bootstrap over requests; "
-                 f"the {short[0]:.1f}-s time slices are shorter than the median request of {short[1]:.1f} s)"),
+        "baseline": rb,
+        "candidate": rc,
+        "change_pct": change,
+        "interval": [float(lo), float(hi)],
+        "test": (
+            f"closed loop at {users} users: {users} x requests within the SLOs / the sum of all requests' E2E (Little's law), "
+            f"{rb:.2f} -> {rc:.2f} req/s ({change:+.1f}%, 95% interval [{lo:+.1f}, {hi:+.1f}]% by a bootstrap over requests; "
+            f"the {short[0]:.1f}-s time slices are shorter than the median request of {short[1]:.1f} s)"
+        ),
     }

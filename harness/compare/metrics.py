@@ -90,17 +90,56 @@ def _defs() -> list[MetricDef]:
             )
     out += [
         # the run-level figures: harness.results.run_metrics (the table says where each comes from)
-        MetricDef("rps", "requests/s", "req/s", "higher", "throughput", lambda s: RUN["req_per_s"].get(s) or None, slice_quantity="requests"),
-        MetricDef("output_tps", "output tokens/s", "tok/s", "higher", "throughput", lambda s: RUN["output_tok_per_s"].get(s) or None, slice_quantity="output_tokens"),
-        MetricDef("input_tps", "input tokens/s", "tok/s", "higher", "throughput", lambda s: RUN["input_tok_per_s"].get(s) or None, slice_quantity="input_tokens"),
+        MetricDef(
+            "rps",
+            "requests/s",
+            "req/s",
+            "higher",
+            "throughput",
+            lambda s: RUN["req_per_s"].get(s) or None,
+            slice_quantity="requests",
+        ),
+        MetricDef(
+            "output_tps",
+            "output tokens/s",
+            "tok/s",
+            "higher",
+            "throughput",
+            lambda s: RUN["output_tok_per_s"].get(s) or None,
+            slice_quantity="output_tokens",
+        ),
+        MetricDef(
+            "input_tps",
+            "input tokens/s",
+            "tok/s",
+            "higher",
+            "throughput",
+            lambda s: RUN["input_tok_per_s"].get(s) or None,
+            slice_quantity="input_tokens",
+        ),
         MetricDef("goodput_rps", "goodput", "req/s", "higher", "throughput", _goodput_rps, slice_quantity="good"),
         MetricDef("goodput_pct", "goodput share", "%", "higher", "rate", _goodput_fraction),
         MetricDef("error_rate", "failed requests", "%", "lower", "rate", RUN["error_rate"].get),
         # the engine's own counters over the window (not in the default family: `--metrics` them)
-        MetricDef("prefix_hit_rate", "prefix-cache hit rate", "%", "higher", "rate", _pct(RUN["prefix_hit_rate"].get),
-                  engine_counter="prefix_hits_total", engine_denominator="prefix_queries_total"),
-        MetricDef("preemptions", "preemptions", "", "lower", "throughput", RUN["preemptions"].get,
-                  engine_counter="preemptions_total"),
+        MetricDef(
+            "prefix_hit_rate",
+            "prefix-cache hit rate",
+            "%",
+            "higher",
+            "rate",
+            _pct(RUN["prefix_hit_rate"].get),
+            engine_counter="prefix_hits_total",
+            engine_denominator="prefix_queries_total",
+        ),
+        MetricDef(
+            "preemptions",
+            "preemptions",
+            "",
+            "lower",
+            "throughput",
+            RUN["preemptions"].get,
+            engine_counter="preemptions_total",
+        ),
     ]
     return out
 

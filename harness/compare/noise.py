@@ -56,7 +56,7 @@ class _SideData:
         out, first = [], 0
         for reqs in self.requests:
             keep = [i for i, q in enumerate(reqs) if not q.get("error") and isinstance(q.get(name), (int, float))]
-            out.append((np.asarray([float(reqs[i][name]) for i in keep]), self.blocks[first:first + len(reqs)][keep]))
+            out.append((np.asarray([float(reqs[i][name]) for i in keep]), self.blocks[first : first + len(reqs)][keep]))
             first += len(reqs)
         return out
 
@@ -126,8 +126,9 @@ def _rel(db: np.ndarray, dc: np.ndarray, pb: float, opts: Options, desc: str) ->
     return (lo, hi), desc, stats.p_value(diff)
 
 
-def _run_mean_draws(runs: list[tuple[np.ndarray, np.ndarray]], stat: float | str, B: int,
-                    rng: np.random.Generator) -> tuple[float, np.ndarray]:
+def _run_mean_draws(
+    runs: list[tuple[np.ndarray, np.ndarray]], stat: float | str, B: int, rng: np.random.Generator
+) -> tuple[float, np.ndarray]:
     """The mean over runs of each run's percentile and its bootstrap draws, each run resampled on
     its own (stratified). The change column of a side with repeats is the mean of its runs'
     values, so the interval must be of that statistic too: a bootstrap of the runs' pooled
@@ -152,10 +153,18 @@ def _bootstrap_test(m: MetricDef, b: _SideData, c: _SideData, opts: Options, rng
         rb, rc = b.field_runs(m.record_field), c.field_runs(m.record_field)
         least = min(x.size for x, _ in rb + rc)  # the statistic is each run's own percentile
         if least < 8:
-            return None, f"{TOO_FEW} to resample ({xb.size}/{xc.size}; 8+ each{' run' if len(rb) + len(rc) > 2 else ''})", None
+            return (
+                None,
+                f"{TOO_FEW} to resample ({xb.size}/{xc.size}; 8+ each{' run' if len(rb) + len(rc) > 2 else ''})",
+                None,
+            )
         if stat != "mean" and least * (1 - float(stat) / 100.0) < 1:
             need = int(np.ceil(1 / (1 - float(stat) / 100.0)))
-            return None, f"{TOO_FEW}: the p{float(stat):g} of {least} requests is their maximum; it takes {need}+ to resample it", None
+            return (
+                None,
+                f"{TOO_FEW}: the p{float(stat):g} of {least} requests is their maximum; it takes {need}+ to resample it",
+                None,
+            )
         pb, db = _run_mean_draws(rb, stat, B, rng)
         _, dc = _run_mean_draws(rc, stat, B, rng)
         if pb == 0:
@@ -178,8 +187,13 @@ def _bootstrap_test(m: MetricDef, b: _SideData, c: _SideData, opts: Options, rng
                 return None, "no gaps", None
             nb, nc = len(np.unique(gb[1])), len(np.unique(gc[1]))
             each = ", each run resampled on its own" if len(runs_b) + len(runs_c) > 2 else ""
-            return _rel(gap_b[1], gap_c[1], gap_b[0], opts,
-                        f"bootstrap over {gb[0].size:,}/{gc[0].size:,} gaps in {nb}/{nc} time blocks of requests{each}")
+            return _rel(
+                gap_b[1],
+                gap_c[1],
+                gap_b[0],
+                opts,
+                f"bootstrap over {gb[0].size:,}/{gc[0].size:,} gaps in {nb}/{nc} time blocks of requests{each}",
+            )
         hb = [h for r in b.runs if (h := r.hist("itl_token")) is not None]
         hc = [h for r in c.runs if (h := r.hist("itl_token")) is not None]
         if len(hb) == len(b.runs) and len(hc) == len(c.runs):  # every run has its ITL histogram
@@ -216,11 +230,19 @@ def _bootstrap_test(m: MetricDef, b: _SideData, c: _SideData, opts: Options, rng
         failed_c = sum(r.summary.requests.failed for r in c.runs)
         nc = failed_c + sum(r.summary.requests.completed for r in c.runs)
         t = stats.proportion_diff_test(failed_b, nb, failed_c, nc, opts.confidence)
-        return (None, "no requests", None) if t is None else ((t[0] * 100, t[1] * 100), f"binomial interval over {nb:,}/{nc:,} requests", t[2])
+        return (
+            (None, "no requests", None)
+            if t is None
+            else ((t[0] * 100, t[1] * 100), f"binomial interval over {nb:,}/{nc:,} requests", t[2])
+        )
     if m.key == "goodput_pct":
         (gb_, nb_), (gc_, nc_) = good_counts(b.runs), good_counts(c.runs)
         t = stats.proportion_diff_test(gb_, nb_, gc_, nc_, opts.confidence)
-        return (None, "no goodput counts", None) if t is None else ((t[0] * 100, t[1] * 100), f"binomial interval over {nb_:,}/{nc_:,} requests", t[2])
+        return (
+            (None, "no goodput counts", None)
+            if t is None
+            else ((t[0] * 100, t[1] * 100), f"binomial interval over {nb_:,}/{nc_:,} requests", t[2])
+        )
     return None, "no noise estimate for this metric", None
 
 
@@ -230,9 +252,13 @@ def engine_slices(run: RunLike, counter: str, denominator: str | None, slices: i
     rows = [r for r in (getattr(run, "engine_metrics", None) or []) if r.get("ok", True)]
     pre = [r for r in rows if r.get("phase") == "pre"]
     win = ([pre[-1]] if pre else []) + [r for r in rows if r.get("phase") == "window"]
-    pts = [(float(r["t"]), r.get(counter), r.get(denominator) if denominator else r["t"]) for r in win
-           if isinstance(r.get("t"), (int, float)) and isinstance(r.get(counter), (int, float))
-           and (denominator is None or isinstance(r.get(denominator), (int, float)))]
+    pts = [
+        (float(r["t"]), r.get(counter), r.get(denominator) if denominator else r["t"])
+        for r in win
+        if isinstance(r.get("t"), (int, float))
+        and isinstance(r.get(counter), (int, float))
+        and (denominator is None or isinstance(r.get(denominator), (int, float)))
+    ]
     if len(pts) < 4:
         return []
     k = min(slices, len(pts) - 1)
@@ -244,7 +270,9 @@ def engine_slices(run: RunLike, counter: str, denominator: str | None, slices: i
     return out
 
 
-def _engine_test(m: MetricDef, base: Sequence[RunLike], cand: Sequence[RunLike], opts: Options, rng: np.random.Generator) -> Test:
+def _engine_test(
+    m: MetricDef, base: Sequence[RunLike], cand: Sequence[RunLike], opts: Options, rng: np.random.Generator
+) -> Test:
     """An engine counter's noise: its increase per time slice of the window (scrape to scrape),
     resampled by slice; a share (a hit rate) as the ratio of the resampled sums."""
     sb = [x for r in base for x in engine_slices(r, m.engine_counter or "", m.engine_denominator)]
@@ -326,7 +354,9 @@ def _merge(hists: list[Hist]) -> Hist:
     return Hist(uniq, np.bincount(inv, weights=cnts).astype(np.int64))
 
 
-def compare_runs(base: Sequence[RunLike], cand: Sequence[RunLike], metrics: list[MetricDef], opts: Options) -> list[Row]:
+def compare_runs(
+    base: Sequence[RunLike], cand: Sequence[RunLike], metrics: list[MetricDef], opts: Options
+) -> list[Row]:
     """One row per metric: the change, its interval, the noise tests and the verdict. A metric is
     beyond noise when its bootstrap p-value, Holm-adjusted over every metric of this comparison
     that has one, is below 1 - confidence (and the interval excludes zero), and, with repeats on
@@ -340,8 +370,25 @@ def compare_runs(base: Sequence[RunLike], cand: Sequence[RunLike], metrics: list
         pct_unit = m.kind != "rate"
         unit = "%" if pct_unit else "pp"
         if not vb or not vc:
-            pending.append({"row": Row(m.key, m.label, m.unit, m.better, float(np.mean(vb)) if vb else None, float(np.mean(vc)) if vc else None,
-                                       None, unit, None, None, [f"missing in the {'baseline' if not vb else 'candidate'}"], None, "n/a")})
+            pending.append(
+                {
+                    "row": Row(
+                        m.key,
+                        m.label,
+                        m.unit,
+                        m.better,
+                        float(np.mean(vb)) if vb else None,
+                        float(np.mean(vc)) if vc else None,
+                        None,
+                        unit,
+                        None,
+                        None,
+                        [f"missing in the {'baseline' if not vb else 'candidate'}"],
+                        None,
+                        "n/a",
+                    )
+                }
+            )
             continue
         mb, mc = float(np.mean(vb)), float(np.mean(vc))
         change: float | None
@@ -353,22 +400,52 @@ def compare_runs(base: Sequence[RunLike], cand: Sequence[RunLike], metrics: list
             change = (mc - mb) / abs(mb) * 100.0
         if change is None:
             zero = _zero_goodput_test(base, cand) if m.key == "goodput_rps" else None
-            row = Row(m.key, m.label, m.unit, m.better, mb, mc, None, unit, None, None,
-                      ["baseline is zero"] + ([zero[0]] if zero else []), None, "n/a")
+            row = Row(
+                m.key,
+                m.label,
+                m.unit,
+                m.better,
+                mb,
+                mc,
+                None,
+                unit,
+                None,
+                None,
+                ["baseline is zero"] + ([zero[0]] if zero else []),
+                None,
+                "n/a",
+            )
             pending.append({"row": row, "p": zero[1] if zero else None, "zero": zero is not None})
             continue
         worse = change if m.better == "lower" else -change
         interval, desc, p = _bootstrap_test(m, b, c, opts, rng)
-        tests = [f"{desc}: {int(opts.confidence * 100)}% interval [{interval[0]:+.1f}, {interval[1]:+.1f}] {unit}"
-                 if interval is not None else f"no bootstrap ({desc})"]
+        tests = [
+            f"{desc}: {int(opts.confidence * 100)}% interval [{interval[0]:+.1f}, {interval[1]:+.1f}] {unit}"
+            if interval is not None
+            else f"no bootstrap ({desc})"
+        ]
         sep: bool | None = None
         if len(vb) >= 2 and len(vc) >= 2:
             all_worse, all_better, perm_p = stats.repeats_separated(vb, vc, worse_is_higher=(m.better == "lower"))
             sep = all_worse if worse > 0 else all_better
-            tests.append(f"repeats {len(vb)}/{len(vc)}: " + (f"every candidate run {'worse' if worse > 0 else 'better'} than every baseline run (p={perm_p:.2g})" if sep else "ranges overlap"))
+            tests.append(
+                f"repeats {len(vb)}/{len(vc)}: "
+                + (
+                    f"every candidate run {'worse' if worse > 0 else 'better'} than every baseline run (p={perm_p:.2g})"
+                    if sep
+                    else "ranges overlap"
+                )
+            )
         row = Row(m.key, m.label, m.unit, m.better, mb, mc, change, unit, worse, interval, tests, None, "", p_value=p)
-        pending.append({"row": row, "p": p, "sep": sep, "too_few": interval is None and desc.startswith(TOO_FEW),
-                        "threshold": opts.threshold_pct if pct_unit else opts.max_error_pp})
+        pending.append(
+            {
+                "row": row,
+                "p": p,
+                "sep": sep,
+                "too_few": interval is None and desc.startswith(TOO_FEW),
+                "threshold": opts.threshold_pct if pct_unit else opts.max_error_pp,
+            }
+        )
     tested = [e for e in pending if e.get("p") is not None]
     for e, adj in zip(tested, stats.holm([e["p"] for e in tested]), strict=True):
         e["row"].p_adjusted = adj

@@ -36,7 +36,9 @@ def has_slo(scenario: dict[str, Any] | None) -> bool:
     of = slo_lookup(scenario)
     if of is None:
         return False
-    names = [str(c.get("name")) for c in ((scenario or {}).get("workload") or {}).get("classes") or [] if isinstance(c, dict)]
+    names = [
+        str(c.get("name")) for c in ((scenario or {}).get("workload") or {}).get("classes") or [] if isinstance(c, dict)
+    ]
     return any(v is not None for n in [*names, ""] for v in of(n).values())
 
 

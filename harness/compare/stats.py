@@ -132,7 +132,9 @@ def mean_draws(values: np.ndarray, B: int, rng: np.random.Generator) -> tuple[fl
     return m, out
 
 
-def hist_quantile_draws(h: hdr.Hist, pct: float | str, n_eff: int, B: int, rng: np.random.Generator) -> tuple[float, np.ndarray]:
+def hist_quantile_draws(
+    h: hdr.Hist, pct: float | str, n_eff: int, B: int, rng: np.random.Generator
+) -> tuple[float, np.ndarray]:
     """Draws of a histogram's percentile as if it held `n_eff` independent samples (used for ITL
     when per-request gaps are unavailable: n_eff = requests, a conservative effective size)."""
     n = max(2, int(n_eff))
@@ -167,7 +169,9 @@ def itl_gaps(requests: list[dict[str, Any]], per: str = "token") -> tuple[np.nda
     return np.asarray(vals), np.asarray(owner, dtype=np.int64)
 
 
-def cluster_quantile_draws(gaps: tuple[np.ndarray, np.ndarray], pcts: list[float | str], B: int, rng: np.random.Generator) -> dict[float | str, tuple[float, np.ndarray]]:
+def cluster_quantile_draws(
+    gaps: tuple[np.ndarray, np.ndarray], pcts: list[float | str], B: int, rng: np.random.Generator
+) -> dict[float | str, tuple[float, np.ndarray]]:
     """Percentiles (or "mean") of pooled gaps, resampling whole requests (Poisson(1) weights)."""
     vals, owner = gaps
     order = np.argsort(vals, kind="stable")
@@ -202,7 +206,9 @@ def cluster_quantile_draws(gaps: tuple[np.ndarray, np.ndarray], pcts: list[float
     return {p: (pt, np.asarray(d, dtype=float)) for p, (pt, d) in out.items()}
 
 
-def slice_rates(runs_requests: list[list[dict[str, Any]]], quantity: str, good: list[list[bool]] | None = None, slices: int = 10) -> np.ndarray:
+def slice_rates(
+    runs_requests: list[list[dict[str, Any]]], quantity: str, good: list[list[bool]] | None = None, slices: int = 10
+) -> np.ndarray:
     """Per-time-slice rates (per second) of `quantity` over each run's completions, pooled."""
     out: list[float] = []
     for ri, reqs in enumerate(runs_requests):

@@ -30,8 +30,16 @@ from harness.results.models.diagnosis import Diagnosis, EngineLogBlock, Timeslic
 from harness.results.models.summary import RunSummary
 
 __all__ = [
-    "ANALYSES", "DiagnoseOptions", "LogWindow", "diagnose", "enginelog", "headline", "interference", "memory",
-    "timeslices", "ttft_parts",
+    "ANALYSES",
+    "DiagnoseOptions",
+    "LogWindow",
+    "diagnose",
+    "enginelog",
+    "headline",
+    "interference",
+    "memory",
+    "timeslices",
+    "ttft_parts",
 ]
 
 #: diagnosis blocks whose message belongs in the validity block (they change what the numbers mean)
@@ -73,8 +81,10 @@ def _typed(diag: dict[str, Any]) -> Diagnosis:
         except ValidationError as exc:
             err = exc.errors()[0]
             why = f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
-            print(f"warning: post-run analysis {name}: its block does not match harness/results/models/diagnosis.py ({why})",
-                  file=sys.stderr)
+            print(
+                f"warning: post-run analysis {name}: its block does not match harness/results/models/diagnosis.py ({why})",
+                file=sys.stderr,
+            )
             out[name] = {"error": f"block does not match its model: {why}"}
     return Diagnosis.model_validate(out)
 

@@ -49,8 +49,14 @@ class RunInputs:
     @classmethod
     def load(cls, root: Path, summary: RunSummary, options: DiagnoseOptions) -> RunInputs:
         reqs = [r for r in _jsonl(root / "requests.jsonl") if not r.get("warmup")]
-        return cls(root=root, summary=summary, options=options, requests=reqs,
-                   engine_metrics=_jsonl(root / "engine_metrics.jsonl"), progress=_jsonl(root / "progress.jsonl"))
+        return cls(
+            root=root,
+            summary=summary,
+            options=options,
+            requests=reqs,
+            engine_metrics=_jsonl(root / "engine_metrics.jsonl"),
+            progress=_jsonl(root / "progress.jsonl"),
+        )
 
     @property
     def window(self) -> tuple[float, float] | None:

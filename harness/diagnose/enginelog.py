@@ -95,7 +95,9 @@ class EngineLog:
         block["lines"] = lines
         if truncated:
             block["truncated_at_bytes"] = MAX_BYTES
-        block["events"] = {k: {"count": counts[k], "first": first[k], "means": EVENTS[k]} for k in EVENTS if k in counts}
+        block["events"] = {
+            k: {"count": counts[k], "first": first[k], "means": EVENTS[k]} for k in EVENTS if k in counts
+        }
         block["warnings"] = [f"{counts[k]} {EVENTS[k]} (first: {first[k][:160]})" for k in EVENTS if k in counts]
         return block
 

@@ -86,7 +86,9 @@ class Interference:
         a, b = np.concatenate(a_list), np.concatenate(b_list)
         gaps = (b - a) * 1e3
         block: dict[str, Any] = {
-            "long_prompt_tokens": threshold, "long_prefills": len(prefills), "gaps": int(gaps.size),
+            "long_prompt_tokens": threshold,
+            "long_prefills": len(prefills),
+            "gaps": int(gaps.size),
             "spike_factor": inp.options.spike_factor,
         }
         if not prefills:
@@ -98,15 +100,17 @@ class Interference:
         med = float(np.median(gaps))
         spike = gaps > inp.options.spike_factor * med
         gi, go = gaps[inside], gaps[~inside]
-        block.update({
-            "itl_median_ms": rnd(med),
-            "inside": {"count": int(gi.size), "p50_ms": rnd(pct(gi, 50)), "p99_ms": rnd(pct(gi, 99))},
-            "outside": {"count": int(go.size), "p50_ms": rnd(pct(go, 50)), "p99_ms": rnd(pct(go, 99))},
-            "inside_share_of_gaps": rnd(float(inside.mean()), 4),
-            "spikes": int(spike.sum()),
-            "spikes_inside": int((spike & inside).sum()),
-            "spike_share_inside": rnd(float((spike & inside).sum() / spike.sum()), 4) if spike.any() else None,
-        })
+        block.update(
+            {
+                "itl_median_ms": rnd(med),
+                "inside": {"count": int(gi.size), "p50_ms": rnd(pct(gi, 50)), "p99_ms": rnd(pct(gi, 99))},
+                "outside": {"count": int(go.size), "p50_ms": rnd(pct(go, 50)), "p99_ms": rnd(pct(go, 99))},
+                "inside_share_of_gaps": rnd(float(inside.mean()), 4),
+                "spikes": int(spike.sum()),
+                "spikes_inside": int((spike & inside).sum()),
+                "spike_share_inside": rnd(float((spike & inside).sum() / spike.sum()), 4) if spike.any() else None,
+            }
+        )
         p_in, p_out = block["inside"]["p99_ms"], block["outside"]["p99_ms"]
         ratio = p_in / p_out if p_in is not None and p_out else None
         block["p99_ratio"] = rnd(ratio, 2)
@@ -128,11 +132,16 @@ def _prompt_len(r: dict[str, Any]) -> float:
 def _verdict(b: dict[str, Any], ratio: float | None) -> dict[str, Any]:
     share, chance = b.get("spike_share_inside"), b.get("inside_share_of_gaps") or 0.0
     if b["inside"]["count"] < 20 or ratio is None:
-        return {"verdict": "too few", "message": f"only {b['inside']['count']} ITL gaps overlapped a long prefill: too few to judge"}
+        return {
+            "verdict": "too few",
+            "message": f"only {b['inside']['count']} ITL gaps overlapped a long prefill: too few to judge",
+        }
     correlated = share is not None and b["spikes"] >= 5 and share >= max(0.5, 1.5 * chance)
     strong = ratio >= 2.0 and correlated
-    text = (f"ITL p99 {b['inside']['p99_ms']:.1f} ms while a long prefill ({b['long_prompt_tokens']}+ tokens) runs vs "
-            f"{b['outside']['p99_ms']:.1f} ms outside ({ratio:.1f}x)")
+    text = (
+        f"ITL p99 {b['inside']['p99_ms']:.1f} ms while a long prefill ({b['long_prompt_tokens']}+ tokens) runs vs "
+        f"{b['outside']['p99_ms']:.1f} ms outside ({ratio:.1f}x)"
+    )
     if share is not None:
         text += f"; {share:.0%} of ITL spikes coincide with a prefill ({chance:.0%} of all gaps do)"
     return {"verdict": "interference" if strong else "mild" if ratio >= 1.3 else "none", "message": text}
@@ -140,15 +149,28 @@ def _verdict(b: dict[str, Any], ratio: float | None) -> dict[str, Any]:
 
 def _engine_side(summary: RunSummary) -> dict[str, Any] | None:
     """The engine's own ITL (and per-iteration figures where exposed), shown beside the client's."""
-    out = {k: {"p50_ms": rnd(v.p50), "p99_ms": rnd(v.p99),
-               # a quantile inside the first bucket is null: the bucket says "below its bound"
-               **{f"{q}_bucket_ms": b for q, b in (("p50", v.p50_bucket_ms), ("p99", v.p99_bucket_ms)) if b}}
-           for k, v in summary.engine.engine_latency_ms.items() if k in ("itl", "prefill", "decode")}
+    out = {
+        k: {
+            "p50_ms": rnd(v.p50),
+            "p99_ms": rnd(v.p99),
+            # a quantile inside the first bucket is null: the bucket says "below its bound"
+            **{f"{q}_bucket_ms": b for q, b in (("p50", v.p50_bucket_ms), ("p99", v.p99_bucket_ms)) if b},
+        }
+        for k, v in summary.engine.engine_latency_ms.items()
+        if k in ("itl", "prefill", "decode")
+    }
     return out or None
 
 
-def _write_plot_data(inp: RunInputs, a: np.ndarray, b: np.ndarray, gaps: np.ndarray, spike: np.ndarray,
-                     inside: np.ndarray, prefills: list[tuple[float, float]]) -> None:
+def _write_plot_data(
+    inp: RunInputs,
+    a: np.ndarray,
+    b: np.ndarray,
+    gaps: np.ndarray,
+    spike: np.ndarray,
+    inside: np.ndarray,
+    prefills: list[tuple[float, float]],
+) -> None:
     off = inp.clock_offset_s()
     w = inp.window
     base = (w[0] - off) if (w is not None and off is not None) else float(min(a.min(), min(p[0] for p in prefills)))

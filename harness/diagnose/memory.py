@@ -44,7 +44,9 @@ class Memory:
         block: dict[str, Any] = {
             "source": source,
             "samples": len(samples),
-            "start_gib": rnd(first / GIB), "end_gib": rnd(last / GIB), "peak_gib": rnd(peak / GIB),
+            "start_gib": rnd(first / GIB),
+            "end_gib": rnd(last / GIB),
+            "peak_gib": rnd(peak / GIB),
             "growth_gib": rnd(growth / GIB),
             "total_gib": rnd(total / GIB) if total else None,
             "margin_gib": rnd((total - peak) / GIB) if total else None,
@@ -56,8 +58,10 @@ class Memory:
         if block["grew"]:
             msgs.append(f"memory grew by {growth / GIB:.2f} GiB during the run (graph pool or fragmentation){sim}")
         if total and (total - peak) / total < LOW_MARGIN:
-            msgs.append(f"only {(total - peak) / GIB:.2f} GiB ({(total - peak) / total:.1%}) left before the device "
-                        f"limit of {total / GIB:.1f} GiB{sim}")
+            msgs.append(
+                f"only {(total - peak) / GIB:.2f} GiB ({(total - peak) / total:.1%}) left before the device "
+                f"limit of {total / GIB:.1f} GiB{sim}"
+            )
         block["low_margin"] = bool(total and (total - peak) / total < LOW_MARGIN)
         if msgs:
             block["message"] = "; ".join(msgs)

@@ -70,7 +70,7 @@ def _groups(idx: np.ndarray, values: np.ndarray, n: int) -> list[np.ndarray]:
     order = np.argsort(idx, kind="stable")
     idx, values = idx[order], values[order]
     bounds = np.searchsorted(idx, np.arange(n + 1))
-    return [values[bounds[i]:bounds[i + 1]] for i in range(n)]
+    return [values[bounds[i] : bounds[i + 1]] for i in range(n)]
 
 
 def compute_slices(inp: RunInputs, edges: np.ndarray, off: float) -> list[dict[str, Any]]:
@@ -123,10 +123,15 @@ def compute_slices(inp: RunInputs, edges: np.ndarray, off: float) -> list[dict[s
         dur = max(b - a, 1e-9)
         busy = float(np.clip(np.minimum(en_a, b) - np.maximum(st_a, a), 0, None).sum()) if st_a.size else 0.0
         row: dict[str, Any] = {
-            "t_s": rnd(a - t0, 2), "duration_s": rnd(dur, 2),
-            "requests": int(done[i]), "rps": rnd(done[i] / dur), "output_tps": rnd(float(tok_groups[i].sum()) / dur, 1),
-            "ttft_p50_ms": rnd(pct(ttft_groups[i], 50)), "ttft_p99_ms": rnd(pct(ttft_groups[i], 99)),
-            "itl_p50_ms": rnd(pct(itl_groups[i], 50)), "itl_p99_ms": rnd(pct(itl_groups[i], 99)),
+            "t_s": rnd(a - t0, 2),
+            "duration_s": rnd(dur, 2),
+            "requests": int(done[i]),
+            "rps": rnd(done[i] / dur),
+            "output_tps": rnd(float(tok_groups[i].sum()) / dur, 1),
+            "ttft_p50_ms": rnd(pct(ttft_groups[i], 50)),
+            "ttft_p99_ms": rnd(pct(ttft_groups[i], 99)),
+            "itl_p50_ms": rnd(pct(itl_groups[i], 50)),
+            "itl_p99_ms": rnd(pct(itl_groups[i], 99)),
             "in_flight_mean": rnd(busy / dur, 2),
         }
         rows = [m for m, j in zip(eng, eng_idx, strict=True) if j == i]
@@ -169,13 +174,25 @@ def steady_state(slices: list[dict[str, Any]]) -> dict[str, Any]:
         change = float(arr[-1] - arr[0])
         limit = max(3 * math.sqrt(2) * sigma, rel * max(abs(arr[0]), abs(arr[-1])), floor)
         if abs(change) > limit:
-            drifted.append({"metric": key, "label": label, "first": rnd(arr[0]), "last": rnd(arr[-1]),
-                            "change": rnd(change), "noise": rnd(sigma), "means": means})
+            drifted.append(
+                {
+                    "metric": key,
+                    "label": label,
+                    "first": rnd(arr[0]),
+                    "last": rnd(arr[-1]),
+                    "change": rnd(change),
+                    "noise": rnd(sigma),
+                    "means": means,
+                }
+            )
     out: dict[str, Any] = {"checked": True, "drift": bool(drifted), "slices": len(slices), "drifted": drifted}
     if drifted:
         parts = [f"{d['label']} {_fmt(d['first'])} -> {_fmt(d['last'])} ({d['means']})" for d in drifted[:3]]
-        out["message"] = ("not in steady state: first vs last slice differ beyond noise: " + "; ".join(parts)
-                          + "; lengthen the warmup or the window")
+        out["message"] = (
+            "not in steady state: first vs last slice differ beyond noise: "
+            + "; ".join(parts)
+            + "; lengthen the warmup or the window"
+        )
     return out
 
 

@@ -110,8 +110,9 @@ class Collector:
             return
         for cid, k in self.workers.items():
             share = plan.model_copy(update={"worker": k, "workers": self.n})
-            self.runner.send_message(Plan.TYPE, Plan(run=self.run_id, plan=share.model_dump(mode="json")).wire(),
-                                         client_id=cid)
+            self.runner.send_message(
+                Plan.TYPE, Plan(run=self.run_id, plan=share.model_dump(mode="json")).wire(), client_id=cid
+            )
 
     # ---------------------------------------------------------------- messages
     def _mine(self, m: Delta | Final) -> bool:
@@ -197,8 +198,12 @@ class Collector:
                     continue
                 since = suspect.setdefault(k, now)
                 if now - since >= LOST_AFTER_S:
-                    self.lose(k, f"no heartbeat from it for {LOST_AFTER_S + 3:.0f} s" if node is not None
-                              else "it left without its final result")
+                    self.lose(
+                        k,
+                        f"no heartbeat from it for {LOST_AFTER_S + 3:.0f} s"
+                        if node is not None
+                        else "it left without its final result",
+                    )
 
     def lose(self, k: int, why: str) -> None:
         """Write what worker k reported before it was lost as its result, and stop waiting for it."""
@@ -223,8 +228,14 @@ class Collector:
             "worker": k,
             "lost": self.lost[k],
             "metrics": reported.to_dict(),
-            "window": {"start": start or None, "end": last or None, "duration_s": max(0.0, last - start) if start else 0.0,
-                       "warmup_s": 0.0, "warmup_requests": int(progress.get("warmup_done", 0) or 0), "drain_s": 0.0},
+            "window": {
+                "start": start or None,
+                "end": last or None,
+                "duration_s": max(0.0, last - start) if start else 0.0,
+                "warmup_s": 0.0,
+                "warmup_requests": int(progress.get("warmup_done", 0) or 0),
+                "drain_s": 0.0,
+            },
             "sent": int(progress.get("sent", 0) or 0),
             "cut_at_end": int(progress.get("in_flight", 0) or 0),  # in flight when last heard of: lost
             "timing": {"clock_by_request": {}, "coalesced_reads": 0},
@@ -254,16 +265,20 @@ class Collector:
             return
         for cid, k in self.workers.items():
             if k not in self.results:
-                self.runner.send_message(Stage.TYPE, Stage(run=self.run_id, stage=label, users=users).wire(),
-                                             client_id=cid)
+                self.runner.send_message(
+                    Stage.TYPE, Stage(run=self.run_id, stage=label, users=users).wire(), client_id=cid
+                )
 
     def wait_finals(self, timeout_s: float) -> list[int]:
         """Wait until every worker's final result arrived; returns the missing workers (timeout)."""
         self.all_final.wait(timeout_s)
         missing = sorted(set(self.workers.values()) - set(self.results) - set(self.lost))
         if missing:
-            log.error("final results of worker(s) %s did not arrive within %.0f s; their measurements are missing",
-                      ", ".join(map(str, missing)), timeout_s)
+            log.error(
+                "final results of worker(s) %s did not arrive within %.0f s; their measurements are missing",
+                ", ".join(map(str, missing)),
+                timeout_s,
+            )
         self._flush()
         return missing
 

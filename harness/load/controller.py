@@ -170,7 +170,11 @@ class LoadController:
         self.window_start_wall = time.time()
         self.tally.window_opened()  # client CPU is judged over the window only
         if self.open_loop:
-            self._schedule = worker_share(arrival_offsets(self.scenario.load, self.scenario.seed, Path(self.plan.scenario_dir)), self.plan.worker, self.plan.workers)
+            self._schedule = worker_share(
+                arrival_offsets(self.scenario.load, self.scenario.seed, Path(self.plan.scenario_dir)),
+                self.plan.worker,
+                self.plan.workers,
+            )
         self.emit({"event": "window_start", "t": self.window_start_wall})
 
     def _end_window(self, not_before_ns: int | None = None) -> None:
@@ -191,8 +195,12 @@ class LoadController:
         """Close the window when its duration is over, even if no user is free to ask for work
         (every user inside a stalled or endless request would otherwise hold the window open)."""
         load = self.scenario.load
-        if (self.phase == MEASURE and load.duration_s is not None and self.window_start_ns is not None
-                and perf_ns() - self.window_start_ns >= load.duration_s * 1e9):
+        if (
+            self.phase == MEASURE
+            and load.duration_s is not None
+            and self.window_start_ns is not None
+            and perf_ns() - self.window_start_ns >= load.duration_s * 1e9
+        ):
             self._prefetched.clear()
             end = self.window_start_ns + round(load.duration_s * 1e9)
             self._end_window(end if self.open_loop else None)
@@ -310,7 +318,11 @@ class LoadController:
             return None
         if self.open_loop:
             if self._warm_schedule is None:
-                self._warm_schedule = worker_share(arrival_offsets(self.scenario.load, self.scenario.seed + 7919, Path(self.plan.scenario_dir)), self.plan.worker, self.plan.workers)
+                self._warm_schedule = worker_share(
+                    arrival_offsets(self.scenario.load, self.scenario.seed + 7919, Path(self.plan.scenario_dir)),
+                    self.plan.worker,
+                    self.plan.workers,
+                )
             index, offset = self._warm_peek or next(self._warm_schedule)
             self._warm_peek = None
             if w.duration_s > 0 and offset >= w.duration_s:
@@ -370,14 +382,19 @@ class LoadController:
             if ok and intended is not None:
                 ok = intended < self._warm_window_due_ns()
             return ok
-        ok = self.phase == MEASURE or (self.phase == DRAIN and self.open_loop and self.window_end_ns is not None
-                                       and when < self.window_end_ns)
+        ok = self.phase == MEASURE or (
+            self.phase == DRAIN and self.open_loop and self.window_end_ns is not None and when < self.window_end_ns
+        )
         if ok and load.requests is not None and self.sent >= self._my_request_quota():
             ok = False
             if not self.open_loop:
                 self._end_window()
-        if ok and load.duration_s is not None and self.window_start_ns is not None \
-                and when - self.window_start_ns >= load.duration_s * 1e9:
+        if (
+            ok
+            and load.duration_s is not None
+            and self.window_start_ns is not None
+            and when - self.window_start_ns >= load.duration_s * 1e9
+        ):
             ok = False
         return ok
 
@@ -465,8 +482,10 @@ class LoadController:
             if err is None:
                 continue
             what = "disk full" if err.errno == errno.ENOSPC else "cannot write the results"
-            self.write_error = (f"{what}: {f.path.name} in {f.path.parent}: {err.strerror or err}; the load stopped, "
-                                "the complete lines written before are kept")
+            self.write_error = (
+                f"{what}: {f.path.name} in {f.path.parent}: {err.strerror or err}; the load stopped, "
+                "the complete lines written before are kept"
+            )
             self.emit({"event": "abort", "kind": "write_error", "reason": self.write_error, "t": time.time()})
             self.stop()
             return
@@ -540,7 +559,9 @@ class LoadController:
                 "warmup_requests": self.warm_done,
                 # from the stop condition (duration or count) to the last completion: the window
                 # includes it because every request handed out inside it is measured to the end
-                "drain_s": max(0.0, (end - self.window_end_ns) / 1e9) if end is not None and self.window_end_ns else 0.0,
+                "drain_s": max(0.0, (end - self.window_end_ns) / 1e9)
+                if end is not None and self.window_end_ns
+                else 0.0,
             },
             "sent": self.sent,
             "cut_at_end": self.cut_at_end,

@@ -183,8 +183,10 @@ class WorkerAgent:
             self._start()
         elif isinstance(self.env.runner, WorkerRunner) and (self.run is None or self.run.finishing):
             # shares are fixed when a test starts; Locust may still send users to a late worker
-            log.warning("this worker joined after the test started: it has no share of the request stream and "
-                        "stays idle until the next test")
+            log.warning(
+                "this worker joined after the test started: it has no share of the request stream and "
+                "stays idle until the next test"
+            )
 
     def _on_test_stopping(self, **_kw: Any) -> None:
         # Locust is about to stop the users (stop_timeout 0 would cut streams): finish first
@@ -239,18 +241,26 @@ class WorkerAgent:
             # progress() also samples the process's CPU share over the time since its last call:
             # only on the regular beat (a wake-up for a window mark would sample a few ms)
             run.progress, run.progress_at = run.ctrl.progress(), now
-        self._send(Delta(
-            run=run.run_id,
-            worker=run.ctrl.plan.worker,
-            t=time.time(),
-            progress={**run.progress, "phase": run.ctrl.shown_phase(), "sent": run.ctrl.sent - run.ctrl.scheduled,
-                      "done": run.ctrl.tally.done, "failed": run.ctrl.tally.failed, "in_flight": run.ctrl.in_flight_sent,
-                      "output_tokens": run.ctrl.tally.output_tokens},
-            events=events,
-            metrics=interval.to_dict(with_all=False),  # classes, groupings (per turn, ...), sessions
-            requests=run.outbox.take(),
-            live=run.live.take() if run.live is not None else {},
-        ))
+        self._send(
+            Delta(
+                run=run.run_id,
+                worker=run.ctrl.plan.worker,
+                t=time.time(),
+                progress={
+                    **run.progress,
+                    "phase": run.ctrl.shown_phase(),
+                    "sent": run.ctrl.sent - run.ctrl.scheduled,
+                    "done": run.ctrl.tally.done,
+                    "failed": run.ctrl.tally.failed,
+                    "in_flight": run.ctrl.in_flight_sent,
+                    "output_tokens": run.ctrl.tally.output_tokens,
+                },
+                events=events,
+                metrics=interval.to_dict(with_all=False),  # classes, groupings (per turn, ...), sessions
+                requests=run.outbox.take(),
+                live=run.live.take() if run.live is not None else {},
+            )
+        )
 
     def _send(self, msg: Delta | Final) -> None:
         try:
@@ -330,8 +340,14 @@ def run_master(plan: LoadPlan, expect_workers: int, bind_host: str, port: int, c
             if first and len(ended) == collector.n:
                 _emit({"event": "window_end", "t": line.get("t", time.time())})
             if name == "worker_lost":
-                _emit({"event": "worker_lost", "worker": line["worker"], "reason": line["reason"],
-                       "requests": line.get("requests", 0)})
+                _emit(
+                    {
+                        "event": "worker_lost",
+                        "worker": line["worker"],
+                        "reason": line["reason"],
+                        "requests": line.get("requests", 0),
+                    }
+                )
         elif name == "drained":
             _emit({"event": "drained", "t": line.get("t", time.time())})
 
@@ -365,8 +381,11 @@ def run_master(plan: LoadPlan, expect_workers: int, bind_host: str, port: int, c
     deadline = time.monotonic() + connect_timeout_s
     while len(runner.clients.ready) < expect_workers:
         if time.monotonic() > deadline or stopping.is_set():
-            print(f"error: only {len(runner.clients.ready)} of {expect_workers} workers connected within "
-                  f"{connect_timeout_s:.0f} s", file=sys.stderr)
+            print(
+                f"error: only {len(runner.clients.ready)} of {expect_workers} workers connected within "
+                f"{connect_timeout_s:.0f} s",
+                file=sys.stderr,
+            )
             runner.quit()
             return 2
         gevent.sleep(0.1)

@@ -30,8 +30,12 @@ def reason_key(rec: RequestRecord) -> tuple[str, str]:
 
 
 class FailureWatch:
-    def __init__(self, streak: int = FAIL_FAST_STREAK, fraction: float = FAIL_FAST_FRACTION,
-                 lines_per_reason: int = ERROR_LINES_PER_REASON) -> None:
+    def __init__(
+        self,
+        streak: int = FAIL_FAST_STREAK,
+        fraction: float = FAIL_FAST_FRACTION,
+        lines_per_reason: int = ERROR_LINES_PER_REASON,
+    ) -> None:
         self.streak_needed = streak
         self.fraction = fraction
         self.lines_per_reason = lines_per_reason
@@ -57,11 +61,16 @@ class FailureWatch:
             self.streak += 1
         else:
             self._streak_key, self.streak = key, 1
-        if (self.abort_reason is None and self.streak >= self.streak_needed
-                and self.failed >= self.fraction * self.finished):
+        if (
+            self.abort_reason is None
+            and self.streak >= self.streak_needed
+            and self.failed >= self.fraction * self.finished
+        ):
             detail = (rec.error_detail or "").strip()[:200]
-            self.abort_reason = (f"stopped early: the last {self.streak} requests all failed the same way "
-                                 f"({rec.error_kind}{': ' + detail if detail else ''})")
+            self.abort_reason = (
+                f"stopped early: the last {self.streak} requests all failed the same way "
+                f"({rec.error_kind}{': ' + detail if detail else ''})"
+            )
             return self.abort_reason
         return None
 

@@ -40,8 +40,11 @@ class Fleet:
         fleet = self.state
         if fleet.n > 1:
             p = item.planned
-            req = RouteRequest(p.index if p.session is not None else None, p.adapter,
-                               first_block(p.prefix or p.text) if self.routing == "prefix-affinity" else "")
+            req = RouteRequest(
+                p.index if p.session is not None else None,
+                p.adapter,
+                first_block(p.prefix or p.text) if self.routing == "prefix-affinity" else "",
+            )
             item.endpoint = self.router.pick(req, fleet)
         fleet.outstanding[item.endpoint] += 1
         fleet.sent[item.endpoint] += 1
@@ -86,5 +89,11 @@ class Fleet:
         """The load result's `fleet` block ({} for one endpoint)."""
         if self.overlap is None:
             return {}
-        return {"fleet": {"endpoints": self.endpoints, "routing": self.routing,
-                          "sent": self.state.sent, **self.overlap.summary()}}
+        return {
+            "fleet": {
+                "endpoints": self.endpoints,
+                "routing": self.routing,
+                "sent": self.state.sent,
+                **self.overlap.summary(),
+            }
+        }

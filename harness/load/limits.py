@@ -24,6 +24,8 @@ def raise_fd_limit(needed: int) -> str | None:
         except (ValueError, OSError):
             pass
     if soft != resource.RLIM_INFINITY and soft < needed:
-        return (f"open-file limit {soft} is below the {needed} this load process needs: requests beyond it fail to "
-                f"connect (raise `ulimit -n`, or use --processes N to spread the streams)")
+        return (
+            f"open-file limit {soft} is below the {needed} this load process needs: requests beyond it fail to "
+            f"connect (raise `ulimit -n`, or use --processes N to spread the streams)"
+        )
     return None

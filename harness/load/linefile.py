@@ -51,7 +51,7 @@ class LineFile:
         self._size = 0
         try:
             while view:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(self._fd, view) :]
         except OSError as exc:
             self.dropped += lines
             self._fail(exc)

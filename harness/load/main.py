@@ -98,7 +98,9 @@ def run(plan: LoadPlan) -> dict:
         finished.wait(0.2)
     drain = drain_s(ctrl.scenario, plan.stop_grace_s)
     finished.wait(drain)
-    if not finished.is_set() and load_run.cut_in_flight(f"still in flight {drain:g} s after the window ended (drain deadline)"):
+    if not finished.is_set() and load_run.cut_in_flight(
+        f"still in flight {drain:g} s after the window ended (drain deadline)"
+    ):
         finished.wait(5.0)  # the cut requests reach the Finisher and are recorded
     runner.stop()
     load_run.finisher.drain()  # requests that finished but were not yet recorded

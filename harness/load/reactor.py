@@ -55,7 +55,9 @@ class _Pending:
 
     __slots__ = ("error", "event", "kernel", "offset_ns", "parser", "sock")
 
-    def __init__(self, sock: socket.socket, kernel: bool, offset_ns: int, native: bool, expected_events: int = 0) -> None:
+    def __init__(
+        self, sock: socket.socket, kernel: bool, offset_ns: int, native: bool, expected_events: int = 0
+    ) -> None:
         self.sock = sock
         self.kernel = kernel
         self.offset_ns = offset_ns
@@ -282,7 +284,11 @@ class ReactorConnection(Connection):
             raise
         if not p.event.wait(max((deadline_ns - perf_ns()) / 1e9, 0.0)):
             r.remove(fd)
-            what = "waiting for the response head" if p.parser.res.status == 0 else "stream not finished before the request timeout"
+            what = (
+                "waiting for the response head"
+                if p.parser.res.status == 0
+                else "stream not finished before the request timeout"
+            )
             raise StreamError("timeout", what)
         if p.error is not None:
             raise p.error

@@ -137,11 +137,10 @@ class PrefixOverlap:
         seen, b = self.seen, self.block
         parent: int = hash(("adapter", salt)) if salt else 0
         for i in range(len(tokens) // b):
-            parent = hash((parent, tuple(tokens[i * b:(i + 1) * b])))
+            parent = hash((parent, tuple(tokens[i * b : (i + 1) * b])))
             seen[parent] = seen.get(parent, 0) | bit
 
     def summary(self) -> dict[str, Any]:
         total = len(self.seen)
         shared = sum(1 for m in self.seen.values() if m & (m - 1))
-        return {"prefix_blocks": total, "on_several_endpoints": shared,
-                "overlap": (shared / total) if total else None}
+        return {"prefix_blocks": total, "on_several_endpoints": shared, "overlap": (shared / total) if total else None}

@@ -53,8 +53,9 @@ class AgentHooks(Protocol):
 class Sessions:
     """think_s/next_turn and the session bookkeeping of one load process."""
 
-    def __init__(self, gate: TurnGate, stats: SessionStats, count_tokens: Callable[[str], int],
-                 agents: AgentHooks) -> None:
+    def __init__(
+        self, gate: TurnGate, stats: SessionStats, count_tokens: Callable[[str], int], agents: AgentHooks
+    ) -> None:
         self.gate = gate
         self.stats = stats
         self.count_tokens = count_tokens

@@ -62,7 +62,11 @@ class Tally:
                 if self.usage_diff_max is None or abs(diff) > self.usage_diff_max:
                     self.usage_diff_max = abs(diff)
                 self.usage_fit.add(rec.intended_input_tokens, rec.input_tokens)
-            if rec.tokenizer_output_tokens is not None and rec.output_tokens is not None and rec.output_source != "tokenizer":
+            if (
+                rec.tokenizer_output_tokens is not None
+                and rec.output_tokens is not None
+                and rec.output_source != "tokenizer"
+            ):
                 self.output_disagreements += rec.tokenizer_output_tokens != rec.output_tokens
         else:
             self.failed += 1

@@ -164,7 +164,9 @@ def load_of(environment: Environment) -> LoadRun | None:
     return getattr(environment, LoadRun.ATTR, None)
 
 
-def install(environment: Environment, controller: LoadController, report: Report | None = None, export: bool = True) -> LoadRun:
+def install(
+    environment: Environment, controller: LoadController, report: Report | None = None, export: bool = True
+) -> LoadRun:
     """Make `controller` the source of work for the LLMUsers of `environment`.
 
     `export=False`: this process never writes live Prometheus metrics itself (a Locust worker:
@@ -208,7 +210,9 @@ class Streams:
             endpoint = Endpoint.parse(ctrl.fleet.endpoints[i])
             # plain HTTP: the process's epoll reactor reads every stream; TLS: a blocking reader each
             conn_cls = Connection if endpoint.tls else ReactorConnection
-            conn = self.conns[i] = conn_cls(endpoint, timeout_s=ctrl.spec.timeout_s, kernel_stamps=ctrl.plan.kernel_stamps)
+            conn = self.conns[i] = conn_cls(
+                endpoint, timeout_s=ctrl.spec.timeout_s, kernel_stamps=ctrl.plan.kernel_stamps
+            )
         return conn
 
     def close(self) -> None:
@@ -216,7 +220,9 @@ class Streams:
             conn.close()
 
 
-def send(run: LoadRun, item: Item, done: gevent.event.Event | None, streams: Streams) -> tuple[RequestRecord, StreamResult | None]:
+def send(
+    run: LoadRun, item: Item, done: gevent.event.Event | None, streams: Streams
+) -> tuple[RequestRecord, StreamResult | None]:
     """Route, wait for the intended send time (open loop), stream and stamp; the record goes to the
     Finisher. Raises StopUser when the run stops before the send time (the item is given back)."""
     ctrl = run.ctrl
@@ -347,13 +353,25 @@ def locust_reporter(environment: Environment) -> Report:
         if rec.warmup:
             return
         if rec.ok:
-            fire(request_type="LLM", name=f"{rec.class_name} e2e", response_time=(rec.e2e_ns or 0) / 1e6,
-                 response_length=rec.output_tokens or 0, exception=None, context={})
+            fire(
+                request_type="LLM",
+                name=f"{rec.class_name} e2e",
+                response_time=(rec.e2e_ns or 0) / 1e6,
+                response_length=rec.output_tokens or 0,
+                exception=None,
+                context={},
+            )
         else:
             # Locust keeps one error entry per distinct message for the whole run: numbers masked
             # (request ids, token counts, ports), so a server that echoes them cannot grow it per request
             kind, detail = reason_key(rec)
-            fire(request_type="LLM", name=f"{rec.class_name} e2e", response_time=0.0, response_length=0,
-                 exception=Exception(f"{kind}: {detail}"[:200]), context={})
+            fire(
+                request_type="LLM",
+                name=f"{rec.class_name} e2e",
+                response_time=0.0,
+                response_length=0,
+                exception=Exception(f"{kind}: {detail}"[:200]),
+                context={},
+            )
 
     return report

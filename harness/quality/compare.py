@@ -48,8 +48,12 @@ class QualityPair:
         return head
 
     def to_json(self) -> dict[str, Any]:
-        return {"label": self.label, "baseline": str(self.baseline_dir), "candidate": str(self.candidate_dir),
-                **self.verdict.to_json()}
+        return {
+            "label": self.label,
+            "baseline": str(self.baseline_dir),
+            "candidate": str(self.candidate_dir),
+            **self.verdict.to_json(),
+        }
 
 
 def _meta(run_dir: Path) -> dict[str, Any]:

@@ -67,8 +67,13 @@ def _record(obj: Any, line: int) -> QualityPrompt:
         prompt = obj["prompt"]
     else:
         raw = obj["messages"]
-        if not isinstance(raw, list) or not raw or not all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in raw
+        if (
+            not isinstance(raw, list)
+            or not raw
+            or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in raw
+            )
         ):
             raise ValueError('"messages" must be a non-empty list of {"role": str, "content": str}')
         messages = tuple({"role": m["role"], "content": m["content"]} for m in raw)
@@ -96,8 +101,9 @@ def _record(obj: Any, line: int) -> QualityPrompt:
     rid = obj.get("id", str(line))
     if not isinstance(rid, (str, int)) or isinstance(rid, bool) or not str(rid):
         raise ValueError('"id" must be a non-empty string or number')
-    return QualityPrompt(id=str(rid), prompt=prompt, messages=messages, expected=expected, match=match,
-                         max_tokens=max_tokens)
+    return QualityPrompt(
+        id=str(rid), prompt=prompt, messages=messages, expected=expected, match=match, max_tokens=max_tokens
+    )
 
 
 def parse_quality_set(data: bytes, path: Path) -> QualitySet:
@@ -113,15 +119,21 @@ def parse_quality_set(data: bytes, path: Path) -> QualitySet:
         try:
             obj = json.loads(raw)
         except ValueError as exc:  # JSONDecodeError, or a number past Python's int digit limit
-            raise UserError(f"quality.prompts {path}:{n}: not JSON ({not_json(exc)}); one JSON object per line") from None
+            raise UserError(
+                f"quality.prompts {path}:{n}: not JSON ({not_json(exc)}); one JSON object per line"
+            ) from None
         except RecursionError:
-            raise UserError(f"quality.prompts {path}:{n}: nested too deeply to read; one JSON object per line") from None
+            raise UserError(
+                f"quality.prompts {path}:{n}: nested too deeply to read; one JSON object per line"
+            ) from None
         try:
             rec = _record(obj, n)
         except ValueError as exc:
             raise UserError(f"quality.prompts {path}:{n}: {exc}") from None
         if rec.id in seen:
-            raise UserError(f"quality.prompts {path}:{n}: id {rec.id!r} already used on line {seen[rec.id]}; ids must be unique")
+            raise UserError(
+                f"quality.prompts {path}:{n}: id {rec.id!r} already used on line {seen[rec.id]}; ids must be unique"
+            )
         seen[rec.id] = n
         prompts.append(rec)
     if not prompts:

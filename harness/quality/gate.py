@@ -76,18 +76,31 @@ class QualityVerdict:
     def to_json(self) -> dict[str, Any]:
         margin = None
         return {
-            "config": self.config, "status": self.status, "passed": self.passed, "reasons": self.reasons,
+            "config": self.config,
+            "status": self.status,
+            "passed": self.passed,
+            "reasons": self.reasons,
             "short": self.short(),
             "agreement": self.agreement.to_json() if self.agreement else None,
             "accuracy": self.accuracy.to_json() if self.accuracy else None,
             "baseline_accuracy": self.baseline_accuracy.to_json() if self.baseline_accuracy else None,
             "accuracy_drop": self.drop.to_json(margin) if self.drop else None,
-            "prompts_needed": self.prompts_needed, "errors": self.errors,
+            "prompts_needed": self.prompts_needed,
+            "errors": self.errors,
         }
 
 
-def judge(config: str, qset: QualitySet, baseline: QualityRun | None, candidate: QualityRun, gate: QualityGate, *,
-          lossless: bool = False, is_baseline: bool = False, confidence: float = 0.95) -> QualityVerdict:
+def judge(
+    config: str,
+    qset: QualitySet,
+    baseline: QualityRun | None,
+    candidate: QualityRun,
+    gate: QualityGate,
+    *,
+    lossless: bool = False,
+    is_baseline: bool = False,
+    confidence: float = 0.95,
+) -> QualityVerdict:
     """Score `candidate` against `baseline` and the expected answers; apply `gate`.
 
     `lossless`: the config must reproduce the baseline exactly (see `expects_lossless`)."""
@@ -97,13 +110,19 @@ def judge(config: str, qset: QualitySet, baseline: QualityRun | None, candidate:
         reasons = [f"{errors} of {len(candidate.outputs)} prompts failed"] if errors else []
         return QualityVerdict(config, "baseline", reasons, accuracy=acc, errors=errors)
     if baseline is None:
-        return QualityVerdict(config, "not-judged", ["no baseline outputs to compare with"], accuracy=acc, errors=errors)
+        return QualityVerdict(
+            config, "not-judged", ["no baseline outputs to compare with"], accuracy=acc, errors=errors
+        )
     if baseline.prompts_sha256 and candidate.prompts_sha256 and baseline.prompts_sha256 != candidate.prompts_sha256:
-        return QualityVerdict(config, "not-judged", ["the baseline answered a different prompt file"], accuracy=acc, errors=errors)
+        return QualityVerdict(
+            config, "not-judged", ["the baseline answered a different prompt file"], accuracy=acc, errors=errors
+        )
     agree = agreement(baseline, candidate)
     base_acc = accuracy(qset, baseline, confidence)
     drop = accuracy_drop(base_acc, acc, confidence) if base_acc and acc else None
-    v = QualityVerdict(config, "pass", [], agreement=agree, accuracy=acc, baseline_accuracy=base_acc, drop=drop, errors=errors)
+    v = QualityVerdict(
+        config, "pass", [], agreement=agree, accuracy=acc, baseline_accuracy=base_acc, drop=drop, errors=errors
+    )
     if errors:
         v.reasons.append(f"{errors} of {len(candidate.outputs)} prompts failed (counted wrong, left out of agreement)")
     if agree.n == 0:
@@ -113,14 +132,18 @@ def judge(config: str, qset: QualitySet, baseline: QualityRun | None, candidate:
     rate = agree.exact_rate or 0.0
     if lossless and agree.exact < agree.n:
         v.status = "engine-problem"
-        v.reasons.append(f"speculative decoding must be lossless under greedy decoding, but {agree.n - agree.exact} of "
-                         f"{agree.n} outputs differ from the baseline (first at prompt {agree.diverged_ids[0]}): "
-                         "an engine problem, not a quality trade-off")
+        v.reasons.append(
+            f"speculative decoding must be lossless under greedy decoding, but {agree.n - agree.exact} of "
+            f"{agree.n} outputs differ from the baseline (first at prompt {agree.diverged_ids[0]}): "
+            "an engine problem, not a quality trade-off"
+        )
     if gate.min_exact_agreement is not None and rate < gate.min_exact_agreement:
         if v.status == "pass":
             v.status = "fail"
-        v.reasons.append(f"exact agreement {100 * rate:.1f}% < {100 * gate.min_exact_agreement:g}% "
-                         f"({agree.n - agree.exact} of {agree.n} outputs differ)")
+        v.reasons.append(
+            f"exact agreement {100 * rate:.1f}% < {100 * gate.min_exact_agreement:g}% "
+            f"({agree.n - agree.exact} of {agree.n} outputs differ)"
+        )
     if drop is not None and gate.max_accuracy_drop is not None:
         limit = gate.max_accuracy_drop
         v.prompts_needed = drop.prompts_needed(limit) if limit > 0 else None
@@ -130,18 +153,39 @@ def judge(config: str, qset: QualitySet, baseline: QualityRun | None, candidate:
                 v.status = "fail"
             v.reasons.append(f"accuracy drop {pct} > {100 * limit:g} points (beyond the noise of {drop.n} prompts)")
         elif drop.drop > limit:
-            need = f"; about {v.prompts_needed} prompts would decide a drop of {100 * limit:g} points" if v.prompts_needed else ""
-            v.reasons.append(f"accuracy drop {pct} is above {100 * limit:g} points but within the noise of {drop.n} prompts{need}")
+            need = (
+                f"; about {v.prompts_needed} prompts would decide a drop of {100 * limit:g} points"
+                if v.prompts_needed
+                else ""
+            )
+            v.reasons.append(
+                f"accuracy drop {pct} is above {100 * limit:g} points but within the noise of {drop.n} prompts{need}"
+            )
     return v
 
 
-def judge_all(qset: QualitySet, runs: dict[str, QualityRun], baseline_id: str, gate: QualityGate, *,
-              varied: dict[str, dict[str, Any]] | None = None, confidence: float = 0.95) -> dict[str, QualityVerdict]:
+def judge_all(
+    qset: QualitySet,
+    runs: dict[str, QualityRun],
+    baseline_id: str,
+    gate: QualityGate,
+    *,
+    varied: dict[str, dict[str, Any]] | None = None,
+    confidence: float = 0.95,
+) -> dict[str, QualityVerdict]:
     """A verdict per config (`runs`: config id -> its outputs); `varied`: config id -> the flags that
     differ from the baseline config (decides which configs must be lossless)."""
     base = runs.get(baseline_id)
     out = {}
     for cid, run in runs.items():
-        out[cid] = judge(cid, qset, base, run, gate, lossless=expects_lossless((varied or {}).get(cid, {})),
-                         is_baseline=cid == baseline_id, confidence=confidence)
+        out[cid] = judge(
+            cid,
+            qset,
+            base,
+            run,
+            gate,
+            lossless=expects_lossless((varied or {}).get(cid, {})),
+            is_baseline=cid == baseline_id,
+            confidence=confidence,
+        )
     return out

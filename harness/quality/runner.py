@@ -65,9 +65,17 @@ class QualityRun:
         return {o.id: o for o in self.outputs}
 
     def summary(self) -> dict[str, Any]:
-        return {"prompts_sha256": self.prompts_sha256, "model": self.model, "target": self.target,
-                "max_tokens": self.max_tokens, "logprobs": self.logprobs, "prompts": len(self.outputs),
-                "errors": self.errors, "seconds": round(self.seconds, 3), **self.meta}
+        return {
+            "prompts_sha256": self.prompts_sha256,
+            "model": self.model,
+            "target": self.target,
+            "max_tokens": self.max_tokens,
+            "logprobs": self.logprobs,
+            "prompts": len(self.outputs),
+            "errors": self.errors,
+            "seconds": round(self.seconds, 3),
+            **self.meta,
+        }
 
 
 def _first_model(base: str, session: requests.Session, timeout: float) -> str:
@@ -76,14 +84,21 @@ def _first_model(base: str, session: requests.Session, timeout: float) -> str:
         r.raise_for_status()
         return str(r.json()["data"][0]["id"])
     except (requests.RequestException, ValueError, KeyError, IndexError) as exc:
-        raise TargetError(f"quality: cannot list models at {base}/v1/models ({type(exc).__name__}: {exc}); "
-                          "is the server up? pass --model to skip the lookup") from None
+        raise TargetError(
+            f"quality: cannot list models at {base}/v1/models ({type(exc).__name__}: {exc}); "
+            "is the server up? pass --model to skip the lookup"
+        ) from None
 
 
 def request_body(p: QualityPrompt, spec: QualitySpec, model: str, logprobs: bool) -> tuple[str, dict[str, Any]]:
     """(path, JSON body) of one greedy request."""
-    body: dict[str, Any] = {"model": model, "max_tokens": p.max_tokens or spec.max_tokens, "temperature": 0,
-                            "seed": spec.seed, "stream": False}
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": p.max_tokens or spec.max_tokens,
+        "temperature": 0,
+        "seed": spec.seed,
+        "stream": False,
+    }
     if p.chat:
         body["messages"] = list(p.messages or ())
         if logprobs:
@@ -99,8 +114,11 @@ def request_body(p: QualityPrompt, spec: QualitySpec, model: str, logprobs: bool
 def parse_choice(p: QualityPrompt, data: dict[str, Any]) -> QualityOutput:
     """A non-streaming response -> text, tokens and log-probs (chat or completions shape)."""
     choice = data["choices"][0]
-    out = QualityOutput(id=p.id, finish_reason=choice.get("finish_reason"),
-                        completion_tokens=(data.get("usage") or {}).get("completion_tokens"))
+    out = QualityOutput(
+        id=p.id,
+        finish_reason=choice.get("finish_reason"),
+        completion_tokens=(data.get("usage") or {}).get("completion_tokens"),
+    )
     lp = choice.get("logprobs")
     if p.chat:
         out.text = (choice.get("message") or {}).get("content") or ""
@@ -121,9 +139,16 @@ def parse_choice(p: QualityPrompt, data: dict[str, Any]) -> QualityOutput:
     return out
 
 
-def run_quality(qset: QualitySet, spec: QualitySpec, target_url: str, *, model: str | None = None,
-                headers: dict[str, str] | None = None, out_dir: Path | None = None,
-                on_output: Callable[[int, QualityOutput], None] | None = None) -> QualityRun:
+def run_quality(
+    qset: QualitySet,
+    spec: QualitySpec,
+    target_url: str,
+    *,
+    model: str | None = None,
+    headers: dict[str, str] | None = None,
+    out_dir: Path | None = None,
+    on_output: Callable[[int, QualityOutput], None] | None = None,
+) -> QualityRun:
     """Send every prompt of `qset` to `target_url` (greedy, in order); return the outputs.
 
     With `out_dir`, outputs are appended to `out_dir/quality.jsonl` one line per prompt as they
@@ -155,14 +180,23 @@ def run_quality(qset: QualitySet, spec: QualitySpec, target_url: str, *, model: 
                 sink.flush()
             if on_output is not None:
                 on_output(i, out)
-    run = QualityRun(outputs=outputs, prompts_sha256=qset.sha256, model=model, target=base,
-                     max_tokens=spec.max_tokens, logprobs=got_logprobs, seconds=time.monotonic() - t0)
+    run = QualityRun(
+        outputs=outputs,
+        prompts_sha256=qset.sha256,
+        model=model,
+        target=base,
+        max_tokens=spec.max_tokens,
+        logprobs=got_logprobs,
+        seconds=time.monotonic() - t0,
+    )
     if out_dir is not None:
         write_summary(out_dir, run.summary())
     return run
 
 
-def _one(session: requests.Session, base: str, p: QualityPrompt, spec: QualitySpec, model: str, logprobs: bool) -> QualityOutput:
+def _one(
+    session: requests.Session, base: str, p: QualityPrompt, spec: QualitySpec, model: str, logprobs: bool
+) -> QualityOutput:
     path, body = request_body(p, spec, model, logprobs)
     try:
         r = session.post(base + path, json=body, timeout=spec.timeout_s)
@@ -198,7 +232,13 @@ def read_quality_run(run_dir: Path) -> QualityRun | None:
         meta = json.loads((run_dir / SUMMARY_FILE).read_text())
     except (OSError, ValueError):
         meta = {}
-    return QualityRun(outputs=outputs, prompts_sha256=str(meta.get("prompts_sha256") or ""), model=meta.get("model"),
-                      target=str(meta.get("target") or ""), max_tokens=int(meta.get("max_tokens") or 0),
-                      logprobs=bool(meta.get("logprobs")), seconds=float(meta.get("seconds") or 0.0),
-                      meta={k: v for k, v in meta.items() if k in ("verdict", "config", "spec", "prompts_file")})
+    return QualityRun(
+        outputs=outputs,
+        prompts_sha256=str(meta.get("prompts_sha256") or ""),
+        model=meta.get("model"),
+        target=str(meta.get("target") or ""),
+        max_tokens=int(meta.get("max_tokens") or 0),
+        logprobs=bool(meta.get("logprobs")),
+        seconds=float(meta.get("seconds") or 0.0),
+        meta={k: v for k, v in meta.items() if k in ("verdict", "config", "spec", "prompts_file")},
+    )

@@ -117,10 +117,17 @@ def agreement(baseline: QualityRun, candidate: QualityRun) -> Agreement:
                         kl_n += 1
     n = len(pairs)
     return Agreement(
-        n=n, exact=exact, mean_common_prefix=prefix_sum / n if n else 0.0, mean_baseline_tokens=base_len / n if n else 0.0,
-        first_divergence={k: v for k, v in hist.items() if v}, unit=unit,
-        mean_abs_logprob_diff=lp_abs / lp_n if lp_n else None, mean_logprob_delta=lp_delta / lp_n if lp_n else None,
-        logprob_tokens=lp_n, kl=kl_sum / kl_n if kl_n else None, diverged_ids=diverged,
+        n=n,
+        exact=exact,
+        mean_common_prefix=prefix_sum / n if n else 0.0,
+        mean_baseline_tokens=base_len / n if n else 0.0,
+        first_divergence={k: v for k, v in hist.items() if v},
+        unit=unit,
+        mean_abs_logprob_diff=lp_abs / lp_n if lp_n else None,
+        mean_logprob_delta=lp_delta / lp_n if lp_n else None,
+        logprob_tokens=lp_n,
+        kl=kl_sum / kl_n if kl_n else None,
+        diverged_ids=diverged,
     )
 
 
@@ -196,7 +203,7 @@ class AccuracyDrop:
             return None
         z = _z(self.confidence)
         p_disc = (self.lost + self.gained) / self.n if self.n else 0.0
-        var1 = p_disc - self.drop ** 2 if p_disc > 0 else 2 * self.baseline_rate * (1 - self.baseline_rate)
+        var1 = p_disc - self.drop**2 if p_disc > 0 else 2 * self.baseline_rate * (1 - self.baseline_rate)
         var1 = max(var1, margin)  # never claim fewer than z^2/margin prompts: nothing observed is not proof
         return math.ceil(z * z * var1 / (margin * margin))
 
@@ -217,5 +224,14 @@ def accuracy_drop(base: Accuracy, cand: Accuracy, confidence: float = 0.95) -> A
     d = (lost - gained) / n
     se = math.sqrt(max(0.0, (lost + gained) / n - d * d) / n)
     z = _z(confidence)
-    return AccuracyDrop(n=n, baseline_rate=len(b_right) / n, candidate_rate=len(c_right) / n, drop=d,
-                        low=d - z * se, high=d + z * se, confidence=confidence, lost=lost, gained=gained)
+    return AccuracyDrop(
+        n=n,
+        baseline_rate=len(b_right) / n,
+        candidate_rate=len(c_right) / n,
+        drop=d,
+        low=d - z * se,
+        high=d + z * se,
+        confidence=confidence,
+        lost=lost,
+        gained=gained,
+    )

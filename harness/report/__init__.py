@@ -40,7 +40,9 @@ def build_document(path: Path | str) -> Document:
         return build_sweep_report(load_sweep(p))
     if kind == "run":
         return build_run_report(load_run(p))
-    raise UserError(f"{p}: neither a run directory (summary.json, requests.jsonl, ...) nor a sweep directory (index.json)")
+    raise UserError(
+        f"{p}: neither a run directory (summary.json, requests.jsonl, ...) nor a sweep directory (index.json)"
+    )
 
 
 def write_report(path: Path | str, out: Path | str | None = None, formats: Sequence[str] = DEFAULT_FORMATS) -> Path:
@@ -59,8 +61,14 @@ def write_report(path: Path | str, out: Path | str | None = None, formats: Seque
     return written[0]
 
 
-def write_report_or_say(write: Callable[[Path], Path], out: Path, say: Callable[[str], None], *,
-                        done: str = "report: {path}", failed: str = "report not written: {error}") -> Path | None:
+def write_report_or_say(
+    write: Callable[[Path], Path],
+    out: Path,
+    say: Callable[[str], None],
+    *,
+    done: str = "report: {path}",
+    failed: str = "report not written: {error}",
+) -> Path | None:
     """Write the report at the end of a sweep, startup plan or tune without risking what it
     measured: a failure is one line through `say`, never raised (the results stand without it)."""
     try:

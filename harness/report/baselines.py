@@ -53,13 +53,15 @@ def resolve(spec: str, root: Path | None = None) -> Path:
     """`baseline:<name>` -> its directory; anything else is returned as a path."""
     if not spec.startswith(PREFIX):
         return Path(spec)
-    name = spec[len(PREFIX):]
+    name = spec[len(PREFIX) :]
     base_root = root_dir(root)
     path = base_root / name
     if not (path / "baseline.json").is_file():
         known = names(base_root)
         choices = f"saved ones: {', '.join(known)}" if known else f"none saved under {base_root} yet"
-        raise UserError(f"{spec}: no such baseline ({choices}); save one with `harness baseline save RUN_DIR --name {name or 'NAME'}`")
+        raise UserError(
+            f"{spec}: no such baseline ({choices}); save one with `harness baseline save RUN_DIR --name {name or 'NAME'}`"
+        )
     return path
 
 
@@ -89,16 +91,26 @@ def _headline(summary: Any) -> dict[str, Any]:
     return out
 
 
-def save(src: Path | str, name: str, engine_config: Path | str | None = None, root: Path | str | None = None, force: bool = False) -> tuple[Path, list[str]]:
+def save(
+    src: Path | str,
+    name: str,
+    engine_config: Path | str | None = None,
+    root: Path | str | None = None,
+    force: bool = False,
+) -> tuple[Path, list[str]]:
     """Copy a run or sweep directory into the baseline store. Returns (path, notes)."""
     src = Path(src)
     if not NAME_RE.match(name):
         raise UserError(f"--name {name!r}: use letters, digits, '.', '_' and '-' (e.g. llama8b-h100-tp1)")
     kind = kind_of(src) if src.is_dir() else "missing"
     if kind not in ("run", "sweep"):
-        raise UserError(f"{src}: not a run directory (summary.json) or a sweep directory (index.json); pass what `harness run` or `harness sweep` wrote")
+        raise UserError(
+            f"{src}: not a run directory (summary.json) or a sweep directory (index.json); pass what `harness run` or `harness sweep` wrote"
+        )
     if engine_config is not None and not Path(engine_config).is_file():
-        raise UserError(f"--engine-config {engine_config}: no such file; pass the engine's launch/config file (YAML, JSON, a shell script)")
+        raise UserError(
+            f"--engine-config {engine_config}: no such file; pass the engine's launch/config file (YAML, JSON, a shell script)"
+        )
     base_root = root_dir(root)
     dest = base_root / name
     if dest.exists() and not force:
@@ -117,9 +129,13 @@ def save(src: Path | str, name: str, engine_config: Path | str | None = None, ro
         if kind == "run":
             run = load_run(src)
             if run.summary_derived:
-                raise UserError(f"{src}: summary.json is missing or unreadable; a baseline needs a finished run (re-run it, or pick another run)")
+                raise UserError(
+                    f"{src}: summary.json is missing or unreadable; a baseline needs a finished run (re-run it, or pick another run)"
+                )
             if run.summary.status != "complete":
-                notes.append(f"the run's status is {run.summary.status!r}; a baseline is best taken from a complete run")
+                notes.append(
+                    f"the run's status is {run.summary.status!r}; a baseline is best taken from a complete run"
+                )
             _copy_run(src, tmp)
             meta.update(
                 scenario=run.name,
@@ -130,7 +146,9 @@ def save(src: Path | str, name: str, engine_config: Path | str | None = None, ro
                 has_requests=find_file(src, "requests.jsonl") is not None,
             )
             if not meta["has_requests"]:
-                notes.append("requests.jsonl is missing: comparisons against this baseline cannot estimate per-request noise")
+                notes.append(
+                    "requests.jsonl is missing: comparisons against this baseline cannot estimate per-request noise"
+                )
         else:
             sweep = load_sweep(src)
             for fname in ("index.json", "sweep.yaml", "summary.csv"):
@@ -160,8 +178,10 @@ def save(src: Path | str, name: str, engine_config: Path | str | None = None, ro
             meta["engine_config"] = target
             meta["engine_config_source"] = str(ec.resolve())
         elif kind == "run":
-            notes.append("no --engine-config given: the baseline does not record the engine's configuration; "
-                         "pass --engine-config FILE so a later regression can be traced to a config change")
+            notes.append(
+                "no --engine-config given: the baseline does not record the engine's configuration; "
+                "pass --engine-config FILE so a later regression can be traced to a config change"
+            )
         (tmp / "baseline.json").write_text(json.dumps(meta, indent=2) + "\n")
         if dest.exists():
             shutil.rmtree(dest)

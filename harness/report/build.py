@@ -72,11 +72,21 @@ def run_figures(run: RunData) -> list[Figure]:
                 series.append(F.Series("all, per chunk (multi-token chunks not split)", hc, style=":", color="#7f7f7f"))
         if not series:
             continue
-        src = "HDR histograms" if run.histograms.get("_all", {}).get(metric) else "per-request records (histograms.json missing)"
+        src = (
+            "HDR histograms"
+            if run.histograms.get("_all", {}).get(metric)
+            else "per-request records (histograms.json missing)"
+        )
         fig = F.percentile_figure(series, f"{title}", ylabel=f"{what} (ms)")
-        figs.append(Figure(metric if metric == "ttft" else "itl", title,
-                           f"Latency at each percentile, from the {src}; each step right on the x axis is 10× rarer, "
-                           "so the tail is readable. Lines stop where the sample count runs out.", fig))
+        figs.append(
+            Figure(
+                metric if metric == "ttft" else "itl",
+                title,
+                f"Latency at each percentile, from the {src}; each step right on the x axis is 10× rarer, "
+                "so the tail is readable. Lines stop where the sample count runs out.",
+                fig,
+            )
+        )
     engine_missing = ""
     if run.summary.engine.telemetry.missing_reason:
         engine_missing = run.summary.engine.telemetry.missing_reason
@@ -84,14 +94,25 @@ def run_figures(run: RunData) -> list[Figure]:
         engine_missing = "engine_metrics.jsonl missing"
     if run.engine_metrics or run.progress:
         fig = F.over_time_figure(run.engine_metrics, run.progress, run.summary.window, engine_missing)
-        figs.append(Figure("over_time", "Over time",
-                           "KV cache usage, engine queue, preemptions and throughput across the run; the grey band is warmup "
-                           "(excluded from every number above).", fig))
+        figs.append(
+            Figure(
+                "over_time",
+                "Over time",
+                "KV cache usage, engine queue, preemptions and throughput across the run; the grey band is warmup "
+                "(excluded from every number above).",
+                fig,
+            )
+        )
     return figs
 
 
 def _same(a: Hist, b: Hist) -> bool:
-    return a.total == b.total and a.values.shape == b.values.shape and bool((a.values == b.values).all()) and bool((a.counts == b.counts).all())
+    return (
+        a.total == b.total
+        and a.values.shape == b.values.shape
+        and bool((a.values == b.values).all())
+        and bool((a.counts == b.counts).all())
+    )
 
 
 def build_run_report(run: RunData) -> Document:
@@ -148,8 +169,22 @@ def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str
     mixed = V.mixed_loads(rows)
     with_gpu = any(r.gpu_memory_gib is not None for r in rows)
     with_spec = any(r.spec("spec_acceptance_rate") is not None for r in rows)
-    cols = ["#", "Config", "Flags", "Load", f"{key.label} ({key.unit})", "Good %", "req/s", "out tok/s",
-            "TTFT p50", "TTFT p99", "ITL p99", "E2E p99", "KV max", "Preempt."]
+    cols = [
+        "#",
+        "Config",
+        "Flags",
+        "Load",
+        f"{key.label} ({key.unit})",
+        "Good %",
+        "req/s",
+        "out tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "ITL p99",
+        "E2E p99",
+        "KV max",
+        "Preempt.",
+    ]
     if with_gpu:
         cols.append("GPU mem (GiB)")
     if with_spec:  # guide 000's speculation values
@@ -178,10 +213,18 @@ def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str
         spread = r.spread(key)
         main = fmt_num(r.value(key)) + (f" ±{fmt_num(spread / 2)}" if spread is not None else "")
         cells = [
-            "x" if r.unranked else "—" if mixed else str(rank), name, V.flags_text(r.flags), r.load or "—", main,
+            "x" if r.unranked else "—" if mixed else str(rank),
+            name,
+            V.flags_text(r.flags),
+            r.load or "—",
+            main,
             fmt_pct(r.value("goodput_pct"), 0),
-            fmt_num(r.value("rps")), fmt_num(r.value("output_tps")),
-            fmt_num(r.value("ttft.p50")), fmt_num(r.value("ttft.p99")), fmt_num(r.value("itl.p99")), fmt_num(r.value("e2e.p99")),
+            fmt_num(r.value("rps")),
+            fmt_num(r.value("output_tps")),
+            fmt_num(r.value("ttft.p50")),
+            fmt_num(r.value("ttft.p99")),
+            fmt_num(r.value("itl.p99")),
+            fmt_num(r.value("e2e.p99")),
             fmt_pct(100 * max(kv_vals) if kv_vals and max(kv_vals) <= 1.5 else (max(kv_vals) if kv_vals else None), 0),
             f"{int(sum(pre_vals) / len(pre_vals)):,}" if pre_vals else "—",
         ]
@@ -203,16 +246,25 @@ def _ranked_table(scenario: str, rows: list[V.ConfigResult], key: Any, best: str
         if r.runs:
             slo = T.run_slo(r.runs[0])
             break
-    notes = ["Latencies in ms (client-measured). ★ = best under the SLOs: highest goodput, ties broken by lower E2E p99."]
+    notes = [
+        "Latencies in ms (client-measured). ★ = best under the SLOs: highest goodput, ties broken by lower E2E p99."
+    ]
     if mixed:
-        notes.insert(0, f"Not ranked: the configs ran at different client loads ({', '.join(mixed)}; vary.link), so their "
-                        "goodput is not one comparison. Compare configs at equal load (sweep `loads`).")
+        notes.insert(
+            0,
+            f"Not ranked: the configs ran at different client loads ({', '.join(mixed)}; vary.link), so their "
+            "goodput is not one comparison. Compare configs at equal load (sweep `loads`).",
+        )
     if slo:
         notes.append(f"SLO: {slo}.")
     if repeats > 1:
         notes.append("With repeats, values are the mean of the repeats; ± is half the range between them.")
     align: list[Align] = ["r", "l", "l", *right(len(cols) - 3)]
-    caption = f"Scenario {scenario}: configs at different loads (not ranked)" if mixed else f"Scenario {scenario}: configs ranked by {key.label}"
+    caption = (
+        f"Scenario {scenario}: configs at different loads (not ranked)"
+        if mixed
+        else f"Scenario {scenario}: configs ranked by {key.label}"
+    )
     return Table(cols, out, caption=caption, align=align, notes=notes)
 
 
@@ -231,8 +283,9 @@ def _scenarios_text(sweep: SweepData) -> str:
     return text + (f" × {len(levels)} load levels" if levels else "")
 
 
-
-def sweep_validity_items(sweep: SweepData, failed: dict[str, str] | None = None, key: MetricDef | None = None) -> list[str]:
+def sweep_validity_items(
+    sweep: SweepData, failed: dict[str, str] | None = None, key: MetricDef | None = None
+) -> list[str]:
     """The sweep's validity warnings (report box and `harness sweep`'s console): configs without
     results, each cell's warnings (one line for a warning many cells share), the sweep's notes."""
     if failed is None:
@@ -264,6 +317,7 @@ def sweep_validity_items(sweep: SweepData, failed: dict[str, str] | None = None,
         items.append("no goodput in the results (no SLO set?): configs are ranked on requests/s instead")
     return items
 
+
 def _facts_rows(sweep: SweepData) -> list[list[str]]:
     seen: dict[str, StartupFacts] = {}
     for c in sweep.cells:
@@ -289,23 +343,29 @@ def build_sweep_report(sweep: SweepData) -> Document:
 
     common = sweep.common_flags()
     if common:
-        doc.add(Paragraph(f"Flags every config shares: `{V.flags_text(common)}`; the tables show only the flags that vary."))
+        doc.add(
+            Paragraph(f"Flags every config shares: `{V.flags_text(common)}`; the tables show only the flags that vary.")
+        )
     doc.add(Heading("Best config under the SLOs"))
     lines = []
     for scenario in sweep.scenarios:
         b = best.get(scenario)
         mixed = V.mixed_loads(ranked[scenario])
         if mixed:
-            lines.append(f"scenario `{scenario}`: none chosen: the configs ran at different client loads ({', '.join(mixed)}), "
-                         "so their goodput is not one comparison")
+            lines.append(
+                f"scenario `{scenario}`: none chosen: the configs ran at different client loads ({', '.join(mixed)}), "
+                "so their goodput is not one comparison"
+            )
             continue
         if b is None:
             lines.append(f"scenario `{scenario}`: no config produced results")
             continue
         top = ranked[scenario][0]
-        lines.append(f"scenario `{scenario}`: **{b}** ({V.flags_text(top.flags)}, {top.load or 'load unknown'}): "
-                     f"{fmt_num(top.value(key))} {key.unit} {key.label}, "
-                     f"{fmt_pct(top.value('goodput_pct'), 0)} of requests within the SLO")
+        lines.append(
+            f"scenario `{scenario}`: **{b}** ({V.flags_text(top.flags)}, {top.load or 'load unknown'}): "
+            f"{fmt_num(top.value(key))} {key.unit} {key.label}, "
+            f"{fmt_pct(top.value('goodput_pct'), 0)} of requests within the SLO"
+        )
     doc.add(Bullets(lines))
 
     entries = [c.entry for c in sweep.cells if c.entry is not None]
@@ -316,25 +376,45 @@ def build_sweep_report(sweep: SweepData) -> Document:
         for scenario, crow in cap.items():
             for r in crow:
                 held, broke = r.held, r.broke
-                rows.append([
-                    scenario, r.config_id,
-                    (f"≥ {held.level} (highest tried)" if not broke and held.level == top_level(entries, r.config_id)
-                     else held.level) if held else "none of the levels",
-                    fmt_pct(100 * held.good_fraction, 0) if held else "—",
-                    f"{broke.level} ({fmt_pct(100 * broke.good_fraction, 0)} good)" if broke else "none (every level held)",
-                ])
-        doc.add(Table(["Scenario", "Config", "Highest load within the SLOs", "Good there", "First load beyond them"], rows,
-                      caption=f"The highest load level at which at least {100 * sweep.slo_attainment:g}% of requests met every SLO, "
-                              "and every lower level did too (sweep `loads`; `slo_attainment` sets the share)",
-                      align=["l", "l", "l", "r", "l"]))
+                rows.append(
+                    [
+                        scenario,
+                        r.config_id,
+                        (
+                            f"≥ {held.level} (highest tried)"
+                            if not broke and held.level == top_level(entries, r.config_id)
+                            else held.level
+                        )
+                        if held
+                        else "none of the levels",
+                        fmt_pct(100 * held.good_fraction, 0) if held else "—",
+                        f"{broke.level} ({fmt_pct(100 * broke.good_fraction, 0)} good)"
+                        if broke
+                        else "none (every level held)",
+                    ]
+                )
+        doc.add(
+            Table(
+                ["Scenario", "Config", "Highest load within the SLOs", "Good there", "First load beyond them"],
+                rows,
+                caption=f"The highest load level at which at least {100 * sweep.slo_attainment:g}% of requests met every SLO, "
+                "and every lower level did too (sweep `loads`; `slo_attainment` sets the share)",
+                align=["l", "l", "l", "r", "l"],
+            )
+        )
 
     facts = _facts_rows(sweep)
     if facts:
         doc.add(Heading("Engine startup facts"))
-        doc.add(Table(["Config", "What the engine's log says", "Warning"], facts,
-                      caption="Per config, from its first start's log: attention backend, CUDA-graph capture sizes and mode, "
-                              "the final max_model_len, quantization, KV-cache dtype, compile cache, engine version",
-                      align=["l", "l", "l"]))
+        doc.add(
+            Table(
+                ["Config", "What the engine's log says", "Warning"],
+                facts,
+                caption="Per config, from its first start's log: attention backend, CUDA-graph capture sizes and mode, "
+                "the final max_model_len, quantization, KV-cache dtype, compile cache, engine version",
+                align=["l", "l", "l"],
+            )
+        )
 
     doc.add(Heading("Ranking per scenario"))
     for scenario in sweep.scenarios:
@@ -351,27 +431,57 @@ def build_sweep_report(sweep: SweepData) -> Document:
     pts = V.points(sweep)
     if pts:
         doc.add(Heading("Figures"))
-        doc.add(Figure("latency_vs_throughput", "Latency against throughput per config",
-                       "Each config is a bar from its p50 (●) to its p99 (▲) latency at the output throughput it reached; "
-                       "the ringed config is the best under the SLOs. Down and to the right is better."
-                       + (" With load levels, a config's points are joined in load order (p50 solid, p99 dashed) and "
-                          "labelled with the level: where a curve turns upward, that config has run out of room."
-                          if any(p.level for p in pts) else ""),
-                       F.latency_throughput_figure(pts, sweep.configs, sweep.scenarios, best)))
-        doc.add(Figure("goodput", "Goodput per config and scenario",
-                       "Requests per second that met every SLO (bars) and the share of requests that did (label); "
-                       "★ marks the best config per scenario; failed configs are named.",
-                       F.goodput_figure(pts, sweep.configs, sweep.scenarios, best, failed,
-                                        metric_label=f"{key.label} ({key.unit})")))
+        doc.add(
+            Figure(
+                "latency_vs_throughput",
+                "Latency against throughput per config",
+                "Each config is a bar from its p50 (●) to its p99 (▲) latency at the output throughput it reached; "
+                "the ringed config is the best under the SLOs. Down and to the right is better."
+                + (
+                    " With load levels, a config's points are joined in load order (p50 solid, p99 dashed) and "
+                    "labelled with the level: where a curve turns upward, that config has run out of room."
+                    if any(p.level for p in pts)
+                    else ""
+                ),
+                F.latency_throughput_figure(pts, sweep.configs, sweep.scenarios, best),
+            )
+        )
+        doc.add(
+            Figure(
+                "goodput",
+                "Goodput per config and scenario",
+                "Requests per second that met every SLO (bars) and the share of requests that did (label); "
+                "★ marks the best config per scenario; failed configs are named.",
+                F.goodput_figure(
+                    pts, sweep.configs, sweep.scenarios, best, failed, metric_label=f"{key.label} ({key.unit})"
+                ),
+            )
+        )
 
     doc.add(Heading("Cells"))
     rows = []
     for c in sweep.cells:
         link = f"`{c.run_dir.relative_to(sweep.path)}`" if c.run_dir is not None else "—"
         has_report = c.run_dir is not None and (c.run_dir / "report.html").is_file()
-        rows.append([c.id, c.config_id, c.scenario, str(c.repeat), c.status, fmt_num(c.startup_s),
-                     link + (" (report.html)" if has_report else ""), c.reason or ""])
-    doc.add(Table(["Cell", "Config", "Scenario", "Repeat", "Status", "Startup (s)", "Run directory", "Reason"], rows,
-                  caption="Every cell of the sweep", align=["l", "l", "l", "r", "l", "r", "l", "l"],
-                  notes=["`harness report <run directory>` writes a cell's own report (distributions, over-time plots)."]))
+        rows.append(
+            [
+                c.id,
+                c.config_id,
+                c.scenario,
+                str(c.repeat),
+                c.status,
+                fmt_num(c.startup_s),
+                link + (" (report.html)" if has_report else ""),
+                c.reason or "",
+            ]
+        )
+    doc.add(
+        Table(
+            ["Cell", "Config", "Scenario", "Repeat", "Status", "Startup (s)", "Run directory", "Reason"],
+            rows,
+            caption="Every cell of the sweep",
+            align=["l", "l", "l", "r", "l", "r", "l", "l"],
+            notes=["`harness report <run directory>` writes a cell's own report (distributions, over-time plots)."],
+        )
+    )
     return doc

@@ -29,8 +29,20 @@ from harness.report.compare_render import HEADERS, render_markdown, render_text
 from harness.report.data import RunData
 from harness.report.sweep_data import SweepData
 
-__all__ = ["HEADERS", "Options", "Pair", "Result", "Row", "Side", "compare", "compare_runs", "fingerprint_check",
-           "load_side", "render_markdown", "render_text"]
+__all__ = [
+    "HEADERS",
+    "Options",
+    "Pair",
+    "Result",
+    "Row",
+    "Side",
+    "compare",
+    "compare_runs",
+    "fingerprint_check",
+    "load_side",
+    "render_markdown",
+    "render_text",
+]
 
 
 # ---------------------------------------------------------------- top level
@@ -58,24 +70,32 @@ def _how(opts: Options) -> list[str]:
 def _usable(side: Side) -> None:
     for r in side.runs:
         if r.summary.requests.completed == 0:
-            raise UserError(f"{side.role} {r.path}: no completed requests (status {r.summary.status}); nothing to compare. "
-                            "Check the run's errors (report.md) and re-run it")
+            raise UserError(
+                f"{side.role} {r.path}: no completed requests (status {r.summary.status}); nothing to compare. "
+                "Check the run's errors (report.md) and re-run it"
+            )
 
 
-def compare(baseline: str, candidate: str, metrics: list[MetricDef], opts: Options, baseline_root: Path | None = None) -> Result:
+def compare(
+    baseline: str, candidate: str, metrics: list[MetricDef], opts: Options, baseline_root: Path | None = None
+) -> Result:
     bs = load_side(baseline, "baseline", baseline_root)
     cs = load_side(candidate, "candidate", baseline_root)
     if bs.kind != cs.kind:
-        raise UserError(f"cannot compare a {'sweep' if bs.sweep else 'run'} ({baseline}) with a {'sweep' if cs.sweep else 'run'} ({candidate}); "
-                        "compare a sweep with a sweep (cell by cell) or runs with runs")
+        raise UserError(
+            f"cannot compare a {'sweep' if bs.sweep else 'run'} ({baseline}) with a {'sweep' if cs.sweep else 'run'} ({candidate}); "
+            "compare a sweep with a sweep (cell by cell) or runs with runs"
+        )
     result = Result(bs.describe(), cs.describe(), opts, [], _how(opts))
     if bs.sweep is None:
         _usable(bs)
         _usable(cs)
         desc, problems = fingerprint_check(bs.runs, cs.runs)
         if problems and not opts.force:
-            raise UserError(*[f"refusing to compare: {p}" for p in problems],
-                            "these runs did not do the same work; pass --force to compare anyway")
+            raise UserError(
+                *[f"refusing to compare: {p}" for p in problems],
+                "these runs did not do the same work; pass --force to compare anyway",
+            )
         if problems:
             result.warnings += [f"--force: {p}" for p in problems]
             desc += " (compared anyway: --force)"
@@ -99,12 +119,16 @@ def _not_complete(label: str, base: list[RunData], cand: list[RunData]) -> list[
             st = r.summary.status
             if st != "complete":
                 why = f" ({r.summary.status_reason})" if getattr(r.summary, "status_reason", None) else ""
-                out.append(f"{label + ': ' if label else ''}{role} {r.path} is a {st.upper()} run{why}: "
-                           "its values cover only what was measured before it stopped; re-run it before trusting this comparison")
+                out.append(
+                    f"{label + ': ' if label else ''}{role} {r.path} is a {st.upper()} run{why}: "
+                    "its values cover only what was measured before it stopped; re-run it before trusting this comparison"
+                )
     return out
 
 
-def _class_pairs(label: str, base: list[RunData], cand: list[RunData], metrics: list[MetricDef], opts: Options) -> list[Pair]:
+def _class_pairs(
+    label: str, base: list[RunData], cand: list[RunData], metrics: list[MetricDef], opts: Options
+) -> list[Pair]:
     """One pair per request class asked for (`--class`), after the overall one."""
     if not opts.classes:
         return []
@@ -112,7 +136,9 @@ def _class_pairs(label: str, base: list[RunData], cand: list[RunData], metrics: 
     known = sorted({c for r in base + cand for c in r.summary.per_class})
     unknown = [n for n in names if n not in known]
     if unknown and "*" not in opts.classes:
-        raise UserError(f"--class {', '.join(unknown)}: no such request class in either side; classes: {', '.join(known) or 'none'}")
+        raise UserError(
+            f"--class {', '.join(unknown)}: no such request class in either side; classes: {', '.join(known) or 'none'}"
+        )
     out: list[Pair] = []
     for name in dict.fromkeys(names):
         where = f"{label} · class {name}" if label else f"class {name}"
@@ -120,13 +146,21 @@ def _class_pairs(label: str, base: list[RunData], cand: list[RunData], metrics: 
         cv = [v for r in cand if (v := r.for_class(name)) is not None]
         if len(bv) < len(base) or len(cv) < len(cand):
             side = "baseline" if len(bv) < len(base) else "candidate"
-            out.append(Pair(where, f"missing in {side}", "", note=f"no class {name!r} there (classes: {', '.join(known) or 'none'})"))
+            out.append(
+                Pair(
+                    where,
+                    f"missing in {side}",
+                    "",
+                    note=f"no class {name!r} there (classes: {', '.join(known) or 'none'})",
+                )
+            )
             continue
         if not any(v.summary.requests.completed for v in cv):
             out.append(Pair(where, "candidate failed", "", note=f"no completed requests of class {name}"))
             continue
-        out.append(Pair(where, "compared", "same workload (checked for the whole run)",
-                        compare_runs(bv, cv, metrics, opts)))
+        out.append(
+            Pair(where, "compared", "same workload (checked for the whole run)", compare_runs(bv, cv, metrics, opts))
+        )
     return out
 
 
@@ -166,9 +200,11 @@ def _compare_sweeps(bsw: SweepData, csw: SweepData, metrics: list[MetricDef], op
         pairs += _class_pairs(label, b.runs, c.runs, metrics, opts)
         _add_quality(result, label, b.runs[0].path, c.runs[0].path)
     if refusals:
-        raise UserError(*[f"refusing to compare: {r}" for r in refusals[:10]],
-                        *([f"... and {len(refusals) - 10} more"] if len(refusals) > 10 else []),
-                        "these cells did not do the same work; pass --force to compare anyway")
+        raise UserError(
+            *[f"refusing to compare: {r}" for r in refusals[:10]],
+            *([f"... and {len(refusals) - 10} more"] if len(refusals) > 10 else []),
+            "these cells did not do the same work; pass --force to compare anyway",
+        )
     result.pairs = pairs
     return result
 

@@ -20,7 +20,9 @@ def fingerprint_check(base: list[RunData], cand: list[RunData]) -> tuple[str, li
     for role, runs in (("baseline", base), ("candidate", cand)):
         missing = [str(r.path) for r in runs if not _fp(r).value]
         if missing:
-            problems.append(f"{role} has no workload fingerprint in summary.json ({', '.join(missing[:3])}): cannot tell it did the same work")
+            problems.append(
+                f"{role} has no workload fingerprint in summary.json ({', '.join(missing[:3])}): cannot tell it did the same work"
+            )
         values = {_fp(r).value for r in runs if _fp(r).value}
         if len(values) > 1:
             parts = _diff_parts(_fp(runs[0]), next(_fp(r) for r in runs if _fp(r).value != _fp(runs[0]).value))
@@ -38,15 +40,26 @@ def fingerprint_check(base: list[RunData], cand: list[RunData]) -> tuple[str, li
             details.append(f"{p} ({'; '.join(leaves)})")
         else:
             same_files = isinstance(base[0].scenario, dict) and base[0].scenario == cand[0].scenario
-            hint = ("; the scenario files agree, so the tokenizer or the harness version that hashed them differs"
-                    if same_files else "")
+            hint = (
+                "; the scenario files agree, so the tokenizer or the harness version that hashed them differs"
+                if same_files
+                else ""
+            )
             details.append(f"{p} (hash {fb.parts.get(p, '?')} vs {fc.parts.get(p, '?')}{hint})")
-    return f"fingerprints differ in {', '.join(parts) or 'value'}", [f"workload fingerprints differ in: {', '.join(details) or 'the overall value'}"]
+    return f"fingerprints differ in {', '.join(parts) or 'value'}", [
+        f"workload fingerprints differ in: {', '.join(details) or 'the overall value'}"
+    ]
 
 
 #: fingerprint part -> where it lives in scenario.yaml
-_PART_PATHS = {"workload": ("workload",), "sampling": ("sampling",), "load": ("load",), "warmup": ("warmup",),
-               "seed": ("seed",), "api": ("target", "api")}
+_PART_PATHS = {
+    "workload": ("workload",),
+    "sampling": ("sampling",),
+    "load": ("load",),
+    "warmup": ("warmup",),
+    "seed": ("seed",),
+    "api": ("target", "api"),
+}
 
 
 def _scenario_diffs(a: dict[str, Any] | None, b: dict[str, Any] | None, part: str, limit: int = 4) -> list[str]:

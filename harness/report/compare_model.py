@@ -51,18 +51,24 @@ def load_side(spec: str, role: str, baseline_root: Path | None = None) -> Side:
     side = Side(spec=spec, role=role, paths=paths)
     for p in paths:
         if not p.is_dir():
-            raise UserError(f"{role} {p}: no such directory; pass a run directory, a sweep directory or baseline:<name>")
+            raise UserError(
+                f"{role} {p}: no such directory; pass a run directory, a sweep directory or baseline:<name>"
+            )
         kind = kind_of(p)
         if kind == "sweep":
             if len(paths) > 1:
-                raise UserError(f"{role} {spec}: a sweep directory cannot be listed with others; compare one sweep with one sweep")
+                raise UserError(
+                    f"{role} {spec}: a sweep directory cannot be listed with others; compare one sweep with one sweep"
+                )
             side.sweep = load_sweep(p)
         elif kind == "run":
             side.runs.append(load_run(p))
         elif kind == "group":
             side.runs.extend(load_run(d) for d in run_subdirs(p))
         else:
-            raise UserError(f"{role} {p}: not a run directory (summary.json), a folder of run directories, or a sweep directory (index.json)")
+            raise UserError(
+                f"{role} {p}: not a run directory (summary.json), a folder of run directories, or a sweep directory (index.json)"
+            )
     return side
 
 
@@ -117,8 +123,11 @@ class Result:
         regs = self.regressions
         failed = [p for p in self.pairs if p.failed]
         if not regs and not failed:
-            head = "FAIL: latency and throughput: no regression" if self.quality_failures else \
-                "PASS: no regression beyond the threshold and the noise"
+            head = (
+                "FAIL: latency and throughput: no regression"
+                if self.quality_failures
+                else "PASS: no regression beyond the threshold and the noise"
+            )
             return head + self.quality_line()
         parts = []
         if regs:
@@ -126,7 +135,9 @@ class Result:
             more = f" and {len(regs) - 8} more" if len(regs) > 8 else ""
             parts.append(f"{len(regs)} regression{'s' if len(regs) != 1 else ''} ({names}{more})")
         if failed:
-            parts.append(f"{len(failed)} cell{'s' if len(failed) != 1 else ''} failed in the candidate but not in the baseline ({', '.join(p.label for p in failed)})")
+            parts.append(
+                f"{len(failed)} cell{'s' if len(failed) != 1 else ''} failed in the candidate but not in the baseline ({', '.join(p.label for p in failed)})"
+            )
         return "FAIL: " + "; ".join(parts) + self.quality_line()
 
     def quality_line(self) -> str:
@@ -148,8 +159,13 @@ class Result:
             "warnings": self.warnings,
             "quality": [q.to_json() for q in self.quality],
             "pairs": [
-                {"label": p.label, "status": p.status, "fingerprint": p.fingerprint, "note": p.note,
-                 "rows": [asdict(r) for r in p.rows]}
+                {
+                    "label": p.label,
+                    "status": p.status,
+                    "fingerprint": p.fingerprint,
+                    "note": p.note,
+                    "rows": [asdict(r) for r in p.rows],
+                }
                 for p in self.pairs
             ],
         }

@@ -113,16 +113,27 @@ class RunData:
         block = self.summary.per_class.get(name)
         if block is None:
             return None
-        summary = self.summary.model_copy(update={
-            "requests": block.requests, "tokens": block.tokens, "latency_ms": block.latency_ms,
-            "tokens_per_chunk": block.tokens_per_chunk,
-            "goodput": GoodputBlock(overall=block.goodput), "per_class": {},
-        })
+        summary = self.summary.model_copy(
+            update={
+                "requests": block.requests,
+                "tokens": block.tokens,
+                "latency_ms": block.latency_ms,
+                "tokens_per_chunk": block.tokens_per_chunk,
+                "goodput": GoodputBlock(overall=block.goodput),
+                "per_class": {},
+            }
+        )
         requests = None if self.requests is None else [r for r in self.requests if r.get("class") == name]
         return RunData(
-            path=self.path, summary=summary, histograms={"_all": self.histograms.get(name, {})}, requests=requests,
-            engine_metrics=self.engine_metrics, progress=self.progress, scenario=self.scenario,
-            notes=list(self.notes), summary_derived=self.summary_derived,
+            path=self.path,
+            summary=summary,
+            histograms={"_all": self.histograms.get(name, {})},
+            requests=requests,
+            engine_metrics=self.engine_metrics,
+            progress=self.progress,
+            scenario=self.scenario,
+            notes=list(self.notes),
+            summary_derived=self.summary_derived,
         )
 
     def measured_requests(self) -> list[dict[str, Any]]:
@@ -148,7 +159,11 @@ class RunData:
                 self.notes.append(f"histograms.json: {group}/{metric} is not a readable HDR histogram ({exc})")
         field_name = BY_NAME[metric].record_field if metric in BY_NAME else None  # harness.metrics.table
         if field_name and self.requests:
-            rows = [r for r in self.measured_requests() if not r.get("error") and (group == "_all" or r.get("class") == group)]
+            rows = [
+                r
+                for r in self.measured_requests()
+                if not r.get("error") and (group == "_all" or r.get("class") == group)
+            ]
             vals = [float(r[field_name]) * 1e6 for r in rows if isinstance(r.get(field_name), (int, float))]
             if vals:
                 return hdr.from_values(vals)
@@ -173,7 +188,9 @@ def load_run(path: Path | str) -> RunData:
     """Load a run directory; raises UserError only when nothing usable is there."""
     run_dir = Path(path)
     if not run_dir.is_dir():
-        raise UserError(f"{run_dir}: no such directory; pass a run directory (holding summary.json) or a sweep directory (holding index.json)")
+        raise UserError(
+            f"{run_dir}: no such directory; pass a run directory (holding summary.json) or a sweep directory (holding index.json)"
+        )
     notes: list[str] = []
     present = [n for n in RUN_FILES if find_file(run_dir, n)]
     if not present:
@@ -183,28 +200,41 @@ def load_run(path: Path | str) -> RunData:
         )
 
     # requests first: a missing summary is rebuilt from them
-    requests = _load_jsonl(run_dir, "requests.jsonl", notes, what="per-request records; noise estimates and the fallback summary use them")
+    requests = _load_jsonl(
+        run_dir, "requests.jsonl", notes, what="per-request records; noise estimates and the fallback summary use them"
+    )
     # a saved baseline keeps no time series by design (harness.report.baselines.KEEP): not worth a note
     series_notes = [] if _in_baseline(run_dir) else notes
-    engine_metrics = _load_jsonl(run_dir, "engine_metrics.jsonl", series_notes, what="engine telemetry over time; the KV, queue and preemption plots need it")
+    engine_metrics = _load_jsonl(
+        run_dir,
+        "engine_metrics.jsonl",
+        series_notes,
+        what="engine telemetry over time; the KV, queue and preemption plots need it",
+    )
     progress = _load_jsonl(run_dir, "progress.jsonl", series_notes, what="client progress over time")
 
     summary: RunSummary | None = None
     derived = False
     spath = find_file(run_dir, "summary.json")
     if spath is None:
-        notes.append("summary.json is missing: the run did not finish; the values below are computed from requests.jsonl")
+        notes.append(
+            "summary.json is missing: the run did not finish; the values below are computed from requests.jsonl"
+        )
     else:
         try:
             data = read_json(spath)
             check_version(spath, data)  # a newer or older schema: one line naming the version
             summary = RunSummary.model_validate(data)
         except (OSError, json.JSONDecodeError) as exc:
-            notes.append(f"summary.json is unreadable ({_short(exc)}); the values below are computed from requests.jsonl")
+            notes.append(
+                f"summary.json is unreadable ({_short(exc)}); the values below are computed from requests.jsonl"
+            )
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
-            notes.append(f"summary.json does not match the summary schema ({loc}: {first['msg']}); values below are computed from requests.jsonl")
+            notes.append(
+                f"summary.json does not match the summary schema ({loc}: {first['msg']}); values below are computed from requests.jsonl"
+            )
     if summary is None:
         summary = summary_from_requests(requests or [], progress or [])
         derived = True
@@ -214,14 +244,18 @@ def load_run(path: Path | str) -> RunData:
     histograms: dict[str, dict[str, str]] = {}
     hpath = find_file(run_dir, "histograms.json")
     if hpath is None:
-        notes.append("histograms.json is missing: percentile plots use per-request values (TTFT, E2E) and ITL plots are left out")
+        notes.append(
+            "histograms.json is missing: percentile plots use per-request values (TTFT, E2E) and ITL plots are left out"
+        )
     else:
         try:
             raw = read_json(hpath)
             if isinstance(raw, dict):
                 histograms = normalize_histograms(raw)
             else:
-                notes.append("histograms.json is not an object of {class: {metric: blob}}; percentile plots use per-request values")
+                notes.append(
+                    "histograms.json is not an object of {class: {metric: blob}}; percentile plots use per-request values"
+                )
         except (OSError, json.JSONDecodeError) as exc:
             notes.append(f"histograms.json is unreadable ({_short(exc)}); percentile plots use per-request values")
 
@@ -285,7 +319,9 @@ def _load_jsonl(run_dir: Path, name: str, notes: list[str], what: str) -> list[d
         notes.append(f"{name} is unreadable ({_short(exc)})")
         return None
     if bad:
-        notes.append(f"{name}: {bad} unreadable line(s) skipped (a run that stopped mid-write leaves a partial last line)")
+        notes.append(
+            f"{name}: {bad} unreadable line(s) skipped (a run that stopped mid-write leaves a partial last line)"
+        )
     return rows
 
 

@@ -31,8 +31,12 @@ def findings_callout(run: RunData) -> Callout | None:
     found = list(run.summary.findings or [])[:3]
     if not found:
         return None
-    items = [f"**{f.title}**: {f.text}. Advice ({f.guide}): {f.advice}" if f.guide else f"**{f.title}**: {f.text}. {f.advice}"
-             for f in found]
+    items = [
+        f"**{f.title}**: {f.text}. Advice ({f.guide}): {f.advice}"
+        if f.guide
+        else f"**{f.title}**: {f.text}. {f.advice}"
+        for f in found
+    ]
     return Callout("Findings: what the run says about why this config is slow", items, "note")
 
 
@@ -48,9 +52,16 @@ def diagnosis_blocks(run: RunData) -> list[Block]:
     if not d.model_fields_set:
         return []
     blocks: list[Block] = [Heading("Diagnosis")]
-    rows: list[list[str]] = [[name, "failed", block.error] for name, block in
-                             (("interference", d.interference), ("engine log", d.engine_log), ("GPU memory", d.memory),
-                              ("steady state", d.timeslices)) if isinstance(block, AnalysisError)]
+    rows: list[list[str]] = [
+        [name, "failed", block.error]
+        for name, block in (
+            ("interference", d.interference),
+            ("engine log", d.engine_log),
+            ("GPU memory", d.memory),
+            ("steady state", d.timeslices),
+        )
+        if isinstance(block, AnalysisError)
+    ]
     inter = d.interference if isinstance(d.interference, InterferenceBlock) else None
     if inter is not None and (inter.inside or inter.message):
         rows.append(["prefill/decode interference", inter.verdict, inter.message])
@@ -58,29 +69,58 @@ def diagnosis_blocks(run: RunData) -> list[Block]:
     if log is not None:
         ev = log.events
         text = "; ".join(f"{k} {v.count} (first: `{v.first[:100]}`)" for k, v in ev.items()) or "nothing counted"
-        rows.append([f"engine log ({log.scope or ''})", str(sum(v.count for v in ev.values())), log.missing_reason or text])
+        rows.append(
+            [f"engine log ({log.scope or ''})", str(sum(v.count for v in ev.values())), log.missing_reason or text]
+        )
     mem = d.memory if isinstance(d.memory, MemoryBlock) else None
     if mem is not None:
         sim = " (simulated)" if mem.source == "simulated" else ""
-        rows.append([f"GPU memory{sim}", f"{mem.growth_gib or 0:+.2f} GiB",
-                     mem.message or f"{mem.start_gib} -> {mem.end_gib} GiB, peak {mem.peak_gib}, margin {mem.margin_gib} GiB"])
+        rows.append(
+            [
+                f"GPU memory{sim}",
+                f"{mem.growth_gib or 0:+.2f} GiB",
+                mem.message
+                or f"{mem.start_gib} -> {mem.end_gib} GiB, peak {mem.peak_gib}, margin {mem.margin_gib} GiB",
+            ]
+        )
     ss = d.timeslices.steady_state if isinstance(d.timeslices, TimeslicesBlock) else None
     if ss is not None:
-        rows.append(["steady state", "drift" if ss.drift else ("steady" if ss.checked else "not checked"),
-                     ss.message or ss.reason or f"{ss.slices} slices: first and last within noise"])
+        rows.append(
+            [
+                "steady state",
+                "drift" if ss.drift else ("steady" if ss.checked else "not checked"),
+                ss.message or ss.reason or f"{ss.slices} slices: first and last within noise",
+            ]
+        )
     if rows:
         blocks.append(Table(["analysis", "verdict", "what it says"], rows, align=["l", "l", "l"]))
     if inter is not None and inter.inside is not None and inter.outside is not None:
-        rows2 = [["inside a long prefill", str(inter.inside.count), _ms(inter.inside.p50_ms), _ms(inter.inside.p99_ms)],
-                 ["outside", str(inter.outside.count), _ms(inter.outside.p50_ms), _ms(inter.outside.p99_ms)]]
-        for key, label in (("itl", "engine's own ITL histogram"), ("prefill", "engine: prefill time per request"),
-                           ("decode", "engine: decode time per request")):
+        rows2 = [
+            ["inside a long prefill", str(inter.inside.count), _ms(inter.inside.p50_ms), _ms(inter.inside.p99_ms)],
+            ["outside", str(inter.outside.count), _ms(inter.outside.p50_ms), _ms(inter.outside.p99_ms)],
+        ]
+        for key, label in (
+            ("itl", "engine's own ITL histogram"),
+            ("prefill", "engine: prefill time per request"),
+            ("decode", "engine: decode time per request"),
+        ):
             e = (inter.engine or {}).get(key)
             if e is not None and (e.p50_ms is not None or e.p50_bucket_ms):
-                rows2.append([label, "", bucket_quantile(e.model_dump(), "p50", value_key="p50_ms"),
-                              bucket_quantile(e.model_dump(), "p99", value_key="p99_ms")])
-        blocks.append(Table(["ITL gaps (per chunk)", "gaps", "p50 (ms)", "p99 (ms)"], rows2,
-                            caption=f"Long prefill = prompt of {inter.long_prompt_tokens}+ tokens, from its send to its first token"))
+                rows2.append(
+                    [
+                        label,
+                        "",
+                        bucket_quantile(e.model_dump(), "p50", value_key="p50_ms"),
+                        bucket_quantile(e.model_dump(), "p99", value_key="p99_ms"),
+                    ]
+                )
+        blocks.append(
+            Table(
+                ["ITL gaps (per chunk)", "gaps", "p50 (ms)", "p99 (ms)"],
+                rows2,
+                caption=f"Long prefill = prompt of {inter.long_prompt_tokens}+ tokens, from its send to its first token",
+            )
+        )
     fig = interference_figure(run.path)
     if fig is not None:
         blocks.append(fig)
@@ -112,9 +152,13 @@ def interference_figure(root: Path) -> Figure | None:
     ax.set_title("ITL spikes against long-prefill intervals", loc="left", fontsize="medium")
     ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False, ncol=3, borderaxespad=0.1)
     _style(ax)
-    return Figure("interference", "ITL spikes vs prefill arrivals",
-                  "Each dot is an inter-chunk gap above the spike threshold; shaded spans are long prompts from send to "
-                  "first token. Dots inside the spans are decode steps stalled by a prefill (guide 001, 1.1 and 3.3).", fig)
+    return Figure(
+        "interference",
+        "ITL spikes vs prefill arrivals",
+        "Each dot is an inter-chunk gap above the spike threshold; shaded spans are long prompts from send to "
+        "first token. Dots inside the spans are decode steps stalled by a prefill (guide 001, 1.1 and 3.3).",
+        fig,
+    )
 
 
 def timeslice_figure(root: Path) -> Figure | None:
@@ -142,8 +186,11 @@ def timeslice_figure(root: Path) -> Figure | None:
         ax.plot(t, col(key), marker="o", color=c, label=lab)
     ax.set_ylabel("ITL (ms)")
     ax = axes[3]
-    for key, c, lab in (("in_flight_mean", "#7f7f7f", "in flight"), ("waiting_mean", PALETTE[1], "waiting"),
-                        ("running_mean", PALETTE[2], "running")):
+    for key, c, lab in (
+        ("in_flight_mean", "#7f7f7f", "in flight"),
+        ("waiting_mean", PALETTE[1], "waiting"),
+        ("running_mean", PALETTE[2], "running"),
+    ):
         v = col(key)
         if not np.all(np.isnan(v)):
             ax.plot(t, v, marker="o", color=c, label=lab)
@@ -155,10 +202,17 @@ def timeslice_figure(root: Path) -> Figure | None:
     ax.set_ylabel("requests")
     ax.set_xlabel("time since the window opened (s)")
     for a in axes:
-        a.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False, ncol=3, borderaxespad=0.1)
+        a.legend(
+            loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False, ncol=3, borderaxespad=0.1
+        )
         _style(a)
-    return Figure("timeslices", "Timeslices", "Throughput, latency and queue per slice of the window (timeslices.json); "
-                  "the steady-state check compares the first and the last full slice against the slice-to-slice noise.", fig)
+    return Figure(
+        "timeslices",
+        "Timeslices",
+        "Throughput, latency and queue per slice of the window (timeslices.json); "
+        "the steady-state check compares the first and the last full slice against the slice-to-slice noise.",
+        fig,
+    )
 
 
 def sweep_diagnosis_table(sweep: Any) -> Table | None:
@@ -170,20 +224,45 @@ def sweep_diagnosis_table(sweep: Any) -> Table | None:
         if c.entry is None:
             continue
         m = c.entry.metrics
-        if c.config_id in seen or (m.itl_p99_inside_prefill_ms is None and m.finding is None and m.recompilations is None):
+        if c.config_id in seen or (
+            m.itl_p99_inside_prefill_ms is None and m.finding is None and m.recompilations is None
+        ):
             continue
         seen.add(c.config_id)
         i, o = m.itl_p99_inside_prefill_ms, m.itl_p99_outside_prefill_ms
         ratio = f"{i / o:.1f}x" if i is not None and o else "-"
-        rows.append([c.config_id, _ms(i), _ms(o), ratio, "-" if m.recompilations is None else str(m.recompilations),
-                     "-" if m.memory_growth_gib is None else f"{m.memory_growth_gib:+.2f}",
-                     "drift" if m.drift else "", m.finding or ""])
+        rows.append(
+            [
+                c.config_id,
+                _ms(i),
+                _ms(o),
+                ratio,
+                "-" if m.recompilations is None else str(m.recompilations),
+                "-" if m.memory_growth_gib is None else f"{m.memory_growth_gib:+.2f}",
+                "drift" if m.drift else "",
+                m.finding or "",
+            ]
+        )
     if not rows:
         return None
-    return Table(["config", "ITL p99 inside prefill (ms)", "outside (ms)", "gap", "recompiles", "mem growth (GiB)", "steady", "top finding"],
-                 rows, caption="From each config's first complete cell (summary.json diagnosis, findings)",
-                 align=["l", "r", "r", "r", "r", "r", "l", "l"])
+    return Table(
+        [
+            "config",
+            "ITL p99 inside prefill (ms)",
+            "outside (ms)",
+            "gap",
+            "recompiles",
+            "mem growth (GiB)",
+            "steady",
+            "top finding",
+        ],
+        rows,
+        caption="From each config's first complete cell (summary.json diagnosis, findings)",
+        align=["l", "r", "r", "r", "r", "r", "l", "l"],
+    )
 
 
 def diagnosis_paragraph() -> Paragraph:
-    return Paragraph("From the run's own files after the window (harness.diagnose); nothing here ran during measurement.")
+    return Paragraph(
+        "From the run's own files after the window (harness.diagnose); nothing here ran during measurement."
+    )

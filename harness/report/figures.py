@@ -85,7 +85,11 @@ def percentile_figure(series: list[Series], title: str, ylabel: str = "latency (
 
 # ---------------------------------------------------------------- over time
 def _series(rows: list[dict[str, Any]], key: str, t0: float) -> tuple[np.ndarray, np.ndarray]:
-    pts = [(float(r["t"]) - t0, float(r[key])) for r in rows if isinstance(r.get("t"), (int, float)) and isinstance(r.get(key), (int, float))]
+    pts = [
+        (float(r["t"]) - t0, float(r[key]))
+        for r in rows
+        if isinstance(r.get("t"), (int, float)) and isinstance(r.get(key), (int, float))
+    ]
     if not pts:
         return np.zeros(0), np.zeros(0)
     arr = np.asarray(pts)
@@ -141,7 +145,9 @@ def over_time_figure(
     # a panel's note is wrapped to the panel's width and kept out of the layout: a long reason (an
     # unreachable engine's whole connection error) once squeezed the axes to nothing and printed
     # matplotlib's "constrained_layout not applied" warning even with --quiet
-    no_engine = "\n".join(textwrap.wrap("no engine telemetry" + (f": {engine_missing}" if engine_missing else ""), 90)[:3])
+    no_engine = "\n".join(
+        textwrap.wrap("no engine telemetry" + (f": {engine_missing}" if engine_missing else ""), 90)[:3]
+    )
 
     # warmup shading: progress phase "warmup", else the summary's window start
     warm_end = None
@@ -167,7 +173,17 @@ def over_time_figure(
             ax.set_ylim(0, max(peak * 1.3, 0.5))
         ax.text(0.99, 0.9, f"peak {peak:.1f} %", ha="right", va="top", transform=ax.transAxes, fontsize="small")
     else:
-        ax.text(0.5, 0.5, no_engine, ha="center", va="center", transform=ax.transAxes, color="#888", fontsize="small", in_layout=False)
+        ax.text(
+            0.5,
+            0.5,
+            no_engine,
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color="#888",
+            fontsize="small",
+            in_layout=False,
+        )
         ax.set_ylim(0, 100)
     ax.set_ylabel("KV usage (%)")
     ax.set_title("KV cache usage", loc="left", fontsize="medium")
@@ -185,11 +201,23 @@ def over_time_figure(
         ax.plot(tp, inflight, color="#7f7f7f", ls="--", lw=1, label="in flight (client)")
         drawn = True
     if not engine:
-        ax.text(0.5, 0.8, no_engine, ha="center", va="center", transform=ax.transAxes, color="#888", fontsize="small", in_layout=False)
+        ax.text(
+            0.5,
+            0.8,
+            no_engine,
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color="#888",
+            fontsize="small",
+            in_layout=False,
+        )
     ax.set_ylabel("requests")
     ax.set_title("Requests running and waiting in the engine", loc="left", fontsize="medium")
     if drawn:
-        ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False, ncol=3, borderaxespad=0.1)
+        ax.legend(
+            loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False, ncol=3, borderaxespad=0.1
+        )
 
     # 3. preemptions
     ax = axes[2]
@@ -199,17 +227,38 @@ def over_time_figure(
         ax.plot(tr, rate, color=PALETTE[3], label="preemptions/s", drawstyle="steps-pre")
         ax.fill_between(tr, rate, step="pre", color=PALETTE[3], alpha=0.25)
         total = float(v[-1] - v[0]) if v.size else 0.0
-        ax.text(0.99, 0.9, f"{total:,.0f} in total" if total else "no preemptions", ha="right", va="top", transform=ax.transAxes, fontsize="small")
+        ax.text(
+            0.99,
+            0.9,
+            f"{total:,.0f} in total" if total else "no preemptions",
+            ha="right",
+            va="top",
+            transform=ax.transAxes,
+            fontsize="small",
+        )
         ax.set_ylim(0, max(1.0, float(rate.max()) * 1.15))
     else:
-        ax.text(0.5, 0.5, no_engine if not engine else "engine reports no preemption counter", ha="center", va="center", transform=ax.transAxes, color="#888", fontsize="small", in_layout=False)
+        ax.text(
+            0.5,
+            0.5,
+            no_engine if not engine else "engine reports no preemption counter",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color="#888",
+            fontsize="small",
+            in_layout=False,
+        )
     ax.set_ylabel("preemptions/s")
     ax.set_title("Preemptions", loc="left", fontsize="medium")
 
     # 4. tokens/s
     ax = axes[3]
     drawn = False
-    for key, color, label in (("generation_tokens_total", PALETTE[0], "engine output tokens/s"), ("prompt_tokens_total", PALETTE[4], "engine prompt tokens/s")):
+    for key, color, label in (
+        ("generation_tokens_total", PALETTE[0], "engine output tokens/s"),
+        ("prompt_tokens_total", PALETTE[4], "engine prompt tokens/s"),
+    ):
         t, v = _series(engine, key, t0)
         tr, rate = _rate(t, v)
         if tr.size:
@@ -236,7 +285,15 @@ def over_time_figure(
         if warm_end is not None and warm_end > 0:
             ax.axvspan(0, warm_end, color="#999999", alpha=0.15, lw=0, label="_warmup")
     if warm_end is not None and warm_end > 0:
-        axes[0].text(warm_end / 2, 0.5, "warmup", transform=axes[0].get_xaxis_transform(), ha="center", fontsize="small", color="#555")
+        axes[0].text(
+            warm_end / 2,
+            0.5,
+            "warmup",
+            transform=axes[0].get_xaxis_transform(),
+            ha="center",
+            fontsize="small",
+            color="#555",
+        )
     return fig
 
 
@@ -265,7 +322,9 @@ def config_colors(configs: list[str]) -> dict[str, str]:
 LAT_PANELS = (("ttft", "TTFT"), ("itl", "ITL per token"), ("e2e", "E2E latency"))
 
 
-def latency_throughput_figure(points: list[SweepPoint], configs: list[str], scenarios: list[str], best: dict[str, str | None]) -> Figure:
+def latency_throughput_figure(
+    points: list[SweepPoint], configs: list[str], scenarios: list[str], best: dict[str, str | None]
+) -> Figure:
     """Grid: rows TTFT / ITL / E2E, one column per scenario file. Each config is a vertical bar from
     its p50 (circle) to its p99 (triangle) at its output throughput; the best config under the SLOs
     is ringed. With load levels (sweep `loads`) a config's points are joined in load order: its
@@ -321,7 +380,13 @@ def latency_throughput_figure(points: list[SweepPoint], configs: list[str], scen
     # names was wider than the figure and both ends were cut off (audit D12: "-seqs=8")
     longest = max((len(str(h.get_label())) for h in handles), default=1)
     fits = int(fig.get_figwidth() * 100 / 7.5) // (longest + 6)
-    fig.legend(handles=handles, loc="outside lower center", ncol=max(1, min(len(handles), 7, fits)), frameon=False, fontsize="small")
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncol=max(1, min(len(handles), 7, fits)),
+        frameon=False,
+        fontsize="small",
+    )
     return fig
 
 
@@ -340,8 +405,14 @@ def _level_curves(ax: Any, pts: list[SweepPoint], metric: str, colors: dict[str,
         for p in mine:  # which point is which load: the level's value beside its p50
             y = next((v for v in p.lat.get(metric, (None, None)) if v is not None), None)
             if y is not None and p.level:
-                ax.annotate(_level_text(p.level), (p.throughput, y), textcoords="offset points", xytext=(5, -9),
-                            fontsize="x-small", color=colors[config])
+                ax.annotate(
+                    _level_text(p.level),
+                    (p.throughput, y),
+                    textcoords="offset points",
+                    xytext=(5, -9),
+                    fontsize="x-small",
+                    color=colors[config],
+                )
 
 
 def _level_text(level: str) -> str:
@@ -352,8 +423,14 @@ def _level_text(level: str) -> str:
     return f"{value}/s" if name == "rate" else level
 
 
-def goodput_figure(points: list[SweepPoint], configs: list[str], scenarios: list[str], best: dict[str, str | None],
-                   failed: dict[str, str], metric_label: str = "goodput (requests/s meeting every SLO)") -> Figure:
+def goodput_figure(
+    points: list[SweepPoint],
+    configs: list[str],
+    scenarios: list[str],
+    best: dict[str, str | None],
+    failed: dict[str, str],
+    metric_label: str = "goodput (requests/s meeting every SLO)",
+) -> Figure:
     """Grouped bars: one group per config, one bar per scenario; the share of requests meeting
     the SLO printed on each bar, the best config per scenario starred, failed configs named."""
     fig = Figure(figsize=(max(7.0, 1.6 * len(configs) * max(1, len(scenarios)) ** 0.5 + 3), 4.8), layout="constrained")
@@ -382,15 +459,33 @@ def goodput_figure(points: list[SweepPoint], configs: list[str], scenarios: list
                 txt = "★ " + txt
                 bar.set_edgecolor("#000000")
                 bar.set_linewidth(1.8)
-            ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() + top * 0.01, txt, ha="center", va="bottom", fontsize="x-small")
+            ax.text(
+                bar.get_x() + bar.get_width() / 2,
+                bar.get_height() + top * 0.01,
+                txt,
+                ha="center",
+                va="bottom",
+                fontsize="x-small",
+            )
     for k, cfg in enumerate(configs):
         if cfg in failed:
-            ax.text(x[k], top * 0.05 if top else 0.05, "failed to start", ha="center", va="bottom", rotation=90, color="#d62728", fontsize="small")
+            ax.text(
+                x[k],
+                top * 0.05 if top else 0.05,
+                "failed to start",
+                ha="center",
+                va="bottom",
+                rotation=90,
+                color="#d62728",
+                fontsize="small",
+            )
     ax.set_xticks(x, configs, rotation=20 if len(configs) > 4 else 0, ha="right" if len(configs) > 4 else "center")
     ax.set_ylabel(metric_label)
     ax.set_ylim(0, top * 1.18 if top else 1)
     what = f"load level (scenario {shared})" if shared else "scenario"
-    ax.set_title(f"Goodput per config and {what}\n★ best under the SLOs; % = share of requests meeting them", fontsize="medium")
+    ax.set_title(
+        f"Goodput per config and {what}\n★ best under the SLOs; % = share of requests meeting them", fontsize="medium"
+    )
     _style(ax)
     ax.grid(False, axis="x")
     longest = max((len(lb) for lb in labels), default=10)

@@ -39,16 +39,43 @@ def group_tables(run: RunData) -> list[Table]:
             if staged:
                 st = stages.get(value)
                 secs = st.duration_s if st is not None else None
-                load = ["—" if st is None else f"{st.users:,}", "—" if secs is None else f"{secs:,.1f}",
-                        f"{b.requests.rps:,.2f}" if secs else "—"]
-            rows.append([value, *load, f"{done:,}", f"{b.requests.failed:,}", mean_in, _ms(b, "ttft", "p50"),
-                         _ms(b, "ttft", "p99"), _ms(b, "itl_token", "p50"), _ms(b, "e2e", "p99"),
-                         "—" if good is None else f"{100 * good:.0f} %"])
+                load = [
+                    "—" if st is None else f"{st.users:,}",
+                    "—" if secs is None else f"{secs:,.1f}",
+                    f"{b.requests.rps:,.2f}" if secs else "—",
+                ]
+            rows.append(
+                [
+                    value,
+                    *load,
+                    f"{done:,}",
+                    f"{b.requests.failed:,}",
+                    mean_in,
+                    _ms(b, "ttft", "p50"),
+                    _ms(b, "ttft", "p99"),
+                    _ms(b, "itl_token", "p50"),
+                    _ms(b, "e2e", "p99"),
+                    "—" if good is None else f"{100 * good:.0f} %",
+                ]
+            )
         label = LABELS.get(dim, dim)
-        head = [label, *(["Users", "Seconds", "Requests/s"] if staged else []), "Completed", "Failed",
-                "Input tokens (mean)", "TTFT p50", "TTFT p99", "ITL p50", "E2E p99", "Good"]
-        caption = ("Per LoadTestShape stage: its users, its seconds in the window and its own latencies (ms)" if staged
-                   else f"Per {label.lower()} (latencies in ms)")
+        head = [
+            label,
+            *(["Users", "Seconds", "Requests/s"] if staged else []),
+            "Completed",
+            "Failed",
+            "Input tokens (mean)",
+            "TTFT p50",
+            "TTFT p99",
+            "ITL p50",
+            "E2E p99",
+            "Good",
+        ]
+        caption = (
+            "Per LoadTestShape stage: its users, its seconds in the window and its own latencies (ms)"
+            if staged
+            else f"Per {label.lower()} (latencies in ms)"
+        )
         out.append(Table(head, rows, caption=caption))
     return out
 
@@ -72,20 +99,46 @@ def fleet_table(run: RunData) -> Table | None:
         e = engines.get(url)
         w = e.waiting if e is not None else None
         name = url.split("//", 1)[-1]
-        rows.append([name, f"{sent:,}", num(at(bal.requests if bal else None, i)), num(at(bal.prompt_tokens if bal else None, i)),
-                     _pct(hits.get(name)), _pct(e.prefix_hit_rate if e is not None else None),
-                     num(at(bal.ttft_p50_ms if bal else None, i), ",.1f"), num(at(bal.ttft_p99_ms if bal else None, i), ",.1f"),
-                     "—" if w is None or w.mean is None else f"{w.mean:.1f} / {w.max or 0:.0f}"])
-    notes = [f"Cross-replica prefix overlap: {_pct(f.prefix_overlap)} of {f.prefix_blocks:,} "
-             "prefix blocks were sent to more than one replica (what a distributed prefix cache would "
-             f"deduplicate). Fleet prefix hit rate from usage: {_pct(f.fleet_usage_cached_hit_rate)}. "
-             "Each replica's time series: engine_metrics.jsonl (first) and replicas/r<i>/engine_metrics.jsonl."]
+        rows.append(
+            [
+                name,
+                f"{sent:,}",
+                num(at(bal.requests if bal else None, i)),
+                num(at(bal.prompt_tokens if bal else None, i)),
+                _pct(hits.get(name)),
+                _pct(e.prefix_hit_rate if e is not None else None),
+                num(at(bal.ttft_p50_ms if bal else None, i), ",.1f"),
+                num(at(bal.ttft_p99_ms if bal else None, i), ",.1f"),
+                "—" if w is None or w.mean is None else f"{w.mean:.1f} / {w.max or 0:.0f}",
+            ]
+        )
+    notes = [
+        f"Cross-replica prefix overlap: {_pct(f.prefix_overlap)} of {f.prefix_blocks:,} "
+        "prefix blocks were sent to more than one replica (what a distributed prefix cache would "
+        f"deduplicate). Fleet prefix hit rate from usage: {_pct(f.fleet_usage_cached_hit_rate)}. "
+        "Each replica's time series: engine_metrics.jsonl (first) and replicas/r<i>/engine_metrics.jsonl."
+    ]
     if bal is not None and bal.requests_max_over_mean is not None:
-        notes.append(f"Load balance: the busiest replica completed {bal.requests_max_over_mean:.2f}x the mean requests "
-                     f"and {bal.prompt_tokens_max_over_mean or 0:.2f}x the mean prompt tokens (1.00 = an even spread).")
-    return Table(["Endpoint", "Requests sent", "Completed", "Prompt tokens", "Prefix hit (usage)", "Prefix hit (engine)",
-                  "TTFT p50", "TTFT p99", "Waiting mean / max"], rows,
-                 caption=f"Fleet: {len(f.endpoints)} endpoints, routing {f.routing} (latencies in ms)", notes=notes)
+        notes.append(
+            f"Load balance: the busiest replica completed {bal.requests_max_over_mean:.2f}x the mean requests "
+            f"and {bal.prompt_tokens_max_over_mean or 0:.2f}x the mean prompt tokens (1.00 = an even spread)."
+        )
+    return Table(
+        [
+            "Endpoint",
+            "Requests sent",
+            "Completed",
+            "Prompt tokens",
+            "Prefix hit (usage)",
+            "Prefix hit (engine)",
+            "TTFT p50",
+            "TTFT p99",
+            "Waiting mean / max",
+        ],
+        rows,
+        caption=f"Fleet: {len(f.endpoints)} endpoints, routing {f.routing} (latencies in ms)",
+        notes=notes,
+    )
 
 
 def sessions_table(run: RunData) -> Table | None:
@@ -105,11 +158,29 @@ def sessions_table(run: RunData) -> Table | None:
         share, waits = a.share, a.waiting_s
         rows += [
             ["Agentic sessions ended / completed", f"{a.sessions:,} / {a.completed:,}"],
-            ["Requests per session; tool calls; fan-outs (sub-agents)",
-             f"{a.calls_per_session:,.1f}; {a.tool_calls:,}; {a.fan_outs:,} ({a.subagents:,})"],
-            *[[f"Completed sessions' wall time waiting on {label}", f"{getattr(waits, k) or 0:,.1f} s ({_pct(getattr(share, k))})"]
-              for k, label in (("engine", "the engine"), ("tools", "tools"), ("think", "the user"), ("subagents", "sub-agents"))],
+            [
+                "Requests per session; tool calls; fan-outs (sub-agents)",
+                f"{a.calls_per_session:,.1f}; {a.tool_calls:,}; {a.fan_outs:,} ({a.subagents:,})",
+            ],
+            *[
+                [
+                    f"Completed sessions' wall time waiting on {label}",
+                    f"{getattr(waits, k) or 0:,.1f} s ({_pct(getattr(share, k))})",
+                ]
+                for k, label in (
+                    ("engine", "the engine"),
+                    ("tools", "tools"),
+                    ("think", "the user"),
+                    ("subagents", "sub-agents"),
+                )
+            ],
         ]
-    return Table(["Sessions", "Value"], rows, caption="Multi-turn sessions", notes=[
-        "Ideal: each turn's prompt could reuse the previous turn's prompt and reply (whole 16-token blocks), "
-        "turn 1 a system prompt an earlier session sent; an engine below it evicted or did not cache."])
+    return Table(
+        ["Sessions", "Value"],
+        rows,
+        caption="Multi-turn sessions",
+        notes=[
+            "Ideal: each turn's prompt could reuse the previous turn's prompt and reply (whole 16-token blocks), "
+            "turn 1 a system prompt an earlier session sent; an engine below it evicted or did not cache."
+        ],
+    )

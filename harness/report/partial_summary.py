@@ -48,8 +48,11 @@ def summary_from_requests(requests: list[dict[str, Any]], progress: list[dict[st
         return float(v) if isinstance(v, (int, float)) else None
 
     starts = [s for s in (start_ns(r) for r in rows) if s is not None]
-    ends = [s + float(r["e2e_ms"]) * 1e6 for r in ok
-            if (s := start_ns(r)) is not None and isinstance(r.get("e2e_ms"), (int, float))]
+    ends = [
+        s + float(r["e2e_ms"]) * 1e6
+        for r in ok
+        if (s := start_ns(r)) is not None and isinstance(r.get("e2e_ms"), (int, float))
+    ]
     duration = (max(ends) - min(starts)) / 1e9 if starts and ends and max(ends) > min(starts) else 0.0
 
     def block(sel: list[dict[str, Any]]) -> dict[str, Any]:
@@ -69,8 +72,11 @@ def summary_from_requests(requests: list[dict[str, Any]], progress: list[dict[st
                 "output_per_s": out / duration if duration else 0.0,
             },
             "latency_ms": {  # the table's per-request fields (harness.metrics.table)
-                m.name: _pcts([float(r[m.record_field]) for r in good if isinstance(r.get(m.record_field), (int, float))])
-                for m in METRICS if m.record_field and not m.optional
+                m.name: _pcts(
+                    [float(r[m.record_field]) for r in good if isinstance(r.get(m.record_field), (int, float))]
+                )
+                for m in METRICS
+                if m.record_field and not m.optional
             },
         }
 
@@ -83,7 +89,10 @@ def summary_from_requests(requests: list[dict[str, Any]], progress: list[dict[st
         "per_class": {c: block([r for r in rows if r.get("class") == c]) for c in classes},
         "window": {"duration_s": duration},
         "status": "partial",
-        "validity": {"ok": False, "warnings": ["summary computed from requests.jsonl: ITL, engine telemetry and goodput are not available"]},
+        "validity": {
+            "ok": False,
+            "warnings": ["summary computed from requests.jsonl: ITL, engine telemetry and goodput are not available"],
+        },
     }
     if progress:
         data["window"]["start"] = progress[0].get("t")

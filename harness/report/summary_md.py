@@ -40,7 +40,10 @@ def _run_md(run: RunData) -> list[str]:
         rows.append([f"{m.label} ({m.unit})"] + [fmt_num(_class_value(m, b)) for _, b in groups])
     g = METRICS["goodput_pct"].get(s)
     rows.append(["goodput (% within SLO)", fmt_pct(g)] + ["" for _ in groups[1:]])
-    rows.append(["failed requests", f"{s.requests.failed:,} of {s.requests.completed + s.requests.failed:,}"] + ["" for _ in groups[1:]])
+    rows.append(
+        ["failed requests", f"{s.requests.failed:,} of {s.requests.completed + s.requests.failed:,}"]
+        + ["" for _ in groups[1:]]
+    )
     out = [*table_md(Table(cols, rows)), ""]
     e = s.engine
     bits = []
@@ -76,23 +79,64 @@ def _sweep_md(sweep: SweepData) -> list[str]:
     for scenario, rows in ranked.items():
         b = best.get(scenario)
         mixed = V.mixed_loads(rows)
-        out.append(f"**Scenario `{scenario}`**: best under the SLOs: " + (f"**{b}**" if b else
-                   f"none chosen (the configs ran at different client loads: {', '.join(mixed)})" if mixed else "none"))
+        out.append(
+            f"**Scenario `{scenario}`**: best under the SLOs: "
+            + (
+                f"**{b}**"
+                if b
+                else f"none chosen (the configs ran at different client loads: {', '.join(mixed)})"
+                if mixed
+                else "none"
+            )
+        )
         out.append("")
         trows = []
         for i, r in enumerate(rows, 1):
             if not r.runs:
-                trows.append(["—", r.config, V.flags_text(r.flags), f"{r.status}: {r.reason or ''}".strip(), "", "", ""])
+                trows.append(
+                    ["—", r.config, V.flags_text(r.flags), f"{r.status}: {r.reason or ''}".strip(), "", "", ""]
+                )
                 continue
-            trows.append([str(i), ("★ " if r.config == b else "") + r.config, V.flags_text(r.flags), fmt_num(r.value(key)),
-                          fmt_pct(r.value("goodput_pct"), 0), fmt_num(r.value("ttft.p99")), fmt_num(r.value("itl.p99"))])
-        out += [*table_md(Table(["#", "config", "flags", f"{key.label} ({key.unit})", "within SLO", "TTFT p99 (ms)", "ITL p99 (ms)"], trows, align=["r", "l", "l", "r", "r", "r", "r"])), ""]
+            trows.append(
+                [
+                    str(i),
+                    ("★ " if r.config == b else "") + r.config,
+                    V.flags_text(r.flags),
+                    fmt_num(r.value(key)),
+                    fmt_pct(r.value("goodput_pct"), 0),
+                    fmt_num(r.value("ttft.p99")),
+                    fmt_num(r.value("itl.p99")),
+                ]
+            )
+        out += [
+            *table_md(
+                Table(
+                    [
+                        "#",
+                        "config",
+                        "flags",
+                        f"{key.label} ({key.unit})",
+                        "within SLO",
+                        "TTFT p99 (ms)",
+                        "ITL p99 (ms)",
+                    ],
+                    trows,
+                    align=["r", "l", "l", "r", "r", "r", "r"],
+                )
+            ),
+            "",
+        ]
     return out
 
 
-def build_summary(path: Path | str, compare_to: str | None = None, opts: Options | None = None,
-                  metrics: list[MetricDef] | None = None, title: str | None = None,
-                  baseline_root: Path | None = None) -> tuple[str, int | None]:
+def build_summary(
+    path: Path | str,
+    compare_to: str | None = None,
+    opts: Options | None = None,
+    metrics: list[MetricDef] | None = None,
+    title: str | None = None,
+    baseline_root: Path | None = None,
+) -> tuple[str, int | None]:
     """(Markdown, comparison exit code or None). A comparison that cannot be made is reported in
     the Markdown (the `compare` step is what gates)."""
     p = Path(path)
@@ -103,8 +147,12 @@ def build_summary(path: Path | str, compare_to: str | None = None, opts: Options
     if kind == "sweep":
         sweep = load_sweep(p)
         n_ok = sum(1 for c in sweep.cells if c.usable)
-        lines += [f"## {title or f'harness sweep `{sweep.name}`'}", "",
-                  f"{len(sweep.configs)} configs × {len(sweep.scenarios)} scenarios, {n_ok} of {len(sweep.cells)} cells with results.", ""]
+        lines += [
+            f"## {title or f'harness sweep `{sweep.name}`'}",
+            "",
+            f"{len(sweep.configs)} configs × {len(sweep.scenarios)} scenarios, {n_ok} of {len(sweep.cells)} cells with results.",
+            "",
+        ]
         items = [f"config `{c}` produced no results: {why}" for c, why in V.failed_configs(sweep).items()]
         for cell in sweep.cells:
             if cell.run is not None:
@@ -113,9 +161,13 @@ def build_summary(path: Path | str, compare_to: str | None = None, opts: Options
         lines += _sweep_md(sweep)
     elif kind == "run":
         run = load_run(p)
-        lines += [f"## {title or f'harness run `{run.name}`'}", "",
-                  f"Status **{run.summary.status}**, {run.summary.requests.completed:,} requests in "
-                  f"{fmt_num(run.summary.window.duration_s)} s, target `{run.summary.target.model or run.summary.target.url or '?'}`.", ""]
+        lines += [
+            f"## {title or f'harness run `{run.name}`'}",
+            "",
+            f"Status **{run.summary.status}**, {run.summary.requests.completed:,} requests in "
+            f"{fmt_num(run.summary.window.duration_s)} s, target `{run.summary.target.model or run.summary.target.url or '?'}`.",
+            "",
+        ]
         lines += _warn_lines(validity_items(run))
         lines += _run_md(run)
     else:
@@ -129,8 +181,14 @@ def build_summary(path: Path | str, compare_to: str | None = None, opts: Options
             lines.append(render_markdown(res))
             code = res.exit_code
         except UserError as exc:
-            lines += ["### ⛔ Comparison with the baseline not possible", ""] + [f"- {line}" for line in exc.lines] + [""]
+            lines += (
+                ["### ⛔ Comparison with the baseline not possible", ""] + [f"- {line}" for line in exc.lines] + [""]
+            )
             code = exc.exit_code
     report = p / "report.html"
-    lines.append(f"<sub>Full report: `{report}`" + (" (in the job's artifact)" if report.is_file() else " (run `harness report` to write it)") + "</sub>")
+    lines.append(
+        f"<sub>Full report: `{report}`"
+        + (" (in the job's artifact)" if report.is_file() else " (run `harness report` to write it)")
+        + "</sub>"
+    )
     return "\n".join(lines).rstrip() + "\n", code

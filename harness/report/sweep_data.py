@@ -40,7 +40,9 @@ class Cell:
 
     @property
     def usable(self) -> bool:
-        return self.run is not None and self.status in ("complete", "partial") and self.run.summary.requests.completed > 0
+        return (
+            self.run is not None and self.status in ("complete", "partial") and self.run.summary.requests.completed > 0
+        )
 
 
 @dataclass
@@ -101,11 +103,15 @@ def load_sweep(path: Path | str, load_runs: bool = True) -> SweepData:
     sweep_dir = Path(path)
     ipath = sweep_dir / "index.json"
     if not ipath.is_file():
-        raise UserError(f"{sweep_dir}: no index.json; pass the directory `harness sweep` wrote (it holds index.json and one run directory per cell)")
+        raise UserError(
+            f"{sweep_dir}: no index.json; pass the directory `harness sweep` wrote (it holds index.json and one run directory per cell)"
+        )
     try:
         index = read_json(ipath)
     except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"{ipath}: unreadable ({_short(exc)}); re-run `harness sweep --resume {sweep_dir}` to rewrite it") from None
+        raise UserError(
+            f"{ipath}: unreadable ({_short(exc)}); re-run `harness sweep --resume {sweep_dir}` to rewrite it"
+        ) from None
     if not isinstance(index, dict) or not isinstance(index.get("cells"), list):
         raise UserError(f"{ipath}: expected an object with a 'cells' list; was it written by `harness sweep`?")
     notes: list[str] = []
@@ -141,7 +147,9 @@ def load_sweep(path: Path | str, load_runs: bool = True) -> SweepData:
             except UserError as exc:
                 notes.append(f"cell {cell.id}: {exc.lines[0]}")
         elif load_runs and cell.status != "failed":
-            notes.append(f"cell {cell.id} ({cell.config_id} × {cell.scenario}): status {cell.status} but its run directory {rd!r} is missing")
+            notes.append(
+                f"cell {cell.id} ({cell.config_id} × {cell.scenario}): status {cell.status} but its run directory {rd!r} is missing"
+            )
         cells.append(cell)
     name = str(index.get("sweep") or sweep_dir.name)
     att = index.get("slo_attainment")

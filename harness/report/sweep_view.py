@@ -149,8 +149,15 @@ def best_configs(ranked: dict[str, list[ConfigResult]], key_metric: MetricDef) -
     """The top config per scenario; none where the configs ran at different client loads."""
     out: dict[str, str | None] = {}
     for scenario, rows in ranked.items():
-        top = (rows[0] if rows and rows[0].runs and not rows[0].unranked and (rows[0].value(key_metric) or 0) > 0
-               and not mixed_loads(rows) else None)
+        top = (
+            rows[0]
+            if rows
+            and rows[0].runs
+            and not rows[0].unranked
+            and (rows[0].value(key_metric) or 0) > 0
+            and not mixed_loads(rows)
+            else None
+        )
         out[scenario] = top.config if top else None
     return out
 

@@ -95,7 +95,12 @@ def engine_table(run: RunData) -> Table:
     if gm.available and gm.used_max_bytes is not None:
         used, total = gm.used_max_bytes, gm.total_bytes
         share = f" of {fmt_bytes_gib(total)} ({fmt_pct(100 * used / total)})" if total else ""
-        rows.append(["GPU memory used (max)", fmt_bytes_gib(used) + share + (" (simulated engine's model)" if gm.simulated else "")])
+        rows.append(
+            [
+                "GPU memory used (max)",
+                fmt_bytes_gib(used) + share + (" (simulated engine's model)" if gm.simulated else ""),
+            ]
+        )
         if gm.note:  # another process on the device: NVML counts it too
             rows.append(["GPU memory note", gm.note])
     else:
@@ -104,10 +109,13 @@ def engine_table(run: RunData) -> Table:
     kv = e.kv_usage
     if kv.max is not None:
         cap = e.kv_capacity_tokens
-        rows.append([
-            "KV cache occupancy mean / p99 / max",
-            " / ".join(_frac_pct(v) for v in (kv.mean, kv.p99, kv.max)) + (f" of {fmt_num(cap)} tokens" if cap else ""),
-        ])
+        rows.append(
+            [
+                "KV cache occupancy mean / p99 / max",
+                " / ".join(_frac_pct(v) for v in (kv.mean, kv.p99, kv.max))
+                + (f" of {fmt_num(cap)} tokens" if cap else ""),
+            ]
+        )
     else:
         rows.append(["KV cache occupancy", "not available"])
 
@@ -120,7 +128,12 @@ def engine_table(run: RunData) -> Table:
     pc = e.prefix_cache
     if pc.hit_rate is not None:
         expected = pc.expected_hit_rate
-        rows.append(["Prefix cache hit rate", _frac_pct(pc.hit_rate) + (f" (workload allows {_frac_pct(expected)})" if expected is not None else "")])
+        rows.append(
+            [
+                "Prefix cache hit rate",
+                _frac_pct(pc.hit_rate) + (f" (workload allows {_frac_pct(expected)})" if expected is not None else ""),
+            ]
+        )
     else:
         rows.append(["Prefix cache hit rate", "not available"])
 
@@ -129,18 +142,43 @@ def engine_table(run: RunData) -> Table:
             rows.append([label, f"{fmt_num(gauge.mean)} / {fmt_num(gauge.max, 0)}"])
     sd = e.spec_decode
     if sd is not None:
-        rows.append(["Speculative decoding", ", ".join(f"{k} {fmt_num(_num(v)) if _num(v) is not None else v}"
-                                                       for k, v in sd.model_dump(mode="json").items())])
-    for key, label in (("ttft", "Engine-reported TTFT p50 / p99"), ("itl", "Engine-reported ITL p50 / p99"), ("queue", "Engine queue time p50 / p99"),
-                       ("prefill", "Engine prefill time per request p50 / p99"), ("decode", "Engine decode time per request p50 / p99")):
+        rows.append(
+            [
+                "Speculative decoding",
+                ", ".join(
+                    f"{k} {fmt_num(_num(v)) if _num(v) is not None else v}"
+                    for k, v in sd.model_dump(mode="json").items()
+                ),
+            ]
+        )
+    for key, label in (
+        ("ttft", "Engine-reported TTFT p50 / p99"),
+        ("itl", "Engine-reported ITL p50 / p99"),
+        ("queue", "Engine queue time p50 / p99"),
+        ("prefill", "Engine prefill time per request p50 / p99"),
+        ("decode", "Engine decode time per request p50 / p99"),
+    ):
         d = e.engine_latency_ms.get(key)
         if d is not None and (d.p50 is not None or d.p50_bucket_ms):
-            rows.append([label, f"{bucket_quantile(d.model_dump(), 'p50')} / {bucket_quantile(d.model_dump(), 'p99')} ms"
-                         + (f"; mean {fmt_num(d.mean)} ms" if d.mean is not None else "") + " (from bucketed histograms)"])
-    rows.append(["Telemetry", f"{tel.source or 'none'}, {tel.scrapes} scrapes" + (f"; missing: {missing}" if missing else "")])
+            rows.append(
+                [
+                    label,
+                    f"{bucket_quantile(d.model_dump(), 'p50')} / {bucket_quantile(d.model_dump(), 'p99')} ms"
+                    + (f"; mean {fmt_num(d.mean)} ms" if d.mean is not None else "")
+                    + " (from bucketed histograms)",
+                ]
+            )
+    rows.append(
+        ["Telemetry", f"{tel.source or 'none'}, {tel.scrapes} scrapes" + (f"; missing: {missing}" if missing else "")]
+    )
     caption = "Engine, whole server" + (f" (profile {e.profile})" if e.profile else "")
-    return Table(["Metric", "Value"], rows, caption=caption, align=["l", "l"],
-                 notes=["From the engine's metrics endpoint over the measurement window; shared by all request classes."])
+    return Table(
+        ["Metric", "Value"],
+        rows,
+        caption=caption,
+        align=["l", "l"],
+        notes=["From the engine's metrics endpoint over the measurement window; shared by all request classes."],
+    )
 
 
 def bucket_quantile(d: dict, key: str, suffix: str = "_bucket_ms", value_key: str | None = None) -> str:
@@ -175,7 +213,10 @@ def errors_table(run: RunData) -> Table | None:
     if not errs:
         return None
     total = run.summary.requests.completed + run.summary.requests.failed
-    rows = [[k, f"{v:,}", fmt_pct(100 * v / total if total else None)] for k, v in sorted(errs.items(), key=lambda kv: -kv[1])]
+    rows = [
+        [k, f"{v:,}", fmt_pct(100 * v / total if total else None)]
+        for k, v in sorted(errs.items(), key=lambda kv: -kv[1])
+    ]
     return Table(["Error kind", "Requests", "Share"], rows, caption="Failed requests by kind")
 
 
@@ -184,7 +225,9 @@ def measurement_table(run: RunData) -> Table:
     rows: list[list[str]] = []
     w = s.window
     drain_text = f" (incl. {fmt_num(w.drain_s)} s drain)" if w.drain_s >= 0.05 else ""
-    rows.append(["Measurement window", f"{fmt_num(w.duration_s)} s{drain_text} after {fmt_num(w.warmup_s)} s of warmup"])
+    rows.append(
+        ["Measurement window", f"{fmt_num(w.duration_s)} s{drain_text} after {fmt_num(w.warmup_s)} s of warmup"]
+    )
     load = {k: v for k, v in s.load.model_dump(mode="json").items() if v is not None}
     if "load" in s.model_fields_set and load:
         rows.append(["Load", ", ".join(f"{k} {v}" for k, v in load.items())])
@@ -193,17 +236,28 @@ def measurement_table(run: RunData) -> Table:
         rows.append(["Reads holding several events", f"{s.timing.coalesced_reads:,}"])
     meter = s.timing.stall_meter
     if "stalls_in_window" in meter.model_fields_set:
-        rows.append(["Host stalls in the window", f"{meter.stalls_in_window} (longest {fmt_num(meter.max_stall_ms)} ms, "
-                     f"threshold {fmt_num(meter.threshold_ms)} ms)"])
+        rows.append(
+            [
+                "Host stalls in the window",
+                f"{meter.stalls_in_window} (longest {fmt_num(meter.max_stall_ms)} ms, "
+                f"threshold {fmt_num(meter.threshold_ms)} ms)",
+            ]
+        )
     sim = s.engine.simulator
     if sim is not None:
         share = sim.behind_share
-        rows.append(["Simulated engine behind its schedule",
-                     f"{fmt_num(sim.behind_s)} s ({fmt_pct(None if share is None else 100 * share)} of its busy time); "
-                     f"step lag p50 / p99 {fmt_num(sim.step_lag_ms.p50)} / {fmt_num(sim.step_lag_ms.p99)} ms "
-                     f"(mean step {fmt_num(sim.mean_step_ms)} ms)"])
+        rows.append(
+            [
+                "Simulated engine behind its schedule",
+                f"{fmt_num(sim.behind_s)} s ({fmt_pct(None if share is None else 100 * share)} of its busy time); "
+                f"step lag p50 / p99 {fmt_num(sim.step_lag_ms.p50)} / {fmt_num(sim.step_lag_ms.p99)} ms "
+                f"(mean step {fmt_num(sim.mean_step_ms)} ms)",
+            ]
+        )
     if s.client.cpu_max_pct is not None:
-        rows.append(["Client CPU max / mean", f"{fmt_pct(s.client.cpu_max_pct, 0)} / {fmt_pct(s.client.cpu_mean_pct, 0)}"])
+        rows.append(
+            ["Client CPU max / mean", f"{fmt_pct(s.client.cpu_max_pct, 0)} / {fmt_pct(s.client.cpu_mean_pct, 0)}"]
+        )
     lag = s.latency_ms.get("send_lag")
     if lag is not None and lag.count:
         rows.append(["Send lag p50 / p99 (open loop)", f"{fmt_num(lag.p50)} / {fmt_num(lag.p99)} ms"])
@@ -211,14 +265,25 @@ def measurement_table(run: RunData) -> Table:
     if uc.prompt_tokens_mean_diff is not None:
         fit = ""
         if uc.prompt_tokens_offset is not None:  # harness.metrics.prompt_fit
-            fit = (f"; constant offset {uc.prompt_tokens_offset:+.1f} per request (a chat template's fixed tokens), "
-                   f"scale {100 * (uc.prompt_tokens_scale_error or 0.0):+.1f}%, "
-                   f"scatter {fmt_num(uc.prompt_tokens_residual_rms)} rms")
-        rows.append(["Server prompt tokens − intended", f"mean {fmt_num(uc.prompt_tokens_mean_diff)}, max {uc.max_diff}{fit}"
-                     + (f" (tokenizer {uc.tokenizer})" if uc.tokenizer else "")])
+            fit = (
+                f"; constant offset {uc.prompt_tokens_offset:+.1f} per request (a chat template's fixed tokens), "
+                f"scale {100 * (uc.prompt_tokens_scale_error or 0.0):+.1f}%, "
+                f"scatter {fmt_num(uc.prompt_tokens_residual_rms)} rms"
+            )
+        rows.append(
+            [
+                "Server prompt tokens − intended",
+                f"mean {fmt_num(uc.prompt_tokens_mean_diff)}, max {uc.max_diff}{fit}"
+                + (f" (tokenizer {uc.tokenizer})" if uc.tokenizer else ""),
+            ]
+        )
     elif "usage_check" in s.model_fields_set:
-        rows.append(["Usage check", ", ".join(f"{k} {v}" for k, v in uc.model_dump(mode="json").items()
-                                              if not isinstance(v, (dict, list)))])
+        rows.append(
+            [
+                "Usage check",
+                ", ".join(f"{k} {v}" for k, v in uc.model_dump(mode="json").items() if not isinstance(v, (dict, list))),
+            ]
+        )
     iso = isolation_text(s.prefix_cache_isolation)
     if iso:
         rows.append(["Prefix cache before the run", iso])

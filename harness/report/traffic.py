@@ -16,8 +16,12 @@ from harness.report.sweep_data import SweepData
 from harness.results.models.summary import ClassBlock
 from harness.results.models.traffic import CacheOutcome, FleetBalance, ServerTiming, TtftBreakdown
 
-PARTS = (("send_lag", "send lag", "#7f7f7f"), ("network", "network + HTTP", "#1f77b4"),
-         ("queue", "queue", "#d62728"), ("prefill", "prefill", "#2ca02c"))
+PARTS = (
+    ("send_lag", "send lag", "#7f7f7f"),
+    ("network", "network + HTTP", "#1f77b4"),
+    ("queue", "queue", "#d62728"),
+    ("prefill", "prefill", "#2ca02c"),
+)
 CACHE_DIMS = (("turn", "Turn"), ("call", "Call"), ("endpoint", "Endpoint"))
 
 
@@ -38,8 +42,14 @@ def _cache_row(label: str, c: CacheOutcome | None) -> list[str] | None:
 
 
 def _cache_line(label: str, c: CacheOutcome) -> list[str]:
-    return [label, f"{c.requests_reporting:,}", f"{c.prompt_tokens:,}", f"{c.cached_tokens:,}", _pct(c.hit_rate),
-            _pct(c.ideal_hit_rate)]
+    return [
+        label,
+        f"{c.requests_reporting:,}",
+        f"{c.prompt_tokens:,}",
+        f"{c.cached_tokens:,}",
+        _pct(c.hit_rate),
+        _pct(c.ideal_hit_rate),
+    ]
 
 
 def cache_table(run: RunData) -> Table | None:
@@ -61,30 +71,46 @@ def cache_table(run: RunData) -> Table | None:
                 rows.append(row)
     if not rows:
         return None
-    return Table(["Requests", "Reporting", "Prompt tokens", "Cached tokens", "Hit rate (server)", "Ideal hit rate"], rows,
-                 caption="Prefix cache, request by request: the tokens the server said it served from its cache "
-                         "(usage.prompt_tokens_details.cached_tokens)",
-                 notes=["Ideal: what a large-enough prefix cache could serve of these prompts (sessions: the history "
-                        "sent before; hash-block traces: blocks an earlier request carried), in whole engine blocks. "
-                        "A server below it evicted, or did not cache; — where the server reported no cached tokens "
-                        "(vLLM: --enable-prompt-tokens-details) or the workload does not say."])
+    return Table(
+        ["Requests", "Reporting", "Prompt tokens", "Cached tokens", "Hit rate (server)", "Ideal hit rate"],
+        rows,
+        caption="Prefix cache, request by request: the tokens the server said it served from its cache "
+        "(usage.prompt_tokens_details.cached_tokens)",
+        notes=[
+            "Ideal: what a large-enough prefix cache could serve of these prompts (sessions: the history "
+            "sent before; hash-block traces: blocks an earlier request carried), in whole engine blocks. "
+            "A server below it evicted, or did not cache; — where the server reported no cached tokens "
+            "(vLLM: --enable-prompt-tokens-details) or the workload does not say."
+        ],
+    )
 
 
 def block_trace_table(run: RunData) -> Table | None:
     bt = run.summary.block_trace
     if bt is None:
         return None
-    block = f"{bt.engine_block}" + (f" (the engine's: {bt.engine_block_size})" if bt.engine_block_size not in (None, bt.engine_block) else "")
-    rows = [["Trace", f"`{bt.path}` ({bt.records:,} records, {bt.sessions:,} sessions, {bt.block_tokens}-token blocks)"],
-            ["Ideal hit rate, whole trace", _pct(bt.ideal_hit_rate_trace)],
-            ["Ideal hit rate, the requests sent", _pct(bt.ideal_hit_rate)],
-            ["Hit rate the server reported (usage cached tokens)", _pct(bt.server_hit_rate)],
-            ["Hit rate the engine counted (/metrics)", _pct(bt.engine_hit_rate)],
-            ["Requests", f"{bt.requests:,}"], ["Engine block size the ideal is cut to", block]]
-    return Table(["Hash-block trace replay", "Value"], rows, caption="Prefix reuse the trace allows, and what the engine made of it",
-                 notes=["Ideal: an unbounded prefix cache, requests in timestamp order: each request's leading blocks "
-                        "whose whole prefix an earlier request sent. Below it: evictions, or requests sharing a new "
-                        "prefix that arrived before the first had been computed."])
+    block = f"{bt.engine_block}" + (
+        f" (the engine's: {bt.engine_block_size})" if bt.engine_block_size not in (None, bt.engine_block) else ""
+    )
+    rows = [
+        ["Trace", f"`{bt.path}` ({bt.records:,} records, {bt.sessions:,} sessions, {bt.block_tokens}-token blocks)"],
+        ["Ideal hit rate, whole trace", _pct(bt.ideal_hit_rate_trace)],
+        ["Ideal hit rate, the requests sent", _pct(bt.ideal_hit_rate)],
+        ["Hit rate the server reported (usage cached tokens)", _pct(bt.server_hit_rate)],
+        ["Hit rate the engine counted (/metrics)", _pct(bt.engine_hit_rate)],
+        ["Requests", f"{bt.requests:,}"],
+        ["Engine block size the ideal is cut to", block],
+    ]
+    return Table(
+        ["Hash-block trace replay", "Value"],
+        rows,
+        caption="Prefix reuse the trace allows, and what the engine made of it",
+        notes=[
+            "Ideal: an unbounded prefix cache, requests in timestamp order: each request's leading blocks "
+            "whose whole prefix an earlier request sent. Below it: evictions, or requests sharing a new "
+            "prefix that arrived before the first had been computed."
+        ],
+    )
 
 
 def _breakdowns(run: RunData) -> dict[str, TtftBreakdown]:
@@ -143,22 +169,43 @@ def ttft_parts_blocks(run: RunData) -> list[Block]:
             if block is None:
                 continue
             total = sum(max(0.0, getattr(block.mean_ms, p) or 0.0) for p, _l, _c in PARTS)
-            rows.append([name, view, f"{block.requests:,}", _ms(total),
-                         *(f"{_ms(getattr(block.mean_ms, p))} ({_pct(getattr(block.share, p))})" for p, _l, _c in PARTS)])
-    notes = ["send lag + network + queue + prefill = the client's TTFT, per request: queue and prefill are the "
-             "server's own figures (vLLM: queue = taken by the engine -> first scheduled, prefill = first scheduled "
-             "-> first token), network is the rest (the wire both ways, HTTP, the server's frontend and detokenizer). "
-             "The p99 tail: the requests whose TTFT is at or above the 99th percentile."]
+            rows.append(
+                [
+                    name,
+                    view,
+                    f"{block.requests:,}",
+                    _ms(total),
+                    *(f"{_ms(getattr(block.mean_ms, p))} ({_pct(getattr(block.share, p))})" for p, _l, _c in PARTS),
+                ]
+            )
+    notes = [
+        "send lag + network + queue + prefill = the client's TTFT, per request: queue and prefill are the "
+        "server's own figures (vLLM: queue = taken by the engine -> first scheduled, prefill = first scheduled "
+        "-> first token), network is the rest (the wire both ways, HTTP, the server's frontend and detokenizer). "
+        "The p99 tail: the requests whose TTFT is at or above the 99th percentile."
+    ]
     if st is not None and st.note:
         notes.append(st.note)
     if st is not None and st.unknown:
         notes.append(f"Not reported by the server, so not split: {', '.join(st.unknown)}.")
-    blocks.append(Table(["Requests", "View", "n", "TTFT (ms)", *(f"{label} (ms, share)" for _p, label, _c in PARTS)], rows,
-                        caption="TTFT by part: mean over the requests the server timed, and over the slowest 1 %",
-                        align=["l", "l", "r", "r", "r", "r", "r", "r"], notes=notes))
-    blocks.append(Figure("ttft_parts", "TTFT by part", "Each bar is one class's mean TTFT (and its p99 tail's), "
-                         "split into the client's send lag, the network and HTTP, the server's queue and its prefill.",
-                         ttft_parts_figure(parts)))
+    blocks.append(
+        Table(
+            ["Requests", "View", "n", "TTFT (ms)", *(f"{label} (ms, share)" for _p, label, _c in PARTS)],
+            rows,
+            caption="TTFT by part: mean over the requests the server timed, and over the slowest 1 %",
+            align=["l", "l", "r", "r", "r", "r", "r", "r"],
+            notes=notes,
+        )
+    )
+    blocks.append(
+        Figure(
+            "ttft_parts",
+            "TTFT by part",
+            "Each bar is one class's mean TTFT (and its p99 tail's), "
+            "split into the client's send lag, the network and HTTP, the server's queue and its prefill.",
+            ttft_parts_figure(parts),
+        )
+    )
     slow = []
     for name, b in parts.items():
         if name == "all requests":
@@ -166,9 +213,14 @@ def ttft_parts_blocks(run: RunData) -> list[Block]:
         for r in b.slowest:
             slow.append([name, r.id, _ms(r.ttft_ms), *(_ms(getattr(r.parts_ms, p)) for p, _l, _c in PARTS)])
     if slow:
-        blocks.append(Table(["Requests", "Request id", "TTFT (ms)", *(label for _p, label, _c in PARTS)], slow,
-                            caption="The slowest requests, split (ms); their lines in requests.jsonl carry `ttft_parts_ms`",
-                            align=["l", "l", "r", "r", "r", "r", "r"]))
+        blocks.append(
+            Table(
+                ["Requests", "Request id", "TTFT (ms)", *(label for _p, label, _c in PARTS)],
+                slow,
+                caption="The slowest requests, split (ms); their lines in requests.jsonl carry `ttft_parts_ms`",
+                align=["l", "l", "r", "r", "r", "r", "r"],
+            )
+        )
     if st is not None and st.timed < st.requests:
         blocks.append(Paragraph(f"{st.requests - st.timed:,} of {st.requests:,} requests carried no server timing."))
     return blocks
@@ -186,17 +238,44 @@ def fleet_sweep_table(sweep: SweepData) -> Table | None:
         bal = f.balance or FleetBalance()
         ttft = run.summary.latency_ms.get("ttft")
         ratio = bal.requests_max_over_mean, bal.prompt_tokens_max_over_mean
-        rows.append([c.config_id, c.scenario, str(c.repeat), f.routing, str(len(f.endpoints)),
-                     _pct(f.fleet_usage_cached_hit_rate), _pct(f.prefix_overlap),
-                     " / ".join(f"{n:,}" for n in bal.requests) or "—",
-                     "—" if ratio[0] is None else f"{ratio[0]:.2f}", "—" if ratio[1] is None else f"{ratio[1]:.2f}",
-                     _ms(getattr(ttft, "p50", None)), _ms(getattr(ttft, "p99", None))])
+        rows.append(
+            [
+                c.config_id,
+                c.scenario,
+                str(c.repeat),
+                f.routing,
+                str(len(f.endpoints)),
+                _pct(f.fleet_usage_cached_hit_rate),
+                _pct(f.prefix_overlap),
+                " / ".join(f"{n:,}" for n in bal.requests) or "—",
+                "—" if ratio[0] is None else f"{ratio[0]:.2f}",
+                "—" if ratio[1] is None else f"{ratio[1]:.2f}",
+                _ms(getattr(ttft, "p50", None)),
+                _ms(getattr(ttft, "p99", None)),
+            ]
+        )
     if not rows:
         return None
-    return Table(["Config", "Scenario", "Repeat", "Routing", "Replicas", "Prefix hit (usage)", "Cross-replica overlap",
-                  "Requests per replica", "Requests max/mean", "Prompt tokens max/mean", "TTFT p50", "TTFT p99"], rows,
-                 caption="Fleets side by side: the prefix cache each routing reaches, how evenly it spreads the load, and TTFT (ms)",
-                 align=["l", "l", "r", "l", "r", "r", "r", "r", "r", "r", "r", "r"],
-                 notes=["max/mean: the busiest replica's completed requests (prompt tokens) over the mean; 1.00 is an "
-                        "even spread. Cross-replica overlap: the share of prefix blocks sent to more than one replica."])
-
+    return Table(
+        [
+            "Config",
+            "Scenario",
+            "Repeat",
+            "Routing",
+            "Replicas",
+            "Prefix hit (usage)",
+            "Cross-replica overlap",
+            "Requests per replica",
+            "Requests max/mean",
+            "Prompt tokens max/mean",
+            "TTFT p50",
+            "TTFT p99",
+        ],
+        rows,
+        caption="Fleets side by side: the prefix cache each routing reaches, how evenly it spreads the load, and TTFT (ms)",
+        align=["l", "l", "r", "l", "r", "r", "r", "r", "r", "r", "r", "r"],
+        notes=[
+            "max/mean: the busiest replica's completed requests (prompt tokens) over the mean; 1.00 is an "
+            "even spread. Cross-replica overlap: the share of prefix blocks sent to more than one replica."
+        ],
+    )

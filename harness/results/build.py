@@ -136,12 +136,17 @@ def _fleet(parts: list[dict[str, Any]], endpoints: dict[str, Any]) -> dict[str, 
         tok = block.get("tokens", {})
         if tok.get("cached_input_total") is not None and tok.get("input_total"):
             hit[name] = tok["cached_input_total"] / tok["input_total"]
-    return {"endpoints": first["endpoints"], "routing": first["routing"], "sent": sent,
-            "prefix_blocks": blocks, "on_several_endpoints": shared,
-            "prefix_overlap": (shared / blocks) if blocks else None,
-            "overlap_processes": len(parts),
-            "usage_cached_hit_rate": hit or None,
-            "balance": _balance(first["endpoints"], endpoints)}
+    return {
+        "endpoints": first["endpoints"],
+        "routing": first["routing"],
+        "sent": sent,
+        "prefix_blocks": blocks,
+        "on_several_endpoints": shared,
+        "prefix_overlap": (shared / blocks) if blocks else None,
+        "overlap_processes": len(parts),
+        "usage_cached_hit_rate": hit or None,
+        "balance": _balance(first["endpoints"], endpoints),
+    }
 
 
 def _balance(urls: list[str], endpoints: dict[str, Any]) -> dict[str, Any]:
@@ -158,9 +163,14 @@ def _balance(urls: list[str], endpoints: dict[str, Any]) -> dict[str, Any]:
     def ttft(b: dict[str, Any], stat: str) -> float | None:
         return ((b.get("latency_ms") or {}).get("ttft") or {}).get(stat)
 
-    return {"requests": requests, "prompt_tokens": tokens, "requests_max_over_mean": ratio(requests),
-            "prompt_tokens_max_over_mean": ratio(tokens), "ttft_p50_ms": [ttft(b, "p50") for b in blocks],
-            "ttft_p99_ms": [ttft(b, "p99") for b in blocks]}
+    return {
+        "requests": requests,
+        "prompt_tokens": tokens,
+        "requests_max_over_mean": ratio(requests),
+        "prompt_tokens_max_over_mean": ratio(tokens),
+        "ttft_p50_ms": [ttft(b, "p50") for b in blocks],
+        "ttft_p99_ms": [ttft(b, "p99") for b in blocks],
+    }
 
 
 def _group_order(item: tuple[str, Any]) -> tuple[int, float, str]:
@@ -203,9 +213,13 @@ def build_summary(
         d = spans.get(value) if dim == "stage" else None
         return float(d) if d else duration
 
-    groups = {dim: {value: cm.summarize(seconds(dim, value))
-                    for value, cm in sorted(metrics.groups(dim).items(), key=_group_order)}
-              for dim in metrics.dimensions}
+    groups = {
+        dim: {
+            value: cm.summarize(seconds(dim, value))
+            for value, cm in sorted(metrics.groups(dim).items(), key=_group_order)
+        }
+        for dim in metrics.dimensions
+    }
     usage = merged["usage"]
     completed = overall["requests"]["completed"]
     clock = merged["clock_by_request"]
@@ -256,38 +270,45 @@ def build_summary(
         usage_check["prompt_tokens_scale_error"] = round(fit["scale_error"], 5)
         usage_check["prompt_tokens_residual_rms"] = round(fit["residual_rms"], 2)
         usage_check["prompt_tokens_mismatch"] = usage["fit"].mismatch()
-    summary = RunSummary.model_validate({
-        "harness_version": __version__,
-        "scenario": scenario,
-        "target": target,
-        "window": window,
-        "load": load,
-        "requests": overall["requests"],
-        "tokens": overall["tokens"],
-        "latency_ms": overall["latency_ms"],
-        "tokens_per_chunk": overall["tokens_per_chunk"],
-        # cache and ttft_breakdown are written (null) in every class block of this version, though
-        # ClassMetrics.summarize leaves them out when there is none (groups keep leaving them out)
-        "per_class": {k: {"cache": None, "ttft_breakdown": None, **v} for k, v in per_class.items()},
-        "cache": overall.get("cache"),
-        "ttft_breakdown": overall.get("ttft_breakdown"),
-        "server_timing": server_timing_block(classes[ALL].counts, completed, bool(merged.get("fleets"))),
-        "goodput": {"overall": overall["goodput"], "per_class": {k: v["goodput"] for k, v in per_class.items()}},
-        "usage_check": usage_check,
-        "timing": timing,
-        "client": client,
-        "engine": engine or {},
-        "status": status,
-        "status_reason": None,
-    })
+    summary = RunSummary.model_validate(
+        {
+            "harness_version": __version__,
+            "scenario": scenario,
+            "target": target,
+            "window": window,
+            "load": load,
+            "requests": overall["requests"],
+            "tokens": overall["tokens"],
+            "latency_ms": overall["latency_ms"],
+            "tokens_per_chunk": overall["tokens_per_chunk"],
+            # cache and ttft_breakdown are written (null) in every class block of this version, though
+            # ClassMetrics.summarize leaves them out when there is none (groups keep leaving them out)
+            "per_class": {k: {"cache": None, "ttft_breakdown": None, **v} for k, v in per_class.items()},
+            "cache": overall.get("cache"),
+            "ttft_breakdown": overall.get("ttft_breakdown"),
+            "server_timing": server_timing_block(classes[ALL].counts, completed, bool(merged.get("fleets"))),
+            "goodput": {"overall": overall["goodput"], "per_class": {k: v["goodput"] for k, v in per_class.items()}},
+            "usage_check": usage_check,
+            "timing": timing,
+            "client": client,
+            "engine": engine or {},
+            "status": status,
+            "status_reason": None,
+        }
+    )
     if groups:
-        summary.groups = {dim: {value: GroupBlock.model_validate(block) for value, block in values.items()}
-                          for dim, values in groups.items()}
+        summary.groups = {
+            dim: {value: GroupBlock.model_validate(block) for value, block in values.items()}
+            for dim, values in groups.items()
+        }
     if merged.get("fleets"):
         cached = overall["tokens"].get("cached_input_total")
         fleet = _fleet(merged["fleets"], groups.get("endpoint", {}))
-        fleet["fleet_usage_cached_hit_rate"] = (cached / overall["tokens"]["input_total"]
-                                                if cached is not None and overall["tokens"]["input_total"] else None)
+        fleet["fleet_usage_cached_hit_rate"] = (
+            cached / overall["tokens"]["input_total"]
+            if cached is not None and overall["tokens"]["input_total"]
+            else None
+        )
         summary.fleet = Fleet.model_validate(fleet)
     sessions = metrics.sessions.summarize()
     if sessions is not None:
@@ -296,8 +317,11 @@ def build_summary(
         summary.sessions = Sessions.model_validate(sessions)
     if merged["abort_reasons"]:
         summary.status, summary.status_reason = "failed", merged["abort_reasons"][0]
-    lost = [f"worker {k} was lost mid-run ({why}): the requests it finished and reported are kept, the ones it "
-            f"had in flight or had not reported yet are missing" for k, why in sorted(merged["lost"])]
+    lost = [
+        f"worker {k} was lost mid-run ({why}): the requests it finished and reported are kept, the ones it "
+        f"had in flight or had not reported yet are missing"
+        for k, why in sorted(merged["lost"])
+    ]
     if lost and summary.status == "complete":
         summary.status, summary.status_reason = "partial", lost[0]
     warnings = lost + _validity(summary, completed, reconcile_warnings or [])
@@ -338,12 +362,16 @@ def _validity(s: RunSummary, completed: int, extra: list[str]) -> list[str]:
     out.extend(_prompt_token_warnings(s.usage_check))
     src = s.tokens.output_count_source
     if src.get("tokenizer"):
-        out.append(f"{src['tokenizer']} request(s) had no usage from the server: output tokens counted with the tokenizer")
+        out.append(
+            f"{src['tokenizer']} request(s) had no usage from the server: output tokens counted with the tokenizer"
+        )
     failed = s.requests.failed
     if completed and failed and failed / (completed + failed) >= FAILED_WARN_FRACTION:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(s.requests.errors_by_kind.items(), key=lambda kv: -kv[1]))
-        out.append(f"{100 * failed / (completed + failed):.0f}% of measured requests failed ({kinds}): "
-                   "the latencies describe only the requests that completed")
+        out.append(
+            f"{100 * failed / (completed + failed):.0f}% of measured requests failed ({kinds}): "
+            "the latencies describe only the requests that completed"
+        )
     out.extend(_engine_pressure(s.engine, completed + failed))
     itl = s.latency_ms.get("itl_token")
     out.extend(simulator_lag_warnings(s.engine, itl.p50 if itl else None))
@@ -364,20 +392,27 @@ def _prompt_token_warnings(uc: UsageCheck) -> list[str]:
     if mean_diff is None:
         return []
     builtin = str(uc.tokenizer or "").startswith("builtin")
-    hint = ("set workload.tokenizer to the model's tokenizer for exact lengths" if builtin else
-            "the model's tokenizer is set, so the server tokenizes or templates the prompt differently")
+    hint = (
+        "set workload.tokenizer to the model's tokenizer for exact lengths"
+        if builtin
+        else "the model's tokenizer is set, so the server tokenizes or templates the prompt differently"
+    )
     mismatch = uc.prompt_tokens_mismatch
     if mismatch is None:
         if abs(mean_diff) < 1.0:
             return []
         # "counted -3990.0 prompt tokens" read as a count (audit R17): it is a difference
-        return [f"the server's prompt token counts differ from the intended lengths by {mean_diff:+.1f} per request "
-                f"on average (max {uc.max_diff}); {hint}"]
+        return [
+            f"the server's prompt token counts differ from the intended lengths by {mean_diff:+.1f} per request "
+            f"on average (max {uc.max_diff}); {hint}"
+        ]
     if not mismatch:
         return []
-    return [f"the server's prompt token counts disagree with the intended lengths beyond a constant chat-template "
-            f"offset ({uc.prompt_tokens_offset or 0.0:+.1f} per request): {'; '.join(mismatch)} (mean difference "
-            f"{mean_diff:+.1f}, max {uc.max_diff}); {hint}"]
+    return [
+        f"the server's prompt token counts disagree with the intended lengths beyond a constant chat-template "
+        f"offset ({uc.prompt_tokens_offset or 0.0:+.1f} per request): {'; '.join(mismatch)} (mean difference "
+        f"{mean_diff:+.1f}, max {uc.max_diff}); {hint}"
+    ]
 
 
 def simulator_lag_warnings(engine: EngineBlock, itl_p50_ms: float | None = None) -> list[str]:
@@ -393,18 +428,21 @@ def simulator_lag_warnings(engine: EngineBlock, itl_p50_ms: float | None = None)
     lag = sim.step_lag_ms.p99
     step = sim.mean_step_ms or itl_p50_ms  # a scripted engine has no modelled steps: its ITL
     slipped = share is not None and share >= SIM_BEHIND_SHARE and behind >= SIM_BEHIND_MIN_S
-    late = (lag is not None and step and lag > SIM_LAG_P99_MIN_MS and lag > SIM_LAG_P99_STEP_SHARE * step)
+    late = lag is not None and step and lag > SIM_LAG_P99_MIN_MS and lag > SIM_LAG_P99_STEP_SHARE * step
     if not slipped and not late:
         return []
     parts = []
     if slipped and share is not None:
         parts.append(f"by {behind:.2f} s ({100 * share:.0f}% of its busy time, limit {100 * SIM_BEHIND_SHARE:.0f}%)")
     if late and lag is not None and step:
-        parts.append(f"with steps {lag:.1f} ms late at p99 against a {step:.1f}-ms step "
-                     f"(limit {SIM_LAG_P99_STEP_SHARE:g} step)")
-    return [f"the simulated engine fell behind its own schedule {' and '.join(parts)}: the host did not give it "
-            "the CPU in time, so these timings are slower than its model; rerun on a quieter host, with fewer "
-            "streams, or with a lower --sim-speed"]
+        parts.append(
+            f"with steps {lag:.1f} ms late at p99 against a {step:.1f}-ms step (limit {SIM_LAG_P99_STEP_SHARE:g} step)"
+        )
+    return [
+        f"the simulated engine fell behind its own schedule {' and '.join(parts)}: the host did not give it "
+        "the CPU in time, so these timings are slower than its model; rerun on a quieter host, with fewer "
+        "streams, or with a lower --sim-speed"
+    ]
 
 
 def _engine_pressure(engine: EngineBlock, requests: int) -> list[str]:
@@ -421,5 +459,7 @@ def _engine_pressure(engine: EngineBlock, requests: int) -> list[str]:
         parts.append(f"the engine's KV cache reached {100 * kv_max:.0f}%")
     if storm and count is not None:
         parts.append(f"{count:,.0f} request(s) were preempted ({engine.preemptions.per_s or 0:.2f}/s)")
-    return [" and ".join(parts) + ": the engine ran out of KV-cache room, so latencies include waiting for and "
-            "recomputing evicted requests; lower the load or max-num-seqs, or give the KV cache more memory"]
+    return [
+        " and ".join(parts) + ": the engine ran out of KV-cache room, so latencies include waiting for and "
+        "recomputing evicted requests; lower the load or max-num-seqs, or give the KV cache more memory"
+    ]

@@ -18,8 +18,13 @@ from harness.scenario.models import Scenario
 class Progress:
     """One line, rewritten in place on a TTY (a plain line every 5 s otherwise)."""
 
-    def __init__(self, scenario: Scenario, enabled: bool = True, live: Callable[[], dict[str, Any]] | None = None,
-                 sink: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        enabled: bool = True,
+        live: Callable[[], dict[str, Any]] | None = None,
+        sink: Callable[[str], None] | None = None,
+    ) -> None:
         self.sink = sink  # a sweep shows the line inside its own; the table stays off then
         self.enabled = enabled or sink is not None
         self.scenario = scenario
@@ -95,8 +100,10 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 def _row(name: str, d: Dist | None, digits: int = 1) -> str:
     if d is None or d.count == 0:
         return f"  {name:<22}{'-':>10}"
-    return (f"  {name:<22}{_fmt(d.p50, digits):>10}{_fmt(d.p90, digits):>10}{_fmt(d.p99, digits):>10}"
-            f"{_fmt(d.p999, digits):>10}{_fmt(d.max, digits):>10}{_fmt(d.mean, digits):>10}")
+    return (
+        f"  {name:<22}{_fmt(d.p50, digits):>10}{_fmt(d.p90, digits):>10}{_fmt(d.p99, digits):>10}"
+        f"{_fmt(d.p999, digits):>10}{_fmt(d.max, digits):>10}{_fmt(d.mean, digits):>10}"
+    )
 
 
 def _chosen_row(name: str, row: dict[str, Any] | None, cols: list[str], digits: int) -> str:
@@ -105,8 +112,9 @@ def _chosen_row(name: str, row: dict[str, Any] | None, cols: list[str], digits: 
     return f"  {name:<22}" + "".join(f"{_fmt(row.get(c), digits):>10}" for c in cols)
 
 
-def print_summary(s: RunSummary, run_dir: Path, file: TextIO | None = None,
-                  chosen: dict[str, dict[str, Any]] | None = None) -> None:
+def print_summary(
+    s: RunSummary, run_dir: Path, file: TextIO | None = None, chosen: dict[str, dict[str, Any]] | None = None
+) -> None:
     """`chosen`: {metric: {"p95": ms, ..., "max", "mean"}} for `--percentiles` (from the HDR histograms)."""
     out = file or sys.stdout
     w = s.window
@@ -115,23 +123,35 @@ def print_summary(s: RunSummary, run_dir: Path, file: TextIO | None = None,
         print(*a, file=out)
 
     p("")
-    p(f"{s.scenario.name}  ->  {s.target.url}  model {s.target.model}"
-      f"{'  (simulated engine)' if s.target.simulated else ''}")
+    p(
+        f"{s.scenario.name}  ->  {s.target.url}  model {s.target.model}"
+        f"{'  (simulated engine)' if s.target.simulated else ''}"
+    )
     drain = w.drain_s
     drain_text = f" (incl. {drain:.1f} s drain)" if drain >= 0.05 else ""
-    p(f"window {w.duration_s:.1f} s{drain_text} after {w.warmup_s:.1f} s warmup; "
-      f"fingerprint {s.scenario.fingerprint.value or None}; clock: {s.timing.clock} receive stamps")
+    p(
+        f"window {w.duration_s:.1f} s{drain_text} after {w.warmup_s:.1f} s warmup; "
+        f"fingerprint {s.scenario.fingerprint.value or None}; clock: {s.timing.clock} receive stamps"
+    )
     off = s.load.offline
     if off:
         spread = off.submit_spread_s
-        p(f"offline: {off.requests} requests submitted at once (on the wire within "
-          f"{'-' if spread is None else f'{spread:.2f}'} s, {off.peak_in_flight} in flight at most); "
-          f"makespan {off.makespan_s:.2f} s")
+        p(
+            f"offline: {off.requests} requests submitted at once (on the wire within "
+            f"{'-' if spread is None else f'{spread:.2f}'} s, {off.peak_in_flight} in flight at most); "
+            f"makespan {off.makespan_s:.2f} s"
+        )
         if off.req_per_s is not None:
-            p(f"offline throughput: {off.req_per_s:,.2f} req/s   input {off.input_tok_per_s or 0:,.0f} tok/s   "
-              f"output {off.output_tok_per_s or 0:,.0f} tok/s  (over the makespan)")
+            p(
+                f"offline throughput: {off.req_per_s:,.2f} req/s   input {off.input_tok_per_s or 0:,.0f} tok/s   "
+                f"output {off.output_tok_per_s or 0:,.0f} tok/s  (over the makespan)"
+            )
     p("")
-    cols = [c for c in next(iter(chosen.values()), {}) if c not in ("count", "mean", "max")] + ["max", "mean"] if chosen else []
+    cols = (
+        [c for c in next(iter(chosen.values()), {}) if c not in ("count", "mean", "max")] + ["max", "mean"]
+        if chosen
+        else []
+    )
     head = "latency (ms, offline)" if off else "latency (ms)"
     if chosen:
         p(f"  {head:<22}" + "".join(f"{c:>10}" for c in cols))
@@ -146,10 +166,14 @@ def print_summary(s: RunSummary, run_dir: Path, file: TextIO | None = None,
         p(_chosen_row(m.label, chosen.get(m.name), cols, m.digits) if chosen else _row(m.label, d, m.digits))
     r, t = s.requests, s.tokens
     p("")
-    p(f"  requests/s {r.rps:,.2f}   completed {r.completed}   failed {r.failed}"
-      + (f"  ({', '.join(f'{k} {v}' for k, v in r.errors_by_kind.items())})" if r.errors_by_kind else ""))
-    p(f"  tokens/s   input {t.input_per_s:,.0f}   output {t.output_per_s:,.0f}"
-      f"   (tokens per chunk mean {_fmt(s.tokens_per_chunk.mean, 2)})")
+    p(
+        f"  requests/s {r.rps:,.2f}   completed {r.completed}   failed {r.failed}"
+        + (f"  ({', '.join(f'{k} {v}' for k, v in r.errors_by_kind.items())})" if r.errors_by_kind else "")
+    )
+    p(
+        f"  tokens/s   input {t.input_per_s:,.0f}   output {t.output_per_s:,.0f}"
+        f"   (tokens per chunk mean {_fmt(s.tokens_per_chunk.mean, 2)})"
+    )
     g = s.goodput.overall
     slo_set = s.scenario.slo_set
     if g.fraction is not None and slo_set:
@@ -168,25 +192,34 @@ def print_summary(s: RunSummary, run_dir: Path, file: TextIO | None = None,
         p(line)
         if gm.used_max_bytes:
             # one GPU memory line (audit N20: the diagnosis' over-the-window line repeated it)
-            p(f"  GPU memory {gm.used_max_bytes / 2**30:,.1f} GiB used of {(gm.total_bytes or 0) / 2**30:,.1f} GiB"
-              + ("  (simulated engine's model, not a measurement)" if gm.simulated else "") + _memory_over_window(s))
+            p(
+                f"  GPU memory {gm.used_max_bytes / 2**30:,.1f} GiB used of {(gm.total_bytes or 0) / 2**30:,.1f} GiB"
+                + ("  (simulated engine's model, not a measurement)" if gm.simulated else "")
+                + _memory_over_window(s)
+            )
             memory_shown = True
         else:  # the README promises the line; say why there is no number (audit D20)
             p(f"  GPU memory not available ({gm.reason or 'not sampled'})")
     if len(s.per_class) > 1:
         p("")
-        p(f"  {'class':<16}{'done':>7}{'TTFT p50':>10}{'TTFT p99':>10}{'ITL p50':>9}{'ITL p99':>9}{'E2E p99':>10}{'good':>8}")
+        p(
+            f"  {'class':<16}{'done':>7}{'TTFT p50':>10}{'TTFT p99':>10}{'ITL p50':>9}{'ITL p99':>9}{'E2E p99':>10}{'good':>8}"
+        )
         for name, c in s.per_class.items():
             lt = c.latency_ms
             gp = c.goodput.fraction if slo_set else None
-            p(f"  {name:<16}{c.requests.completed:>7}{_fmt(_g(lt, 'ttft', 'p50')):>10}{_fmt(_g(lt, 'ttft', 'p99')):>10}"
-              f"{_fmt(_g(lt, 'itl_token', 'p50'), 2):>9}{_fmt(_g(lt, 'itl_token', 'p99'), 2):>9}"
-              f"{_fmt(_g(lt, 'e2e', 'p99')):>10}{('-' if gp is None else f'{100 * gp:.0f}%'):>8}")
+            p(
+                f"  {name:<16}{c.requests.completed:>7}{_fmt(_g(lt, 'ttft', 'p50')):>10}{_fmt(_g(lt, 'ttft', 'p99')):>10}"
+                f"{_fmt(_g(lt, 'itl_token', 'p50'), 2):>9}{_fmt(_g(lt, 'itl_token', 'p99'), 2):>9}"
+                f"{_fmt(_g(lt, 'e2e', 'p99')):>10}{('-' if gp is None else f'{100 * gp:.0f}%'):>8}"
+            )
     sess = s.sessions
     if sess:
-        p(f"  sessions   {sess.started} started, {sess.completed} completed, {sess.cut} cut   "
-          f"duration p50 {_fmt(sess.duration_s.p50)} s   prefix hit ideal {_pct(sess.ideal_prefix_hit_rate)}, "
-          f"engine {_pct(sess.engine_prefix_hit_rate)}")
+        p(
+            f"  sessions   {sess.started} started, {sess.completed} completed, {sess.cut} cut   "
+            f"duration p50 {_fmt(sess.duration_s.p50)} s   prefix hit ideal {_pct(sess.ideal_prefix_hit_rate)}, "
+            f"engine {_pct(sess.engine_prefix_hit_rate)}"
+        )
     cache, parts = s.cache, s.ttft_breakdown
     if cache is not None and cache.requests_reporting:
         ideal = f", ideal {_pct(cache.ideal_hit_rate)}" if cache.ideal_hit_rate is not None else ""
@@ -196,27 +229,38 @@ def print_summary(s: RunSummary, run_dir: Path, file: TextIO | None = None,
 
         def split(b: TtftBreakdown | TtftTail) -> str:
             return " ".join(f"{k.replace('_', ' ')} {_pct(getattr(b.share, k))}" for k in keys)
-        p(f"  TTFT split mean {split(parts)} · p99 tail {split(parts.tail)}  (server timing, {parts.requests} requests)")
+
+        p(
+            f"  TTFT split mean {split(parts)} · p99 tail {split(parts.tail)}  (server timing, {parts.requests} requests)"
+        )
     elif s.server_timing is not None and not s.server_timing.timed and s.requests.completed:
         p("  TTFT split not known: the server returned no per-request timing (vLLM: --enable-per-request-metrics)")
     fleet = s.fleet
     if fleet:
-        p(f"  fleet      {len(fleet.endpoints)} endpoints, routing {fleet.routing}, sent {fleet.sent}   "
-          f"prefix overlap across replicas {_pct(fleet.prefix_overlap)}   prefix hit (usage) {_pct(fleet.fleet_usage_cached_hit_rate)}")
+        p(
+            f"  fleet      {len(fleet.endpoints)} endpoints, routing {fleet.routing}, sent {fleet.sent}   "
+            f"prefix overlap across replicas {_pct(fleet.prefix_overlap)}   prefix hit (usage) {_pct(fleet.fleet_usage_cached_hit_rate)}"
+        )
         for rep in fleet.engines or []:
             wt = rep.waiting
-            p(f"    {rep.endpoint}: waiting mean {_fmt(wt.mean if wt else None)} max {_fmt(wt.max if wt else None, 0)}   "
-              f"prefix hit {_pct(rep.prefix_hit_rate)}")
+            p(
+                f"    {rep.endpoint}: waiting mean {_fmt(wt.mean if wt else None)} max {_fmt(wt.max if wt else None, 0)}   "
+                f"prefix hit {_pct(rep.prefix_hit_rate)}"
+            )
     for dim, blocks in (s.groups or {}).items():
         # the same table for every grouping (turn, adapter, endpoint): one row per value
         p("")
-        p(f"  {dim:<16}{'done':>7}{'in tok':>8}{'TTFT p50':>10}{'TTFT p99':>10}{'ITL p50':>9}{'E2E p99':>10}{'good':>8}")
+        p(
+            f"  {dim:<16}{'done':>7}{'in tok':>8}{'TTFT p50':>10}{'TTFT p99':>10}{'ITL p50':>9}{'E2E p99':>10}{'good':>8}"
+        )
         for value, grp in blocks.items():
             glt, done = grp.latency_ms, grp.requests.completed
             gp = grp.goodput.fraction
             mean_in = grp.tokens.input_total / done if done else None
-            p(f"  {value:<16}{done:>7}{_fmt(mean_in, 0):>8}{_fmt(_g(glt, 'ttft', 'p50')):>10}{_fmt(_g(glt, 'ttft', 'p99')):>10}"
-              f"{_fmt(_g(glt, 'itl_token', 'p50'), 2):>9}{_fmt(_g(glt, 'e2e', 'p99')):>10}{('-' if gp is None else f'{100 * gp:.0f}%'):>8}")
+            p(
+                f"  {value:<16}{done:>7}{_fmt(mean_in, 0):>8}{_fmt(_g(glt, 'ttft', 'p50')):>10}{_fmt(_g(glt, 'ttft', 'p99')):>10}"
+                f"{_fmt(_g(glt, 'itl_token', 'p50'), 2):>9}{_fmt(_g(glt, 'e2e', 'p99')):>10}{('-' if gp is None else f'{100 * gp:.0f}%'):>8}"
+            )
     mem = s.diagnosis.memory
     if isinstance(mem, MemoryBlock) and mem.growth_gib is not None and not memory_shown:
         sim = " (simulated)" if mem.source == "simulated" else ""
@@ -243,8 +287,10 @@ def _memory_over_window(s: RunSummary) -> str:
     if not isinstance(mem, MemoryBlock) or mem.growth_gib is None:
         return ""
     margin = f", {mem.margin_gib:,.2f} GiB left" if mem.margin_gib is not None else ""
-    return (f"; {mem.start_gib or 0:,.2f} -> {mem.end_gib or 0:,.2f} GiB over the window "
-            f"(peak {mem.peak_gib or 0:,.2f}{margin})")
+    return (
+        f"; {mem.start_gib or 0:,.2f} -> {mem.end_gib or 0:,.2f} GiB over the window "
+        f"(peak {mem.peak_gib or 0:,.2f}{margin})"
+    )
 
 
 def _pct(v: float | None) -> str:

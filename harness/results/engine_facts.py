@@ -79,13 +79,21 @@ def max_len_warning(facts: StartupFacts, scenario: Scenario, name: str = "") -> 
     need = workload_max_len(scenario)
     if not isinstance(final, int) or need is None or final >= need:
         return None
-    why = (f"auto-fit reduced it from {_thousands(facts.max_model_len_auto_fit_from)} to fit the KV cache"
-           if facts.max_model_len_auto_fit_from else "as configured")
-    raise_flag = ("--kv-cache-memory-bytes (it sets the KV cache's size and overrides --gpu-memory-utilization)"
-                  if facts.kv_cache_set_by == "kv_cache_memory_bytes" else "--gpu-memory-utilization")
-    return (f"max_model_len is {final:,} ({why}) but scenario {name or 'the scenario'} asks for up to {need:,} "
-            f"tokens: longer requests are rejected; raise {raise_flag} or set --max-model-len "
-            "and lower --max-num-seqs")
+    why = (
+        f"auto-fit reduced it from {_thousands(facts.max_model_len_auto_fit_from)} to fit the KV cache"
+        if facts.max_model_len_auto_fit_from
+        else "as configured"
+    )
+    raise_flag = (
+        "--kv-cache-memory-bytes (it sets the KV cache's size and overrides --gpu-memory-utilization)"
+        if facts.kv_cache_set_by == "kv_cache_memory_bytes"
+        else "--gpu-memory-utilization"
+    )
+    return (
+        f"max_model_len is {final:,} ({why}) but scenario {name or 'the scenario'} asks for up to {need:,} "
+        f"tokens: longer requests are rejected; raise {raise_flag} or set --max-model-len "
+        "and lower --max-num-seqs"
+    )
 
 
 def facts_lines(entries: list[Cell]) -> list[str]:

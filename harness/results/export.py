@@ -44,7 +44,9 @@ def label(p: float) -> str:
     return f"p{p:g}"
 
 
-def chosen(histograms: dict[str, Any], percentiles: tuple[float, ...], group: str = "_all") -> dict[str, dict[str, Any]]:
+def chosen(
+    histograms: dict[str, Any], percentiles: tuple[float, ...], group: str = "_all"
+) -> dict[str, dict[str, Any]]:
     """{metric: {"count", "mean", "p50", ..., "max"}} in ms for one class (or `_all`), from HDR."""
     blobs = (histograms.get(group) or {}).get("hist") or {}
     out: dict[str, dict[str, Any]] = {}
@@ -98,8 +100,19 @@ def write_csv(path: Path, run_dir: Path, percentiles: tuple[float, ...]) -> Path
             for metric, row in chosen(hist, percentiles, group).items():
                 if not row["count"] and metric == "send_lag":
                     continue  # closed loop: no intended send times
-                w.writerow([group, metric, "ms", row["count"], _num(row["mean"]), *(_num(row[c]) for c in pcols),
-                            _num(row["max"]), _num(rps), _num(tok)])
+                w.writerow(
+                    [
+                        group,
+                        metric,
+                        "ms",
+                        row["count"],
+                        _num(row["mean"]),
+                        *(_num(row[c]) for c in pcols),
+                        _num(row["max"]),
+                        _num(rps),
+                        _num(tok),
+                    ]
+                )
     return path
 
 

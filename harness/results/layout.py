@@ -55,8 +55,9 @@ class RunDir:
         except FileExistsError:
             raise UserError(f"{self.root}: is a file, not a directory; give a directory for the run's files") from None
         except OSError as exc:
-            raise UserError(f"{self.root}: cannot create the run directory ({exc.strerror}); "
-                            "give another --out") from None
+            raise UserError(
+                f"{self.root}: cannot create the run directory ({exc.strerror}); give another --out"
+            ) from None
         return self
 
     scenario = property(lambda self: self.root / "scenario.yaml")

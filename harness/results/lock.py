@@ -46,8 +46,10 @@ def lock_dir(path: Path, flag: str = "--out", what: str = "run directory") -> Pa
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise Busy(f"{flag} {path}: another harness command is writing into this directory right now; wait for it "
-                   f"to end, or give another {flag}") from None
+        raise Busy(
+            f"{flag} {path}: another harness command is writing into this directory right now; wait for it "
+            f"to end, or give another {flag}"
+        ) from None
     except OSError:
         os.close(fd)  # a file system without flock (some network mounts): write without the lock
         return path

@@ -44,8 +44,14 @@ def _measured(requests_path: Path) -> list[tuple[int, float, int, int]]:
                 if r.get("warmup") or r.get("sent_ns") is None:
                     continue
                 ok = r.get("error") is None
-                out.append((int(r["sent_ns"]), float(r.get("e2e_ms") or 0.0), int((ok and r.get("input_tokens")) or 0),
-                            int((ok and r.get("output_tokens")) or 0)))
+                out.append(
+                    (
+                        int(r["sent_ns"]),
+                        float(r.get("e2e_ms") or 0.0),
+                        int((ok and r.get("input_tokens")) or 0),
+                        int((ok and r.get("output_tokens")) or 0),
+                    )
+                )
     except OSError:
         return []
     return out
@@ -53,7 +59,9 @@ def _measured(requests_path: Path) -> list[tuple[int, float, int, int]]:
 
 def peak_in_flight(sends: list[tuple[int, float, int, int]]) -> int:
     """Most requests on the wire at one instant (send to completion)."""
-    events = sorted([(s[0], 1) for s in sends] + [(s[0] + round(s[1] * 1e6), -1) for s in sends], key=lambda x: (x[0], x[1]))
+    events = sorted(
+        [(s[0], 1) for s in sends] + [(s[0] + round(s[1] * 1e6), -1) for s in sends], key=lambda x: (x[0], x[1])
+    )
     peak = cur = 0
     for _, d in events:
         cur += d
@@ -75,22 +83,30 @@ def offline_facts(summary: RunSummary, requests_path: Path, submitted: int) -> d
     done = sum(1 for s in sends if s[3])
     per_s = (lambda x: round(x / makespan, 3)) if makespan > 0 else (lambda x: None)
     facts: dict[str, Any] = {
-        "requests": submitted, "makespan_s": round(makespan, 4), "req_per_s": per_s(done),
-        "input_tok_per_s": per_s(sum(s[2] for s in sends)), "output_tok_per_s": per_s(sum(s[3] for s in sends)),
+        "requests": submitted,
+        "makespan_s": round(makespan, 4),
+        "req_per_s": per_s(done),
+        "input_tok_per_s": per_s(sum(s[2] for s in sends)),
+        "output_tok_per_s": per_s(sum(s[3] for s in sends)),
         "submit_spread_s": None if spread is None else round(spread, 4),
-        "peak_in_flight": peak, "latency_label": LATENCY_LABEL, "client_limited": None,
+        "peak_in_flight": peak,
+        "latency_label": LATENCY_LABEL,
+        "client_limited": None,
     }
     why = []
     if spread is not None and spread > max(SUBMIT_FLOOR_S, SUBMIT_SHARE_LIMIT * makespan):
-        why.append(f"the {len(sends)} requests took {spread:.2f} s to go out ({100 * spread / max(makespan, 1e-9):.0f}% of the "
-                   f"{makespan:.2f} s makespan)")
+        why.append(
+            f"the {len(sends)} requests took {spread:.2f} s to go out ({100 * spread / max(makespan, 1e-9):.0f}% of the "
+            f"{makespan:.2f} s makespan)"
+        )
     if sends and peak < 0.9 * submitted:
         why.append(f"only {peak} of {submitted} were in flight at once")
     if why:
         facts["client_limited"] = "; ".join(why)
         summary.validity.warnings.append(
             f"client limited the offline run: {facts['client_limited']}; the throughput is the client's, not the engine's "
-            "(use --processes N, raise the open-file limit, or submit fewer requests per process)")
+            "(use --processes N, raise the open-file limit, or submit fewer requests per process)"
+        )
         summary.validity.ok = False
     summary.load.offline = OfflineFacts.model_validate(facts)
     return facts

@@ -39,5 +39,15 @@ from harness.results.models.summary import (
 #: latency blocks in `latency_ms`, in the metric table's storage order (harness.metrics.table)
 LATENCY_METRICS: tuple[str, ...] = LATENCY_NAMES
 
-__all__ = ["LATENCY_METRICS", "SCHEMA_VERSION", "ClassBlock", "Dist", "Finding", "GroupBlock", "RequestsBlock",
-           "RunSummary", "Spread", "TokensBlock"]
+__all__ = [
+    "LATENCY_METRICS",
+    "SCHEMA_VERSION",
+    "ClassBlock",
+    "Dist",
+    "Finding",
+    "GroupBlock",
+    "RequestsBlock",
+    "RunSummary",
+    "Spread",
+    "TokensBlock",
+]

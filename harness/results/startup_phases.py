@@ -16,8 +16,13 @@ from __future__ import annotations
 from harness.results.models.facts import StartupFacts
 
 PHASES = ("load", "compile", "kv_profile", "capture", "rest")
-LABELS = {"load": "weight loading", "compile": "compilation", "kv_profile": "KV profiling/allocation",
-          "capture": "graph capture", "rest": "process, API server, rest"}
+LABELS = {
+    "load": "weight loading",
+    "compile": "compilation",
+    "kv_profile": "KV profiling/allocation",
+    "capture": "graph capture",
+    "rest": "process, API server, rest",
+}
 
 
 def _first(*values: object) -> float | None:

@@ -19,9 +19,15 @@ def block_trace_block(scenario: Scenario, base_dir: Path | None, summary: RunSum
     trace = block_trace.load(spec, base_dir)
     cache = summary.cache
     return BlockTraceReplay(
-        path=spec.path, content_id=trace.content_id, records=trace.records, sessions=len(trace.sessions),
-        block_tokens=spec.block_tokens, engine_block=spec.engine_block, engine_block_size=summary.engine.block_size,
-        trace_rate=trace.rate, ideal_hit_rate_trace=trace.ideal_hit_rate(spec.engine_block),
+        path=spec.path,
+        content_id=trace.content_id,
+        records=trace.records,
+        sessions=len(trace.sessions),
+        block_tokens=spec.block_tokens,
+        engine_block=spec.engine_block,
+        engine_block_size=summary.engine.block_size,
+        trace_rate=trace.rate,
+        ideal_hit_rate_trace=trace.ideal_hit_rate(spec.engine_block),
         requests=summary.requests.completed,
         ideal_hit_rate=cache.ideal_hit_rate if cache is not None else None,
         server_hit_rate=cache.hit_rate if cache is not None else None,

@@ -63,8 +63,9 @@ class RunDriver:
         started or asked."""
         opts = self.opts
         self.run_dir.create()
-        prep = prepare.start(self.scenario, self.run_dir, opts.scenario_path, scenario_dir=opts.scenario_dir,
-                             check_quality=opts.quality)
+        prep = prepare.start(
+            self.scenario, self.run_dir, opts.scenario_path, scenario_dir=opts.scenario_dir, check_quality=opts.quality
+        )
         prep.labels = opts.labels
         self.prep = prep
         return prep
@@ -75,17 +76,27 @@ class RunDriver:
         opts, prep = self.opts, self._prepared()
         self.target = target = self.targets.provide(self.scenario, opts.target_url)
         prep.scenario = target.applied(prep.scenario)  # a fleet of built-in simulators: their endpoints
-        prepare.resolve(prep, target.url, opts.model or self.scenario.target.model, target.engine_kind,
-                        reset_prefix_cache=opts.reset_prefix_cache, off_reason=opts.reset_off_reason,
-                        verbose=opts.show_progress, calibrate=opts.calibrate)
+        prepare.resolve(
+            prep,
+            target.url,
+            opts.model or self.scenario.target.model,
+            target.engine_kind,
+            reset_prefix_cache=opts.reset_prefix_cache,
+            off_reason=opts.reset_off_reason,
+            verbose=opts.show_progress,
+            calibrate=opts.calibrate,
+        )
         return prep
 
     def instrument(self) -> Instruments:
         """Start what watches the run besides the load: telemetry, the engine log, the stall meter."""
         prep, target = self._prepared(), self.target
         assert target is not None
-        stall: Any = (StallMeterProcess(self.run_dir.root / "stall_meter.json") if self.opts.stall_meter == "process"
-                      else StallMeter())
+        stall: Any = (
+            StallMeterProcess(self.run_dir.root / "stall_meter.json")
+            if self.opts.stall_meter == "process"
+            else StallMeter()
+        )
         log = self.opts.engine_log or (target.sim.log_path if target.sim is not None else None)
         self.instruments = Instruments(prep, stall, log).start()
         return self.instruments
@@ -109,9 +120,16 @@ class RunDriver:
             self.engine = instruments.stop_telemetry() if instruments is not None else {}
         return self.engine
 
-    def summarize(self, results: list[dict[str, Any]], *, status: str, processes: int,
-                  load: dict[str, Any] | None = None, warnings: list[str] | None = None,
-                  amend: Callable[[RunSummary], None] | None = None) -> tuple[RunSummary, MetricSet]:
+    def summarize(
+        self,
+        results: list[dict[str, Any]],
+        *,
+        status: str,
+        processes: int,
+        load: dict[str, Any] | None = None,
+        warnings: list[str] | None = None,
+        amend: Callable[[RunSummary], None] | None = None,
+    ) -> tuple[RunSummary, MetricSet]:
         """summary.json's contents from the load processes' results, judged (not yet written).
 
         `amend`: what only the front end knows (an early stop, a dead engine, missing workers),
@@ -119,8 +137,16 @@ class RunDriver:
         prep, instruments = self._prepared(), self.instruments
         assert instruments is not None
         engine = self.stop_instruments()
-        summary, metrics = finish.assemble(prep, results=results, engine=engine, stall=instruments.stall,
-                                           status=status, processes=processes, load=load, warnings=warnings)
+        summary, metrics = finish.assemble(
+            prep,
+            results=results,
+            engine=engine,
+            stall=instruments.stall,
+            status=status,
+            processes=processes,
+            load=load,
+            warnings=warnings,
+        )
         if amend is not None:
             amend(summary)
         finish.conclude(prep, summary, engine, instruments, slice_s=self.opts.slice_s, judge=self.opts.judge)
@@ -130,12 +156,20 @@ class RunDriver:
         """summary.json and histograms.json (an OSError is the caller's: a full disk)."""
         finish.write(self._prepared(), summary, metrics)
 
-    def finish(self, results: list[dict[str, Any]], *, status: str, processes: int,
-               load: dict[str, Any] | None = None, warnings: list[str] | None = None,
-               amend: Callable[[RunSummary], None] | None = None) -> tuple[RunSummary, MetricSet]:
+    def finish(
+        self,
+        results: list[dict[str, Any]],
+        *,
+        status: str,
+        processes: int,
+        load: dict[str, Any] | None = None,
+        warnings: list[str] | None = None,
+        amend: Callable[[RunSummary], None] | None = None,
+    ) -> tuple[RunSummary, MetricSet]:
         """summarize + write."""
-        summary, metrics = self.summarize(results, status=status, processes=processes, load=load, warnings=warnings,
-                                          amend=amend)
+        summary, metrics = self.summarize(
+            results, status=status, processes=processes, load=load, warnings=warnings, amend=amend
+        )
         self.write(summary, metrics)
         return summary, metrics
 
@@ -157,14 +191,22 @@ class RunDriver:
         if not self.opts.quality or scenario.quality is None:
             return
         try:
-            run = quality_pass(scenario.quality, prep.scenario_dir, prep.target_url, root, model=prep.model,
-                               headers=_auth_headers(scenario))
+            run = quality_pass(
+                scenario.quality,
+                prep.scenario_dir,
+                prep.target_url,
+                root,
+                model=prep.model,
+                headers=_auth_headers(scenario),
+            )
         except Exception as exc:  # the measured results stand without the quality outputs
             print(f"quality pass failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             return
         if self.opts.show_progress:
             errs = f", {run.errors} failed" if run.errors else ""
-            print(f"quality: {len(run.outputs)} greedy outputs in {run.seconds:.1f} s{errs} -> {root / 'quality.jsonl'}")
+            print(
+                f"quality: {len(run.outputs)} greedy outputs in {run.seconds:.1f} s{errs} -> {root / 'quality.jsonl'}"
+            )
 
     def close(self) -> None:
         """Stop the instruments if the run ended before finish (an error, a quit)."""

@@ -31,7 +31,12 @@ def load_block(scenario: Scenario) -> dict[str, Any]:
     """summary.json's `load`: what the scenario asked of the load (the mode adds what it achieved)."""
     load = scenario.load
     mode = "offline" if load.offline else "open" if load.open_loop else "closed"
-    block: dict[str, Any] = {"mode": mode, "duration_s": load.duration_s, "requests": load.requests, "ramp_s": load.ramp_s}
+    block: dict[str, Any] = {
+        "mode": mode,
+        "duration_s": load.duration_s,
+        "requests": load.requests,
+        "ramp_s": load.ramp_s,
+    }
     if load.offline:  # every request at once: a batch-throughput run (makespan and the client check added after it)
         block["concurrency"] = load.requests
     elif load.open_loop:
@@ -42,16 +47,35 @@ def load_block(scenario: Scenario) -> dict[str, Any]:
     return block
 
 
-def assemble(prep: Prepared, *, results: list[dict[str, Any]], engine: dict[str, Any], stall: Any, status: str,
-             processes: int, load: dict[str, Any] | None = None,
-             warnings: list[str] | None = None) -> tuple[RunSummary, MetricSet]:
+def assemble(
+    prep: Prepared,
+    *,
+    results: list[dict[str, Any]],
+    engine: dict[str, Any],
+    stall: Any,
+    status: str,
+    processes: int,
+    load: dict[str, Any] | None = None,
+    warnings: list[str] | None = None,
+) -> tuple[RunSummary, MetricSet]:
     scenario = prep.scenario
     return build_summary(
-        scenario={"name": scenario.name, "fingerprint": prep.fingerprint, "path": prep.scenario_path,
-                  "seed": scenario.seed, "slo_set": scenario.has_slo()},
-        target={"url": prep.target_url, "api": scenario.target.api, "model": prep.info.get("model"),
-                "engine_kind": prep.engine_kind, "simulated": prep.engine_kind == "sim",
-                "continuous_usage": prep.info.get("continuous_usage"), "labels": prep.labels},
+        scenario={
+            "name": scenario.name,
+            "fingerprint": prep.fingerprint,
+            "path": prep.scenario_path,
+            "seed": scenario.seed,
+            "slo_set": scenario.has_slo(),
+        },
+        target={
+            "url": prep.target_url,
+            "api": scenario.target.api,
+            "model": prep.info.get("model"),
+            "engine_kind": prep.engine_kind,
+            "simulated": prep.engine_kind == "sim",
+            "continuous_usage": prep.info.get("continuous_usage"),
+            "labels": prep.labels,
+        },
         load=load if load is not None else load_block(scenario),
         results=results,
         engine=engine,
@@ -69,8 +93,15 @@ def engine_reconcile(summary: RunSummary, engine: dict[str, Any]) -> list[str]:
     return list(reconcile(client, engine))
 
 
-def conclude(prep: Prepared, summary: RunSummary, engine: dict[str, Any], instruments: Instruments, *,
-             slice_s: float = 10.0, judge: bool = True) -> None:
+def conclude(
+    prep: Prepared,
+    summary: RunSummary,
+    engine: dict[str, Any],
+    instruments: Instruments,
+    *,
+    slice_s: float = 10.0,
+    judge: bool = True,
+) -> None:
     """The checks every run gets, the post-run analyses, and (`judge`) status failed when most failed."""
     scenario = prep.scenario
     iso = prep.info.get("prefix_cache_isolation")
@@ -93,8 +124,16 @@ def conclude(prep: Prepared, summary: RunSummary, engine: dict[str, Any], instru
             summary.validity.warnings.extend(warnings)
             summary.validity.ok = False
     # post-run analyses (harness.diagnose: one module each, registered by name): summary.diagnosis, findings
-    diagnose(summary, prep.run_dir.root, DiagnoseOptions(slice_s=slice_s, engine_log=instruments.log.path,
-                                                         log_window=instruments.log.span, engine_kind=prep.engine_kind))
+    diagnose(
+        summary,
+        prep.run_dir.root,
+        DiagnoseOptions(
+            slice_s=slice_s,
+            engine_log=instruments.log.path,
+            log_window=instruments.log.span,
+            engine_kind=prep.engine_kind,
+        ),
+    )
     failed_most = most_failed(summary) if judge else None
     if failed_most and summary.status == "complete":
         summary.status, summary.status_reason = "failed", failed_most

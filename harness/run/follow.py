@@ -45,9 +45,14 @@ class WindowMarks(Protocol):
 class Follower:
     """Reads the load processes' JSON lines; tells `marks` when the window starts and ends."""
 
-    def __init__(self, procs: list[subprocess.Popen[str]], progress: Progress, marks: WindowMarks | None,
-                 watch: Callable[[list[dict[str, Any]]], str | None] | None = None,
-                 engine: Any = None) -> None:
+    def __init__(
+        self,
+        procs: list[subprocess.Popen[str]],
+        progress: Progress,
+        marks: WindowMarks | None,
+        watch: Callable[[list[dict[str, Any]]], str | None] | None = None,
+        engine: Any = None,
+    ) -> None:
         self.procs = procs
         self.watch = watch
         self.stopped_early: str | None = None
@@ -88,8 +93,10 @@ class Follower:
                 elif event == "drained":
                     pass
                 elif event == "worker_lost":  # a distributed worker stopped answering mid-run
-                    self.progress.note(f"worker {line.get('worker')} lost ({line.get('reason')}); its "
-                                       f"{line.get('requests', 0)} reported requests are kept")
+                    self.progress.note(
+                        f"worker {line.get('worker')} lost ({line.get('reason')}); its "
+                        f"{line.get('requests', 0)} reported requests are kept"
+                    )
                 elif event == "abort":
                     self.progress.note(str(line.get("reason", "stopped early")))
                     if line.get("kind") == "write_error" and self.write_error is None:
@@ -125,8 +132,10 @@ class Follower:
             if proc.poll() is None:
                 return
             self.engine_exit = (proc.returncode, time.time())
-            self.progress.note(f"the simulated engine exited (code {proc.returncode}): stopping the load, "
-                               f"keeping what was measured; see {self.engine.log_path}")
+            self.progress.note(
+                f"the simulated engine exited (code {proc.returncode}): stopping the load, "
+                f"keeping what was measured; see {self.engine.log_path}"
+            )
         # stop each load process once it has said something (its SIGTERM handler is installed by
         # then; a SIGTERM during its start-up would kill it before it could write anything)
         for i, p in enumerate(self.procs):

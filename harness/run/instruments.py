@@ -77,7 +77,7 @@ def start_telemetry(prep: Prepared) -> Any:
     if fleet and len(fleet) > 1 and not scenario.telemetry.metrics_url and not scenario.telemetry.prometheus:
         from harness.telemetry.fleet import start_fleet_telemetry
 
-        return start_fleet_telemetry(start, [prep.target_url, *(u for u in fleet if u != prep.target_url)],
-                                     prep.run_dir.root)
+        return start_fleet_telemetry(
+            start, [prep.target_url, *(u for u in fleet if u != prep.target_url)], prep.run_dir.root
+        )
     return start(prep.target_url, prep.run_dir.root)
-

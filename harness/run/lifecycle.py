@@ -88,8 +88,10 @@ def _measure(driver: RunDriver, env: dict[str, str] | None) -> RunSummary:
                 # without this they would keep sending to the target after we exit.
                 for p in started.procs:
                     signal_group(p, signal.SIGKILL)
-                progress.note("interrupted again: load stopped at once, no summary; "
-                              f"{run_dir.requests} keeps the requests recorded so far")
+                progress.note(
+                    "interrupted again: load stopped at once, no summary; "
+                    f"{run_dir.requests} keeps the requests recorded so far"
+                )
                 raise
     finally:
         stop_helpers(started.helpers)
@@ -105,8 +107,11 @@ def _measure(driver: RunDriver, env: dict[str, str] | None) -> RunSummary:
         results += follower.inline_results  # a full disk: sent on stdout instead
     write_error = follower.write_error if follower is not None else None
     if not results and follower is not None and follower.engine_exit is not None:
-        raise RunFailed(f"the simulated engine exited (code {follower.engine_exit[0]}) before anything was measured; "
-                        f"see {run_dir.sim_log}", *tail(run_dir.sim_log, 3))
+        raise RunFailed(
+            f"the simulated engine exited (code {follower.engine_exit[0]}) before anything was measured; "
+            f"see {run_dir.sim_log}",
+            *tail(run_dir.sim_log, 3),
+        )
     if not results and stopped_by is not None:
         # Ctrl-C / SIGTERM while the load processes were still starting: nothing was measured, and
         # that is the stop's doing, not a load process failure (the CLI prints one line, exit 130)
@@ -114,7 +119,9 @@ def _measure(driver: RunDriver, env: dict[str, str] | None) -> RunSummary:
     if not results and write_error is not None:
         raise RunFailed(write_error)
     if not results:
-        raise UserError(f"the load process failed before measuring anything; see {run_dir.load_log}", *tail(run_dir.load_log))
+        raise UserError(
+            f"the load process failed before measuring anything; see {run_dir.load_log}", *tail(run_dir.load_log)
+        )
 
     def amend(summary: RunSummary) -> None:
         _note_how_it_ended(summary, follower, stopped_by, run_dir)
@@ -122,7 +129,8 @@ def _measure(driver: RunDriver, env: dict[str, str] | None) -> RunSummary:
         if opts.distributed and len(results) < started.processes:
             summary.validity.warnings.append(
                 f"only {len(results)} of {started.processes} workers' final results arrived; the others' requests are "
-                f"missing (see {run_dir.load_log})")
+                f"missing (see {run_dir.load_log})"
+            )
             summary.validity.ok = False
         if write_error is not None:
             summary.status, summary.status_reason = "failed", write_error
@@ -150,8 +158,9 @@ def _measure(driver: RunDriver, env: dict[str, str] | None) -> RunSummary:
     return summary
 
 
-def _note_how_it_ended(summary: RunSummary, follower: Follower | None, stopped_by: BaseException | None,
-                       run_dir: RunDir) -> None:
+def _note_how_it_ended(
+    summary: RunSummary, follower: Follower | None, stopped_by: BaseException | None, run_dir: RunDir
+) -> None:
     """An early stop (watcher), a stop signal, a dead embedded engine: status and warnings say so."""
     if follower is not None and follower.stopped_early:
         summary.load.stopped_early = follower.stopped_early
@@ -184,9 +193,11 @@ def _failed_though_complete(summary: RunSummary, prep: prepare.Prepared, sim: Em
         for url in prep.scenario.target.endpoints or [prep.target_url]:
             why = refuses_connections(url)
             if why is not None:
-                reason = (f"the target {url} stopped accepting connections during the run ({why} now; "
-                          f"{summary.requests.errors_by_kind['connect']} requests could not connect): did the engine "
-                          "die? see its log")
+                reason = (
+                    f"the target {url} stopped accepting connections during the run ({why} now; "
+                    f"{summary.requests.errors_by_kind['connect']} requests could not connect): did the engine "
+                    "die? see its log"
+                )
                 break
     if reason is not None:
         summary.status, summary.status_reason = "failed", reason
@@ -197,9 +208,11 @@ def _failed_though_complete(summary: RunSummary, prep: prepare.Prepared, sim: Em
 def _unwritten(exc: OSError, run_dir: RunDir) -> str:
     """The one line for a summary that could not be written (a full disk, audit R5)."""
     what = "disk full" if exc.errno == errno.ENOSPC else "cannot write the results"
-    return (f"{what}: {Path(exc.filename or run_dir.summary).name} not written in {run_dir.root} "
-            f"({exc.strerror or exc}); the complete request lines are kept in requests.jsonl: free space, then "
-            f"harness report {run_dir.root} builds the report from them")
+    return (
+        f"{what}: {Path(exc.filename or run_dir.summary).name} not written in {run_dir.root} "
+        f"({exc.strerror or exc}); the complete request lines are kept in requests.jsonl: free space, then "
+        f"harness report {run_dir.root} builds the report from them"
+    )
 
 
 def _write_report(driver: RunDriver, verbose: bool) -> None:

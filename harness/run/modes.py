@@ -38,8 +38,9 @@ class Started:
 
 
 class LoadMode(Protocol):
-    def start(self, prep: Prepared, opts: RunOptions, log: IO[str], env: dict[str, str] | None,
-              started: Started) -> None:
+    def start(
+        self, prep: Prepared, opts: RunOptions, log: IO[str], env: dict[str, str] | None, started: Started
+    ) -> None:
         """Start the load, adding each process to `started` as soon as it runs (a Ctrl-C during
         start-up must find the ones already running)."""
 
@@ -56,50 +57,94 @@ _POPEN: dict[str, Any] = {"text": True, "start_new_session": True, "preexec_fn":
 class LocalProcesses:
     """`--processes N` load processes (harness.load.main), each sending its share of the stream."""
 
-    def start(self, prep: Prepared, opts: RunOptions, log: IO[str], env: dict[str, str] | None,
-              started: Started) -> None:
+    def start(
+        self, prep: Prepared, opts: RunOptions, log: IO[str], env: dict[str, str] | None, started: Started
+    ) -> None:
         workers = started.processes = max(1, opts.processes)
         for worker in range(workers):
-            plan = prep.plan(worker=worker, workers=workers, kernel_stamps=opts.kernel_stamps, reader=opts.reader,
-                             stop_grace_s=opts.stop_grace_s)
+            plan = prep.plan(
+                worker=worker,
+                workers=workers,
+                kernel_stamps=opts.kernel_stamps,
+                reader=opts.reader,
+                stop_grace_s=opts.stop_grace_s,
+            )
             plan_path = prep.run_dir.root / (f"load_plan.w{worker}.json" if workers > 1 else "load_plan.json")
             plan.write(plan_path)
             # own session: Ctrl-C reaches us only and we stop the load gracefully; a killed harness
             # (SIGKILL) stops it too (die_with_parent); env: PROMETHEUS_MULTIPROC_DIR with live metrics
-            started.procs.append(subprocess.Popen([sys.executable, "-m", "harness.load.main", str(plan_path)],
-                                                  stdout=subprocess.PIPE, stderr=log, bufsize=1,
-                                                  env=with_secrets(env, plan), **_POPEN))
+            started.procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "harness.load.main", str(plan_path)],
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    bufsize=1,
+                    env=with_secrets(env, plan),
+                    **_POPEN,
+                )
+            )
 
 
 @MODES.register("distributed")
 class Distributed:
     """A headless Locust master (it prints the JSON lines a load process prints) and its workers."""
 
-    def start(self, prep: Prepared, opts: RunOptions, log: IO[str], env: dict[str, str] | None,
-              started: Started) -> None:
+    def start(
+        self, prep: Prepared, opts: RunOptions, log: IO[str], env: dict[str, str] | None, started: Started
+    ) -> None:
         workers = started.processes = opts.distributed
         # live metrics (env: the run's PROMETHEUS_MULTIPROC_DIR): the workers ship their counts to the
         # master, which alone writes them, as for workers on other hosts (harness.metrics.exporter)
-        plan = prep.plan(workers=workers, kernel_stamps=opts.kernel_stamps, reader=opts.reader,
-                         stop_grace_s=opts.stop_grace_s, live_metrics=env is not None)
+        plan = prep.plan(
+            workers=workers,
+            kernel_stamps=opts.kernel_stamps,
+            reader=opts.reader,
+            stop_grace_s=opts.stop_grace_s,
+            live_metrics=env is not None,
+        )
         remote = opts.remote_workers
         port = opts.master_port if remote else free_port()
         plan_path = prep.run_dir.plan
         plan.write(plan_path)
-        where = ["--bind-host", opts.master_bind_host, "--connect-timeout", str(REMOTE_CONNECT_TIMEOUT_S)] if remote else []
-        started.procs.append(subprocess.Popen(
-            [sys.executable, "-m", "harness.load.distributed", "master", str(plan_path), "--expect-workers",
-             str(workers), "--port", str(port), *where],
-            stdout=subprocess.PIPE, bufsize=1, stderr=log, env=with_secrets(env, plan), **_POPEN,
-        ))
+        where = (
+            ["--bind-host", opts.master_bind_host, "--connect-timeout", str(REMOTE_CONNECT_TIMEOUT_S)] if remote else []
+        )
+        started.procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "harness.load.distributed",
+                    "master",
+                    str(plan_path),
+                    "--expect-workers",
+                    str(workers),
+                    "--port",
+                    str(port),
+                    *where,
+                ],
+                stdout=subprocess.PIPE,
+                bufsize=1,
+                stderr=log,
+                env=with_secrets(env, plan),
+                **_POPEN,
+            )
+        )
         if remote:  # the workers are on other machines: `harness worker --master-host THIS_HOST`
             return
-        worker_env = None if env is None else {k: v for k, v in env.items()
-                                                if k not in ("PROMETHEUS_MULTIPROC_DIR", ENV_DIR)}
+        worker_env = (
+            None if env is None else {k: v for k, v in env.items() if k not in ("PROMETHEUS_MULTIPROC_DIR", ENV_DIR)}
+        )
         for _ in range(workers):
-            started.helpers.append(subprocess.Popen(
-                [sys.executable, "-m", "harness.load.distributed", "worker", "--master-port", str(port)],
-                stdout=log, stderr=log, env=worker_env, **_POPEN))
+            started.helpers.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "harness.load.distributed", "worker", "--master-port", str(port)],
+                    stdout=log,
+                    stderr=log,
+                    env=worker_env,
+                    **_POPEN,
+                )
+            )
 
 
 def with_secrets(env: dict[str, str] | None, plan: LoadPlan) -> dict[str, str] | None:
@@ -143,5 +188,3 @@ def merge_worker_files(run_dir: RunDir) -> None:
         os.replace(tmp, target)
         for part in parts:
             part.unlink()
-
-

@@ -38,7 +38,9 @@ class RunOptions:
     master_port: int = 5557
     metrics_port: int | None = None  # serve live harness_ metrics (Prometheus) on this port while running
     metrics_host: str = "127.0.0.1"
-    metrics_server: Any = None  # a started exporter_server.MetricsServer shared across runs (sweeps); wins over the port
+    metrics_server: Any = (
+        None  # a started exporter_server.MetricsServer shared across runs (sweeps); wins over the port
+    )
     #: reset the target's prefix cache before the run (or salt the prompts where it cannot be
     #: reset); `harness run` turns it on, sweeps reset between cells themselves (harness.run.prefix_cache)
     reset_prefix_cache: bool = False

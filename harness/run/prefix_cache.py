@@ -47,7 +47,9 @@ class CacheIsolation:
 RESET_TIMEOUT_S = 5.0
 
 
-def post_reset(base_url: str, headers: dict[str, str] | None = None, timeout_s: float | None = None) -> tuple[str | None, str]:
+def post_reset(
+    base_url: str, headers: dict[str, str] | None = None, timeout_s: float | None = None
+) -> tuple[str | None, str]:
     """POST each known reset path; (the path that worked, "") or (None, what each answered).
 
     A path that gets no answer in time ends the attempt: a server that holds a request open
@@ -91,7 +93,9 @@ def isolate(scenario: Scenario, base_url: str, headers: dict[str, str], reset: b
 def workload_max_hit_rate(scenario: Scenario, expected: float | None) -> float | None:
     """The hit rate the workload can produce: the shared-prefix expectation, 0 for a workload that
     shares nothing, None when unknown (dataset prompts may share text)."""
-    if any(c.dataset is not None or c.session is not None or c.block_trace is not None for c in scenario.workload.classes):
+    if any(
+        c.dataset is not None or c.session is not None or c.block_trace is not None for c in scenario.workload.classes
+    ):
         return None  # sessions' histories and block traces are meant to hit; their ideals are in summary.json
     return expected if expected is not None else 0.0
 
@@ -101,8 +105,9 @@ def hit_rate_warning(engine: EngineBlock, allowed: float | None) -> str | None:
     hit = engine.prefix_cache.hit_rate
     if hit is None or allowed is None or hit <= allowed + HIT_RATE_MARGIN:
         return None
-    return (f"Prefix cache hit rate {100 * hit:.1f} % exceeds the {100 * allowed:.0f} % this workload can produce: "
-            "the engine is serving prompts cached by an earlier run (same seed, same prompts); latencies read "
-            "low. Reset the cache (vLLM: VLLM_SERVER_DEV_MODE=1 enables POST /reset_prefix_cache), restart "
-            "the server, or change workload.prompt_salt / the seed.")
-
+    return (
+        f"Prefix cache hit rate {100 * hit:.1f} % exceeds the {100 * allowed:.0f} % this workload can produce: "
+        "the engine is serving prompts cached by an earlier run (same seed, same prompts); latencies read "
+        "low. Reset the cache (vLLM: VLLM_SERVER_DEV_MODE=1 enables POST /reset_prefix_cache), restart "
+        "the server, or change workload.prompt_salt / the seed."
+    )

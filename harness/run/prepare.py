@@ -49,14 +49,24 @@ class Prepared:
         """The load plan for this run (kw: worker, workers, kernel_stamps, stop_grace_s)."""
         s = self.scenario
         return LoadPlan(
-            scenario=s.model_dump(mode="json"), scenario_dir=str(self.scenario_dir.resolve()),
-            target_url=self.target_url, model=self.model, api_key_env=s.target.api_key_env,
-            continuous_usage=self.info["continuous_usage"], out_dir=str(self.run_dir.root.resolve()), **kw,
+            scenario=s.model_dump(mode="json"),
+            scenario_dir=str(self.scenario_dir.resolve()),
+            target_url=self.target_url,
+            model=self.model,
+            api_key_env=s.target.api_key_env,
+            continuous_usage=self.info["continuous_usage"],
+            out_dir=str(self.run_dir.root.resolve()),
+            **kw,
         )
 
 
-def start(scenario: Scenario, run_dir: RunDir, scenario_path: str | None, scenario_dir: Path | None = None,
-          check_quality: bool = True) -> Prepared:
+def start(
+    scenario: Scenario,
+    run_dir: RunDir,
+    scenario_path: str | None,
+    scenario_dir: Path | None = None,
+    check_quality: bool = True,
+) -> Prepared:
     """Write scenario.yaml and fail early (one line) on a bad tokenizer, dataset, trace or quality file."""
     write_text_atomic(run_dir.scenario, dump_scenario(scenario))
     if scenario_dir is None:
@@ -68,12 +78,26 @@ def start(scenario: Scenario, run_dir: RunDir, scenario_path: str | None, scenar
         from harness.quality.dataset import load_quality_set
 
         load_quality_set(scenario.quality.prompts, scenario_dir)
-    return Prepared(scenario=scenario, scenario_dir=scenario_dir, scenario_path=scenario_path, run_dir=run_dir,
-                    tokenizer_id=tokenizer.id)
+    return Prepared(
+        scenario=scenario,
+        scenario_dir=scenario_dir,
+        scenario_path=scenario_path,
+        run_dir=run_dir,
+        tokenizer_id=tokenizer.id,
+    )
 
 
-def resolve(prep: Prepared, target_url: str, model: str | None, engine_kind: str | None, *, reset_prefix_cache: bool,
-            off_reason: str | None = None, verbose: bool = False, calibrate: bool = True) -> Prepared:
+def resolve(
+    prep: Prepared,
+    target_url: str,
+    model: str | None,
+    engine_kind: str | None,
+    *,
+    reset_prefix_cache: bool,
+    off_reason: str | None = None,
+    verbose: bool = False,
+    calibrate: bool = True,
+) -> Prepared:
     """Preflight the target, size prompts in its tokens (`calibrate`), isolate its prefix cache
     (reset, else salt), fingerprint the work.
 
@@ -93,8 +117,11 @@ def resolve(prep: Prepared, target_url: str, model: str | None, engine_kind: str
         if iso.mode == "salt":
             write_text_atomic(prep.run_dir.scenario, dump_scenario(scenario))
             if verbose:
-                print(f"prefix cache: cannot be reset ({iso.reason}); prompts salted with workload.prompt_salt "
-                      f"{iso.salt} (same lengths, other words)", file=sys.stderr)
+                print(
+                    f"prefix cache: cannot be reset ({iso.reason}); prompts salted with workload.prompt_salt "
+                    f"{iso.salt} (same lengths, other words)",
+                    file=sys.stderr,
+                )
     else:
         iso = CacheIsolation("off", salt=scenario.workload.prompt_salt, reason=off_reason)
     prep.scenario = scenario
@@ -103,8 +130,9 @@ def resolve(prep: Prepared, target_url: str, model: str | None, engine_kind: str
     return prep
 
 
-def _calibrate_tokens(scenario: Scenario, target_url: str, model: str, engine_kind: str | None, run_dir: RunDir,
-                      verbose: bool) -> Scenario:
+def _calibrate_tokens(
+    scenario: Scenario, target_url: str, model: str, engine_kind: str | None, run_dir: RunDir, verbose: bool
+) -> Scenario:
     """No tokenizer given: size the built-in prompts in the target's tokens (its POST /tokenize),
     recorded in workload.token_scale (harness.run.target.calibrate_tokens says why)."""
     tokenize = tokenize_for(engine_kind)
@@ -116,6 +144,9 @@ def _calibrate_tokens(scenario: Scenario, target_url: str, model: str, engine_ki
     scenario = scenario.model_copy(update={"workload": scenario.workload.model_copy(update={"token_scale": scale})})
     write_text_atomic(run_dir.scenario, dump_scenario(scenario))
     if verbose:
-        print(f"prompt lengths: the target counts {scale:g} tokens per built-in word (POST /tokenize); prompts are "
-              "sized in its tokens (workload.token_scale; set workload.tokenizer for exact lengths)", file=sys.stderr)
+        print(
+            f"prompt lengths: the target counts {scale:g} tokens per built-in word (POST /tokenize); prompts are "
+            "sized in its tokens (workload.token_scale; set workload.tokenizer for exact lengths)",
+            file=sys.stderr,
+        )
     return scenario

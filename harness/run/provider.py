@@ -53,8 +53,9 @@ class TargetProvider:
     `sim_args`: the simulator's flags (`--sim-args`); `log_dir`: where its log goes (sim.log, and
     sim.rN.log for a fleet's other replicas); `engine_kind`: the kind of a given server, if known."""
 
-    def __init__(self, sim_args: list[str] | None = None, log_dir: Path | None = None,
-                 engine_kind: str | None = None) -> None:
+    def __init__(
+        self, sim_args: list[str] | None = None, log_dir: Path | None = None, engine_kind: str | None = None
+    ) -> None:
         self.sim_args = list(sim_args or [])
         self.log_dir = Path(log_dir) if log_dir is not None else Path(".")
         self.engine_kind = engine_kind
@@ -100,6 +101,7 @@ class TargetProvider:
     def __enter__(self) -> TargetProvider:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()

@@ -38,12 +38,19 @@ MAX_ANSWER_BYTES = 8 << 20
 ANSWER_DEADLINE_S = 20.0
 
 
-def _http(method: str, url: str, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
-          timeout: float = 10.0) -> tuple[int, bytes]:
+def _http(
+    method: str,
+    url: str,
+    body: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 10.0,
+) -> tuple[int, bytes]:
     """(status, body) of one request; the body is read up to MAX_ANSWER_BYTES and within
     ANSWER_DEADLINE_S (gzip decoded within the same bound), else a TargetError naming the URL."""
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", **(headers or {})})
+    req = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json", **(headers or {})}
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, _bounded_body(resp, method, url)
@@ -63,11 +70,15 @@ def _bounded_body(resp: Any, method: str, url: str) -> bytes:
         size += len(chunk)
         chunks.append(chunk)
         if size > MAX_ANSWER_BYTES:
-            raise TargetError(f"{method} {url}: the answer is larger than {MAX_ANSWER_BYTES >> 20} MiB; is this an "
-                              "OpenAI-compatible server?")
+            raise TargetError(
+                f"{method} {url}: the answer is larger than {MAX_ANSWER_BYTES >> 20} MiB; is this an "
+                "OpenAI-compatible server?"
+            )
         if time.monotonic() > deadline:
-            raise TargetError(f"{method} {url}: the answer took longer than {ANSWER_DEADLINE_S:.0f} s to arrive; is "
-                              "this an OpenAI-compatible server?")
+            raise TargetError(
+                f"{method} {url}: the answer took longer than {ANSWER_DEADLINE_S:.0f} s to arrive; is "
+                "this an OpenAI-compatible server?"
+            )
     raw = b"".join(chunks)
     if (resp.headers.get("Content-Encoding") or "").lower() in ("gzip", "x-gzip", "deflate"):
         inflate = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib: a server that compresses unasked
@@ -133,7 +144,9 @@ class EmbeddedSim:
         if ready:
             return self
         self.stop()
-        raise TargetError(f"the simulated engine was not ready within {self.ready_timeout_s:.0f} s; see {self.log_path}")
+        raise TargetError(
+            f"the simulated engine was not ready within {self.ready_timeout_s:.0f} s; see {self.log_path}"
+        )
 
     def _wait_ready(self) -> bool:
         assert self.proc is not None
@@ -173,8 +186,10 @@ def preflight(url: str, model: str | None, scenario: Scenario) -> dict[str, Any]
         raise TargetError(_refused(base, status, scenario))
     if status != 200 and base.endswith("/v1"):
         root = base.removesuffix("/v1")
-        raise TargetError(f"target {base}: {status} on {base}/v1/models; give the server root, --target {root} "
-                          "(the harness adds /v1/...)")
+        raise TargetError(
+            f"target {base}: {status} on {base}/v1/models; give the server root, --target {root} "
+            "(the harness adds /v1/...)"
+        )
     models: list[str] = []
     max_model_len = None
     if status == 200:
@@ -198,8 +213,10 @@ def preflight(url: str, model: str | None, scenario: Scenario) -> dict[str, Any]
     wanted = _adapter_names(scenario)
     missing = [a for a in wanted if a not in models] if models else []
     if missing:
-        raise TargetError(f"workload.adapters: {', '.join(missing[:5])} not served by {base} (served: "
-                          f"{', '.join(models[:8])}); start the engine with --enable-lora --lora-modules NAME=PATH ...")
+        raise TargetError(
+            f"workload.adapters: {', '.join(missing[:5])} not served by {base} (served: "
+            f"{', '.join(models[:8])}); start the engine with --enable-lora --lora-modules NAME=PATH ..."
+        )
     continuous = _probe(base, model, scenario)
     return {"model": model, "models": models, "max_model_len": max_model_len, "continuous_usage": continuous}
 
@@ -223,7 +240,8 @@ def context_problems(scenario: Scenario, max_model_len: int) -> list[str]:
                 f"workload.classes[{i}] ({cls.name}): prompts of up to {n_in} tokens + {n_out} output tokens exceed the "
                 f"target's max_model_len {max_model_len}, so those requests would all fail; lower input_tokens (max "
                 f"{max(max_model_len - n_out, 1)} minus the chat template's few tokens) or output_tokens, or serve a "
-                "longer context (vLLM --max-model-len)")
+                "longer context (vLLM --max-model-len)"
+            )
     return out
 
 
@@ -255,8 +273,10 @@ def _refused(base: str, status: int, scenario: Scenario) -> str:
         return f"target {base} refused the request ({status}); target.api_key_env names {env}, which is not set"
     if env:
         return f"target {base} refused the request ({status}) with the key in {env}; check the key"
-    return (f"target {base} refused the request ({status}); set target.api_key_env to the name "
-            "of the variable holding the API key")
+    return (
+        f"target {base} refused the request ({status}); set target.api_key_env to the name "
+        "of the variable holding the API key"
+    )
 
 
 def _auth_headers(scenario: Scenario) -> dict[str, str]:
@@ -296,8 +316,10 @@ def _probe(base: str, model: str, scenario: Scenario) -> bool:
         try:
             res = probe.send_probe(base, adapter.path, headers, json.dumps(body).encode())
         except StreamError as exc:
-            raise TargetError(f"target {base}{adapter.path}: no usable answer to a test request within "
-                              f"{probe.PROBE_DEADLINE_S:g} s ({exc.kind}: {exc.detail})") from None
+            raise TargetError(
+                f"target {base}{adapter.path}: no usable answer to a test request within "
+                f"{probe.PROBE_DEADLINE_S:g} s ({exc.kind}: {exc.detail})"
+            ) from None
         except ValueError as exc:  # a header value with a line break
             raise TargetError(f"target.headers: {exc}; remove it") from None
         status, raw = res.status, res.body
@@ -308,8 +330,10 @@ def _probe(base: str, model: str, scenario: Scenario) -> bool:
             return continuous
         text = redact(raw.decode("utf-8", "replace")[:300], tuple(headers.values()))
         if status == 404:
-            raise TargetError(f"target {base}{adapter.path} answered 404 ({text}); check target.api "
-                              f"({scenario.target.api}), target.model and the URL")
+            raise TargetError(
+                f"target {base}{adapter.path} answered 404 ({text}); check target.api "
+                f"({scenario.target.api}), target.model and the URL"
+            )
         if status in (401, 403):
             raise TargetError(_refused(base, status, scenario))
         if status >= 500:
@@ -337,8 +361,9 @@ def _read_json_answer(url: str, body: dict[str, Any], headers: dict[str, str]) -
     `harness run` forever here: a socket timeout never fires while bytes keep coming."""
     import time
 
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", **headers})
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json", **headers}
+    )
     deadline = time.monotonic() + TOKENIZE_DEADLINE_S
     with urllib.request.urlopen(req, timeout=TOKENIZE_DEADLINE_S) as resp:
         if resp.status != 200 or "json" not in (resp.headers.get("content-type") or ""):

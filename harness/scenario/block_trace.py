@@ -23,7 +23,9 @@ class BlockTrace(BaseModel):
 
     path: Annotated[str, Field(min_length=1)] = Field(description="JSONL trace, relative to the scenario file")
     block_tokens: Annotated[int, Field(gt=0, le=65536)] = Field(
-        default=512, description="tokens per hash id (Mooncake: 512; Alibaba Bailian traces: 16)")
+        default=512, description="tokens per hash id (Mooncake: 512; Alibaba Bailian traces: 16)"
+    )
     engine_block: Annotated[int, Field(gt=0, le=65536)] = Field(
-        default=16, description="the engine's KV block size, for the ideal hit rate (vLLM GPU: 16, its CPU build: 128)")
+        default=16, description="the engine's KV block size, for the ideal hit rate (vLLM GPU: 16, its CPU build: 128)"
+    )
     unit: Literal["s", "ms", "us"] = Field(default="ms", description="unit of `timestamp` and `delay` (Mooncake: ms)")

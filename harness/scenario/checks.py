@@ -24,8 +24,10 @@ def check_url(url: str, what: str = "URL") -> str:
     if "@" in parts.netloc:
         # neither the client nor urllib sends user:password@ (it read as a host name), and the URL
         # is written to scenario.yaml: a credential belongs in a header or in target.api_key_env
-        raise ValueError(f"{text!r}: credentials in the URL (user:password@) are not sent; remove them and give "
-                         "the key by target.api_key_env (--api-key-env NAME) or a header (--header 'Authorization: ...')")
+        raise ValueError(
+            f"{text!r}: credentials in the URL (user:password@) are not sent; remove them and give "
+            "the key by target.api_key_env (--api-key-env NAME) or a header (--header 'Authorization: ...')"
+        )
     if any(c.isspace() for c in text) or not text:
         raise ValueError(f"{text!r} is not a {what} (no spaces allowed; {example})")
     if not parts.scheme or "://" not in text:
@@ -57,5 +59,6 @@ def check_header(name: str, value: str) -> None:
     if not _TOKEN.match(name or ""):
         raise ValueError(f"header name {name[:40]!r} is not a valid HTTP header name")
     if any(c in value for c in "\r\n\0"):
-        raise ValueError(f"header {name}: the value holds a line break or NUL (CR, LF or \\0); "
-                         "a header value is one line")
+        raise ValueError(
+            f"header {name}: the value holds a line break or NUL (CR, LF or \\0); a header value is one line"
+        )

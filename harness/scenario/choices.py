@@ -20,8 +20,11 @@ def module_names(folder: str, first: tuple[str, ...], *, dashes: bool = False) -
     """The module names in `harness/<folder>` (not `base`, not `_private`), `_` read as `-` with
     `dashes` (an API is named openai-chat, its module openai_chat); `first` in its documented
     order, any others after it, sorted."""
-    found = {m.name.replace("_", "-") if dashes else m.name for m in pkgutil.iter_modules([str(_HARNESS / folder)])
-             if m.name != "base" and not m.name.startswith("_")}
+    found = {
+        m.name.replace("_", "-") if dashes else m.name
+        for m in pkgutil.iter_modules([str(_HARNESS / folder)])
+        if m.name != "base" and not m.name.startswith("_")
+    }
     return tuple(n for n in first if n in found) + tuple(sorted(found - set(first)))
 
 

@@ -50,7 +50,8 @@ def read_input(p: Path, what: str, hint: str = "paths are relative to the scenar
         raise UserError(f"{what}: {p} {DEVICE}; give a regular file")
     if why is not None:
         strerror = {"no such file": "No such file or directory", "is a directory, not a file": "Is a directory"}.get(
-            why, why.removeprefix("cannot read it (").removesuffix(")"))
+            why, why.removeprefix("cannot read it (").removesuffix(")")
+        )
         raise UserError(f"{what}: cannot read {p} ({strerror}); {hint}")
     problem = INPUT_BYTES.check(p.stat().st_size)
     if problem:

@@ -93,10 +93,15 @@ def format_validation_error(source: str, exc: ValidationError) -> list[str]:
         elif any(e.get("type") == "finite_number" for e in errs):
             lines.append(f"{source}: {path}: must be a finite number (not .inf or .nan)")
         else:
-            kinds = list(dict.fromkeys(_message(e).removeprefix("must be ").removeprefix("a valid ").removeprefix("a ")
-                                       for e in errs))
-            lines.append(f"{source}: {path}: must be " + (", ".join(kinds[:-1]) + " or " + kinds[-1]
-                                                          if len(kinds) > 1 else kinds[0]))
+            kinds = list(
+                dict.fromkeys(
+                    _message(e).removeprefix("must be ").removeprefix("a valid ").removeprefix("a ") for e in errs
+                )
+            )
+            lines.append(
+                f"{source}: {path}: must be "
+                + (", ".join(kinds[:-1]) + " or " + kinds[-1] if len(kinds) > 1 else kinds[0])
+            )
     return lines
 
 
@@ -172,8 +177,12 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
                 raise UserError(f"override {dotted}: {where} is a list, so {key!r} must be an index; {LIST_SYNTAX}")
             index = int(key)
             if index >= len(node):
-                raise UserError(f"override {dotted}: {where} has {len(node)} entr{'y' if len(node) == 1 else 'ies'} "
-                                f"(indexes 0-{len(node) - 1})" if node else f"override {dotted}: {where} is empty")
+                raise UserError(
+                    f"override {dotted}: {where} has {len(node)} entr{'y' if len(node) == 1 else 'ies'} "
+                    f"(indexes 0-{len(node) - 1})"
+                    if node
+                    else f"override {dotted}: {where} is empty"
+                )
             if last and value is UNSET:
                 raise UserError(f"override {dotted}: null cannot remove a list entry; give {where} without it")
             if last:
@@ -181,8 +190,10 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
             else:
                 node = node[index]
         else:
-            raise UserError(f"override {dotted}: {where} is a single value ({str(node)[:40]!r}), not a mapping or a "
-                            f"list; set {where} itself")
+            raise UserError(
+                f"override {dotted}: {where} is a single value ({str(node)[:40]!r}), not a mapping or a "
+                f"list; set {where} itself"
+            )
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

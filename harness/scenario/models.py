@@ -48,7 +48,6 @@ class SLO(Strict):
         return SLO(**{**self.model_dump(), **override.model_dump(exclude_none=True)})
 
 
-
 AdapterName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/@+-]+$")]
 
 
@@ -92,31 +91,46 @@ class RequestClass(Strict):
     dataset: Dataset | None = None
     shared_prefix: SharedPrefix | None = None
     session: SessionSpec | None = Field(default=None, description="multi-turn conversations (harness.scenario.session)")
-    block_trace: BlockTrace | None = Field(default=None, description="prompts, lengths and sessions from a trace of "
-                                           "hashed prefix blocks (Mooncake format; harness.scenario.block_trace)")
+    block_trace: BlockTrace | None = Field(
+        default=None,
+        description="prompts, lengths and sessions from a trace of "
+        "hashed prefix blocks (Mooncake format; harness.scenario.block_trace)",
+    )
     adapters: Annotated[Adapters | None, AfterValidator(_unique_adapters)] = Field(
-        default=None, description="LoRA adapters this class asks for (overrides workload.adapters)")
+        default=None, description="LoRA adapters this class asks for (overrides workload.adapters)"
+    )
     slo: SLO | None = None
 
     @model_validator(mode="after")
     def _lengths(self) -> RequestClass:
         if self.block_trace is not None:
-            extra = [k for k in ("input_tokens", "output_tokens", "dataset", "shared_prefix", "session")
-                     if getattr(self, k) is not None]
+            extra = [
+                k
+                for k in ("input_tokens", "output_tokens", "dataset", "shared_prefix", "session")
+                if getattr(self, k) is not None
+            ]
             if extra:
-                raise ValueError(f"{', '.join(extra)}: a block_trace class takes its prompts, lengths and sessions "
-                                 "from the trace; remove them")
+                raise ValueError(
+                    f"{', '.join(extra)}: a block_trace class takes its prompts, lengths and sessions "
+                    "from the trace; remove them"
+                )
             return self
         if self.session is not None:
-            extra = [k for k in ("input_tokens", "output_tokens", "dataset", "shared_prefix") if getattr(self, k) is not None]
+            extra = [
+                k for k in ("input_tokens", "output_tokens", "dataset", "shared_prefix") if getattr(self, k) is not None
+            ]
             if extra:
-                raise ValueError(f"{', '.join(extra)}: a session class takes its lengths from session "
-                                 "(user_tokens, output_tokens, system_prompt, dataset); remove them")
+                raise ValueError(
+                    f"{', '.join(extra)}: a session class takes its lengths from session "
+                    "(user_tokens, output_tokens, system_prompt, dataset); remove them"
+                )
             return self
         if self.dataset is None:
             missing = [k for k in ("input_tokens", "output_tokens") if getattr(self, k) is None]
             if missing:
-                raise ValueError(f"{' and '.join(missing)} required (a length or a distribution), or a dataset of prompts")
+                raise ValueError(
+                    f"{' and '.join(missing)} required (a length or a distribution), or a dataset of prompts"
+                )
             self._prefix_fits()
             return self
         if self.input_tokens is not None:
@@ -133,14 +147,23 @@ class RequestClass(Strict):
         sp, dist = self.shared_prefix, self.input_tokens
         if sp is None or dist is None:
             return
-        middle = dist.value if dist.dist == "fixed" else (dist.min + dist.max) / 2 if dist.dist == "uniform" else dist.mean
+        middle = (
+            dist.value if dist.dist == "fixed" else (dist.min + dist.max) / 2 if dist.dist == "uniform" else dist.mean
+        )
         if sp.tokens >= middle:
-            shown = (f"{dist.value}" if dist.dist == "fixed" else f"{dist.min}..{dist.max}" if dist.dist == "uniform"
-                     else f"mean {dist.mean:g}")
-            raise ValueError(f"shared_prefix.tokens {sp.tokens} is not shorter than input_tokens ({shown}): input_tokens is the "
-                             f"whole prompt, the shared prefix included (unlike vllm bench, which adds the prefix to the input "
-                             f"length); give input_tokens above {sp.tokens} (the prefix + each request's own tokens) or a "
-                             "shorter prefix")
+            shown = (
+                f"{dist.value}"
+                if dist.dist == "fixed"
+                else f"{dist.min}..{dist.max}"
+                if dist.dist == "uniform"
+                else f"mean {dist.mean:g}"
+            )
+            raise ValueError(
+                f"shared_prefix.tokens {sp.tokens} is not shorter than input_tokens ({shown}): input_tokens is the "
+                f"whole prompt, the shared prefix included (unlike vllm bench, which adds the prefix to the input "
+                f"length); give input_tokens above {sp.tokens} (the prefix + each request's own tokens) or a "
+                "shorter prefix"
+            )
 
     @model_validator(mode="before")
     @classmethod
@@ -156,8 +179,10 @@ class RequestClass(Strict):
 class Workload(Strict):
     classes: Annotated[list[RequestClass], Field(min_length=1)]
     adapters: Annotated[Adapters | None, AfterValidator(_unique_adapters)] = Field(
-        default=None, description="LoRA adapters: each request's `model` is one of these names, drawn by weight "
-        "([{name, weight}]) or by Zipf popularity ({names: [...], zipf: s}); a session keeps its adapter")
+        default=None,
+        description="LoRA adapters: each request's `model` is one of these names, drawn by weight "
+        "([{name, weight}]) or by Zipf popularity ({names: [...], zipf: s}); a session keeps its adapter",
+    )
     tokenizer: str | None = Field(
         default=None,
         description="Path to a local tokenizer (a tokenizer.json file or a directory holding one). "
@@ -228,7 +253,9 @@ class Load(Strict):
         if self.duration_s is None and self.requests is None:
             raise ValueError("set duration_s or requests (or both: whichever comes first)")
         if self.arrival == "trace" and (self.trace is None or self.rate is None):
-            raise ValueError("arrival trace needs trace: {path: ...} and a rate (the trace's gaps are scaled to that mean rate)")
+            raise ValueError(
+                "arrival trace needs trace: {path: ...} and a rate (the trace's gaps are scaled to that mean rate)"
+            )
         if self.trace is not None and self.arrival != "trace":
             raise ValueError("trace is read only with arrival: trace; set it, or remove trace")
         return self
@@ -290,14 +317,18 @@ class Target(Strict):
     )
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_s: Annotated[Seconds, Field(gt=0)] | None = Field(
-        default=None, description="per-request timeout; none = scaled to the run (harness.load.deadlines)")
+        default=None, description="per-request timeout; none = scaled to the run (harness.load.deadlines)"
+    )
     continuous_usage: Literal["auto", "on", "off"] = "auto"
     endpoints: Annotated[list[str], Field(min_length=1, max_length=64)] | None = Field(
-        default=None, description="several replicas behind one benchmark: base URLs (instead of url)")
-    routing: Literal["round-robin", "least-outstanding", "session-affinity", "prefix-affinity", "adapter-affinity"] = Field(
-        default="round-robin", description="how requests are spread over endpoints (harness.load.routing)")
+        default=None, description="several replicas behind one benchmark: base URLs (instead of url)"
+    )
+    routing: Literal["round-robin", "least-outstanding", "session-affinity", "prefix-affinity", "adapter-affinity"] = (
+        Field(default="round-robin", description="how requests are spread over endpoints (harness.load.routing)")
+    )
     replicas: Annotated[int, Field(ge=1, le=16)] = Field(
-        default=1, description="with no url/endpoints: start this many built-in simulated engines as the fleet")
+        default=1, description="with no url/endpoints: start this many built-in simulated engines as the fleet"
+    )
 
     @field_validator("url")
     @classmethod
@@ -361,7 +392,10 @@ class Scenario(Strict):
     warmup: Warmup = Field(default_factory=Warmup)
     telemetry: Telemetry = Field(default_factory=Telemetry)
     quality: QualitySpec | None = Field(default=None, description="output-quality check (harness quality; sweeps)")
-    thresholds: list[str] = Field(default_factory=list, description='conditions that fail the run (exit 99), e.g. "error_rate>1%", or "invalid" (validity warnings)')
+    thresholds: list[str] = Field(
+        default_factory=list,
+        description='conditions that fail the run (exit 99), e.g. "error_rate>1%", or "invalid" (validity warnings)',
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -371,21 +405,35 @@ class Scenario(Strict):
         if not isinstance(data, dict):
             return data
         load, workload = data.get("load"), data.get("workload")
-        if not (isinstance(load, dict) and load.get("arrival") == "trace" and load.get("trace") is None
-                and isinstance(workload, dict) and isinstance(workload.get("classes"), list)):
+        if not (
+            isinstance(load, dict)
+            and load.get("arrival") == "trace"
+            and load.get("trace") is None
+            and isinstance(workload, dict)
+            and isinstance(workload.get("classes"), list)
+        ):
             return data
-        traces = [c["block_trace"] for c in workload["classes"] if isinstance(c, dict) and isinstance(c.get("block_trace"), dict)]
+        traces = [
+            c["block_trace"]
+            for c in workload["classes"]
+            if isinstance(c, dict) and isinstance(c.get("block_trace"), dict)
+        ]
         if len(traces) == 1 and isinstance(traces[0].get("path"), str):
             bt = traces[0]
-            data = {**data, "load": {**load, "trace": {"path": bt["path"], "field": "timestamp", "unit": bt.get("unit", "ms")}}}
+            data = {
+                **data,
+                "load": {**load, "trace": {"path": bt["path"], "field": "timestamp", "unit": bt.get("unit", "ms")}},
+            }
         return data
 
     @model_validator(mode="after")
     def _one_trace_class(self) -> Scenario:
         classes = self.workload.classes
         if any(c.block_trace is not None for c in classes) and len(classes) > 1:
-            raise ValueError("workload.classes: a block_trace class replays the trace request by request and must be "
-                             "the only class; run other classes in another scenario")
+            raise ValueError(
+                "workload.classes: a block_trace class replays the trace request by request and must be "
+                "the only class; run other classes in another scenario"
+            )
         return self
 
     @field_validator("thresholds")
@@ -401,7 +449,8 @@ class Scenario(Strict):
         """Whether any SLO limit is set (scenario-wide or per class); without one, 'goodput' is
         just the completed requests and is not worth printing as a separate figure."""
         return any(v is not None for v in self.slo.model_dump().values()) or any(
-            c.slo is not None and any(v is not None for v in c.slo.model_dump().values()) for c in self.workload.classes)
+            c.slo is not None and any(v is not None for v in c.slo.model_dump().values()) for c in self.workload.classes
+        )
 
     def slo_for(self, class_name: str) -> SLO:
         for cls in self.workload.classes:

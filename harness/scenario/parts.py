@@ -32,7 +32,6 @@ _within = within
 Tokens = Annotated[int, Field(gt=0), _within(limits.TOKENS)]
 
 
-
 class Strict(BaseModel):
     # strict: no silent coercion of YAML values (`concurrency: true` is not 1, `"4"` is not 4)
     # allow_inf_nan: `.inf`/`.nan` pass `gt=0` checks and break the load later (a weight of inf
@@ -126,5 +125,6 @@ class Dataset(Strict):
 
     path: Annotated[str, Field(min_length=1)] = Field(description="JSONL file, relative to the scenario file")
     order: Literal["random", "sequential"] = Field(
-        default="random", description="random: records drawn with replacement from the seed; sequential: in file order, cycling"
+        default="random",
+        description="random: records drawn with replacement from the seed; sequential: in file order, cycling",
     )

@@ -26,8 +26,9 @@ class QualityGate(_Strict):
         default=None, description="share of prompts whose output equals the baseline's token for token"
     )
     max_accuracy_drop: Annotated[float, Field(ge=0, le=1)] | None = Field(
-        default=None, description="largest accepted fall of expected-answer accuracy vs the baseline "
-        "(a fraction: 0.01 = one point), judged beyond the noise of the prompt count"
+        default=None,
+        description="largest accepted fall of expected-answer accuracy vs the baseline "
+        "(a fraction: 0.01 = one point), judged beyond the noise of the prompt count",
     )
 
 
@@ -38,11 +39,14 @@ class QualitySpec(_Strict):
     )
     max_tokens: Annotated[int, Field(gt=0), within(limits.TOKENS)] = 128  # 1e12 failed every prompt at the server
     baseline: Annotated[str, Field(min_length=1)] | None = Field(
-        default=None, description="sweeps/tune: the config whose outputs are the reference (default: base, else the first)"
+        default=None,
+        description="sweeps/tune: the config whose outputs are the reference (default: base, else the first)",
     )
     gate: QualityGate = Field(default_factory=QualityGate)
     seed: int = Field(default=0, description="sent with every request (greedy decoding ignores it on most engines)")
-    logprobs: bool = Field(default=True, description="ask for per-token log-probs (retried without when the server refuses)")
+    logprobs: bool = Field(
+        default=True, description="ask for per-token log-probs (retried without when the server refuses)"
+    )
     top_logprobs: Annotated[int, Field(ge=0, le=20)] = 0
     timeout_s: Annotated[float, Field(gt=0)] = 300.0
     confidence: Annotated[float, Field(ge=0.5, lt=1)] = 0.95

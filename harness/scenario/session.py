@@ -77,19 +77,26 @@ class FanOut(_Strict):
     the parent continues once every sub-agent has returned (joined)."""
 
     probability: Annotated[float, Field(ge=0, le=1)] = Field(
-        default=0.25, description="chance that a tool call is a fan-out instead of a plain tool")
+        default=0.25, description="chance that a tool call is a fan-out instead of a plain tool"
+    )
     agents: LengthDist = Field(default_factory=lambda: Fixed(value=3), description="sub-agents per fan-out")
     steps: LengthDist = Field(default_factory=lambda: Fixed(value=2), description="LLM calls each sub-agent makes")
-    task_tokens: LengthDist = Field(default_factory=lambda: Fixed(value=64), description="each sub-agent's task message")
-    result_tokens: LengthDist = Field(default_factory=lambda: Fixed(value=96),
-                                      description="max_tokens of a sub-agent's last call (what returns to the parent)")
+    task_tokens: LengthDist = Field(
+        default_factory=lambda: Fixed(value=64), description="each sub-agent's task message"
+    )
+    result_tokens: LengthDist = Field(
+        default_factory=lambda: Fixed(value=96),
+        description="max_tokens of a sub-agent's last call (what returns to the parent)",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _shorthand(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            data = {k: length_shorthand(v) if k in ("agents", "steps", "task_tokens", "result_tokens") else v
-                    for k, v in data.items()}
+            data = {
+                k: length_shorthand(v) if k in ("agents", "steps", "task_tokens", "result_tokens") else v
+                for k, v in data.items()
+            }
         return data
 
 
@@ -99,15 +106,19 @@ class AgentSpec(_Strict):
     final answer; some calls fan out to sub-agents (`fan_out`)."""
 
     tool_calls: LengthDist = Field(description="tool calls per user turn (each one more request)")
-    call_tokens: LengthDist = Field(default_factory=lambda: Fixed(value=32),
-                                    description="max_tokens of a request whose reply is a tool call")
+    call_tokens: LengthDist = Field(
+        default_factory=lambda: Fixed(value=32), description="max_tokens of a request whose reply is a tool call"
+    )
     tool_result_tokens: LengthDist = Field(description="length of a tool's result, sent back in the next request")
-    tool_latency_s: ThinkDist = Field(default_factory=lambda: FixedTime(value=0.0),
-                                      description="how long a tool takes before its result is sent back")
+    tool_latency_s: ThinkDist = Field(
+        default_factory=lambda: FixedTime(value=0.0), description="how long a tool takes before its result is sent back"
+    )
     fan_out: FanOut | None = None
     tool_format: Literal["openai", "text"] = Field(
-        default="openai", description="openai: assistant tool_calls + role 'tool' messages (what agents send); text: "
-        "the call as assistant text and the result as a user message (any chat template)")
+        default="openai",
+        description="openai: assistant tool_calls + role 'tool' messages (what agents send); text: "
+        "the call as assistant text and the result as a user message (any chat template)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -123,18 +134,31 @@ class AgentSpec(_Strict):
 
 
 class SessionSpec(_Strict):
-    turns: LengthDist | None = Field(default=None, description="user turns per session (a length distribution); "
-                                     "with a dataset: at most this many of each recorded conversation's turns")
-    think_time_s: ThinkDist = Field(default_factory=lambda: FixedTime(value=0.0),
-                                    description="pause between a reply's end and the next user turn")
+    turns: LengthDist | None = Field(
+        default=None,
+        description="user turns per session (a length distribution); "
+        "with a dataset: at most this many of each recorded conversation's turns",
+    )
+    think_time_s: ThinkDist = Field(
+        default_factory=lambda: FixedTime(value=0.0), description="pause between a reply's end and the next user turn"
+    )
     user_tokens: LengthDist | None = Field(default=None, description="length of each new user message")
     output_tokens: LengthDist | None = Field(default=None, description="max_tokens of each reply")
-    system_prompt: SharedPrefix | None = Field(default=None, description="a system prompt sessions share: tokens, "
-                                               "count (distinct prompts), fraction (of sessions that have one)")
-    dataset: Dataset | None = Field(default=None, description="recorded conversations (ShareGPT conversations or "
-                                    "chat messages): the user turns in order, the replies from the server")
-    agent: AgentSpec | None = Field(default=None, description="agentic turns: tool calls and sub-agent fan-out "
-                                    "between a user message and the final answer (harness.workload.agent)")
+    system_prompt: SharedPrefix | None = Field(
+        default=None,
+        description="a system prompt sessions share: tokens, "
+        "count (distinct prompts), fraction (of sessions that have one)",
+    )
+    dataset: Dataset | None = Field(
+        default=None,
+        description="recorded conversations (ShareGPT conversations or "
+        "chat messages): the user turns in order, the replies from the server",
+    )
+    agent: AgentSpec | None = Field(
+        default=None,
+        description="agentic turns: tool calls and sub-agent fan-out "
+        "between a user message and the final answer (harness.workload.agent)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -153,10 +177,14 @@ class SessionSpec(_Strict):
         if self.dataset is None:
             missing = [k for k in ("turns", "user_tokens", "output_tokens") if getattr(self, k) is None]
             if missing:
-                raise ValueError(f"{' and '.join(missing)} required (a length or a distribution), or a dataset of "
-                                 "recorded conversations")
+                raise ValueError(
+                    f"{' and '.join(missing)} required (a length or a distribution), or a dataset of "
+                    "recorded conversations"
+                )
         elif self.user_tokens is not None:
             raise ValueError("user_tokens: a dataset's user turns have their own lengths; remove user_tokens")
         if self.agent is not None and self.dataset is not None:
-            raise ValueError("agent: agentic sessions are generated (turns, user_tokens, output_tokens); remove dataset")
+            raise ValueError(
+                "agent: agentic sessions are generated (turns, user_tokens, output_tokens); remove dataset"
+            )
         return self

@@ -42,8 +42,12 @@ class Threshold:
     value: float  # rates as fractions, latencies in ms, throughputs per second
 
     def failed(self, actual: float) -> bool:
-        return {"<": actual < self.value, "<=": actual <= self.value, ">": actual > self.value,
-                ">=": actual >= self.value}[self.op]
+        return {
+            "<": actual < self.value,
+            "<=": actual <= self.value,
+            ">": actual > self.value,
+            ">=": actual >= self.value,
+        }[self.op]
 
 
 def parse(text: str) -> Threshold:
@@ -52,12 +56,16 @@ def parse(text: str) -> Threshold:
         return Threshold(INVALID, INVALID, "", 0.0)
     m = _EXPR.match(text)
     if not m:
-        raise ValueError(f"{text!r}: expected METRIC<VALUE or METRIC>VALUE, e.g. error_rate>1% or ttft_p99>500ms, "
-                         "or invalid (fail on validity warnings)")
+        raise ValueError(
+            f"{text!r}: expected METRIC<VALUE or METRIC>VALUE, e.g. error_rate>1% or ttft_p99>500ms, "
+            "or invalid (fail on validity warnings)"
+        )
     metric, op, number, unit = m.group(1).lower(), m.group(2), float(m.group(3)), (m.group(4) or "").lower()
     if metric not in known_metrics():
-        raise ValueError(f"{text!r}: unknown metric {metric!r}; use error_rate, slo_attainment, rps, output_tps, "
-                         f"goodput_rps or <ttft|tpot|itl|e2e>_<{'|'.join(_STATS)}>")
+        raise ValueError(
+            f"{text!r}: unknown metric {metric!r}; use error_rate, slo_attainment, rps, output_tps, "
+            f"goodput_rps or <ttft|tpot|itl|e2e>_<{'|'.join(_STATS)}>"
+        )
     if metric in _RATES:
         if unit not in ("", "%"):
             raise ValueError(f"{text!r}: {metric} is a rate; give a percentage (1%) or a fraction (0.01)")

@@ -56,8 +56,9 @@ def _decode(raw: bytes, path: Path) -> str:
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise UserError(f"{path}: line {line} column {col}: byte 0x{raw[exc.start]:02x} is not UTF-8; "
-                        "save the file as UTF-8 text") from None
+        raise UserError(
+            f"{path}: line {line} column {col}: byte 0x{raw[exc.start]:02x} is not UTF-8; save the file as UTF-8 text"
+        ) from None
     nul = text.find("\0")
     if nul >= 0:
         line = text.count("\n", 0, nul) + 1
@@ -97,13 +98,17 @@ def load_yaml_file(path: Path, what: str = "YAML file") -> Any:
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
     except _Duplicate as dup:
-        raise UserError(f"{path}: line {dup.again}: duplicate key {str(dup.key)[:80]!r} (first on line {dup.first}); "
-                        "keep one of them") from None
+        raise UserError(
+            f"{path}: line {dup.again}: duplicate key {str(dup.key)[:80]!r} (first on line {dup.first}); "
+            "keep one of them"
+        ) from None
     except yaml.reader.ReaderError as exc:  # a control character: the reader knows where, not the parser
         line = text.count("\n", 0, exc.position) + 1
         col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
-        raise UserError(f"{path}: line {line} column {col}: character #x{exc.character:04x} is not allowed in YAML "
-                        "(a control character); remove it, or write it as an escape in a double-quoted string") from None
+        raise UserError(
+            f"{path}: line {line} column {col}: character #x{exc.character:04x} is not allowed in YAML "
+            "(a control character); remove it, or write it as an escape in a double-quoted string"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f": line {mark.line + 1}" if mark else ""
@@ -112,15 +117,19 @@ def load_yaml_file(path: Path, what: str = "YAML file") -> Any:
     except RecursionError:
         raise UserError(f"{path}: nested too deeply to read") from None
     except ValueError as exc:  # int() of a number over 4,300 digits, inside the YAML parser
-        raise UserError(f"{path}: not valid YAML ({str(exc).split(':')[0]}; a number that long is no setting)") from None
+        raise UserError(
+            f"{path}: not valid YAML ({str(exc).split(':')[0]}; a number that long is no setting)"
+        ) from None
     try:
         n = expanded_size(data)
     except RecursionError:
         raise UserError(f"{path}: nested too deeply to read") from None
     too_many = YAML_NODES.check(n)
     if too_many:
-        raise UserError(f"{path}: {too_many}; aliases (*name) repeat what they point to, so a few lines can "
-                        "stand for millions of values")
+        raise UserError(
+            f"{path}: {too_many}; aliases (*name) repeat what they point to, so a few lines can "
+            "stand for millions of values"
+        )
     return data
 
 

@@ -51,10 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="harness sim",
         description="Simulated vLLM-like engine: an OpenAI-compatible server whose timing comes from a "
-                    "continuous-batching scheduler, a paged KV cache and a GPU cost model.",
+        "continuous-batching scheduler, a paged KV cache and a GPU cost model.",
         allow_abbrev=False,
     )
-    p.add_argument("model", nargs="?", default=None, help="model name (used as the served name unless --served-model-name)")
+    p.add_argument(
+        "model", nargs="?", default=None, help="model name (used as the served name unless --served-model-name)"
+    )
     g = p.add_argument_group("server (vLLM flags)")
     g.add_argument("--model", dest="model_flag", default=None, help="same as the positional model")
     g.add_argument("--served-model-name", nargs="+", default=None, help="names the API accepts (default sim-llama-8b)")
@@ -68,7 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     _switch(g, "--enable-request-id-headers", help="accepted; X-Request-Id is always echoed")
     _switch(g, "--enable-force-include-usage", help="usage on every streamed chunk")
     _switch(g, "--enable-prompt-tokens-details", help="usage.prompt_tokens_details.cached_tokens")
-    _switch(g, "--enable-per-request-metrics", help="a `metrics` object (queue, TTFT from scheduling, decode times) on the final usage chunk, as vLLM 0.32")
+    _switch(
+        g,
+        "--enable-per-request-metrics",
+        help="a `metrics` object (queue, TTFT from scheduling, decode times) on the final usage chunk, as vLLM 0.32",
+    )
     _switch(g, "--trust-remote-code", help="accepted and ignored")
     g.add_argument("--seed", type=int, default=0)
 
@@ -84,29 +90,58 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--block-size", type=int, default=16)
     e.add_argument("--num-gpu-blocks-override", type=int, default=None)
     _switch(e, "--enforce-eager", help="no compilation, no CUDA graphs (faster start, slower steps)")
-    e.add_argument("--cuda-graph-sizes", type=int, nargs="+", default=None,
-                   help="one value: the largest captured batch size; several: the sizes (vLLM 0.10 spelling)")
-    e.add_argument("--max-cudagraph-capture-size", type=int, default=None,
-                   help="largest captured batch size (default min(2 x max-num-seqs, 512))")
-    e.add_argument("-cc", "--compilation-config", default=None,
-                   help='JSON; read: cudagraph_capture_sizes, max_cudagraph_capture_size, cudagraph_mode')
+    e.add_argument(
+        "--cuda-graph-sizes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="one value: the largest captured batch size; several: the sizes (vLLM 0.10 spelling)",
+    )
+    e.add_argument(
+        "--max-cudagraph-capture-size",
+        type=int,
+        default=None,
+        help="largest captured batch size (default min(2 x max-num-seqs, 512))",
+    )
+    e.add_argument(
+        "-cc",
+        "--compilation-config",
+        default=None,
+        help="JSON; read: cudagraph_capture_sizes, max_cudagraph_capture_size, cudagraph_mode",
+    )
     e.add_argument("--attention-backend", default=None, help="name printed in the startup log (FLASH_ATTN by default)")
     e.add_argument("-tp", "--tensor-parallel-size", type=int, default=1)
-    e.add_argument("-sc", "--speculative-config", default=None,
-                   help='JSON, e.g. {"method":"ngram","num_speculative_tokens":3,"acceptance_rate":0.6}')
+    e.add_argument(
+        "-sc",
+        "--speculative-config",
+        default=None,
+        help='JSON, e.g. {"method":"ngram","num_speculative_tokens":3,"acceptance_rate":0.6}',
+    )
     _switch(e, "--enable-lora", help="serve LoRA adapters by name (--lora-modules)")
-    e.add_argument("--lora-modules", nargs="+", action="extend", default=None, metavar="NAME=PATH",
-                   help="adapters the API accepts as `model` (vLLM: name=path or a JSON object)")
+    e.add_argument(
+        "--lora-modules",
+        nargs="+",
+        action="extend",
+        default=None,
+        metavar="NAME=PATH",
+        help="adapters the API accepts as `model` (vLLM: name=path or a JSON object)",
+    )
     e.add_argument("--max-loras", type=int, default=1, help="distinct adapters in one batch (GPU slots)")
-    e.add_argument("--max-cpu-loras", type=int, default=None, help="adapters kept in host memory (default: --max-loras)")
+    e.add_argument(
+        "--max-cpu-loras", type=int, default=None, help="adapters kept in host memory (default: --max-loras)"
+    )
     e.add_argument("--max-lora-rank", type=int, default=16, help="accepted and ignored")
     e.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "half", "float32", "float"])
     e.add_argument("-q", "--quantization", default=None)
 
     s = p.add_argument_group("simulator")
-    s.add_argument("--profile", choices=sorted(PROFILES), default=None,
-                   help="a calibrated set of the --sim-* values below, fitted to a real engine (harness/sim/profiles.py); "
-                        "flags given beside it still win")
+    s.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default=None,
+        help="a calibrated set of the --sim-* values below, fitted to a real engine (harness/sim/profiles.py); "
+        "flags given beside it still win",
+    )
     s.add_argument("--sim-layers", type=int, default=32)
     s.add_argument("--sim-kv-heads", type=int, default=8)
     s.add_argument("--sim-head-dim", type=int, default=128)
@@ -117,50 +152,114 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sim-hbm-tbps", type=float, default=3.35, help="memory bandwidth, TB/s")
     s.add_argument("--sim-tflops", type=float, default=600.0, help="effective dense TFLOPS")
     s.add_argument("--sim-speed", type=float, default=1.0, help="speed factor: 2.0 = steps take half as long")
-    s.add_argument("--sim-eos-prob", type=float, default=0.002,
-                   help="per-token chance of EOS when ignore_eos is false (after min_tokens)")
-    s.add_argument("--sim-fp8-kv-error", type=float, default=0.02,
-                   help="with --kv-cache-dtype fp8*: share of greedy outputs that diverge from the 16-bit ones")
-    s.add_argument("--sim-quant-error", type=float, default=0.05,
-                   help="with --quantization: share of greedy outputs that diverge from the unquantized ones")
-    s.add_argument("--sim-lora-load-ms", type=float, default=50.0,
-                   help="an adapter's load from disk into a GPU slot (not in the host cache)")
-    s.add_argument("--sim-lora-swap-ms", type=float, default=5.0,
-                   help="an adapter's copy from the host cache into a GPU slot")
-    s.add_argument("--sim-log-stats-interval", type=float,
-                   default=float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10")))
-    s.add_argument("--sim-recompile-ms", type=float, default=40.0,
-                   help="compile stall of a decode step whose batch size is above every CUDA-graph capture size (once per size)")
-    s.add_argument("--sim-graph-mib-per-shape", type=float, default=150.0,
-                   help="graph-pool growth per batch size captured while serving (sim_gpu_memory_used_bytes)")
-    s.add_argument("--startup-delay", type=float, default=0.5,
-                   help="seconds of a cold start, split over the phases below unless they are set")
+    s.add_argument(
+        "--sim-eos-prob",
+        type=float,
+        default=0.002,
+        help="per-token chance of EOS when ignore_eos is false (after min_tokens)",
+    )
+    s.add_argument(
+        "--sim-fp8-kv-error",
+        type=float,
+        default=0.02,
+        help="with --kv-cache-dtype fp8*: share of greedy outputs that diverge from the 16-bit ones",
+    )
+    s.add_argument(
+        "--sim-quant-error",
+        type=float,
+        default=0.05,
+        help="with --quantization: share of greedy outputs that diverge from the unquantized ones",
+    )
+    s.add_argument(
+        "--sim-lora-load-ms",
+        type=float,
+        default=50.0,
+        help="an adapter's load from disk into a GPU slot (not in the host cache)",
+    )
+    s.add_argument(
+        "--sim-lora-swap-ms", type=float, default=5.0, help="an adapter's copy from the host cache into a GPU slot"
+    )
+    s.add_argument(
+        "--sim-log-stats-interval", type=float, default=float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10"))
+    )
+    s.add_argument(
+        "--sim-recompile-ms",
+        type=float,
+        default=40.0,
+        help="compile stall of a decode step whose batch size is above every CUDA-graph capture size (once per size)",
+    )
+    s.add_argument(
+        "--sim-graph-mib-per-shape",
+        type=float,
+        default=150.0,
+        help="graph-pool growth per batch size captured while serving (sim_gpu_memory_used_bytes)",
+    )
+    s.add_argument(
+        "--startup-delay",
+        type=float,
+        default=0.5,
+        help="seconds of a cold start, split over the phases below unless they are set",
+    )
     s.add_argument("--sim-load-s", type=float, default=None, help="weight loading seconds")
     s.add_argument("--sim-compile-s", type=float, default=None, help="torch.compile seconds with an empty cache")
-    s.add_argument("--sim-compile-cached-s", type=float, default=None,
-                   help="seconds to load compiled graphs from the cache (default a fifth of --sim-compile-s)")
+    s.add_argument(
+        "--sim-compile-cached-s",
+        type=float,
+        default=None,
+        help="seconds to load compiled graphs from the cache (default a fifth of --sim-compile-s)",
+    )
     s.add_argument("--sim-profile-s", type=float, default=None, help="KV-cache profiling and allocation seconds")
-    s.add_argument("--sim-profile-cached-s", type=float, default=None,
-                   help="profiling seconds when an earlier start's kernel caches are there (default: --sim-profile-s)")
-    s.add_argument("--sim-capture-s", type=float, default=None,
-                   help="CUDA-graph capture seconds for 51 sizes (scales with the number of capture sizes)")
+    s.add_argument(
+        "--sim-profile-cached-s",
+        type=float,
+        default=None,
+        help="profiling seconds when an earlier start's kernel caches are there (default: --sim-profile-s)",
+    )
+    s.add_argument(
+        "--sim-capture-s",
+        type=float,
+        default=None,
+        help="CUDA-graph capture seconds for 51 sizes (scales with the number of capture sizes)",
+    )
     s.add_argument("--sim-init-s", type=float, default=None, help="the rest: API server, tokenizer")
-    s.add_argument("--sim-compile-cache", default=None, metavar="DIR",
-                   help="compile cache root (default $VLLM_CACHE_ROOT/torch_compile_cache; unset = no cache)")
+    s.add_argument(
+        "--sim-compile-cache",
+        default=None,
+        metavar="DIR",
+        help="compile cache root (default $VLLM_CACHE_ROOT/torch_compile_cache; unset = no cache)",
+    )
     s.add_argument("--sim-step-overhead-ms", type=float, default=4.0, help="fixed cost of a step with CUDA graphs")
-    s.add_argument("--sim-eager-overhead-ms", type=float, default=10.0, help="fixed cost of a step with --enforce-eager")
+    s.add_argument(
+        "--sim-eager-overhead-ms", type=float, default=10.0, help="fixed cost of a step with --enforce-eager"
+    )
     s.add_argument("--sim-seq-overhead-us", type=float, default=0.0, help="cost per running sequence per step")
-    s.add_argument("--sim-request-overhead-ms", type=float, default=0.0,
-                   help="API server and tokenization before a request reaches the scheduler")
-    s.add_argument("--sim-frontend-seq-us", type=float, default=0.0,
-                   help="more API-server delay before a request reaches the scheduler per sequence already running "
-                        "(the one event loop streams their tokens between the request's steps)")
-    s.add_argument("--sim-admit-full-prompt", action=argparse.BooleanOptionalAction, default=False,
-                   help="admit a waiting request only when KV blocks for its whole prompt are free (vLLM's "
-                        "--scheduler-reserve-full-isl, on by default since 2026); off: the first chunk's blocks suffice")
+    s.add_argument(
+        "--sim-request-overhead-ms",
+        type=float,
+        default=0.0,
+        help="API server and tokenization before a request reaches the scheduler",
+    )
+    s.add_argument(
+        "--sim-frontend-seq-us",
+        type=float,
+        default=0.0,
+        help="more API-server delay before a request reaches the scheduler per sequence already running "
+        "(the one event loop streams their tokens between the request's steps)",
+    )
+    s.add_argument(
+        "--sim-admit-full-prompt",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="admit a waiting request only when KV blocks for its whole prompt are free (vLLM's "
+        "--scheduler-reserve-full-isl, on by default since 2026); off: the first chunk's blocks suffice",
+    )
     s.add_argument("--sim-graph-gib", type=float, default=0.42, help="GPU memory the CUDA-graph capture takes")
-    s.add_argument("--sim-activation-gib", type=float, default=None,
-                   help="non-torch + activation memory of the profiling run (default: from --max-num-batched-tokens)")
+    s.add_argument(
+        "--sim-activation-gib",
+        type=float,
+        default=None,
+        help="non-torch + activation memory of the profiling run (default: from --max-num-batched-tokens)",
+    )
     s.add_argument("--trace", default=None, metavar="FILE", help="JSONL ground truth of every write")
 
     sc = p.add_argument_group("scripted mode (fixed timing, independent of batching)")

@@ -34,12 +34,29 @@ KV_DTYPE_BYTES = {
 WEIGHT_DTYPE_BYTES = {"auto": 2.0, "bfloat16": 2.0, "float16": 2.0, "half": 2.0, "float32": 4.0, "float": 4.0}
 
 #: Weight bytes per parameter per `--quantization` method.
-QUANT_BYTES = {"fp8": 1.0, "fbgemm_fp8": 1.0, "awq": 0.5, "gptq": 0.5, "awq_marlin": 0.5, "gptq_marlin": 0.5, "bitsandbytes": 0.5}
+QUANT_BYTES = {
+    "fp8": 1.0,
+    "fbgemm_fp8": 1.0,
+    "awq": 0.5,
+    "gptq": 0.5,
+    "awq_marlin": 0.5,
+    "gptq_marlin": 0.5,
+    "bitsandbytes": 0.5,
+}
 
 ALLOWED_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 
 #: Default acceptance probability per draft position, by speculative method (sim-only knob).
-DEFAULT_ACCEPTANCE = {"ngram": 0.5, "suffix": 0.5, "draft_model": 0.65, "eagle": 0.7, "eagle3": 0.75, "medusa": 0.6, "mtp": 0.8, "deepseek_mtp": 0.8}
+DEFAULT_ACCEPTANCE = {
+    "ngram": 0.5,
+    "suffix": 0.5,
+    "draft_model": 0.65,
+    "eagle": 0.7,
+    "eagle3": 0.75,
+    "medusa": 0.6,
+    "mtp": 0.8,
+    "deepseek_mtp": 0.8,
+}
 
 
 #: vLLM's CUDA-graph modes (`-cc '{"cudagraph_mode": ...}'`); FULL_AND_PIECEWISE is the V1 default.
@@ -59,7 +76,9 @@ def default_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, max_si
     return sizes
 
 
-def capture_sizes_from(cuda_graph_sizes: list[int] | None, cc: dict, max_num_seqs: int, max_num_batched_tokens: int) -> list[int]:
+def capture_sizes_from(
+    cuda_graph_sizes: list[int] | None, cc: dict, max_num_seqs: int, max_num_batched_tokens: int
+) -> list[int]:
     """The sizes in effect: `-cc cudagraph_capture_sizes` (a list), else `--cuda-graph-sizes` (one value =
     the largest size of the default pattern, several = the list; vLLM 0.10 spelling), else
     `--max-cudagraph-capture-size` / the default pattern."""
@@ -271,7 +290,9 @@ class SimConfig:
     frontend_seq_s: float = 0.0  # more of that delay per sequence already running (the API server's busy loop)
     admit_full_prompt: bool = False  # vLLM's --scheduler-reserve-full-isl: the whole prompt's blocks must be free
     graph_gib: float = 0.42  # CUDA-graph pool taken at capture
-    activation_gib: float | None = None  # non-torch + activation peak of the profiling run (None: from the token budget)
+    activation_gib: float | None = (
+        None  # non-torch + activation peak of the profiling run (None: from the token budget)
+    )
 
     @property
     def lora_names(self) -> list[str]:
@@ -315,10 +336,14 @@ class SimConfig:
     @classmethod
     def from_args(cls, a: argparse.Namespace) -> SimConfig:
         if a.enable_per_request_metrics and a.disable_log_stats:  # vLLM 0.32 refuses the pair at startup too
-            raise ConfigError("Error: --enable-per-request-metrics requires engine statistics logging; remove "
-                              "--disable-log-stats to enable per-request metrics.")
+            raise ConfigError(
+                "Error: --enable-per-request-metrics requires engine statistics logging; remove "
+                "--disable-log-stats to enable per-request metrics."
+            )
         if a.block_size not in ALLOWED_BLOCK_SIZES:
-            raise ConfigError(f"argument --block-size: invalid choice: {a.block_size} (choose from {', '.join(map(str, ALLOWED_BLOCK_SIZES))})")
+            raise ConfigError(
+                f"argument --block-size: invalid choice: {a.block_size} (choose from {', '.join(map(str, ALLOWED_BLOCK_SIZES))})"
+            )
         for name in ("max_num_seqs", "max_num_batched_tokens", "num_gpu_blocks_override"):
             value = getattr(a, name)
             if value is not None and value < 1:  # -4 seqs would queue every request forever
@@ -331,7 +356,9 @@ class SimConfig:
             raise ConfigError("argument --sim-eos-prob: must be in [0, 1]")
         for name in ("sim_fp8_kv_error", "sim_quant_error"):
             if not 0.0 <= getattr(a, name) <= 1.0:
-                raise ConfigError(f"argument --{name.replace('_', '-')}: must be in [0, 1] (the share of greedy outputs that diverge)")
+                raise ConfigError(
+                    f"argument --{name.replace('_', '-')}: must be in [0, 1] (the share of greedy outputs that diverge)"
+                )
         for name in ("fault_error_rate", "fault_disconnect_rate"):
             if not 0.0 <= getattr(a, name) <= 1.0:
                 raise ConfigError(f"argument --{name.replace('_', '-')}: must be in [0, 1]")
@@ -355,10 +382,14 @@ class SimConfig:
                 modules = parse_modules(a.lora_modules or [])
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
-            lora = LoraConfig(modules, a.max_loras, a.max_cpu_loras, a.sim_lora_load_ms / 1000, a.sim_lora_swap_ms / 1000)
+            lora = LoraConfig(
+                modules, a.max_loras, a.max_cpu_loras, a.sim_lora_load_ms / 1000, a.sim_lora_swap_ms / 1000
+            )
         gpu_gib = a.sim_gpu_memory_gib
         # vLLM picks scheduler defaults by GPU class (arg_utils.py): >=160 GiB, >=70 GiB, else.
-        default_seqs, default_tokens = (1024, 16384) if gpu_gib >= 160 else (1024, 8192) if gpu_gib >= 70 else (256, 2048)
+        default_seqs, default_tokens = (
+            (1024, 16384) if gpu_gib >= 160 else (1024, 8192) if gpu_gib >= 70 else (256, 2048)
+        )
         max_model_len = parse_max_model_len(a.max_model_len) if a.max_model_len is not None else a.sim_max_position
         max_num_batched_tokens = a.max_num_batched_tokens
         if max_num_batched_tokens is None and not a.enable_chunked_prefill:
@@ -480,6 +511,9 @@ def _startup_times(a: argparse.Namespace) -> StartupTimes:
     if profile_cached is not None and profile_cached < 0:
         raise ConfigError("argument --sim-profile-cached-s: must be >= 0")
     values["profile_cached_s"] = values["profile_s"] if profile_cached is None else profile_cached
-    cache_dir = a.sim_compile_cache or (os.path.join(os.environ["VLLM_CACHE_ROOT"], "torch_compile_cache")
-                                        if os.environ.get("VLLM_CACHE_ROOT") else None)
+    cache_dir = a.sim_compile_cache or (
+        os.path.join(os.environ["VLLM_CACHE_ROOT"], "torch_compile_cache")
+        if os.environ.get("VLLM_CACHE_ROOT")
+        else None
+    )
     return StartupTimes(compile_cached_s=cached, cache_dir=cache_dir, **values)

@@ -60,8 +60,9 @@ class CostModel:
             speed=cfg.speed,
         )
 
-    def step_seconds(self, prefill_tokens: int, decode_tokens: int, context_tokens: int, speculating: bool,
-                     sequences: int = 0) -> float:
+    def step_seconds(
+        self, prefill_tokens: int, decode_tokens: int, context_tokens: int, speculating: bool, sequences: int = 0
+    ) -> float:
         """Wall time of one step, already divided by the speed factor."""
         memory = self.weight_read_s + context_tokens * self.kv_read_s_per_token
         compute = (prefill_tokens + decode_tokens) * self.flop_s_per_token

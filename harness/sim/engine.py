@@ -167,7 +167,9 @@ class Engine(EngineBase):
                 prev_deadline = None
                 continue
             duration = self.cost.step_seconds(prefill, decode, context, self.spec_k > 0, len(items))
-            duration += self.graphs.step(prefill, len(items))  # graphs are per batch of sequences (x 1+k with speculation)
+            duration += self.graphs.step(
+                prefill, len(items)
+            )  # graphs are per batch of sequences (x 1+k with speculation)
             duration += self.lora_load_s / self.cfg.speed  # adapters loaded into GPU slots for this step
             now = loop.time()
             # Start from the previous deadline unless we fell more than SLIP_S behind: then the
@@ -222,7 +224,7 @@ class Engine(EngineBase):
         # vLLM keys cached blocks by adapter too: two adapters never share a prefix block
         parent = hashes[-1] if hashes else (block_hash(None, ("<lora>", req.lora)) if req.lora else None)
         for i in range(len(hashes), full):
-            parent = block_hash(parent, tuple(tokens[i * bs:(i + 1) * bs]))
+            parent = block_hash(parent, tuple(tokens[i * bs : (i + 1) * bs]))
             hashes.append(parent)
 
     def _preempt(self, req: SimRequest) -> None:
@@ -250,8 +252,15 @@ class Engine(EngineBase):
             decoding = n_new == 1 and req.num_computed >= req.prompt_len
             n_spec = 0
             if decoding and self.spec_k:
-                n_spec = max(0, min(self.spec_k, req.max_tokens - len(req.out_ids) - 1,
-                                    self.max_model_len - len(req.tokens) - 1, budget - 1))
+                n_spec = max(
+                    0,
+                    min(
+                        self.spec_k,
+                        req.max_tokens - len(req.out_ids) - 1,
+                        self.max_model_len - len(req.tokens) - 1,
+                        budget - 1,
+                    ),
+                )
             n = n_new + n_spec
             if n > budget:
                 if not chunked:
@@ -374,8 +383,10 @@ class Engine(EngineBase):
                 if n_out >= req.max_tokens or len(req.tokens) >= self.max_model_len:
                     reason = "length"
                     break
-                if not req.ignore_eos and n_out >= req.min_tokens and (
-                    greedy.stops_after(n_out - 1, eos_prob) if greedy is not None else rng.random() < eos_prob
+                if (
+                    not req.ignore_eos
+                    and n_out >= req.min_tokens
+                    and (greedy.stops_after(n_out - 1, eos_prob) if greedy is not None else rng.random() < eos_prob)
                 ):
                     reason = "stop"
                     break

@@ -65,8 +65,17 @@ class EngineBase:
         req.finish_reason = reason
         if req.stream is not None and reason != "abort":
             req.stream.finish(request_metrics_json(req) if self.cfg.per_request_metrics else None)
-        self.stats.finish(reason, req.arrival, req.first_sched, req.first_token, now, req.prompt_len,
-                          len(req.out_ids), req.max_tokens, req.preemptions)
+        self.stats.finish(
+            reason,
+            req.arrival,
+            req.first_sched,
+            req.first_token,
+            now,
+            req.prompt_len,
+            len(req.out_ids),
+            req.max_tokens,
+            req.preemptions,
+        )
         if not req.done.done():
             req.done.set_result(None)
         self.finished_count += 1

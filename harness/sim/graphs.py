@@ -36,7 +36,13 @@ class GraphPool:
         self.stall_s = float(getattr(cfg, "recompile_ms", 40.0)) / 1000.0
         total = int(cfg.gpu_memory_gib * GIB)
         kv = plan.num_gpu_blocks * cfg.block_size * cfg.kv_bytes_per_token
-        engine = NON_TORCH_BYTES + plan.weight_bytes + ACTIVATION_BYTES_PER_TOKEN * cfg.max_num_batched_tokens + plan.graph_bytes + kv
+        engine = (
+            NON_TORCH_BYTES
+            + plan.weight_bytes
+            + ACTIVATION_BYTES_PER_TOKEN * cfg.max_num_batched_tokens
+            + plan.graph_bytes
+            + kv
+        )
         stats.gpu_total_bytes = total
         stats.gpu_used_bytes = min(total, int(cfg.gpu_memory_used_gib * GIB) + engine)
 
@@ -51,14 +57,22 @@ class GraphPool:
         s.recompilations += 1
         if s.gpu_used_bytes + self.grow_bytes > s.gpu_total_bytes:
             free = max(0, s.gpu_total_bytes - s.gpu_used_bytes)
-            logs.log(logs.CORE, "gpu_model_runner.py:3512",
-                     f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {self.grow_bytes / MIB:.2f} MiB. "
-                     f"GPU 0 has a total capacity of {s.gpu_total_bytes / GIB:.2f} GiB of which {free / MIB:.2f} MiB is "
-                     f"free. (capturing a CUDA graph for batch size {decode}; running it without a graph)", level="ERROR")
+            logs.log(
+                logs.CORE,
+                "gpu_model_runner.py:3512",
+                f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {self.grow_bytes / MIB:.2f} MiB. "
+                f"GPU 0 has a total capacity of {s.gpu_total_bytes / GIB:.2f} GiB of which {free / MIB:.2f} MiB is "
+                f"free. (capturing a CUDA graph for batch size {decode}; running it without a graph)",
+                level="ERROR",
+            )
             return self.stall_s
         s.gpu_used_bytes += self.grow_bytes
-        logs.log(logs.CORE, "backends.py:212",
-                 f"Recompiling function forward in gpu_model_runner.py: batch size {decode} is not in the CUDA graph "
-                 f"capture sizes (largest {self.largest}); compiling and capturing it while serving "
-                 f"(graph pool +{self.grow_bytes / MIB:.0f} MiB)", level="WARNING")
+        logs.log(
+            logs.CORE,
+            "backends.py:212",
+            f"Recompiling function forward in gpu_model_runner.py: batch size {decode} is not in the CUDA graph "
+            f"capture sizes (largest {self.largest}); compiling and capturing it while serving "
+            f"(graph pool +{self.grow_bytes / MIB:.0f} MiB)",
+            level="WARNING",
+        )
         return self.stall_s

@@ -86,7 +86,17 @@ def known_answer(words: list[str]) -> list[int] | None:
 class GreedyText:
     """One request's greedy token stream: `token(i)`, `stops_after(i)`, `logprob(i)`."""
 
-    __slots__ = ("_alt_ids", "_alt_rng", "_base_ids", "_base_rng", "alt_seed", "answer", "diverge_at", "lp_noise", "seed")
+    __slots__ = (
+        "_alt_ids",
+        "_alt_rng",
+        "_base_ids",
+        "_base_rng",
+        "alt_seed",
+        "answer",
+        "diverge_at",
+        "lp_noise",
+        "seed",
+    )
 
     def __init__(self, words: list[str], errors: tuple[tuple[int, float], ...] = ()) -> None:
         self.seed = prompt_hash(words)
@@ -181,9 +191,17 @@ def logprobs_body(req: SimRequest, chat: bool, top_n: int) -> dict[str, Any]:
         for i, t in enumerate(ids):
             word = " " + VOCAB[t]
             tops = g.top_logprobs(i, max(1, top_n))[:top_n] if top_n else []
-            content.append({"token": word, "logprob": g.logprob(i), "bytes": list(word.encode()),
-                            "top_logprobs": [{"token": " " + VOCAB[a], "logprob": lp, "bytes": list((" " + VOCAB[a]).encode())}
-                                             for a, lp in tops]})
+            content.append(
+                {
+                    "token": word,
+                    "logprob": g.logprob(i),
+                    "bytes": list(word.encode()),
+                    "top_logprobs": [
+                        {"token": " " + VOCAB[a], "logprob": lp, "bytes": list((" " + VOCAB[a]).encode())}
+                        for a, lp in tops
+                    ],
+                }
+            )
         return {"content": content}
     tokens, lps, tops_out, offsets = [], [], [], []
     offset = 0
@@ -194,4 +212,9 @@ def logprobs_body(req: SimRequest, chat: bool, top_n: int) -> dict[str, Any]:
         offsets.append(offset)
         offset += len(word)
         tops_out.append({" " + VOCAB[a]: lp for a, lp in g.top_logprobs(i, max(1, top_n))} if top_n else None)
-    return {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops_out if top_n else None, "text_offset": offsets}
+    return {
+        "tokens": tokens,
+        "token_logprobs": lps,
+        "top_logprobs": tops_out if top_n else None,
+        "text_offset": offsets,
+    }

@@ -29,7 +29,10 @@ class StartupError(Exception):
 
     def __init__(self, *lines: str) -> None:
         super().__init__(lines[0])
-        self.lines = [*lines, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
+        self.lines = [
+            *lines,
+            "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+        ]
 
 
 @dataclass
@@ -83,8 +86,11 @@ def plan_memory(cfg: SimConfig) -> MemoryPlan:
                 f"({weights / GIB:.2f} GiB) exceed the free memory on device ({free / GIB:.2f} GiB)."
             )
     else:
-        activation = (int(cfg.activation_gib * GIB) if cfg.activation_gib is not None
-                      else NON_TORCH_BYTES + ACTIVATION_BYTES_PER_TOKEN * cfg.max_num_batched_tokens)
+        activation = (
+            int(cfg.activation_gib * GIB)
+            if cfg.activation_gib is not None
+            else NON_TORCH_BYTES + ACTIVATION_BYTES_PER_TOKEN * cfg.max_num_batched_tokens
+        )
         available = requested - weights - activation - graph
         if available <= 0:
             raise StartupError(

@@ -15,8 +15,13 @@ from harness.workload.builtin_tokenizer import VOCAB
 class ApiError(Exception):
     """An OpenAI-style error response: `{"error": {message, type, param, code}}`."""
 
-    TYPES: ClassVar[dict[int, str]] = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError", 500: "InternalServerError",
-             503: "ServiceUnavailableError"}
+    TYPES: ClassVar[dict[int, str]] = {
+        400: "BadRequestError",
+        404: "NotFoundError",
+        429: "RateLimitError",
+        500: "InternalServerError",
+        503: "ServiceUnavailableError",
+    }
 
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
         super().__init__(message)
@@ -25,8 +30,14 @@ class ApiError(Exception):
         self.param = param
 
     def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.TYPES.get(self.status, "APIError"),
-                          "param": self.param, "code": self.status}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.TYPES.get(self.status, "APIError"),
+                "param": self.param,
+                "code": self.status,
+            }
+        }
 
 
 @dataclass
@@ -129,16 +140,23 @@ def parse_generate(body: Any, *, chat: bool, served: list[str], max_model_len: i
     if max_tokens is None:
         max_tokens = _int_field(body, "max_tokens")
     if num_prompt >= max_model_len:
-        raise ApiError(400, f"This model's maximum context length is {max_model_len} tokens. However, your request "
-                            f"has {num_prompt} input tokens. Please reduce the length of the input messages.")
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {max_model_len} tokens. However, your request "
+            f"has {num_prompt} input tokens. Please reduce the length of the input messages.",
+        )
     if max_tokens is None:
         max_tokens = (max_model_len - num_prompt) if chat else 16
     if max_tokens < 1:
         raise ApiError(400, f"max_tokens must be at least 1, got {max_tokens}.", "max_tokens")
     if num_prompt + max_tokens > max_model_len:
-        raise ApiError(400, f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum "
-                            f"context length is {max_model_len} tokens and your request has {num_prompt} input tokens "
-                            f"({max_tokens} > {max_model_len} - {num_prompt}).", "max_tokens")
+        raise ApiError(
+            400,
+            f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum "
+            f"context length is {max_model_len} tokens and your request has {num_prompt} input tokens "
+            f"({max_tokens} > {max_model_len} - {num_prompt}).",
+            "max_tokens",
+        )
     min_tokens = _int_field(body, "min_tokens") or 0
     if min_tokens < 0 or min_tokens > max_tokens:
         raise ApiError(400, f"min_tokens must be in [0, max_tokens={max_tokens}], got {min_tokens}.", "min_tokens")
@@ -150,7 +168,9 @@ def parse_generate(body: Any, *, chat: bool, served: list[str], max_model_len: i
     include_usage = bool(opts.get("include_usage", False)) or force_usage
     continuous = include_usage and (bool(opts.get("continuous_usage_stats", False)) or force_usage)
     temperature = body.get("temperature", 1.0)
-    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0):
+    if temperature is not None and (
+        isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0
+    ):
         raise ApiError(400, "temperature must be a non-negative number", "temperature")
     greedy = temperature == 0 or body.get("top_k") == 1
     return GenParams(

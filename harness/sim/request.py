@@ -46,9 +46,23 @@ class SimRequest:
         "transport",
     )
 
-    def __init__(self, *, rid: str, response_id: str, chat: bool, created: int, prompt_words: list[str],
-                 max_tokens: int, min_tokens: int, ignore_eos: bool, arrival: float, arrival_ns: int,
-                 arrival_wall_ns: int, transport: Any, trace: Any) -> None:
+    def __init__(
+        self,
+        *,
+        rid: str,
+        response_id: str,
+        chat: bool,
+        created: int,
+        prompt_words: list[str],
+        max_tokens: int,
+        min_tokens: int,
+        ignore_eos: bool,
+        arrival: float,
+        arrival_ns: int,
+        arrival_wall_ns: int,
+        transport: Any,
+        trace: Any,
+    ) -> None:
         self.rid = rid
         self.response_id = response_id
         self.chat = chat

@@ -40,7 +40,7 @@ from harness.workload.builtin_tokenizer import VOCAB
 VLLM_VERSION = "0.33.0"
 SIM_VERSION = f"{VLLM_VERSION}+sim"
 
-JUNK_METRICS = b"vllm:num_requests_running{engine=\"0\" 3\n# TYPE broken\n<<<not prometheus>>> {{{ 12 ]]\n"
+JUNK_METRICS = b'vllm:num_requests_running{engine="0" 3\n# TYPE broken\n<<<not prometheus>>> {{{ 12 ]]\n'
 HTML_METRICS = b"<!DOCTYPE html><html><head><title>Metrics</title></head><body><h1>Dashboard</h1></body></html>\n"
 
 
@@ -56,8 +56,9 @@ class SimServer:
         spec_k = cfg.speculative.num_speculative_tokens if cfg.speculative else 0
         self.stats = Stats(plan.max_model_len, spec_k)
         self.registry = make_registry(SimCollector(self.stats, cfg, plan))
-        self.engine: EngineBase = (ScriptedEngine(cfg, self.stats, self.rng) if cfg.scripted
-                                   else Engine(cfg, plan, self.stats, self.rng))
+        self.engine: EngineBase = (
+            ScriptedEngine(cfg, self.stats, self.rng) if cfg.scripted else Engine(cfg, plan, self.stats, self.rng)
+        )
         self.trace = TraceWriter(cfg.trace_path) if cfg.trace_path else None
         self.received = 0
         self.created = int(time.time())
@@ -93,16 +94,36 @@ class SimServer:
         return web.json_response({"server_load": len(self.inflight)})
 
     async def models(self, request: web.Request) -> web.Response:
-        data = [{"id": name, "object": "model", "created": self.created, "owned_by": "vllm", "root": name,
-                 "parent": None, "max_model_len": self.plan.max_model_len,
-                 "permission": [{"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission",
-                                 "created": self.created, "allow_create_engine": False, "allow_sampling": True,
-                                 "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
-                                 "allow_fine_tuning": False, "organization": "*", "group": None,
-                                 "is_blocking": False}]}
-                for name in self.cfg.served_model_names]
+        data = [
+            {
+                "id": name,
+                "object": "model",
+                "created": self.created,
+                "owned_by": "vllm",
+                "root": name,
+                "parent": None,
+                "max_model_len": self.plan.max_model_len,
+                "permission": [
+                    {
+                        "id": f"modelperm-{uuid.uuid4().hex}",
+                        "object": "model_permission",
+                        "created": self.created,
+                        "allow_create_engine": False,
+                        "allow_sampling": True,
+                        "allow_logprobs": True,
+                        "allow_search_indices": False,
+                        "allow_view": True,
+                        "allow_fine_tuning": False,
+                        "organization": "*",
+                        "group": None,
+                        "is_blocking": False,
+                    }
+                ],
+            }
+            for name in self.cfg.served_model_names
+        ]
         base = self.cfg.served_model_name
-        for name, path in (self.cfg.lora.modules.items() if self.cfg.lora is not None else ()):
+        for name, path in self.cfg.lora.modules.items() if self.cfg.lora is not None else ():
             data.append({**data[0], "id": name, "root": path, "parent": base})  # vLLM lists adapters beside the base
         return web.json_response({"object": "list", "data": data})
 
@@ -150,17 +171,33 @@ class SimServer:
         except (ValueError, UnicodeDecodeError):
             return _json_error(ApiError(400, "Invalid JSON in request body"), headers)
         try:
-            params = parse_generate(body, chat=chat, served=cfg.served_model_names + cfg.lora_names,
-                                    max_model_len=self.plan.max_model_len, force_usage=cfg.force_include_usage)
+            params = parse_generate(
+                body,
+                chat=chat,
+                served=cfg.served_model_names + cfg.lora_names,
+                max_model_len=self.plan.max_model_len,
+                force_usage=cfg.force_include_usage,
+            )
         except ApiError as err:
             return _json_error(err, headers)
         response_id = ("chatcmpl-" if chat else "cmpl-") + rid
         created = int(time.time())
         trace = new_trace_log() if self.trace is not None else None
-        req = SimRequest(rid=rid, response_id=response_id, chat=chat, created=created,
-                         prompt_words=params.prompt_words, max_tokens=params.max_tokens,
-                         min_tokens=params.min_tokens, ignore_eos=params.ignore_eos, arrival=arrival,
-                         arrival_ns=arrival_ns, arrival_wall_ns=wall_ns, transport=request.transport, trace=trace)
+        req = SimRequest(
+            rid=rid,
+            response_id=response_id,
+            chat=chat,
+            created=created,
+            prompt_words=params.prompt_words,
+            max_tokens=params.max_tokens,
+            min_tokens=params.min_tokens,
+            ignore_eos=params.ignore_eos,
+            arrival=arrival,
+            arrival_ns=arrival_ns,
+            arrival_wall_ns=wall_ns,
+            transport=request.transport,
+            trace=trace,
+        )
         if cfg.lora is not None and params.model in cfg.lora.modules:
             req.lora = params.model
         if params.greedy:
@@ -170,10 +207,18 @@ class SimServer:
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8", **headers})
             resp.enable_chunked_encoding()
             await resp.prepare(request)
-            req.stream = SSEStream(request.transport, chat=chat, response_id=response_id,
-                                   model=cfg.served_model_name, created=created, prompt_tokens=req.prompt_len,
-                                   include_usage=params.include_usage, continuous_usage=params.continuous_usage,
-                                   details=cfg.prompt_tokens_details, trace=trace)
+            req.stream = SSEStream(
+                request.transport,
+                chat=chat,
+                response_id=response_id,
+                model=cfg.served_model_name,
+                created=created,
+                prompt_tokens=req.prompt_len,
+                include_usage=params.include_usage,
+                continuous_usage=params.continuous_usage,
+                details=cfg.prompt_tokens_details,
+                trace=trace,
+            )
         self.inflight.add(req)
         try:
             self.engine.submit(req)
@@ -194,11 +239,19 @@ class SimServer:
             return web.Response(status=499)
         text = "".join(" " + VOCAB[i] for i in req.out_ids)
         cached = max(0, req.cached_tokens) if cfg.prompt_tokens_details else None
-        out = completion_body(chat=chat, response_id=response_id, model=cfg.served_model_name, created=created,
-                              text=text, finish=req.finish_reason or "length", prompt_tokens=req.prompt_len,
-                              completion_tokens=len(req.out_ids), cached=cached,
-                              metrics=request_metrics(req) if cfg.per_request_metrics else None,
-                              logprobs=logprobs_body(req, chat, params.logprobs) if params.logprobs is not None else None)
+        out = completion_body(
+            chat=chat,
+            response_id=response_id,
+            model=cfg.served_model_name,
+            created=created,
+            text=text,
+            finish=req.finish_reason or "length",
+            prompt_tokens=req.prompt_len,
+            completion_tokens=len(req.out_ids),
+            cached=cached,
+            metrics=request_metrics(req) if cfg.per_request_metrics else None,
+            logprobs=logprobs_body(req, chat, params.logprobs) if params.logprobs is not None else None,
+        )
         full = web.json_response(out, headers=headers)
         await full.prepare(request)
         await full.write_eof()
@@ -220,8 +273,12 @@ class SimServer:
 
     def crash(self, why: str) -> None:
         logs.log(logs.CORE, "core.py:952", "EngineCore encountered a fatal error.", level="ERROR")
-        logs.error_lines([f"RuntimeError: simulated engine crash ({why})",
-                          "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."])
+        logs.error_lines(
+            [
+                f"RuntimeError: simulated engine crash ({why})",
+                "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+            ]
+        )
         if self.trace is not None:
             self.trace.close()
         os._exit(1)
@@ -244,8 +301,10 @@ class SimServer:
             s.log_prompt_tokens = s.log_generation_tokens = s.log_queries = s.log_hits = 0
             if idle:
                 continue  # vLLM logs idle intervals at DEBUG
-            msg = (f"Engine 000: Avg prompt throughput: {prompt_tps:.1f} tokens/s, Avg generation throughput: "
-                   f"{gen_tps:.1f} tokens/s, Running: {s.num_running} reqs, Waiting: {s.num_waiting} reqs, ")
+            msg = (
+                f"Engine 000: Avg prompt throughput: {prompt_tps:.1f} tokens/s, Avg generation throughput: "
+                f"{gen_tps:.1f} tokens/s, Running: {s.num_running} reqs, Waiting: {s.num_waiting} reqs, "
+            )
             if s.num_preemptions != preempt0:
                 msg += f"Preemptions: {s.num_preemptions - preempt0}, "
                 preempt0 = s.num_preemptions
@@ -256,9 +315,14 @@ class SimServer:
             behind, modelled = s.behind_s - behind0, s.modelled_s - modelled0
             behind0, modelled0 = s.behind_s, s.modelled_s
             if behind > 0.05 * (behind + modelled) and behind >= 0.01:
-                logs.log(logs.CORE, "sim", f"Simulator fell behind its schedule by {behind:.3f} s in the last "
-                         f"{dt:.0f} s ({100 * behind / (behind + modelled):.0f}% of its busy time): the host did not "
-                         "give it the CPU in time, so its timings are slower than its model", level="WARNING")
+                logs.log(
+                    logs.CORE,
+                    "sim",
+                    f"Simulator fell behind its schedule by {behind:.3f} s in the last "
+                    f"{dt:.0f} s ({100 * behind / (behind + modelled):.0f}% of its busy time): the host did not "
+                    "give it the CPU in time, so its timings are slower than its model",
+                    level="WARNING",
+                )
 
     async def trace_flusher(self) -> None:
         while True:
@@ -287,14 +351,17 @@ async def serve(cfg: SimConfig) -> int:
         return 1
     logs.log(logs.API, "api_server.py:1885", f"vLLM API server version {VLLM_VERSION} (simulated engine)")
     name = cfg.served_model_name
-    logs.log(logs.CORE, "core.py:134",
-             f"Initializing a V1 LLM engine (v{VLLM_VERSION}) with config: model='{name}', "
-             f"dtype=torch.bfloat16, max_seq_len={cfg.max_model_len or cfg.model.max_position}, "
-             f"tensor_parallel_size={cfg.tensor_parallel_size}, quantization={startup.quantization_text(cfg)}, "
-             f"enforce_eager={cfg.enforce_eager}, kv_cache_dtype={cfg.kv_cache_dtype}, seed={cfg.seed}, "
-             f"served_model_name={name}, enable_prefix_caching={cfg.enable_prefix_caching}, "
-             f"enable_chunked_prefill={cfg.enable_chunked_prefill}, "
-             f"compilation_config={startup.compilation_config_text(cfg)}")
+    logs.log(
+        logs.CORE,
+        "core.py:134",
+        f"Initializing a V1 LLM engine (v{VLLM_VERSION}) with config: model='{name}', "
+        f"dtype=torch.bfloat16, max_seq_len={cfg.max_model_len or cfg.model.max_position}, "
+        f"tensor_parallel_size={cfg.tensor_parallel_size}, quantization={startup.quantization_text(cfg)}, "
+        f"enforce_eager={cfg.enforce_eager}, kv_cache_dtype={cfg.kv_cache_dtype}, seed={cfg.seed}, "
+        f"served_model_name={name}, enable_prefix_caching={cfg.enable_prefix_caching}, "
+        f"enable_chunked_prefill={cfg.enable_chunked_prefill}, "
+        f"compilation_config={startup.compilation_config_text(cfg)}",
+    )
     await startup.load_weights(cfg)
     try:
         plan = plan_memory(cfg)
@@ -309,16 +376,24 @@ async def serve(cfg: SimConfig) -> int:
     logs.log(logs.CORE, "gpu_worker.py:298", f"Available KV cache memory: {plan.available_kv_bytes / GIB:.2f} GiB")
     startup.log_max_model_len_fit(cfg, plan.max_model_len, plan.available_kv_bytes)
     if cfg.num_gpu_blocks_override is not None:
-        logs.log(logs.CORE, "kv_cache_utils.py:1087",
-                 f"Overriding num_gpu_blocks={plan.available_kv_bytes // (cfg.kv_bytes_per_token * cfg.block_size)} "
-                 f"with num_gpu_blocks_override={plan.num_gpu_blocks}")
-    logs.log(logs.CORE, "kv_cache_utils.py:1233",
-             f"GPU KV cache size: {plan.kv_cache_size_tokens:,} tokens, Maximum concurrency for "
-             f"{plan.max_model_len:,} tokens per request: {plan.max_concurrency:.2f}x")
+        logs.log(
+            logs.CORE,
+            "kv_cache_utils.py:1087",
+            f"Overriding num_gpu_blocks={plan.available_kv_bytes // (cfg.kv_bytes_per_token * cfg.block_size)} "
+            f"with num_gpu_blocks_override={plan.num_gpu_blocks}",
+        )
+    logs.log(
+        logs.CORE,
+        "kv_cache_utils.py:1233",
+        f"GPU KV cache size: {plan.kv_cache_size_tokens:,} tokens, Maximum concurrency for "
+        f"{plan.max_model_len:,} tokens per request: {plan.max_concurrency:.2f}x",
+    )
     await startup.capture_graphs(cfg, plan.graph_bytes)
     init_s = perf_counter() - init_t0
     tail = f" (compilation: {compile_s:.2f} s)" if compile_s else ""
-    logs.log(logs.CORE, "core.py:210", f"init engine (profile, create kv cache, warmup model) took {init_s:.2f} s{tail}")
+    logs.log(
+        logs.CORE, "core.py:210", f"init engine (profile, create kv cache, warmup model) took {init_s:.2f} s{tail}"
+    )
     if cfg.scripted:
         sc = cfg.scripted
         logs.log(logs.CORE, "sim", f"Scripted mode: TTFT {sc.ttft_ms} ms, ITL {sc.itl_ms} ms, jitter {sc.jitter_ms} ms")

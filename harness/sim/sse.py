@@ -45,7 +45,12 @@ _FINISH = {None: b"null", "length": b'"length"', "stop": b'"stop"', "abort": b'"
 
 def usage_json(prompt: int, completion: int, cached: int | None = None) -> bytes:
     extra = b',"prompt_tokens_details":{"cached_tokens":%d}' % cached if cached is not None else b""
-    return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d%s}' % (prompt, prompt + completion, completion, extra)
+    return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d%s}' % (
+        prompt,
+        prompt + completion,
+        completion,
+        extra,
+    )
 
 
 class SSEStream:
@@ -69,8 +74,20 @@ class SSEStream:
         "transport",
     )
 
-    def __init__(self, transport: Any, *, chat: bool, response_id: str, model: str, created: int, prompt_tokens: int,
-                 include_usage: bool, continuous_usage: bool, details: bool, trace: array | None) -> None:
+    def __init__(
+        self,
+        transport: Any,
+        *,
+        chat: bool,
+        response_id: str,
+        model: str,
+        created: int,
+        prompt_tokens: int,
+        include_usage: bool,
+        continuous_usage: bool,
+        details: bool,
+        trace: array | None,
+    ) -> None:
         self.transport = transport
         self.chat = chat
         self.trace = trace
@@ -82,8 +99,10 @@ class SSEStream:
         self.continuous = include_usage and continuous_usage
         self._details = details
         obj = "chat.completion.chunk" if chat else "text_completion"
-        self._head = (f'data: {{"id":{json.dumps(response_id)},"object":"{obj}","created":{int(created)},'
-                      f'"model":{json.dumps(model)},"choices":').encode()
+        self._head = (
+            f'data: {{"id":{json.dumps(response_id)},"object":"{obj}","created":{int(created)},'
+            f'"model":{json.dumps(model)},"choices":'
+        ).encode()
         if chat:
             self._pre = self._head + b'[{"index":0,"delta":{"content":"'
             self._mid = b'"},"logprobs":null,"finish_reason":'
@@ -116,13 +135,20 @@ class SSEStream:
     def role(self) -> bool:
         """Chat only: the role chunk that precedes the first token."""
         tail = b',"usage":' + self._usage() + b"}\n\n" if self.continuous else b"}\n\n"
-        return self._write(self._head + b'[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]' + tail, 0, ROLE)
+        return self._write(
+            self._head
+            + b'[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
+            + tail,
+            0,
+            ROLE,
+        )
 
     def content(self, text: bytes, n_tokens: int, finish: str | None) -> bool:
         self.completion_tokens += n_tokens
         if finish is None and not self.continuous:  # hot path: one formatting, one write
-            return self._send(b"%x\r\n%b%b%b\r\n" % (self._fixed + len(text), self._pre, text, self._tail_null),
-                              n_tokens, CONTENT)
+            return self._send(
+                b"%x\r\n%b%b%b\r\n" % (self._fixed + len(text), self._pre, text, self._tail_null), n_tokens, CONTENT
+            )
         fin = _FINISH[finish]
         stop = b"}]" if self.chat and finish is None else b',"stop_reason":null}]'
         if self.continuous:
@@ -168,17 +194,36 @@ def request_metrics_json(req: Any) -> bytes:
     return json.dumps(request_metrics(req), separators=(",", ":")).encode()
 
 
-def completion_body(*, chat: bool, response_id: str, model: str, created: int, text: str, finish: str,
-                    prompt_tokens: int, completion_tokens: int, cached: int | None, logprobs: dict | None = None,
-                    metrics: dict[str, float] | None = None) -> dict:
+def completion_body(
+    *,
+    chat: bool,
+    response_id: str,
+    model: str,
+    created: int,
+    text: str,
+    finish: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached: int | None,
+    logprobs: dict | None = None,
+    metrics: dict[str, float] | None = None,
+) -> dict:
     """A non-streaming response, shaped like vLLM's."""
-    usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
-                             "completion_tokens": completion_tokens}
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+    }
     if cached is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
     if chat:
-        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text, "tool_calls": []},
-                                  "logprobs": logprobs, "finish_reason": finish, "stop_reason": None}
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text, "tool_calls": []},
+            "logprobs": logprobs,
+            "finish_reason": finish,
+            "stop_reason": None,
+        }
         obj = "chat.completion"
     else:
         choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish, "stop_reason": None}

@@ -35,21 +35,40 @@ def cache_key(cfg: SimConfig) -> str:
     """What makes a compiled graph reusable: model shape, dtypes, parallelism, the token budget of
     a step and the graph sizes (vLLM recompiles for a new --max-num-batched-tokens or block size)."""
     m = cfg.model
-    parts = [cfg.served_model_name, m.layers, m.kv_heads, m.head_dim, m.params_b, cfg.weight_bytes_per_param,
-             cfg.quantization, cfg.kv_cache_dtype, cfg.tensor_parallel_size, cfg.block_size,
-             cfg.max_num_batched_tokens, cfg.capture_sizes, cfg.cudagraph_mode]
+    parts = [
+        cfg.served_model_name,
+        m.layers,
+        m.kv_heads,
+        m.head_dim,
+        m.params_b,
+        cfg.weight_bytes_per_param,
+        cfg.quantization,
+        cfg.kv_cache_dtype,
+        cfg.tensor_parallel_size,
+        cfg.block_size,
+        cfg.max_num_batched_tokens,
+        cfg.capture_sizes,
+        cfg.cudagraph_mode,
+    ]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:10]
 
 
 def compilation_config_text(cfg: SimConfig) -> str:
     """The compilation_config part of vLLM's `Initializing a V1 LLM engine` line (sizes largest first)."""
-    mode_values = {"NONE": "(0, 0)", "PIECEWISE": "(1, 1)", "FULL": "(2, 2)", "FULL_DECODE_ONLY": "(2, 0)",
-                   "FULL_AND_PIECEWISE": "(2, 1)"}
+    mode_values = {
+        "NONE": "(0, 0)",
+        "PIECEWISE": "(1, 1)",
+        "FULL": "(2, 2)",
+        "FULL_DECODE_ONLY": "(2, 0)",
+        "FULL_AND_PIECEWISE": "(2, 1)",
+    }
     sizes = sorted(cfg.capture_sizes, reverse=True)
     level = 0 if cfg.enforce_eager else 3
-    return (f"{{'level': {level}, 'cudagraph_mode': <CUDAGraphMode.{cfg.cudagraph_mode}: "
-            f"{mode_values[cfg.cudagraph_mode]}>, 'cudagraph_capture_sizes': {sizes}, "
-            f"'max_cudagraph_capture_size': {max(sizes) if sizes else 0}}}")
+    return (
+        f"{{'level': {level}, 'cudagraph_mode': <CUDAGraphMode.{cfg.cudagraph_mode}: "
+        f"{mode_values[cfg.cudagraph_mode]}>, 'cudagraph_capture_sizes': {sizes}, "
+        f"'max_cudagraph_capture_size': {max(sizes) if sizes else 0}}}"
+    )
 
 
 def _range(cfg: SimConfig) -> str:
@@ -63,14 +82,21 @@ def quantization_text(cfg: SimConfig) -> str:
 async def load_weights(cfg: SimConfig) -> None:
     t = cfg.startup
     assert t is not None
-    logs.log(logs.CORE, "cuda.py:403", f"Using {cfg.attention_backend} attention backend out of potential backends: "
-                                       "['FLASH_ATTN', 'FLASHINFER', 'TRITON_ATTN', 'FLEX_ATTENTION']")
+    logs.log(
+        logs.CORE,
+        "cuda.py:403",
+        f"Using {cfg.attention_backend} attention backend out of potential backends: "
+        "['FLASH_ATTN', 'FLASHINFER', 'TRITON_ATTN', 'FLEX_ATTENTION']",
+    )
     logs.log(logs.CORE, "gpu_model_runner.py:2602", f"Starting to load model {cfg.served_model_name}...")
     t0 = perf_counter()
     await asyncio.sleep(t.load_s)
     logs.log(logs.CORE, "default_loader.py:267", f"Loading weights took {perf_counter() - t0:.2f} seconds")
-    logs.log(logs.CORE, "gpu_model_runner.py:2653",
-             f"Model loading took {cfg.weight_bytes / GIB:.4f} GiB memory and {perf_counter() - t0:.6f} seconds")
+    logs.log(
+        logs.CORE,
+        "gpu_model_runner.py:2653",
+        f"Model loading took {cfg.weight_bytes / GIB:.4f} GiB memory and {perf_counter() - t0:.6f} seconds",
+    )
 
 
 async def compile_model(cfg: SimConfig) -> float:
@@ -90,12 +116,19 @@ async def compile_model(cfg: SimConfig) -> float:
     t1 = perf_counter()
     if hit:
         await asyncio.sleep(t.compile_cached_s * 0.8)
-        logs.log(logs.CORE, "backends.py:164",
-                 f"Directly load the compiled graph(s) for compile range {_range(cfg)} from the cache, "
-                 f"took {perf_counter() - t1:.3f} s")
+        logs.log(
+            logs.CORE,
+            "backends.py:164",
+            f"Directly load the compiled graph(s) for compile range {_range(cfg)} from the cache, "
+            f"took {perf_counter() - t1:.3f} s",
+        )
     else:
         await asyncio.sleep(t.compile_s * 0.8)
-        logs.log(logs.CORE, "backends.py:218", f"Compiling a graph for compile range {_range(cfg)} takes {perf_counter() - t1:.2f} s")
+        logs.log(
+            logs.CORE,
+            "backends.py:218",
+            f"Compiling a graph for compile range {_range(cfg)} takes {perf_counter() - t1:.2f} s",
+        )
         if cache is not None:
             try:
                 cache.mkdir(parents=True, exist_ok=True)
@@ -146,20 +179,28 @@ async def capture_graphs(cfg: SimConfig, graph_bytes: int) -> None:
     for label, group in bars:
         n = len(group)
         took = max(elapsed * n / total, 1e-6)
-        sys.stderr.write(f"Capturing CUDA graphs ({label}): 100%|██████████| {n}/{n} "
-                         f"[00:{int(took):02d}<00:00, {n / took:.2f}it/s]\n")
+        sys.stderr.write(
+            f"Capturing CUDA graphs ({label}): 100%|██████████| {n}/{n} "
+            f"[00:{int(took):02d}<00:00, {n / took:.2f}it/s]\n"
+        )
     sys.stderr.flush()
-    logs.log(logs.CORE, "gpu_model_runner.py:3480",
-             f"Graph capturing finished in {elapsed:.0f} secs, took {graph_bytes / GIB:.2f} GiB")
+    logs.log(
+        logs.CORE,
+        "gpu_model_runner.py:3480",
+        f"Graph capturing finished in {elapsed:.0f} secs, took {graph_bytes / GIB:.2f} GiB",
+    )
 
 
 def log_max_model_len_fit(cfg: SimConfig, final: int, available_kv_bytes: int) -> None:
     """With --max-model-len auto vLLM fits the length to the KV cache and says so."""
     native = cfg.model.max_position
     if cfg.max_model_len is None and final < native:
-        logs.log(logs.CORE, "kv_cache_utils.py:2478",
-                 f"Auto-fit max_model_len: reduced from {native} to {final} to fit in available KV cache memory "
-                 f"({round(available_kv_bytes / GIB, 2)} GiB GPU)")
+        logs.log(
+            logs.CORE,
+            "kv_cache_utils.py:2478",
+            f"Auto-fit max_model_len: reduced from {native} to {final} to fit in available KV cache memory "
+            f"({round(available_kv_bytes / GIB, 2)} GiB GPU)",
+        )
 
 
 def env_cache_root() -> str | None:

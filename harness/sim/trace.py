@@ -41,7 +41,7 @@ class TraceWriter:
                 return
             view = memoryview(chunk)
             while view:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(self._fd, view) :]
 
     def record(self, req: SimRequest) -> None:
         # Hand-rolled JSON: ~3x faster than json.dumps on a list of lists; it runs on the event
@@ -49,12 +49,16 @@ class TraceWriter:
         writes = ""
         if req.trace is not None:
             it = iter(req.trace)
-            writes = ",".join([f"[{t},{n},{_KIND_JSON[k]}]" for t, n, k in zip(it, it, it, strict=False)])  # (t, n, kind) triples
-        self._lines.append((
-            f'{{"request_id":{json.dumps(req.rid)},"received_ns":{req.arrival_ns},'
-            f'"received_wall_ns":{req.arrival_wall_ns},"finish_reason":{json.dumps(req.finish_reason)},'
-            f'"prompt_tokens":{req.prompt_len},"completion_tokens":{len(req.out_ids)},"writes":[{writes}]}}\n'
-        ).encode())
+            writes = ",".join(
+                [f"[{t},{n},{_KIND_JSON[k]}]" for t, n, k in zip(it, it, it, strict=False)]
+            )  # (t, n, kind) triples
+        self._lines.append(
+            (
+                f'{{"request_id":{json.dumps(req.rid)},"received_ns":{req.arrival_ns},'
+                f'"received_wall_ns":{req.arrival_wall_ns},"finish_reason":{json.dumps(req.finish_reason)},'
+                f'"prompt_tokens":{req.prompt_len},"completion_tokens":{len(req.out_ids)},"writes":[{writes}]}}\n'
+            ).encode()
+        )
 
     def flush(self) -> None:
         """Hand buffered lines to the writer thread (non-blocking)."""

@@ -101,7 +101,11 @@ class StartupRunner:
                 if start.kind == "cold" and cache is not None and cache != fresh and cache.exists():
                     shutil.rmtree(cache, ignore_errors=True)  # only the last cold start's caches are needed
                 cache = fresh
-            note = None if start.kind == "cold" or primed else "no cold start filled the caches first (cold: 0): this start began empty"
+            note = (
+                None
+                if start.kind == "cold" or primed
+                else "no cold start filled the caches first (cold: 0): this start began empty"
+            )
             self._one_start(start, cache, keep_for=cell if want_cell else None, note=note)
 
     # ------------------------------------------------------------ one start
@@ -122,22 +126,40 @@ class StartupRunner:
         argv = self.plan.command(start.config, port)
         cache.mkdir(parents=True, exist_ok=True)
         log_rel = f"logs/{start.config.id}.log"
-        proc = EngineProcess(argv, self.out / log_rel, env=self._env(port, cache, start),
-                             cwd=engine_cwd(spec, self.plan.source.parent))
+        proc = EngineProcess(
+            argv, self.out / log_rel, env=self._env(port, cache, start), cwd=engine_cwd(spec, self.plan.source.parent)
+        )
         base_url = f"http://{spec.host}:{port}"
-        record: dict[str, Any] = {"id": start.id, "config_id": start.config.id, "kind": start.kind, "n": start.n,
-                                  "argv": argv, "log": log_rel, "cache_dir": str(cache),
-                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S"), **({"note": note} if note else {})}
+        record: dict[str, Any] = {
+            "id": start.id,
+            "config_id": start.config.id,
+            "kind": start.kind,
+            "n": start.n,
+            "argv": argv,
+            "log": log_rel,
+            "cache_dir": str(cache),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            **({"note": note} if note else {}),
+        }
         self._say(f"▶ {start.config.id}: {start.kind} start {start.n}")
         try:
             proc.start(header=f"startup {start.id} ({start.kind}, cache {cache})")
-            started = proc.wait_ready(lambda: self.kind.probe(base_url, spec), timeout=spec.ready_timeout_s,
-                                      interval=self.opts.probe_interval_s, failure_hint=failure_hint)
+            started = proc.wait_ready(
+                lambda: self.kind.probe(base_url, spec),
+                timeout=spec.ready_timeout_s,
+                interval=self.opts.probe_interval_s,
+                failure_hint=failure_hint,
+            )
         except StartupFailed as exc:
             facts = StartupFacts.model_validate(self.kind.startup_facts(proc.log_text()) if proc.proc else {})
             proc.stop(spec.stop_timeout_s)
-            record.update(status="failed", reason=exc.reason, log_tail=exc.tail, facts=facts,
-                          failed_after_s=None if exc.after_s is None else round(exc.after_s, 3))
+            record.update(
+                status="failed",
+                reason=exc.reason,
+                log_tail=exc.tail,
+                facts=facts,
+                failed_after_s=None if exc.after_s is None else round(exc.after_s, 3),
+            )
             self.results.record(StartRecord.model_validate(record))
             self._say(f"  ✗ did not start: {exc.reason}")
             return
@@ -146,11 +168,19 @@ class StartupRunner:
             raise
         facts = StartupFacts.model_validate(self.kind.startup_facts(started.log_text))
         phases = split(facts, started.startup_s)
-        record.update(status="ok", ready_s=round(started.startup_s, 3), facts=facts,
-                      phases={k: None if v is None else round(v, 3) for k, v in phases.items()},
-                      logged_s=round(logged_s(facts), 3), engine_init_s=engine_init(facts))
-        self._say("  ready in {:.2f}s: {}".format(started.startup_s, ", ".join(
-            f"{k} {v:.2f}s" for k, v in phases.items() if v is not None)))
+        record.update(
+            status="ok",
+            ready_s=round(started.startup_s, 3),
+            facts=facts,
+            phases={k: None if v is None else round(v, 3) for k, v in phases.items()},
+            logged_s=round(logged_s(facts), 3),
+            engine_init_s=engine_init(facts),
+        )
+        self._say(
+            "  ready in {:.2f}s: {}".format(
+                started.startup_s, ", ".join(f"{k} {v:.2f}s" for k, v in phases.items() if v is not None)
+            )
+        )
         try:
             if keep_for is not None:
                 self._run_steady(keep_for, proc, base_url, started.startup_s, facts, argv, log_rel, port)
@@ -160,16 +190,33 @@ class StartupRunner:
                 self._say(f"  port {port} still busy {self.opts.port_free_timeout_s:g}s after the engine stopped")
             self.results.record(StartRecord.model_validate(record))
 
-    def _run_steady(self, cell: Any, proc: EngineProcess, base_url: str, startup_s: float, facts: StartupFacts,
-                    argv: list[str], log_rel: str, port: int) -> None:
+    def _run_steady(
+        self,
+        cell: Any,
+        proc: EngineProcess,
+        base_url: str,
+        startup_s: float,
+        facts: StartupFacts,
+        argv: list[str],
+        log_rel: str,
+        port: int,
+    ) -> None:
         assert self.plan.sweep_plan is not None
         if self._steady is None:
-            self._steady = SweepExecutor(self.plan.sweep_plan, SweepOptions(
-                out_dir=self.out / "steady", resume=(self.out / "steady" / "index.json").is_file(),
-                show_progress=self.opts.show_progress, write_report=False, run_fn=self.opts.run_fn))
+            self._steady = SweepExecutor(
+                self.plan.sweep_plan,
+                SweepOptions(
+                    out_dir=self.out / "steady",
+                    resume=(self.out / "steady" / "index.json").is_file(),
+                    show_progress=self.opts.show_progress,
+                    write_report=False,
+                    run_fn=self.opts.run_fn,
+                ),
+            )
         self._say(f"  steady state: scenario {cell.scenario.name} on this (warm) engine")
-        entry = self._steady.run_cell_on(cell, base_url, proc, startup_s, facts,
-                                         {"argv": argv, "log": f"../{log_rel}", "port": port})
+        entry = self._steady.run_cell_on(
+            cell, base_url, proc, startup_s, facts, {"argv": argv, "log": f"../{log_rel}", "port": port}
+        )
         self.results.record_steady(cell.config.id, entry)
 
 

@@ -28,10 +28,16 @@ class StartupFile(Strict):
     engine: EngineSpec
     base: Flags = Field(default_factory=dict)
     vary: Vary = Field(default_factory=Vary)
-    cold: Annotated[int, Field(ge=0, le=50)] = Field(default=3, description="cold starts per config (empty caches each)")
-    warm: Annotated[int, Field(ge=0, le=50)] = Field(default=3, description="warm starts per config (caches of the last cold start)")
+    cold: Annotated[int, Field(ge=0, le=50)] = Field(
+        default=3, description="cold starts per config (empty caches each)"
+    )
+    warm: Annotated[int, Field(ge=0, le=50)] = Field(
+        default=3, description="warm starts per config (caches of the last cold start)"
+    )
     cold_model: bool = Field(default=False, description="cold starts also get an empty model cache (HF_HOME)")
-    scenario: str | None = Field(default=None, description="scenario file measured after the last warm start, relative to this file")
+    scenario: str | None = Field(
+        default=None, description="scenario file measured after the last warm start, relative to this file"
+    )
     overrides: dict[str, Any] = Field(default_factory=dict, description="scenario overrides")
     warmup: SweepWarmup | None = None
 
@@ -43,7 +49,9 @@ class StartupFile(Strict):
     @model_validator(mode="after")
     def _shape(self) -> StartupFile:
         if not get_kind(self.engine.kind).starts_engine:
-            raise ValueError(f"engine.kind {self.engine.kind}: a startup benchmark starts the engine itself; use the kind that runs it")
+            raise ValueError(
+                f"engine.kind {self.engine.kind}: a startup benchmark starts the engine itself; use the kind that runs it"
+            )
         if self.cold + self.warm == 0:
             raise ValueError("cold and warm are both 0: nothing would start; set cold: 3 or warm: 3")
         if self.overrides and not self.scenario:
@@ -55,7 +63,13 @@ class StartupFile(Strict):
     def as_sweep(self) -> SweepFile:
         """The sweep file the configs (and the scenario cell) are planned from."""
         return SweepFile(
-            name=self.name, description=self.description, engine=self.engine, base=self.base, vary=self.vary,
-            scenarios=[self.scenario or "(no scenario)"], overrides=self.overrides, warmup=self.warmup,
+            name=self.name,
+            description=self.description,
+            engine=self.engine,
+            base=self.base,
+            vary=self.vary,
+            scenarios=[self.scenario or "(no scenario)"],
+            overrides=self.overrides,
+            warmup=self.warmup,
             reset_prefix_cache_between=False,
         )

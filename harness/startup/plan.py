@@ -42,8 +42,9 @@ class StartupPlan:
 
     def __post_init__(self) -> None:
         # Plan.command renders argv from the engine spec; a scenario-less plan borrows it too
-        self._commands = self.sweep_plan or Plan(sweep=self.spec.as_sweep(), source=self.source, configs=self.configs,
-                                                 scenarios=[], cells=[])
+        self._commands = self.sweep_plan or Plan(
+            sweep=self.spec.as_sweep(), source=self.source, configs=self.configs, scenarios=[], cells=[]
+        )
 
 
 def load_startup(path: str | Path) -> StartupFile:
@@ -65,8 +66,12 @@ def build_startup_plan(path: str | Path) -> StartupPlan:
         sweep_plan = None
     if not configs:
         raise UserError(f"{path}: vary makes no config; list flags under vary.flags or vary.configs")
-    starts = [Start(c, kind, n) for c in configs for kind, count in (("cold", spec.cold), ("warm", spec.warm))
-              for n in range(1, count + 1)]
+    starts = [
+        Start(c, kind, n)
+        for c in configs
+        for kind, count in (("cold", spec.cold), ("warm", spec.warm))
+        for n in range(1, count + 1)
+    ]
     return StartupPlan(spec=spec, source=source, configs=configs, starts=starts, sweep_plan=sweep_plan)
 
 
@@ -74,10 +79,16 @@ def render_plan(plan: StartupPlan) -> str:
     from harness.sweep.flags import shell_line
 
     spec = plan.spec
-    lines = [f"startup {spec.name}: {len(plan.configs)} config(s) x ({spec.cold} cold + {spec.warm} warm) = "
-             f"{len(plan.starts)} engine start(s)" + (f", then scenario {spec.scenario} after the last warm start" if spec.scenario else "")]
-    lines.append("cold = empty compilation/engine caches (a fresh cache folder per start"
-                 + (", model cache too" if spec.cold_model else "; model files stay") + "); warm = the caches of the last cold start")
+    lines = [
+        f"startup {spec.name}: {len(plan.configs)} config(s) x ({spec.cold} cold + {spec.warm} warm) = "
+        f"{len(plan.starts)} engine start(s)"
+        + (f", then scenario {spec.scenario} after the last warm start" if spec.scenario else "")
+    ]
+    lines.append(
+        "cold = empty compilation/engine caches (a fresh cache folder per start"
+        + (", model cache too" if spec.cold_model else "; model files stay")
+        + "); warm = the caches of the last cold start"
+    )
     for config in plan.configs:
         lines.append(f"config {config.id}:")
         lines.append(f"  $ {shell_line(plan.command(config), config.flags)}")

@@ -60,12 +60,22 @@ class StartupResults:
     def new(cls, out_dir: Path, plan: Any) -> StartupResults:
         spec = plan.spec
         data = StartupDoc(
-            schema_version=SCHEMA_VERSION, name=spec.name, file=str(plan.source), description=spec.description,
-            engine=spec.engine.kind, cold=spec.cold, warm=spec.warm, cold_model=spec.cold_model, scenario=spec.scenario,
-            created=time.strftime("%Y-%m-%dT%H:%M:%S"), updated=None, interrupted=False,
+            schema_version=SCHEMA_VERSION,
+            name=spec.name,
+            file=str(plan.source),
+            description=spec.description,
+            engine=spec.engine.kind,
+            cold=spec.cold,
+            warm=spec.warm,
+            cold_model=spec.cold_model,
+            scenario=spec.scenario,
+            created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+            updated=None,
+            interrupted=False,
             config_order=[c.id for c in plan.configs],
             config_flags={c.id: ConfigFlags(flags=c.flags, varied=c.varied) for c in plan.configs},
-            starts=[], steady={},
+            starts=[],
+            steady={},
         )
         return cls(out_dir, data)
 
@@ -94,9 +104,15 @@ class StartupResults:
     def record_steady(self, config_id: str, entry: IndexCell) -> None:
         m = entry.metrics
         self.data.steady[config_id] = Steady(
-            status=entry.status, reason=entry.reason, run_dir=f"steady/{entry.run_dir}" if entry.run_dir else None,
-            output_tok_per_s=m.output_tok_per_s, req_per_s=m.req_per_s, ttft_p50_ms=m.ttft_p50_ms,
-            ttft_p99_ms=m.ttft_p99_ms, itl_p50_ms=m.itl_p50_ms, itl_p99_ms=m.itl_p99_ms,
+            status=entry.status,
+            reason=entry.reason,
+            run_dir=f"steady/{entry.run_dir}" if entry.run_dir else None,
+            output_tok_per_s=m.output_tok_per_s,
+            req_per_s=m.req_per_s,
+            ttft_p50_ms=m.ttft_p50_ms,
+            ttft_p99_ms=m.ttft_p99_ms,
+            itl_p50_ms=m.itl_p50_ms,
+            itl_p99_ms=m.itl_p99_ms,
         )
         self.write()
 
@@ -121,11 +137,19 @@ class StartupResults:
             failed = [s for s in starts if s.status == "failed"]
             facts = next((s.facts for s in starts if s.status == "ok"), StartupFacts())
             flags = self.data.config_flags.get(cid)
-            out.append(StartupConfig.model_validate({
-                "id": cid, **(flags.model_dump() if flags is not None else {}), "summary": summary, "facts": facts,
-                "facts_line": facts_line(facts), "failed": [FailedStart(id=s.id, reason=s.reason) for s in failed],
-                "steady": self.data.steady.get(cid),
-            }))
+            out.append(
+                StartupConfig.model_validate(
+                    {
+                        "id": cid,
+                        **(flags.model_dump() if flags is not None else {}),
+                        "summary": summary,
+                        "facts": facts,
+                        "facts_line": facts_line(facts),
+                        "failed": [FailedStart(id=s.id, reason=s.reason) for s in failed],
+                        "steady": self.data.steady.get(cid),
+                    }
+                )
+            )
         return out
 
     def tradeoffs(self, configs: list[StartupConfig]) -> list[Tradeoff]:
@@ -145,12 +169,18 @@ class StartupResults:
                 saved[kind] = a.median - b.median if a and b else None
             ra = ref.steady.output_tok_per_s if ref.steady else None
             rb = c.steady.output_tok_per_s if c.steady else None
-            out.append(Tradeoff(
-                config_id=c.id, vs=ref.id, cold_saved_s=saved["cold"], warm_saved_s=saved["warm"],
-                output_tok_per_s=rb, vs_output_tok_per_s=ra,
-                throughput_change=(rb / ra - 1.0) if ra and rb else None,
-                payback_s=_payback(saved["warm"] if saved["warm"] is not None else saved["cold"], ra, rb),
-            ))
+            out.append(
+                Tradeoff(
+                    config_id=c.id,
+                    vs=ref.id,
+                    cold_saved_s=saved["cold"],
+                    warm_saved_s=saved["warm"],
+                    output_tok_per_s=rb,
+                    vs_output_tok_per_s=ra,
+                    throughput_change=(rb / ra - 1.0) if ra and rb else None,
+                    payback_s=_payback(saved["warm"] if saved["warm"] is not None else saved["cold"], ra, rb),
+                )
+            )
         return out
 
     def write(self) -> None:
@@ -164,8 +194,10 @@ class StartupResults:
 
     def counts(self) -> dict[str, int]:
         starts = self.data.starts
-        return {"ok": sum(1 for s in starts if s.status == "ok"),
-                "failed": sum(1 for s in starts if s.status == "failed")}
+        return {
+            "ok": sum(1 for s in starts if s.status == "ok"),
+            "failed": sum(1 for s in starts if s.status == "failed"),
+        }
 
 
 def _payback(saved_s: float | None, ref_tps: float | None, tps: float | None) -> float | None:
@@ -193,8 +225,10 @@ def _mmm(st: PhaseStats | None) -> str:
 
 def console_table(results: StartupResults) -> str:
     configs = results.data.configs or results.configs()
-    lines = ["time to ready by phase, seconds: median (min-max) over the starts "
-             "(load: weights; kv_profile: KV profiling/allocation; rest: process start, imports, API server)"]
+    lines = [
+        "time to ready by phase, seconds: median (min-max) over the starts "
+        "(load: weights; kv_profile: KV profiling/allocation; rest: process start, imports, API server)"
+    ]
     head = f"  {'config':<28} {'start':<5} {'n':>2}  {'ready':<19} " + " ".join(f"{p:<19}" for p in PHASES)
     lines.append(head)
     for c in configs:
@@ -216,21 +250,31 @@ def console_table(results: StartupResults) -> str:
             if s.status != "complete":
                 lines.append(f"  {c.id:<28} {s.status}: {s.reason or ''}")
                 continue
-            lines.append(f"  {c.id:<28} {_f(s.output_tok_per_s, ',.0f')} output tok/s, {_f(s.req_per_s)} req/s, "
-                         f"TTFT p50 {_f(s.ttft_p50_ms, '.0f')} ms, ITL p50 {_f(s.itl_p50_ms, '.1f')} ms")
+            lines.append(
+                f"  {c.id:<28} {_f(s.output_tok_per_s, ',.0f')} output tok/s, {_f(s.req_per_s)} req/s, "
+                f"TTFT p50 {_f(s.ttft_p50_ms, '.0f')} ms, ITL p50 {_f(s.itl_p50_ms, '.1f')} ms"
+            )
     trade = results.data.tradeoffs
     if trade:
         lines.append("")
-        lines.append("trade-off against " + trade[0].vs + " (the guide: eager mode saves startup and usually costs steady-state speed)")
+        lines.append(
+            "trade-off against "
+            + trade[0].vs
+            + " (the guide: eager mode saves startup and usually costs steady-state speed)"
+        )
         for t in trade:
             bits = []
             for kind, v in (("cold", t.cold_saved_s), ("warm", t.warm_saved_s)):
                 if v is not None:
                     bits.append(f"{kind} start {abs(v):.2f}s {'faster' if v >= 0 else 'slower'}")
             if t.throughput_change is not None:
-                bits.append(f"steady output {t.throughput_change * 100:+.0f}% ({_f(t.output_tok_per_s, ',.0f')} vs "
-                            f"{_f(t.vs_output_tok_per_s, ',.0f')} tok/s)")
+                bits.append(
+                    f"steady output {t.throughput_change * 100:+.0f}% ({_f(t.output_tok_per_s, ',.0f')} vs "
+                    f"{_f(t.vs_output_tok_per_s, ',.0f')} tok/s)"
+                )
             if t.payback_s is not None:
-                bits.append(f"the later-ready config catches up in tokens {t.payback_s:.0f}s after it is up (at full load)")
+                bits.append(
+                    f"the later-ready config catches up in tokens {t.payback_s:.0f}s after it is up (at full load)"
+                )
             lines.append(f"  {t.config_id}: " + ("; ".join(bits) or "no figures to compare"))
     return "\n".join(lines) + "\n"

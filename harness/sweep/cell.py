@@ -39,8 +39,16 @@ def cell_scenario(cell: Cell, sweep: Any, urls: list[str], first_after_start: bo
     return scenario
 
 
-def cell_run_options(cell: Cell, sweep: Any, kind: Any, run_dir: Path, base_url: str, metrics_server: Any,
-                     progress_sink: Any, engine_log: Path | None) -> Any:
+def cell_run_options(
+    cell: Cell,
+    sweep: Any,
+    kind: Any,
+    run_dir: Path,
+    base_url: str,
+    metrics_server: Any,
+    progress_sink: Any,
+    engine_log: Path | None,
+) -> Any:
     """harness.run.RunOptions for the cell: no report or progress of its own, sweep labels."""
     from harness.run import RunOptions
 
@@ -53,7 +61,10 @@ def cell_run_options(cell: Cell, sweep: Any, kind: Any, run_dir: Path, base_url:
         write_report=False,
         scenario_path=str(cell.scenario.path),
         labels={
-            "config": cell.config.id, "sweep": sweep.name, "scenario": cell.scenario.name, "repeat": str(cell.repeat),
+            "config": cell.config.id,
+            "sweep": sweep.name,
+            "scenario": cell.scenario.name,
+            "repeat": str(cell.repeat),
             **({"load_level": cell.level.label} if cell.level else {}),
         },
         metrics_server=metrics_server,
@@ -63,9 +74,15 @@ def cell_run_options(cell: Cell, sweep: Any, kind: Any, run_dir: Path, base_url:
     )
 
 
-def cell_entry(cell: Cell, status: str, reason: str | None, startup_s: float | None,
-               startup_facts: StartupFacts | None, extra: dict[str, Any] | None,
-               summary: RunSummary | None) -> IndexCell:
+def cell_entry(
+    cell: Cell,
+    status: str,
+    reason: str | None,
+    startup_s: float | None,
+    startup_facts: StartupFacts | None,
+    extra: dict[str, Any] | None,
+    summary: RunSummary | None,
+) -> IndexCell:
     """The cell's index entry (harness.results.models.sweep.Cell; `extra`: what the executor knows
     about the engine start, in the order it learnt it); a 'complete' run without summary.json is
     recorded as partial."""

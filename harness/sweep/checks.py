@@ -38,8 +38,10 @@ def check_size(sweep: SweepFile, source: str) -> None:
     cells = configs * len(sweep.scenarios) * levels * sweep.repeats
     problem = SWEEP_CELLS.check(cells)
     if problem:
-        raise UserError(f"{source}: vary: {configs:,} config(s) x {len(sweep.scenarios)} scenario(s) x {levels} load "
-                        f"level(s) x {sweep.repeats} repeat(s): {problem}")
+        raise UserError(
+            f"{source}: vary: {configs:,} config(s) x {len(sweep.scenarios)} scenario(s) x {levels} load "
+            f"level(s) x {sweep.repeats} repeat(s): {problem}"
+        )
 
 
 def check_placeholders(sweep: SweepFile, source: str) -> None:
@@ -47,13 +49,17 @@ def check_placeholders(sweep: SweepFile, source: str) -> None:
     for i, token in enumerate(spec.command or []):
         for name in _PLACEHOLDER.findall(token):
             if name not in COMMAND_PLACEHOLDERS:
-                raise UserError(f"{source}: engine.command[{i}]: unknown placeholder {{{name}}}; the command takes "
-                                + ", ".join(f"{{{p}}}" for p in COMMAND_PLACEHOLDERS))
+                raise UserError(
+                    f"{source}: engine.command[{i}]: unknown placeholder {{{name}}}; the command takes "
+                    + ", ".join(f"{{{p}}}" for p in COMMAND_PLACEHOLDERS)
+                )
     for key, value in spec.env.items():
         for name in _PLACEHOLDER.findall(value):
             if name not in ENV_PLACEHOLDERS:
-                raise UserError(f"{source}: engine.env.{key}: unknown placeholder {{{name}}}; env values take "
-                                + ", ".join(f"{{{p}}}" for p in ENV_PLACEHOLDERS))
+                raise UserError(
+                    f"{source}: engine.env.{key}: unknown placeholder {{{name}}}; env values take "
+                    + ", ".join(f"{{{p}}}" for p in ENV_PLACEHOLDERS)
+                )
 
 
 def check_cwd(sweep: SweepFile, base_dir: Path, source: str) -> None:

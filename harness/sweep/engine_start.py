@@ -56,8 +56,9 @@ class Launch:
     extra: dict[str, Any] = field(default_factory=dict)  # index entry fields for the cells
 
 
-def build_engine(plan: Plan, kind: Any, config: Config, out: Path, port: int | None, argv: list[str],
-                 base_url: str) -> Launch:
+def build_engine(
+    plan: Plan, kind: Any, config: Config, out: Path, port: int | None, argv: list[str], base_url: str
+) -> Launch:
     """The process for `config` on `port`: an attached external engine (port None), one process,
     or a fleet of replicas (replica 0 on `port`, the others on free ports of their own, the load
     routed over them by the scenario)."""
@@ -66,8 +67,13 @@ def build_engine(plan: Plan, kind: Any, config: Config, out: Path, port: int | N
         return Launch(AttachedEngine(base_url), [base_url])
 
     def env(rport: int, replica: int) -> dict[str, str]:
-        values = {"port": rport, "model": spec.model, "host": spec.host, "replica": replica,
-                  "devices": plan.devices_of(config, replica)}
+        values = {
+            "port": rport,
+            "model": spec.model,
+            "host": spec.host,
+            "replica": replica,
+            "devices": plan.devices_of(config, replica),
+        }
         return engine_env(kind, spec, values, config.flags)
 
     cwd = engine_cwd(spec, plan.base_dir)
@@ -79,8 +85,9 @@ def build_engine(plan: Plan, kind: Any, config: Config, out: Path, port: int | N
         members = []
         for r in range(config.replicas):
             rport = port if r == 0 else free_port(spec.host)
-            member = EngineProcess(plan.command(config, rport, r), out / f"logs/{config.id}.r{r}.log",
-                                   env=env(rport, r), cwd=cwd)
+            member = EngineProcess(
+                plan.command(config, rport, r), out / f"logs/{config.id}.r{r}.log", env=env(rport, r), cwd=cwd
+            )
             member.port = rport
             members.append(member)
             if r:

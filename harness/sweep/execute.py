@@ -123,7 +123,10 @@ class SweepExecutor:
         (self.out / "logs").mkdir(exist_ok=True)
         self._write_sweep_copy()
         self._stop_leftover()
-        todo = [(config, [c for c in cells if not self.index.is_complete(c.id)]) for config, cells in self.plan.engine_starts()]
+        todo = [
+            (config, [c for c in cells if not self.index.is_complete(c.id)])
+            for config, cells in self.plan.engine_starts()
+        ]
         skipped = len(self.plan.cells) - sum(len(cells) for _, cells in todo)
         todo = [(config, cells) for config, cells in todo if cells]
         self.progress.total_starts = len(todo)
@@ -201,7 +204,12 @@ class SweepExecutor:
         if attached:
             common["url"] = base_url
 
-        if port is not None and spec.port != "auto" and not port_is_free(port, spec.host) and not wait_port_free(port, spec.host, self.opts.port_free_timeout_s):
+        if (
+            port is not None
+            and spec.port != "auto"
+            and not port_is_free(port, spec.host)
+            and not wait_port_free(port, spec.host, self.opts.port_free_timeout_s)
+        ):
             reason = f"port {port} is still in use by another process; free it or use port: auto"
             self.progress.engine_failed(reason, [])
             for cell in cells:
@@ -216,8 +224,11 @@ class SweepExecutor:
         try:
             proc.start(header=f"config {config.id}")
             note_engine(self.out, proc)
-            wait: dict[str, Any] = dict(interval=self.opts.probe_interval_s, failure_hint=failure_hint,
-                                        on_wait=lambda t, p: self.progress.waiting(t, p.detail))
+            wait: dict[str, Any] = dict(
+                interval=self.opts.probe_interval_s,
+                failure_hint=failure_hint,
+                on_wait=lambda t, p: self.progress.waiting(t, p.detail),
+            )
             if isinstance(proc, FleetEngines):
                 probes = [functools.partial(self.kind.probe, u, spec) for u in self._fleet_urls]
                 started = proc.wait_ready(probes, spec.ready_timeout_s, **wait)
@@ -228,7 +239,11 @@ class SweepExecutor:
             self._stop(proc)
             self.progress.engine_failed(exc.reason, exc.tail)
             for cell in cells:
-                extra = {**common, "log_tail": exc.tail, "failed_after_s": None if exc.after_s is None else round(exc.after_s, 3)}
+                extra = {
+                    **common,
+                    "log_tail": exc.tail,
+                    "failed_after_s": None if exc.after_s is None else round(exc.after_s, 3),
+                }
                 self._record(cell, "failed", reason=exc.reason, startup_facts=facts, extra=extra)
             return
 
@@ -243,7 +258,9 @@ class SweepExecutor:
         for i, cell in enumerate(cells):
             code = proc.poll()
             if code is not None:
-                why = f"engine exited with code {code}" + (f" during cell {died_in}" if died_in else " before this cell")
+                why = f"engine exited with code {code}" + (
+                    f" during cell {died_in}" if died_in else " before this cell"
+                )
                 self._record(cell, "failed", reason=why, extra={**common, "log_tail": proc.tail()}, **startup)
                 continue
             notes = []
@@ -278,7 +295,9 @@ class SweepExecutor:
             self.progress.note(f"quality pass of {cell.config.id} failed: {type(exc).__name__}: {exc}")
             return
         errs = f", {run.errors} failed" if run.errors else ""
-        self.progress.note(f"quality {cell.config.id}: {len(run.outputs)} prompts in {run.seconds:.1f} s{errs} -> {cell.run_dir}/quality.jsonl")
+        self.progress.note(
+            f"quality {cell.config.id}: {len(run.outputs)} prompts in {run.seconds:.1f} s{errs} -> {cell.run_dir}/quality.jsonl"
+        )
 
     def _score_quality(self) -> None:
         assert self.quality is not None
@@ -318,14 +337,23 @@ class SweepExecutor:
         if self.gpu.available and not isinstance(proc, AttachedEngine):
             ok, used = self.gpu.wait_released(self.gpu_baseline, spec.gpu_release_timeout_s)
             if not ok:
-                self.progress.note(f"GPU memory not released after {spec.gpu_release_timeout_s:g}s: used {used}, before {self.gpu_baseline}")
+                self.progress.note(
+                    f"GPU memory not released after {spec.gpu_release_timeout_s:g}s: used {used}, before {self.gpu_baseline}"
+                )
 
     # ------------------------------------------------------------ one cell
     def _scenario_for(self, cell: Cell, first_after_start: bool) -> Scenario:
         return cell_scenario(cell, self.sweep, getattr(self, "_fleet_urls", []), first_after_start)
 
-    def run_cell_on(self, cell: Cell, base_url: str, proc: EngineProcess, startup_s: float, facts: StartupFacts,
-                    extra: dict[str, Any]) -> IndexCell:
+    def run_cell_on(
+        self,
+        cell: Cell,
+        base_url: str,
+        proc: EngineProcess,
+        startup_s: float,
+        facts: StartupFacts,
+        extra: dict[str, Any],
+    ) -> IndexCell:
         """Run one planned cell on an engine another driver started and will stop (`harness
         startup` measures its scenario on the last warm start); returns the cell's index entry."""
         if not hasattr(self, "_recorded"):
@@ -335,14 +363,29 @@ class SweepExecutor:
         self.index.write()
         return self.index.entries[cell.id]
 
-    def _run_cell(self, cell: Cell, i: int, base_url: str, proc: EngineProcess | FleetEngines, startup: dict[str, Any], extra: dict[str, Any]) -> str:
+    def _run_cell(
+        self,
+        cell: Cell,
+        i: int,
+        base_url: str,
+        proc: EngineProcess | FleetEngines,
+        startup: dict[str, Any],
+        extra: dict[str, Any],
+    ) -> str:
         run_dir = self.out / cell.run_dir
         if run_dir.exists():
             shutil.rmtree(run_dir)  # an earlier, unfinished attempt of this cell
         run_dir.parent.mkdir(parents=True, exist_ok=True)
-        opts = cell_run_options(cell, self.sweep, self.kind, run_dir, base_url, self.opts.metrics_server,
-                                self.progress.cell_progress,
-                                (self.out / extra["log"]) if extra.get("log") else None)
+        opts = cell_run_options(
+            cell,
+            self.sweep,
+            self.kind,
+            run_dir,
+            base_url,
+            self.opts.metrics_server,
+            self.progress.cell_progress,
+            (self.out / extra["log"]) if extra.get("log") else None,
+        )
         self.progress.cell_starting(cell.id, cell.what, cell.repeat)
         t0 = time.monotonic()
         started = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -351,7 +394,13 @@ class SweepExecutor:
             result = self.run_fn(self._scenario_for(cell, i == 0), opts)
             status = getattr(result, "status", None) or "complete"
         except KeyboardInterrupt:
-            self._record(cell, "partial", reason=f"interrupted ({STOP.signal_name if STOP.requested else 'Ctrl-C'})", extra={**extra, "started": started}, **startup)
+            self._record(
+                cell,
+                "partial",
+                reason=f"interrupted ({STOP.signal_name if STOP.requested else 'Ctrl-C'})",
+                extra={**extra, "started": started},
+                **startup,
+            )
             raise
         except UserError as exc:
             status, reason = "failed", "; ".join(exc.lines)
@@ -361,7 +410,13 @@ class SweepExecutor:
             status, reason = "failed", f"{type(exc).__name__}: {exc}"
         wall = time.monotonic() - t0
         if STOP.requested:  # interrupted, though the run reported something else
-            self._record(cell, "partial", reason="interrupted", extra={**extra, "started": started, "duration_s": round(wall, 3)}, **startup)
+            self._record(
+                cell,
+                "partial",
+                reason="interrupted",
+                extra={**extra, "started": started, "duration_s": round(wall, 3)},
+                **startup,
+            )
             raise KeyboardInterrupt
         outcome = "ok"
         code = proc.poll()
@@ -375,7 +430,9 @@ class SweepExecutor:
             outcome = "engine-died"
         elif status not in ("complete", "partial", "failed"):
             status = "partial"
-        entry = self._record(cell, status, reason=reason, extra={**extra, "started": started, "duration_s": round(wall, 3)}, **startup)
+        entry = self._record(
+            cell, status, reason=reason, extra={**extra, "started": started, "duration_s": round(wall, 3)}, **startup
+        )
         self.progress.cell_done(entry, wall)
         return outcome
 
@@ -388,8 +445,9 @@ class SweepExecutor:
         startup_facts: StartupFacts | None = None,
         extra: dict[str, Any] | None = None,
     ) -> IndexCell:
-        entry = cell_entry(cell, status, reason, startup_s, startup_facts, extra,
-                           read_run_summary(self.out / cell.run_dir))
+        entry = cell_entry(
+            cell, status, reason, startup_s, startup_facts, extra, read_run_summary(self.out / cell.run_dir)
+        )
         self.index.record(entry)
         self._recorded.add(cell.id)
         if status == "failed" and entry.duration_s is None:

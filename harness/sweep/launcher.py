@@ -117,7 +117,9 @@ class EngineProcess:
     #: prefix of the not-ready reason (an attached server names its URL)
     what = ""
 
-    def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None, cwd: str | Path | None = None) -> None:
+    def __init__(
+        self, argv: list[str], log_path: Path, env: dict[str, str] | None = None, cwd: str | Path | None = None
+    ) -> None:
         self.argv = argv
         self.log_path = log_path
         self.env = env
@@ -195,7 +197,9 @@ class EngineProcess:
             if code is not None:
                 hint = failure_hint(self.log_text()) if failure_hint else None
                 reason = f"engine exited with code {code} before it was ready"
-                raise StartupFailed(f"{reason}: {hint}" if hint else reason, self.tail(), time.monotonic() - self.started_at)
+                raise StartupFailed(
+                    f"{reason}: {hint}" if hint else reason, self.tail(), time.monotonic() - self.started_at
+                )
             last = probe()
             if last.ready:
                 # a probe can race a dying process: ready only if it is still there
@@ -204,7 +208,11 @@ class EngineProcess:
                 continue
             now = time.monotonic()
             if now >= deadline:
-                raise StartupFailed(f"{self.what}not ready after {timeout:g} s (last probe: {last.detail})", self.tail(), now - self.started_at)
+                raise StartupFailed(
+                    f"{self.what}not ready after {timeout:g} s (last probe: {last.detail})",
+                    self.tail(),
+                    now - self.started_at,
+                )
             if on_wait:
                 on_wait(now - self.started_at, last)
             time.sleep(min(interval, max(0.0, deadline - now)))

@@ -33,7 +33,9 @@ def _check_flag_names(flags: dict[str, Any]) -> dict[str, Any]:
         if name.startswith("env:"):  # the engine's environment variable (harness.sweep.flags)
             var = name[4:]
             if not var or "=" in var or "\0" in var or any(c.isspace() for c in var):
-                raise ValueError(f"flag name {name!r}: env: takes an environment variable name, like env:PREFIX_CACHING")
+                raise ValueError(
+                    f"flag name {name!r}: env: takes an environment variable name, like env:PREFIX_CACHING"
+                )
             continue
         if not name or not name.lstrip("-") or any(c.isspace() for c in name) or "=" in name:
             raise ValueError(f"flag name {name!r} is not a flag; write it like max-num-seqs")
@@ -57,7 +59,9 @@ class EngineSpec(Strict):
         "default: the kind's usual launcher",
     )
     model: str | None = Field(default=None, description="fills {model} in the command")
-    served_model_name: str | None = Field(default=None, description="model name the load asks for; none = first of /v1/models")
+    served_model_name: str | None = Field(
+        default=None, description="model name the load asks for; none = first of /v1/models"
+    )
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = Field(default=None, description="working directory, relative to the sweep file")
     host: str = "127.0.0.1"
@@ -71,11 +75,15 @@ class EngineSpec(Strict):
         default=None, description="kind external: base URL of a server already running (nothing is started or stopped)"
     )
     replicas: Annotated[int, Field(ge=1, le=16)] = Field(
-        default=1, description="engines per config, each on its own port, the load routed over them (target.routing); "
-        "{replica} (0, 1, ...) and {devices} fill the command and env")
+        default=1,
+        description="engines per config, each on its own port, the load routed over them (target.routing); "
+        "{replica} (0, 1, ...) and {devices} fill the command and env",
+    )
     devices: list[str] | None = Field(
-        default=None, description="device ids (e.g. GPUs) shared out to the replicas in order: each gets tensor-parallel-"
-        "size of them as {devices} (\"0,1\"), e.g. env CUDA_VISIBLE_DEVICES: \"{devices}\"")
+        default=None,
+        description="device ids (e.g. GPUs) shared out to the replicas in order: each gets tensor-parallel-"
+        'size of them as {devices} ("0,1"), e.g. env CUDA_VISIBLE_DEVICES: "{devices}"',
+    )
 
     @field_validator("env")
     @classmethod
@@ -116,7 +124,9 @@ class EngineSpec(Strict):
         if self.replicas > 1 and self.port != "auto":
             raise ValueError("replicas > 1 needs port: auto (each replica listens on its own free port)")
         if self.url is not None:
-            raise ValueError(f"url is for kind external (a server already running); kind {self.kind} is started at host:port")
+            raise ValueError(
+                f"url is for kind external (a server already running); kind {self.kind} is started at host:port"
+            )
         if self.command and self.port == "auto" and not any("{port}" in a for a in self.command):
             raise ValueError("command has no {port} placeholder; add one or set a fixed port")
         return self
@@ -126,7 +136,9 @@ class ListedConfig(Strict):
     id: Annotated[str, Field(pattern=_ID)] | None = None
     flags: Flags = Field(default_factory=dict)
     replicas: Annotated[int, Field(ge=1, le=16)] | None = Field(
-        default=None, description="engines of this config (default engine.replicas): TP=2 x 1 vs TP=1 x 2 on equal devices")
+        default=None,
+        description="engines of this config (default engine.replicas): TP=2 x 1 vs TP=1 x 2 on equal devices",
+    )
     overrides: dict[str, Any] = Field(default_factory=dict, description="scenario overrides for this config only")
 
     @field_validator("flags")

@@ -116,7 +116,7 @@ class Plan:
         """{devices} of one replica: its tensor-parallel share of engine.devices, in order."""
         devs = self.sweep.engine.devices or []
         tp = config.tensor_parallel
-        return ",".join(devs[replica * tp:(replica + 1) * tp])
+        return ",".join(devs[replica * tp : (replica + 1) * tp])
 
     def command(self, config: Config, port: int | str | None = None, replica: int = 0) -> list[str]:
         """The exact argv for `config` (port None leaves the `{port}` placeholder for display)."""
@@ -124,8 +124,13 @@ class Plan:
 
         spec = self.sweep.engine
         argv = list(spec.command) if spec.command else get_kind(spec.kind).default_command(spec)
-        values = {"model": spec.model, "host": spec.host, "python": sys.executable, "replica": replica,
-                  "devices": self.devices_of(config, replica)}
+        values = {
+            "model": spec.model,
+            "host": spec.host,
+            "python": sys.executable,
+            "replica": replica,
+            "devices": self.devices_of(config, replica),
+        }
         if port is None and spec.port != "auto":
             port = spec.port
         if port is not None:
@@ -173,13 +178,19 @@ def _merge(base: dict[str, Any], varied: dict[str, Any]) -> dict[str, Any]:
 
 def _differs(base: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
     b = {flag_key(k): v for k, v in base.items()}
-    return {k: v for k, v in flags.items() if flag_key(k) not in b or b[flag_key(k)] != v or type(b[flag_key(k)]) is not type(v)}
+    return {
+        k: v
+        for k, v in flags.items()
+        if flag_key(k) not in b or b[flag_key(k)] != v or type(b[flag_key(k)]) is not type(v)
+    }
 
 
 def _norm(flags: dict[str, Any]) -> str:
     import json
 
-    return json.dumps({flag_key(k): v for k, v in sorted(flags.items(), key=lambda kv: flag_key(kv[0]))}, sort_keys=True, default=str)
+    return json.dumps(
+        {flag_key(k): v for k, v in sorted(flags.items(), key=lambda kv: flag_key(kv[0]))}, sort_keys=True, default=str
+    )
 
 
 def expand_configs(sweep: SweepFile) -> list[Config]:
@@ -286,7 +297,9 @@ def build_plan(path: str | Path, sweep: SweepFile | None = None) -> Plan:
                     where = f"config {config.id}" + (f", {level.label}" if level else "")
                     try:
                         data = read_yaml(ref.path)
-                        data = apply_overrides(data, written_nulls_unset(overrides)) if overrides else data  # a null unsets
+                        data = (
+                            apply_overrides(data, written_nulls_unset(overrides)) if overrides else data
+                        )  # a null unsets
                         cache[key] = validate(Scenario, data, f"{ref.path} ({where})")
                     except UserError as exc:
                         problems.extend(exc.lines)
@@ -307,12 +320,16 @@ def _check_external(sweep: SweepFile, configs: list[Config], source: str) -> Non
     if get_kind(sweep.engine.kind).starts_engine:
         return
     if sweep.base:
-        raise UserError(f"{source}: base: kind external starts nothing, so flags cannot apply; remove base "
-                        "(vary the load with loads, or use a kind that starts the engine)")
+        raise UserError(
+            f"{source}: base: kind external starts nothing, so flags cannot apply; remove base "
+            "(vary the load with loads, or use a kind that starts the engine)"
+        )
     flagged = [c.id for c in configs if c.flags]
     if flagged:
-        raise UserError(f"{source}: vary: kind external cannot change engine flags ({', '.join(flagged)}); "
-                        "vary the load with loads, or scenario overrides in vary.configs")
+        raise UserError(
+            f"{source}: vary: kind external cannot change engine flags ({', '.join(flagged)}); "
+            "vary the load with loads, or scenario overrides in vary.configs"
+        )
     if sweep.cold_start:
         raise UserError(f"{source}: cold_start: kind external starts nothing; remove cold_start")
 
@@ -339,7 +356,9 @@ def _load_levels(sweep: SweepFile, configs: list[Config], source: str) -> list[L
         raise UserError(f"{source}: loads.{path}: overrides.{taken} sets the load too; keep one of them")
     for p, flag in sweep.vary.link.items():
         if p in mode_paths:
-            raise UserError(f"{source}: loads.{path}: vary.link.{p} (from flag {flag}) sets the load too; keep one of them")
+            raise UserError(
+                f"{source}: loads.{path}: vary.link.{p} (from flag {flag}) sets the load too; keep one of them"
+            )
     if any(p in mode_paths for c in configs for p in c.overrides):
         raise UserError(f"{source}: loads.{path}: a config's overrides set the load too; keep one of them")
     cast = int if path == "load.concurrency" else float
@@ -350,9 +369,18 @@ def _check_links(sweep: SweepFile, configs: list[Config], source: str) -> None:
     for path, flag in sweep.vary.link.items():
         if not any(path in c.overrides for c in configs):
             raise UserError(
-                f"{source}: vary.link.{path}: no config sets flag {flag!r} to a value; "
-                "link to a flag in base or vary"
+                f"{source}: vary.link.{path}: no config sets flag {flag!r} to a value; link to a flag in base or vary"
             )
 
 
-__all__ = ["Cell", "Config", "LoadLevel", "Plan", "ScenarioRef", "build_plan", "expand_configs", "format_validation_error", "load_sweep"]
+__all__ = [
+    "Cell",
+    "Config",
+    "LoadLevel",
+    "Plan",
+    "ScenarioRef",
+    "build_plan",
+    "expand_configs",
+    "format_validation_error",
+    "load_sweep",
+]

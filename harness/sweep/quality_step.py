@@ -42,7 +42,9 @@ def baseline_config(plan: Plan, spec: QualitySpec) -> str:
     ids = [c.id for c in plan.configs]
     if spec.baseline is not None:
         if spec.baseline not in ids:
-            raise UserError(f"quality.baseline {spec.baseline!r} is not a config of this sweep; configs: {', '.join(ids)}")
+            raise UserError(
+                f"quality.baseline {spec.baseline!r} is not a config of this sweep; configs: {', '.join(ids)}"
+            )
         return spec.baseline
     return "base" if "base" in ids else ids[0]
 
@@ -66,7 +68,9 @@ class SweepQuality:
         return any((out_dir / c.run_dir / "quality.jsonl").is_file() for c in self.plan.cells_of(config))
 
     def run_pass(self, out_dir: Path, cell: Cell, base_url: str, model: str | None) -> QualityRun:
-        return quality_pass(self.spec, self.base_dir, base_url, out_dir / cell.run_dir, model=model, label=cell.config.id)
+        return quality_pass(
+            self.spec, self.base_dir, base_url, out_dir / cell.run_dir, model=model, label=cell.config.id
+        )
 
     def outputs(self, out_dir: Path) -> dict[str, tuple[str, QualityRun]]:
         """config id -> (cell id, outputs) of the first cell of each config that has outputs."""
@@ -84,21 +88,35 @@ class SweepQuality:
         found = self.outputs(out_dir)
         runs = {cid: run for cid, (_, run) in found.items()}
         base_flags = next((c.flags for c in self.plan.configs if c.id == self.baseline_id), {})
-        varied = {c.id: {k: v for k, v in c.flags.items() if base_flags.get(k) != v}
-                  | {k: None for k in base_flags if k not in c.flags} for c in self.plan.configs}
-        verdicts = judge_all(self.qset, runs, self.baseline_id, self.spec.gate, varied=varied, confidence=self.spec.confidence)
-        data = {cid: {**v.to_json(), "cell": found[cid][0], "outputs": f"runs/{found[cid][0]}/quality.jsonl"}
-                for cid, v in verdicts.items()}
+        varied = {
+            c.id: {k: v for k, v in c.flags.items() if base_flags.get(k) != v}
+            | {k: None for k in base_flags if k not in c.flags}
+            for c in self.plan.configs
+        }
+        verdicts = judge_all(
+            self.qset, runs, self.baseline_id, self.spec.gate, varied=varied, confidence=self.spec.confidence
+        )
+        data = {
+            cid: {**v.to_json(), "cell": found[cid][0], "outputs": f"runs/{found[cid][0]}/quality.jsonl"}
+            for cid, v in verdicts.items()
+        }
         for entry in entries.values():
             if entry.config_id in data:
                 verdict = data[entry.config_id]
                 entry.quality = CellQuality.model_validate(
-                    {k: verdict[k] for k in ("status", "passed", "short", "reasons", "cell")} | {
+                    {k: verdict[k] for k in ("status", "passed", "short", "reasons", "cell")}
+                    | {
                         "exact_agreement": (verdict.get("agreement") or {}).get("exact_rate"),
                         "accuracy": (verdict.get("accuracy") or {}).get("rate"),
-                    })
-        doc = {"baseline": self.baseline_id, "prompts": str(self.qset.path), "prompts_sha256": self.qset.sha256,
-               "gate": self.spec.gate.model_dump(), "configs": data}
+                    }
+                )
+        doc = {
+            "baseline": self.baseline_id,
+            "prompts": str(self.qset.path),
+            "prompts_sha256": self.qset.sha256,
+            "gate": self.spec.gate.model_dump(),
+            "configs": data,
+        }
         tmp = out_dir / (SWEEP_FILE + ".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
         tmp.replace(out_dir / SWEEP_FILE)

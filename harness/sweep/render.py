@@ -17,6 +17,7 @@ def one_line(text: str) -> str:
     argv line below it is quoted by shlex and was right)."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
+
 def render_plan(plan: Plan) -> str:
     sweep = plan.sweep
     spec = sweep.engine
@@ -76,14 +77,23 @@ def render_plan(plan: Plan) -> str:
         argv = plan.command(config)
         lines.append(f"  $ {shell_line(argv, config.flags)}" if argv else f"  (attached to {spec.url})")
         if config.replicas > 1:
-            lines.append(f"  x {config.replicas} replicas ({{replica}} 0..{config.replicas - 1}, each on its own port, "
-                         f"{config.devices} device(s) in all); the load is routed over them (target.routing)")
+            lines.append(
+                f"  x {config.replicas} replicas ({{replica}} 0..{config.replicas - 1}, each on its own port, "
+                f"{config.devices} device(s) in all); the load is routed over them (target.routing)"
+            )
         for cell in cells:
             step += 1
             ov = one_line(", ".join(f"{k}={v}" for k, v in cell.overrides.items()))
             load = cell.resolved.load
             what = f"concurrency {load.concurrency}" if load.concurrency else f"rate {load.rate:g}/s"
-            stop = " or ".join(x for x in (f"{load.duration_s:g}s" if load.duration_s else "", f"{load.requests} requests" if load.requests else "") if x)
+            stop = " or ".join(
+                x
+                for x in (
+                    f"{load.duration_s:g}s" if load.duration_s else "",
+                    f"{load.requests} requests" if load.requests else "",
+                )
+                if x
+            )
             if load.duration_s:
                 total_s += load.duration_s + cell.resolved.warmup.duration_s
             else:

@@ -126,9 +126,14 @@ class SweepIndex:
 
     def write(self) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        data = IndexFile(sweep=self.sweep_name, sweep_file=self.sweep_file, created=self.created,
-                         updated=time.strftime("%Y-%m-%dT%H:%M:%S"), slo_attainment=self.slo_attainment,
-                         cells=self.ordered())
+        data = IndexFile(
+            sweep=self.sweep_name,
+            sweep_file=self.sweep_file,
+            created=self.created,
+            updated=time.strftime("%Y-%m-%dT%H:%M:%S"),
+            slo_attainment=self.slo_attainment,
+            cells=self.ordered(),
+        )
         atomic_write(self.path, FILES["index.json"].dumps(data))
         atomic_write(self.csv_path, summary_csv(self.ordered()))
 
@@ -138,22 +143,46 @@ def summary_csv(entries: Iterable[Cell]) -> str:
     facts = [e.startup_facts.model_dump(mode="json") for e in entries]
     extra_facts = sorted({k for f in facts for k in f} - set(FACT_COLUMNS))
     header = [
-        "cell_id", "config_id", "varied", "flags", "scenario", "load_level", "repeat", "status", "startup_s", "failed_after_s",
-        *FACT_COLUMNS, *METRIC_COLUMNS, *extra_facts, "reason", "run_dir",
+        "cell_id",
+        "config_id",
+        "varied",
+        "flags",
+        "scenario",
+        "load_level",
+        "repeat",
+        "status",
+        "startup_s",
+        "failed_after_s",
+        *FACT_COLUMNS,
+        *METRIC_COLUMNS,
+        *extra_facts,
+        "reason",
+        "run_dir",
     ]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
     for e, f in zip(entries, facts, strict=True):
         metrics = e.metrics.model_dump()
-        w.writerow([
-            e.id, e.config_id, describe(e.varied), json.dumps(e.flags, sort_keys=True),
-            e.scenario, e.load_level or "", e.repeat, e.status, _fmt(e.startup_s), _fmt(e.failed_after_s),
-            *(_fmt(f.get(k)) for k in FACT_COLUMNS),
-            *(_fmt(metrics.get(k)) for k in METRIC_COLUMNS),
-            *(_fmt(f.get(k)) for k in extra_facts),
-            e.reason or "", e.run_dir or "",
-        ])
+        w.writerow(
+            [
+                e.id,
+                e.config_id,
+                describe(e.varied),
+                json.dumps(e.flags, sort_keys=True),
+                e.scenario,
+                e.load_level or "",
+                e.repeat,
+                e.status,
+                _fmt(e.startup_s),
+                _fmt(e.failed_after_s),
+                *(_fmt(f.get(k)) for k in FACT_COLUMNS),
+                *(_fmt(metrics.get(k)) for k in METRIC_COLUMNS),
+                *(_fmt(f.get(k)) for k in extra_facts),
+                e.reason or "",
+                e.run_dir or "",
+            ]
+        )
     return buf.getvalue()
 
 
@@ -226,28 +255,30 @@ def ranking(entries: list[Cell]) -> dict[str, list[RankRow]]:
         for config_id, cells in configs.items():
             done = [c for c in cells if c.status == "complete"]
             ms = [c.metrics for c in done]
-            rows.append(RankRow(
-                config_id=config_id,
-                varied=describe(cells[0].varied) or "(base)",
-                cells=len(cells),
-                complete=len(done),
-                goodput=_mean(m.goodput_req_per_s for m in ms),
-                good_pct=_mean(m.goodput_fraction for m in ms),
-                rps=_mean(m.req_per_s for m in ms),
-                tok_s=_mean(m.output_tok_per_s for m in ms),
-                ttft_p99=_mean(m.ttft_p99_ms for m in ms),
-                itl_p99=_mean(m.itl_p99_ms for m in ms),
-                preemptions=_mean(m.preemptions for m in ms),
-                kv_max=_mean(m.kv_usage_max for m in ms),
-                gpu_gib=_mean(m.gpu_memory_used_max_gib for m in ms),
-                load=next((t for m in ms if (t := load_text(m))), None),
-                status="complete" if len(done) == len(cells) else (cells[-1].status if not done else "some failed"),
-                reason=next((c.reason for c in cells if c.reason), None),
-                quality=next((c.quality for c in cells if c.quality), None),
-                finding=next((m.finding for m in ms if m.finding), None),
-                acceptance=_mean(m.spec_acceptance_rate for m in ms),
-                accept_len=_mean(m.spec_mean_acceptance_length for m in ms),
-            ))
+            rows.append(
+                RankRow(
+                    config_id=config_id,
+                    varied=describe(cells[0].varied) or "(base)",
+                    cells=len(cells),
+                    complete=len(done),
+                    goodput=_mean(m.goodput_req_per_s for m in ms),
+                    good_pct=_mean(m.goodput_fraction for m in ms),
+                    rps=_mean(m.req_per_s for m in ms),
+                    tok_s=_mean(m.output_tok_per_s for m in ms),
+                    ttft_p99=_mean(m.ttft_p99_ms for m in ms),
+                    itl_p99=_mean(m.itl_p99_ms for m in ms),
+                    preemptions=_mean(m.preemptions for m in ms),
+                    kv_max=_mean(m.kv_usage_max for m in ms),
+                    gpu_gib=_mean(m.gpu_memory_used_max_gib for m in ms),
+                    load=next((t for m in ms if (t := load_text(m))), None),
+                    status="complete" if len(done) == len(cells) else (cells[-1].status if not done else "some failed"),
+                    reason=next((c.reason for c in cells if c.reason), None),
+                    quality=next((c.quality for c in cells if c.quality), None),
+                    finding=next((m.finding for m in ms if m.finding), None),
+                    acceptance=_mean(m.spec_acceptance_rate for m in ms),
+                    accept_len=_mean(m.spec_mean_acceptance_length for m in ms),
+                )
+            )
         # a config that failed the quality gate, or speculates below 50% acceptance, is shown
         # with its numbers but never ranked
         rankable = [r for r in rows if r.complete and not r.unranked]
@@ -260,7 +291,9 @@ def capacity_lines(entries: list[Cell], attainment: float = DEFAULT_ATTAINMENT) 
     cap = capacity(entries, attainment)
     if not cap:
         return []
-    lines = [f"capacity under the SLOs: the highest load with >= {100 * attainment:g}% of requests within them (every lower load too)"]
+    lines = [
+        f"capacity under the SLOs: the highest load with >= {100 * attainment:g}% of requests within them (every lower load too)"
+    ]
     for scenario, rows in cap.items():
         parts = []
         for r in rows:
@@ -282,16 +315,21 @@ def ranking_table(entries: list[Cell], attainment: float = DEFAULT_ATTAINMENT) -
         if not any(r.complete for r in rows):
             lines.append(f"scenario {scenario}: nothing to rank: no config produced results")
         elif mixed:
-            lines.append(f"scenario {scenario}: configs NOT ranked: they ran at different client loads ({', '.join(mixed)}; "
-                         "vary.link), so their goodput is not one comparison; compare configs at equal load (sweep `loads`)")
+            lines.append(
+                f"scenario {scenario}: configs NOT ranked: they ran at different client loads ({', '.join(mixed)}; "
+                "vary.link), so their goodput is not one comparison; compare configs at equal load (sweep `loads`)"
+            )
         else:
             lines.append(f"scenario {scenario}: configs ranked by goodput (req/s meeting the SLOs)")
         with_quality = any(r.quality for r in rows)
         with_gpu = any(r.gpu_gib is not None for r in rows)
         with_spec = any(r.acceptance is not None for r in rows)
-        head = (f"  {'#':>2}  {'config':<36} {'load':>10} {'goodput':>8} {'good%':>6} {'req/s':>7} {'tok/s':>8} {'TTFT p99':>9} "
-                f"{'ITL p99':>8} {'preempt':>8} {'KV max':>6}" + (f" {'GPU GiB':>8}" if with_gpu else "")
-                + (f" {'accept':>6} {'acc.len':>7}" if with_spec else ""))
+        head = (
+            f"  {'#':>2}  {'config':<36} {'load':>10} {'goodput':>8} {'good%':>6} {'req/s':>7} {'tok/s':>8} {'TTFT p99':>9} "
+            f"{'ITL p99':>8} {'preempt':>8} {'KV max':>6}"
+            + (f" {'GPU GiB':>8}" if with_gpu else "")
+            + (f" {'accept':>6} {'acc.len':>7}" if with_spec else "")
+        )
         lines.append(head + ("  quality (vs baseline)" if with_quality else ""))
         rank = 0
         for r in rows:

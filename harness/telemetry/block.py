@@ -35,10 +35,16 @@ def gpu_block(nvml: Any, acc: WindowAccumulator | None, reason: str | None) -> d
     if used:
         total = gauges.get("sim_gpu_total_bytes") or []
         tot = int(total[-1]) if total else None
-        return {"available": True, "source": "simulated engine (sim_gpu_memory_used_bytes)", "simulated": True,
-                "used_max_bytes": int(max(used)), "total_bytes": tot, "samples": len(used),
-                # the shape NVML's block has (one simulated device), so readers need no special case
-                "per_gpu": [{"index": 0, "name": "simulated GPU", "used_max_bytes": int(max(used)), "total_bytes": tot}]}
+        return {
+            "available": True,
+            "source": "simulated engine (sim_gpu_memory_used_bytes)",
+            "simulated": True,
+            "used_max_bytes": int(max(used)),
+            "total_bytes": tot,
+            "samples": len(used),
+            # the shape NVML's block has (one simulated device), so readers need no special case
+            "per_gpu": [{"index": 0, "name": "simulated GPU", "used_max_bytes": int(max(used)), "total_bytes": tot}],
+        }
     return gpu_unavailable(reason or "no GPU memory source")
 
 
@@ -66,7 +72,12 @@ def empty_block(
         "spec_decode": None,
         "gpu_memory": gpu_memory if gpu_memory is not None else gpu_unavailable("not sampled"),
         "engine_latency_ms": {k: _none_latency() for k in LATENCIES},
-        "telemetry": {"source": source, "scrapes": scrapes, "missing_reason": missing_reason, **(extra_telemetry or {})},
+        "telemetry": {
+            "source": source,
+            "scrapes": scrapes,
+            "missing_reason": missing_reason,
+            **(extra_telemetry or {}),
+        },
     }
 
 
@@ -95,8 +106,13 @@ def _requeried(acc: WindowAccumulator, queries: float | None, hits: float | None
     per_token = _ratio(queries, prompt)
     if per_token is None or per_token <= REQUERY_RATIO or cached is None or not prompt:
         return {}
-    return {"hit_rate": cached / prompt, "hit_rate_from": "prompt_tokens_cached", "lookup_hit_rate": _ratio(hits, queries),
-            "lookups_per_prompt_token": per_token, "cached_prompt_tokens": _int(cached)}
+    return {
+        "hit_rate": cached / prompt,
+        "hit_rate_from": "prompt_tokens_cached",
+        "lookup_hit_rate": _ratio(hits, queries),
+        "lookups_per_prompt_token": per_token,
+        "cached_prompt_tokens": _int(cached),
+    }
 
 
 def spec_decode_block(acc: WindowAccumulator) -> dict[str, Any] | None:
@@ -145,13 +161,19 @@ def build_block(
         expected_hit_rate=expected_hit_rate,
         gpu_memory=gpu_memory,
         scrapes=scrapes,
-        extra_telemetry={"window_s": round(dur, 3), "scraped_span_s": round(acc.duration_s, 3),
-                         "counter_resets": acc.resets, **(extra_telemetry or {})},
+        extra_telemetry={
+            "window_s": round(dur, 3),
+            "scraped_span_s": round(acc.duration_s, 3),
+            "counter_resets": acc.resets,
+            **(extra_telemetry or {}),
+        },
     )
     block["kv_usage"] = acc.gauge_stats("kv_usage", percentiles=True)
     block["kv_capacity_tokens"] = _int(acc.capacity.get("kv_capacity_tokens"))
     block["block_size"] = _int(acc.capacity.get("block_size"))
-    if acc.capacity.get("kv_cache_memory_bytes"):  # vLLM --kv-cache-memory-bytes: the size is set, not a share of the GPU
+    if acc.capacity.get(
+        "kv_cache_memory_bytes"
+    ):  # vLLM --kv-cache-memory-bytes: the size is set, not a share of the GPU
         block["kv_cache_memory_bytes"] = _int(acc.capacity["kv_cache_memory_bytes"])
     pre = acc.counter("preemptions")
     block["preemptions"] = {"count": _int(pre), "per_s": (pre / dur) if pre is not None and dur > 0 else None}

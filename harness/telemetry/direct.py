@@ -64,8 +64,10 @@ class DirectSource:
                 chunks.append(chunk)
                 size += len(chunk)
                 if size > cap:
-                    raise TelemetryUnavailable(f"{self.url} page larger than {cap:,} bytes (set {METRICS_PAGE.env}=N "
-                                               "to raise it)", permanent=True)
+                    raise TelemetryUnavailable(
+                        f"{self.url} page larger than {cap:,} bytes (set {METRICS_PAGE.env}=N to raise it)",
+                        permanent=True,
+                    )
                 if time.perf_counter() > deadline:
                     raise TelemetryUnavailable(f"{self.url} too slow (body not complete in {deadline - t0:.1f} s)")
         except requests.exceptions.RequestException as exc:

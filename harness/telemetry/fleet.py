@@ -39,11 +39,18 @@ class FleetTelemetry:
         out = []
         for url, b in zip(self.endpoints, self.replica_blocks, strict=False):  # no blocks before stop()
             pc = b.get("prefix_cache") or {}
-            out.append({"endpoint": url, "waiting": b.get("waiting"), "running": b.get("running"),
-                        "kv_usage": b.get("kv_usage"), "prefix_hit_rate": pc.get("hit_rate"),
-                        "preemptions": (b.get("preemptions") or {}).get("count"),
-                        "gpu_utilization": (b.get("gpu_memory") or {}).get("utilization"),
-                        "missing_reason": (b.get("telemetry") or {}).get("missing_reason")})
+            out.append(
+                {
+                    "endpoint": url,
+                    "waiting": b.get("waiting"),
+                    "running": b.get("running"),
+                    "kv_usage": b.get("kv_usage"),
+                    "prefix_hit_rate": pc.get("hit_rate"),
+                    "preemptions": (b.get("preemptions") or {}).get("count"),
+                    "gpu_utilization": (b.get("gpu_memory") or {}).get("utilization"),
+                    "missing_reason": (b.get("telemetry") or {}).get("missing_reason"),
+                }
+            )
         return out
 
 

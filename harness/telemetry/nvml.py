@@ -51,7 +51,9 @@ class NvmlSampler:
             for i in range(count):
                 h = pynvml.nvmlDeviceGetHandleByIndex(i)
                 self._handles.append(h)
-                self.devices.append({"index": i, "name": _text(pynvml.nvmlDeviceGetName(h)), "uuid": _text(pynvml.nvmlDeviceGetUUID(h))})
+                self.devices.append(
+                    {"index": i, "name": _text(pynvml.nvmlDeviceGetName(h)), "uuid": _text(pynvml.nvmlDeviceGetUUID(h))}
+                )
         except Exception as exc:
             self.close_quietly(pynvml)
             return f"NVML device query failed: {_text(exc)}"
@@ -133,21 +135,29 @@ class NvmlSampler:
             "per_gpu": per_gpu,
             "samples": self.samples,
             "driver": self.driver,
-            "memory_api": "v2 (used excludes driver-reserved memory)" if self._v2 else "v1 (used includes driver-reserved memory)",
+            "memory_api": "v2 (used excludes driver-reserved memory)"
+            if self._v2
+            else "v1 (used includes driver-reserved memory)",
             **self._processes_block(),
         }
 
     def _processes_block(self) -> dict[str, Any]:
         if not self._procs_ok or not self._procs:
             return {}
-        procs: list[dict[str, Any]] = sorted(({"pid": pid, "command": _command(pid), "used_max_bytes": used} for pid, used in self._procs.items()),
-                       key=lambda p: -p["used_max_bytes"])
+        procs: list[dict[str, Any]] = sorted(
+            ({"pid": pid, "command": _command(pid), "used_max_bytes": used} for pid, used in self._procs.items()),
+            key=lambda p: -p["used_max_bytes"],
+        )
         out: dict[str, Any] = {"processes": procs}
         holding = [p for p in procs if p["used_max_bytes"] > 0]
         if len(holding) > 1:
-            parts = ", ".join(f"pid {p['pid']} {p['command'][:40]!r} {p['used_max_bytes'] / 2**30:.1f} GiB" for p in holding)
-            out["note"] = (f"NVML reads the whole device: {len(holding)} processes held GPU memory in the window "
-                           f"({parts}); used_max_bytes counts them all, not the engine alone")
+            parts = ", ".join(
+                f"pid {p['pid']} {p['command'][:40]!r} {p['used_max_bytes'] / 2**30:.1f} GiB" for p in holding
+            )
+            out["note"] = (
+                f"NVML reads the whole device: {len(holding)} processes held GPU memory in the window "
+                f"({parts}); used_max_bytes counts them all, not the engine alone"
+            )
         return out
 
     def close(self) -> None:

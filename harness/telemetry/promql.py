@@ -60,7 +60,9 @@ def http_error(url: str, text: str) -> TelemetryUnavailable:
     status = int(m.group(1))
     detail = re.search(r'"error"\s*:\s*"((?:[^"\\]|\\.)*)"', text)
     if detail:  # a Prometheus API error: our query (or the selector) is wrong; retrying won't help
-        return TelemetryUnavailable(f"Prometheus rejected the query (HTTP {status}): {detail.group(1)[:200]}", permanent=True)
+        return TelemetryUnavailable(
+            f"Prometheus rejected the query (HTTP {status}): {detail.group(1)[:200]}", permanent=True
+        )
     if status in (401, 403):
         return TelemetryUnavailable(f"Prometheus {url} refused access (HTTP {status})", permanent=True)
     if status >= 500 and status not in (501, 505):
@@ -93,7 +95,9 @@ class PrometheusSource:
         except (requests.exceptions.JSONDecodeError, ValueError, KeyError, TypeError) as exc:  # 200, not the API
             raise TelemetryUnavailable(f"{self.url} is not a Prometheus API ({exc})", permanent=True) from None
         except requests.exceptions.Timeout:
-            raise TelemetryUnavailable(f"Prometheus {self.url} timed out (> {self.timeout_s:g} s)", unreachable=True) from None
+            raise TelemetryUnavailable(
+                f"Prometheus {self.url} timed out (> {self.timeout_s:g} s)", unreachable=True
+            ) from None
         except requests.exceptions.ConnectionError:
             raise TelemetryUnavailable(f"Prometheus {self.url} unreachable", unreachable=True) from None
         except requests.exceptions.RequestException as exc:
@@ -160,12 +164,16 @@ class PrometheusSource:
         probe = {n for n in names if n in profile.gauge_names() and not n.endswith("_info")}
         return probe or names
 
-    def last_scrapes(self, profile: Profile, names: set[str], lookback_s: float = 120.0) -> dict[tuple[str, str], float]:
+    def last_scrapes(
+        self, profile: Profile, names: set[str], lookback_s: float = 120.0
+    ) -> dict[tuple[str, str], float]:
         """Timestamp of each target's latest scrape (raw samples: no timestamp(), whose dropped
         names would collide across metrics)."""
         now = time.time()
         out: dict[tuple[str, str], float] = {}
-        for (_name, labels), samples in self.raw(self.name_regex(profile, self._probe_names(profile, names)), now - lookback_s, now + 1).items():
+        for (_name, labels), samples in self.raw(
+            self.name_regex(profile, self._probe_names(profile, names)), now - lookback_s, now + 1
+        ).items():
             tgt = target_of(labels)
             out[tgt] = max(out.get(tgt, 0.0), samples[-1][0])
         return out
@@ -271,7 +279,15 @@ def dcgm_block(data: dict) -> dict | None:
             total = (v["used"][-1] + v["free"][-1]) * MIB  # DCGM: used + free (+ reserved)
         else:
             total = None
-        per_gpu.append({"host": host, "index": gpu, "uuid": uuid, "used_max_bytes": int(used_max), "total_bytes": None if total is None else int(total)})
+        per_gpu.append(
+            {
+                "host": host,
+                "index": gpu,
+                "uuid": uuid,
+                "used_max_bytes": int(used_max),
+                "total_bytes": None if total is None else int(total),
+            }
+        )
     if not per_gpu:
         return None
     totals = [g["total_bytes"] for g in per_gpu]

@@ -57,8 +57,11 @@ def reconcile(client_latency_ms: dict, engine: dict) -> list[str]:
                 upper = bucket[1]
                 if upper is None:  # engine quantile in the +Inf bucket: no upper bound to compare
                     continue
-                where = (f"below {_fmt(upper)} (its first bucket)" if e is None else
-                         f"about {_fmt(e)} (histogram bucket {_fmt(bucket[0])}-{_fmt(upper)})")
+                where = (
+                    f"below {_fmt(upper)} (its first bucket)"
+                    if e is None
+                    else f"about {_fmt(e)} (histogram bucket {_fmt(bucket[0])}-{_fmt(upper)})"
+                )
             elif e is not None:
                 upper = e
                 where = f"about {_fmt(e)}"
@@ -74,7 +77,6 @@ def reconcile(client_latency_ms: dict, engine: dict) -> list[str]:
     return warnings
 
 
-
 def _slow_scrapes(tel: dict) -> list[str]:
     """A slow /metrics (audit reliability defect 16): the run no longer waits for it twice, but a
     page built somewhere inside a multi-second answer is a snapshot of an unknown moment, so the
@@ -86,5 +88,7 @@ def _slow_scrapes(tel: dict) -> list[str]:
         return []
     span = tel.get("scraped_span_s")
     covered = f"; its counters span {span:.1f} s of the {window_s:.1f} s window" if span is not None else ""
-    return [f"The engine's /metrics took up to {slowest / 1000:.1f} s to answer: each scrape shows the engine at "
-            f"an unknown moment inside that time{covered}, so engine totals need not match the client's."]
+    return [
+        f"The engine's /metrics took up to {slowest / 1000:.1f} s to answer: each scrape shows the engine at "
+        f"an unknown moment inside that time{covered}, so engine totals need not match the client's."
+    ]

@@ -156,7 +156,9 @@ class TelemetrySession:
                 self._baseline_began = True
                 self._ensure_started()
                 if self._thread is not None:
-                    threading.Thread(target=self._mark, args=("start",), name="harness-telemetry-start", daemon=True).start()
+                    threading.Thread(
+                        target=self._mark, args=("start",), name="harness-telemetry-start", daemon=True
+                    ).start()
         except Exception:
             log.exception("engine telemetry: mark_window_start failed")
 
@@ -168,7 +170,9 @@ class TelemetrySession:
                 self._t1 = time.time()
                 self._ensure_started()
                 if self._thread is not None:
-                    self._final_thread = threading.Thread(target=self._mark, args=("end",), name="harness-telemetry-final", daemon=True)
+                    self._final_thread = threading.Thread(
+                        target=self._mark, args=("end",), name="harness-telemetry-final", daemon=True
+                    )
                     self._final_thread.start()
         except Exception:
             log.exception("engine telemetry: mark_window_end failed")
@@ -241,8 +245,12 @@ class TelemetrySession:
 
     def _open(self) -> None:
         if self._nvml is not None:
-            reason = self._nvml.open() if is_local_url(self.target_url) else (
-                f"target {urlparse(self.target_url or '').hostname} is not this machine; NVML sees only local GPUs"
+            reason = (
+                self._nvml.open()
+                if is_local_url(self.target_url)
+                else (
+                    f"target {urlparse(self.target_url or '').hostname} is not this machine; NVML sees only local GPUs"
+                )
             )
             if reason:
                 self._gpu_reason = reason
@@ -285,9 +293,17 @@ class TelemetrySession:
             # a periodic scrape that began before the baseline: the baseline is a scrape of its own
             before_baseline = not marks and not self._baseline_began
             # the final scrape is worth trying after transient failures (not after a permanent one)
-            attempted = self.source != "none" and src is not None and (
-                not self._disabled
-                or (final and (self._acc is not None or not self._baseline_done.is_set()) and not self._permanently_off())
+            attempted = (
+                self.source != "none"
+                and src is not None
+                and (
+                    not self._disabled
+                    or (
+                        final
+                        and (self._acc is not None or not self._baseline_done.is_set())
+                        and not self._permanently_off()
+                    )
+                )
             )
         if "start" in marks:
             self._baseline_sent.set()
@@ -372,7 +388,12 @@ class TelemetrySession:
                 + "; set telemetry.profile or telemetry.metrics_url"
             )
         if self._hint is not None and found.name != self._hint.name:
-            log.info("engine telemetry: engine kind %s but metrics look like %s; using %s", self.engine_kind, found.name, found.name)
+            log.info(
+                "engine telemetry: engine kind %s but metrics look like %s; using %s",
+                self.engine_kind,
+                found.name,
+                found.name,
+            )
         return found
 
     # ================================================================== failures
@@ -380,8 +401,10 @@ class TelemetrySession:
         if self._warned:
             return
         self._warned = True
-        what = "off for this run" if permanent else (
-            f"retrying every {self.interval_s:g} s, off after {MAX_CONSECUTIVE_FAILURES} failures in a row"
+        what = (
+            "off for this run"
+            if permanent
+            else (f"retrying every {self.interval_s:g} s, off after {MAX_CONSECUTIVE_FAILURES} failures in a row")
         )
         log.warning("engine telemetry: %s (%s; the run goes on, engine values will be null)", reason, what)
 
@@ -401,7 +424,9 @@ class TelemetrySession:
             self._warn(exc.reason, permanent=exc.permanent)
             if exc.permanent or self._consecutive_failures >= MAX_CONSECUTIVE_FAILURES:
                 if not self._disabled:
-                    log.info("engine telemetry disabled after %d failure(s): %s", self._consecutive_failures, exc.reason)
+                    log.info(
+                        "engine telemetry disabled after %d failure(s): %s", self._consecutive_failures, exc.reason
+                    )
                 self._disabled = True
                 self._missing_reason = exc.reason
 
@@ -442,7 +467,12 @@ class TelemetrySession:
 
     def _window_s(self) -> float | None:
         """The marked window (the client's); None when not both marks were given."""
-        if self._t0 is None or self._t1 is None or self._baseline_late or (self._disabled and not self._final_recovered):
+        if (
+            self._t0 is None
+            or self._t1 is None
+            or self._baseline_late
+            or (self._disabled and not self._final_recovered)
+        ):
             return None
         return self._t1 - self._t0
 
@@ -462,4 +492,3 @@ class TelemetrySession:
                 continue
             with contextlib.suppress(Exception):  # closing after the block is built
                 closer()
-

@@ -26,7 +26,8 @@ def session_block(session: Any) -> dict:
         reason = session._missing_reason
         if reason is None:
             reason = (
-                "mark_window_start was never called" if session._t0 is None
+                "mark_window_start was never called"
+                if session._t0 is None
                 else "fewer than 2 successful scrapes in the measured window"
             )
         return empty_block(

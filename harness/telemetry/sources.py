@@ -126,7 +126,9 @@ class PrometheusScrapes:
             "extra_telemetry": session._telemetry_extra(),
         }
         if t0 is None:
-            return empty_block(missing_reason="mark_window_start was never called", gpu_memory=session._gpu_block(), **base)
+            return empty_block(
+                missing_reason="mark_window_start was never called", gpu_memory=session._gpu_block(), **base
+            )
         try:
             if session._profile is None:
                 session._profile = session._choose_profile(prom.detect_names())
@@ -143,11 +145,19 @@ class PrometheusScrapes:
             gpu = self._gpu(session, profile, names, t0, t1)
         except TelemetryUnavailable as exc:
             session._warn(exc.reason, permanent=True)
-            return empty_block(missing_reason=exc.reason, profile=session._profile and session._profile.name, gpu_memory=session._gpu_block(), **base)
+            return empty_block(
+                missing_reason=exc.reason,
+                profile=session._profile and session._profile.name,
+                gpu_memory=session._gpu_block(),
+                **base,
+            )
         if acc is None or acc.scrapes < 2:
             return empty_block(
                 missing_reason=f"Prometheus {prom.url} holds fewer than 2 scrapes of the engine in the window",
-                profile=profile.name, gpu_memory=gpu, scrapes=acc.scrapes if acc else 0, **base,
+                profile=profile.name,
+                gpu_memory=gpu,
+                scrapes=acc.scrapes if acc else 0,
+                **base,
             )
         reason = None
         if not caught_up:
@@ -171,7 +181,9 @@ class PrometheusScrapes:
         nv = session._gpu_block()
         if nv.get("available"):
             return nv
-        return gpu_unavailable(f"no DCGM_FI_DEV_FB_USED series for the engine's hosts on Prometheus; NVML: {nv['reason']}")
+        return gpu_unavailable(
+            f"no DCGM_FI_DEV_FB_USED series for the engine's hosts on Prometheus; NVML: {nv['reason']}"
+        )
 
 
 def choose_source(config: Any, target_url: str | None, engine_kind: str | None) -> tuple[Source | None, str | None]:

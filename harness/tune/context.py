@@ -69,12 +69,19 @@ class TuneContext:
         if k.flag is not None:
             return None
         kind = self.spec.file.engine.kind
-        return StepResult(step, "skipped", f"engine kind {kind} has no equivalent of --{vllm_flag}: {k.why_missing}.", dict(self.current))
+        return StepResult(
+            step,
+            "skipped",
+            f"engine kind {kind} has no equivalent of --{vllm_flag}: {k.why_missing}.",
+            dict(self.current),
+        )
 
     def step_dir(self, step: str, suffix: str = "") -> str:
         return f"{STEP_NAMES.index(step) + 1:02d}-{step}{suffix}"
 
-    def measure(self, step: str, sets: list[dict[str, Any]], suffix: str = "", fresh: bool = False) -> list[Measurement] | None:
+    def measure(
+        self, step: str, sets: list[dict[str, Any]], suffix: str = "", fresh: bool = False
+    ) -> list[Measurement] | None:
         """Measure flag sets (reusing earlier measurements unless `fresh`); None when the budget
         does not allow the new starts (keeping one for the final run)."""
         new = len({flags_key(s) for s in sets}) if fresh else self.measurer.new_starts(sets)

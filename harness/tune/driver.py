@@ -64,8 +64,9 @@ def engine_command(spec: TuneSpec, flags: dict[str, Any]) -> list[str]:
 
 
 class Tuner:
-    def __init__(self, spec: TuneSpec, out_dir: Path, resume: bool = False, show_progress: bool = True,
-                 force: bool = False) -> None:
+    def __init__(
+        self, spec: TuneSpec, out_dir: Path, resume: bool = False, show_progress: bool = True, force: bool = False
+    ) -> None:
         self.spec = spec
         self.out = out_dir
         self.resume = resume
@@ -89,7 +90,7 @@ class Tuner:
         blocked: str | None = None
         try:
             for i, name in enumerate(order):
-                self.ctx.remaining = order[i + 1:]
+                self.ctx.remaining = order[i + 1 :]
                 self.say(f"[tune] step {i + 1}/{len(order)} {name} · {self.ledger.line()}")
                 if blocked is not None:
                     result = StepResult(name, "skipped", f"nothing to measure: {blocked}", dict(self.ctx.current))
@@ -133,8 +134,10 @@ class Tuner:
         m = self.measurer.cache.get(flags_key(current))
         if (m is not None and m.started) or current == dict(self.spec.file.base):
             return current, ""
-        return dict(self.spec.file.base), ("no engine started with the tuned flags "
-                                           f"({describe(current) or 'the base'}), so the tune file's base is recommended unchanged")
+        return dict(self.spec.file.base), (
+            "no engine started with the tuned flags "
+            f"({describe(current) or 'the base'}), so the tune file's base is recommended unchanged"
+        )
 
     def _final(self) -> dict[str, Any]:
         flags, _ = self.final_flags()
@@ -147,27 +150,31 @@ class Tuner:
     def _write(self, steps: list[StepResult], status: str) -> TuneDoc:
         """tune.json through its model (harness.results.models.tune): a key the model does not
         declare fails here, at the writer, not silently in a reader."""
-        doc = TuneDoc.model_validate({
-            "schema_version": SCHEMA_VERSION,
-            "name": self.spec.file.name,
-            "tune_file": str(self.spec.source),
-            "status": status,
-            "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "expected_load": {self.spec.file.load.path: self.spec.file.load.value},
-            "baseline_flags": dict(self.spec.file.base),
-            "steps": [s.to_json() for s in steps],
-            "final": self._final(),
-            "cost": self.ledger.cost(),
-        })
+        doc = TuneDoc.model_validate(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "name": self.spec.file.name,
+                "tune_file": str(self.spec.source),
+                "status": status,
+                "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                "expected_load": {self.spec.file.load.path: self.spec.file.load.value},
+                "baseline_flags": dict(self.spec.file.base),
+                "steps": [s.to_json() for s in steps],
+                "final": self._final(),
+                "cost": self.ledger.cost(),
+            }
+        )
         atomic_write(self.out / "tune.json", FILES["tune.json"].dumps(doc))
         return doc
 
     def _write_recommended(self, doc: TuneDoc) -> None:
         vs = doc.final.vs_baseline.verdict if doc.final.vs_baseline is not None else "not compared"
         _, unmeasured = self.final_flags()
-        head = (f"# harness tune {self.spec.file.name}: the recommended flags (paste as a sweep/tune `base` block).\n"
-                f"# final vs baseline: {vs}; decisions: {self.out / 'tune.json'}\n"
-                + (f"# {unmeasured}\n" if unmeasured else ""))
+        head = (
+            f"# harness tune {self.spec.file.name}: the recommended flags (paste as a sweep/tune `base` block).\n"
+            f"# final vs baseline: {vs}; decisions: {self.out / 'tune.json'}\n"
+            + (f"# {unmeasured}\n" if unmeasured else "")
+        )
         body = yaml.safe_dump({"base": doc.final.flags}, sort_keys=False)
         atomic_write(self.out / "recommended.yaml", head + body)
 
@@ -191,21 +198,33 @@ class Tuner:
                 meta = {}
             if meta.get("source") != str(Path(final.sweep_dir).resolve()):  # a resumed tune replaces its own
                 # said under --quiet too: the user expects the baseline to be this tune's
-                print(f"note: baseline {name!r} exists ({earlier.parent}, saved {meta.get('saved_at', '?')} from "
-                      f"{meta.get('source', '?')}); kept it. To replace it with this tune's final run: --force, or "
-                      f"harness baseline save {final.sweep_dir} --name {name} --force", file=sys.stderr)
+                print(
+                    f"note: baseline {name!r} exists ({earlier.parent}, saved {meta.get('saved_at', '?')} from "
+                    f"{meta.get('source', '?')}); kept it. To replace it with this tune's final run: --force, or "
+                    f"harness baseline save {final.sweep_dir} --name {name} --force",
+                    file=sys.stderr,
+                )
                 return None
         try:
-            path, _notes = baselines.save(final.sweep_dir, name, engine_config=self.out / "recommended.yaml", force=True)
+            path, _notes = baselines.save(
+                final.sweep_dir, name, engine_config=self.out / "recommended.yaml", force=True
+            )
         except Exception as exc:  # the tune's decisions stand without the saved baseline
             self.say(f"  note: final not saved as a baseline: {type(exc).__name__}: {exc}")
             return None
-        self.say(f"[tune] final saved as baseline {name!r} ({path}); compare later runs with: harness compare baseline:{name} RUN")
+        self.say(
+            f"[tune] final saved as baseline {name!r} ({path}); compare later runs with: harness compare baseline:{name} RUN"
+        )
         return {"name": name, "path": str(path)}
 
     def _write_report(self) -> None:
         from harness.report import write_report_or_say
         from harness.tune.report import write_tune_report
 
-        write_report_or_say(write_tune_report, self.out, self.say,  # the decisions stand without the report
-                            done="[tune] report: {path}", failed="  note: report not written: {error}")
+        write_report_or_say(
+            write_tune_report,
+            self.out,
+            self.say,  # the decisions stand without the report
+            done="[tune] report: {path}",
+            failed="  note: report not written: {error}",
+        )

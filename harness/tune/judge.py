@@ -100,7 +100,9 @@ class Comparison:
             row = rows.get(key)
             if row is None or self._dir(s, key) != "same" or row.worse_by is None:
                 continue
-            if row.verdict in ("within noise", "too few samples") and (side is None or (side == "worse") == (row.worse_by > 0)):
+            if row.verdict in ("within noise", "too few samples") and (
+                side is None or (side == "worse") == (row.worse_by > 0)
+            ):
                 return True
         return False
 
@@ -271,42 +273,86 @@ class Judgement:
             g = rows.get(self.cmp.guard)
             loop = self.cmp.closed_loop.get(s)
             out[s] = {
-                "metric": self.cmp.guard, "baseline": g.baseline if g else None, "candidate": g.candidate if g else None,
-                "change_pct": g.change if g else None, "interval": list(g.interval) if g and g.interval else None,
+                "metric": self.cmp.guard,
+                "baseline": g.baseline if g else None,
+                "candidate": g.candidate if g else None,
+                "change_pct": g.change if g else None,
+                "interval": list(g.interval) if g and g.interval else None,
                 "tests": list(g.tests) + ([loop["test"]] if loop else []) if g else [],
-                "compare_verdict": g.verdict if g else None, "verdict": self.cmp._dir(s, self.cmp.guard),
+                "compare_verdict": g.verdict if g else None,
+                "verdict": self.cmp._dir(s, self.cmp.guard),
                 **({"closed_loop": loop["test"]} if loop else {}),
-                "metrics": {k: {"label": r.label, "baseline": r.baseline, "candidate": r.candidate, "change": r.change,
-                                "unit": r.change_unit, "interval": list(r.interval) if r.interval else None,
-                                "verdict": r.verdict, "p_adjusted": r.p_adjusted} for k, r in rows.items()},
+                "metrics": {
+                    k: {
+                        "label": r.label,
+                        "baseline": r.baseline,
+                        "candidate": r.candidate,
+                        "change": r.change,
+                        "unit": r.change_unit,
+                        "interval": list(r.interval) if r.interval else None,
+                        "verdict": r.verdict,
+                        "p_adjusted": r.p_adjusted,
+                    }
+                    for k, r in rows.items()
+                },
             }
         return out
 
 
-def judge(incumbent: Measurement, candidate: Measurement, threshold_pct: float = 5.0,
-          objective: Objective = GOODPUT_ONLY, prior: str = "incumbent", settled: bool = False) -> Judgement:
+def judge(
+    incumbent: Measurement,
+    candidate: Measurement,
+    threshold_pct: float = 5.0,
+    objective: Objective = GOODPUT_ONLY,
+    prior: str = "incumbent",
+    settled: bool = False,
+) -> Judgement:
     """`prior`: 'candidate' when the candidate is the side the guides keep (a default-on feature,
     the engine's default): taken unless worse beyond noise. 'incumbent': the candidate needs a
     gain beyond noise. `settled`: no more evidence will come, so an unsettled difference is no
     measured difference (never 'undecided')."""
     if not candidate.ok:
-        return Judgement("failed", "failed", f"the candidate has no complete run: {candidate.failure or 'did not run'}", None, objective)
+        return Judgement(
+            "failed",
+            "failed",
+            f"the candidate has no complete run: {candidate.failure or 'did not run'}",
+            None,
+            objective,
+        )
     if not incumbent.ok:
-        return Judgement("better", "failed", f"the current flags have no complete run: {incumbent.failure or 'did not run'}", None, objective)
+        return Judgement(
+            "better",
+            "failed",
+            f"the current flags have no complete run: {incumbent.failure or 'did not run'}",
+            None,
+            objective,
+        )
     cmp = compare_measurements(incumbent, candidate, threshold_pct)
     return decide(cmp, objective, prior, incumbent, candidate, settled)
 
 
-def decide(cmp: Comparison, objective: Objective, prior: str, incumbent: Measurement | None = None,
-           candidate: Measurement | None = None, settled: bool = False) -> Judgement:
+def decide(
+    cmp: Comparison,
+    objective: Objective,
+    prior: str,
+    incumbent: Measurement | None = None,
+    candidate: Measurement | None = None,
+    settled: bool = False,
+) -> Judgement:
     guard = cmp.guard
     targets = [k for k in objective.targets if k != guard]
-    harm_keys = [k for k in targets if k not in objective.costs] + [k for k in objective.guards if k != guard] + [guard, *ALWAYS_HARM]
+    harm_keys = (
+        [k for k in targets if k not in objective.costs]
+        + [k for k in objective.guards if k != guard]
+        + [guard, *ALWAYS_HARM]
+    )
     gain_keys = targets + ([guard] if objective.goodput_gains else [])
     harm = [k for k in dict.fromkeys(harm_keys) if cmp.direction(k) == "worse"]
     gains = [k for k in dict.fromkeys(gain_keys) if cmp.direction(k) == "better"]
     maybe_harm = [] if settled else [k for k in dict.fromkeys(harm_keys) if k not in harm and cmp.undecided(k, "worse")]
-    maybe_gain = [] if settled else [k for k in dict.fromkeys(gain_keys) if k not in gains and cmp.undecided(k, "better")]
+    maybe_gain = (
+        [] if settled else [k for k in dict.fromkeys(gain_keys) if k not in gains and cmp.undecided(k, "better")]
+    )
 
     def names(keys: list[str]) -> str:
         return ", ".join(_label(k) for k in keys)
@@ -318,24 +364,48 @@ def decide(cmp: Comparison, objective: Objective, prior: str, incumbent: Measure
         return j("worse", "harm", f"worse beyond noise on {names(harm)}")
     if prior == "candidate":
         if maybe_harm:
-            return j("undecided", "prior", f"it is the side the guides keep, taken unless worse beyond noise; {names(maybe_harm)} "
-                     "moved the wrong way beyond the threshold but not beyond noise")
+            return j(
+                "undecided",
+                "prior",
+                f"it is the side the guides keep, taken unless worse beyond noise; {names(maybe_harm)} "
+                "moved the wrong way beyond the threshold but not beyond noise",
+            )
         won = f"; better beyond noise on {names(gains)}" if gains else ""
-        return j("better", "prior", f"it is the side the guides keep, taken since it is not worse beyond noise on "
-                 f"{names(list(dict.fromkeys(harm_keys)))}{won}")
+        return j(
+            "better",
+            "prior",
+            f"it is the side the guides keep, taken since it is not worse beyond noise on "
+            f"{names(list(dict.fromkeys(harm_keys)))}{won}",
+        )
     if gains and not maybe_harm:
-        return j("better", "gain", f"leaving the current flags needs a measured gain: better beyond noise on {names(gains)}, "
-                 f"not worse beyond noise on {names(list(dict.fromkeys(harm_keys)))}")
+        return j(
+            "better",
+            "gain",
+            f"leaving the current flags needs a measured gain: better beyond noise on {names(gains)}, "
+            f"not worse beyond noise on {names(list(dict.fromkeys(harm_keys)))}",
+        )
     if maybe_gain or maybe_harm:
         what = [f"{names(maybe_gain)} better" if maybe_gain else "", f"{names(maybe_harm)} worse" if maybe_harm else ""]
-        return j("undecided", "gain", f"leaving the current flags needs a measured gain; {' and '.join(w for w in what if w)} "
-                 "beyond the threshold but not beyond noise")
+        return j(
+            "undecided",
+            "gain",
+            f"leaving the current flags needs a measured gain; {' and '.join(w for w in what if w)} "
+            "beyond the threshold but not beyond noise",
+        )
     if gains:  # a gain with an unsettled harm that evidence could not settle: no measured harm
-        return j("better", "gain", f"better beyond noise on {names(gains)}, not worse beyond noise on {names(list(dict.fromkeys(harm_keys)))}")
+        return j(
+            "better",
+            "gain",
+            f"better beyond noise on {names(gains)}, not worse beyond noise on {names(list(dict.fromkeys(harm_keys)))}",
+        )
     cap = _capacity(incumbent, candidate) if incumbent is not None and candidate is not None else None
     if cap is not None:
         return j(cap[0], "capacity", cap[1])
-    return j("tie", "tie", f"no difference beyond noise on {names(list(dict.fromkeys(gain_keys + harm_keys)))}: the current flags stay")
+    return j(
+        "tie",
+        "tie",
+        f"no difference beyond noise on {names(list(dict.fromkeys(gain_keys + harm_keys)))}: the current flags stay",
+    )
 
 
 def _label(key: str) -> str:
@@ -368,7 +438,13 @@ def repeats_to_decide(cmp: Comparison, keys: list[str], runs_per_side: int) -> i
     for rows in cmp.rows.values():
         for k in keys:
             r = rows.get(k)
-            if r is None or r.interval is None or r.change is None or r.verdict != "within noise" or abs(r.change) < 1e-9:
+            if (
+                r is None
+                or r.interval is None
+                or r.change is None
+                or r.verdict != "within noise"
+                or abs(r.change) < 1e-9
+            ):
                 continue
             # the interval's reach from the change towards zero must shrink below the change itself
             reach = (r.interval[1] - r.change) if r.change < 0 else (r.change - r.interval[0])

@@ -50,23 +50,31 @@ class Ledger:
     def exhausted(self, new_starts: int, reserve: int = 0) -> str | None:
         """Why `new_starts` more starts (keeping `reserve` for later) would break the budget, or None."""
         if self.max_starts is not None and self.engine_starts + new_starts + reserve > self.max_starts:
-            return (f"budget: {self.engine_starts} of max_starts {self.max_starts} engine starts used; "
-                    f"this step needs {new_starts} more" + (f" and {reserve} is kept for the final run" if reserve else ""))
+            return (
+                f"budget: {self.engine_starts} of max_starts {self.max_starts} engine starts used; "
+                f"this step needs {new_starts} more" + (f" and {reserve} is kept for the final run" if reserve else "")
+            )
         if self.max_hours is not None and self.wall_s >= self.max_hours * 3600:
             return f"budget: {fmt_duration(self.wall_s)} of max_hours {self.max_hours:g} spent"
         return None
 
     def cost(self) -> TuneCost:
-        return TuneCost(engine_starts=self.engine_starts, measured_s=round(self.measured_s, 3),
-                        engine_s=round(self.engine_s, 3), wall_s=round(self.wall_s, 3))
+        return TuneCost(
+            engine_starts=self.engine_starts,
+            measured_s=round(self.measured_s, 3),
+            engine_s=round(self.engine_s, 3),
+            wall_s=round(self.wall_s, 3),
+        )
 
     def write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.path, FILES["cost.json"].dumps(self.cost()))
 
     def line(self) -> str:
-        return (f"{self.engine_starts} engine starts, {self.measured_s / 60:.1f} measured min so far; "
-                f"budget left: {self.budget_left()}")
+        return (
+            f"{self.engine_starts} engine starts, {self.measured_s / 60:.1f} measured min so far; "
+            f"budget left: {self.budget_left()}"
+        )
 
 
 class TuneProgress(Progress):

@@ -34,7 +34,9 @@ class TuneSpec:
 def load_tune(path: str | Path) -> TuneSpec:
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path}: no such file; give the path of a tune YAML file (shipped ones: scenarios/tune/sim_*.yaml)")
+        raise UserError(
+            f"{path}: no such file; give the path of a tune YAML file (shipped ones: scenarios/tune/sim_*.yaml)"
+        )
     data = read_yaml(path)
     tune = validate(TuneFile, data, str(path))
     base_dir = path.resolve().parent
@@ -76,15 +78,19 @@ def load_tune(path: str | Path) -> TuneSpec:
     if tune.context.max_model_len is not None:
         mml, source = tune.context.max_model_len, "context.max_model_len"
         if longest is not None and longest > mml:
-            problems.append(f"{path}: context.max_model_len: {mml} is shorter than the workload's longest request "
-                            f"({longest} tokens: {how}); raise it or shorten the workload")
+            problems.append(
+                f"{path}: context.max_model_len: {mml} is shorter than the workload's longest request "
+                f"({longest} tokens: {how}); raise it or shorten the workload"
+            )
     elif longest is not None:
         mml, source = longest, f"the workload's longest request: {how}"
     else:
         mml, source = 0, ""
         if parsed and how:
-            problems.append(f"{path}: context.max_model_len: required ({how}); "
-                            "set it to the longest prompt + output the service accepts")
+            problems.append(
+                f"{path}: context.max_model_len: required ({how}); "
+                "set it to the longest prompt + output the service accepts"
+            )
     if tune.quality is not None:  # a bad prompts file fails before any start
         from harness.quality.dataset import load_quality_set
 

@@ -175,11 +175,17 @@ class Measurement:
                 out.append(found)
         return out
 
-    def summary_value(self, get: Callable[[RunSummary], float | int | None], scenario: str | None = None) -> float | None:
+    def summary_value(
+        self, get: Callable[[RunSummary], float | int | None], scenario: str | None = None
+    ) -> float | None:
         """A figure of the runs' summary.json (a run-level table entry's `get`, or any reader of
         the typed summary), mean over repeats and scenarios."""
-        vals = [float(v) for s in ([scenario] if scenario else self.scenarios) for summary in self.summaries(s)
-                if (v := get(summary)) is not None]
+        vals = [
+            float(v)
+            for s in ([scenario] if scenario else self.scenarios)
+            for summary in self.summaries(s)
+            if (v := get(summary)) is not None
+        ]
         return sum(vals) / len(vals) if vals else None
 
     def findings(self, scenario: str | None = None) -> list[Finding]:
@@ -242,11 +248,16 @@ class Measurement:
             "goodput_fraction": m("goodput_fraction"),
             "req_per_s": m("req_per_s"),
             "capacity": self.capacity() or None,
-            "ttft_p50_ms": m("ttft_p50_ms"), "ttft_p99_ms": m("ttft_p99_ms"),
-            "itl_p50_ms": m("itl_p50_ms"), "itl_p99_ms": m("itl_p99_ms"),
-            "e2e_p50_ms": m("e2e_p50_ms"), "e2e_p99_ms": m("e2e_p99_ms"),
-            "output_tok_per_s": m("output_tok_per_s"), "input_tok_per_s": m("input_tok_per_s"),
-            "kv_usage_max": m("kv_usage_max"), "kv_usage_mean": self.summary_value(RUN["kv_usage_mean"].get),
+            "ttft_p50_ms": m("ttft_p50_ms"),
+            "ttft_p99_ms": m("ttft_p99_ms"),
+            "itl_p50_ms": m("itl_p50_ms"),
+            "itl_p99_ms": m("itl_p99_ms"),
+            "e2e_p50_ms": m("e2e_p50_ms"),
+            "e2e_p99_ms": m("e2e_p99_ms"),
+            "output_tok_per_s": m("output_tok_per_s"),
+            "input_tok_per_s": m("input_tok_per_s"),
+            "kv_usage_max": m("kv_usage_max"),
+            "kv_usage_mean": self.summary_value(RUN["kv_usage_mean"].get),
             "preemptions": m("preemptions"),
             "prefix_hit_rate": m("prefix_hit_rate"),
             "spec_acceptance_rate": self.summary_value(RUN["spec_acceptance_rate"].get),
@@ -255,13 +266,17 @@ class Measurement:
             "kv_cache_tokens": self.facts.kv_cache_tokens,
             "itl_p99_inside_prefill_ms": m("itl_p99_inside_prefill_ms"),
             "recompilations": m("recompilations"),
-            "findings": [{"id": f.id, "text": f.text, "advice": f.advice, "knobs": f.knobs} for f in self.findings()[:3]],
+            "findings": [
+                {"id": f.id, "text": f.text, "advice": f.advice, "knobs": f.knobs} for f in self.findings()[:3]
+            ],
             "quality": None,
         }
 
 
 class Measurer:
-    def __init__(self, spec: TuneSpec, out_dir: Path, ledger: Ledger, show_progress: bool = True, resume: bool = False) -> None:
+    def __init__(
+        self, spec: TuneSpec, out_dir: Path, ledger: Ledger, show_progress: bool = True, resume: bool = False
+    ) -> None:
         self.spec = spec
         self.out = out_dir
         self.ledger = ledger
@@ -274,7 +289,9 @@ class Measurer:
         self.sweeps = 0
 
     def config_id(self, flags: dict[str, Any]) -> str:
-        varied = {k: v for k, v in flags.items() if flags_key({k: v}) != flags_key({k: flag_of(self.spec.file.base, k)})}
+        varied = {
+            k: v for k, v in flags.items() if flags_key({k: v}) != flags_key({k: flag_of(self.spec.file.base, k)})
+        }
         return _safe_id(describe(varied)) if varied else "base"
 
     def new_starts(self, sets: list[dict[str, Any]]) -> int:
@@ -351,9 +368,11 @@ class Measurer:
         quality = None
         if t.quality is not None:  # greedy outputs per config (outside every window); the steps judge them
             prompts = Path(t.quality.prompts)
-            quality = {**t.quality.model_dump(mode="json", exclude_none=True),
-                       "prompts": str(prompts if prompts.is_absolute() else (self.spec.source.parent / prompts).resolve()),
-                       "baseline": configs[0]["id"]}
+            quality = {
+                **t.quality.model_dump(mode="json", exclude_none=True),
+                "prompts": str(prompts if prompts.is_absolute() else (self.spec.source.parent / prompts).resolve()),
+                "baseline": configs[0]["id"],
+            }
         doc = {
             "name": re.sub(r"[^A-Za-z0-9_.-]", "-", _safe_id(f"{t.name}-{name}"))[:60],
             "description": f"harness tune {t.name}: step {name}",
@@ -378,9 +397,14 @@ class Measurer:
         src.write_text(yaml.safe_dump(doc, sort_keys=False))
         plan = build_plan(src)
         resume = (sweep_dir / "index.json").is_file()
-        progress = TuneProgress(self.ledger, label, len(plan.cells), len(plan.engine_starts()), enabled=self.show_progress)
-        outcome = run_sweep(plan, SweepOptions(out_dir=sweep_dir, resume=resume, show_progress=self.show_progress,
-                                               write_report=True), progress)
+        progress = TuneProgress(
+            self.ledger, label, len(plan.cells), len(plan.engine_starts()), enabled=self.show_progress
+        )
+        outcome = run_sweep(
+            plan,
+            SweepOptions(out_dir=sweep_dir, resume=resume, show_progress=self.show_progress, write_report=True),
+            progress,
+        )
         if outcome.interrupted:
             raise KeyboardInterrupt
         index = load_sweep(sweep_dir)
@@ -389,6 +413,10 @@ class Measurer:
             by_config.setdefault(e.config_id, []).append(e)
         for cfg, f in zip(doc["vary"]["configs"], sets, strict=True):
             self.cache[flags_key(f)] = Measurement(
-                flags=f, config_id=cfg["id"], sweep_dir=sweep_dir, entries=by_config.get(cfg["id"], []),
-                expected_level=self.expected_level, attainment=self.spec.file.slo_attainment,
+                flags=f,
+                config_id=cfg["id"],
+                sweep_dir=sweep_dir,
+                entries=by_config.get(cfg["id"], []),
+                expected_level=self.expected_level,
+                attainment=self.spec.file.slo_attainment,
             )

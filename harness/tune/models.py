@@ -93,13 +93,24 @@ class Measure(Strict):
         default=5.0, description="a change must also beat the current best by more than this share of goodput"
     )
     evidence_repeats: Annotated[int, Field(ge=0, le=10)] = Field(
-        default=2, description="when a difference is beyond the threshold but not yet beyond noise, up to this many more "
-        "interleaved repeats of both sides (one engine start each) before it is called a tie")
+        default=2,
+        description="when a difference is beyond the threshold but not yet beyond noise, up to this many more "
+        "interleaved repeats of both sides (one engine start each) before it is called a tie",
+    )
 
 
 STEP_NAMES = (
-    "context-length", "gpu-memory", "baseline", "max-num-seqs", "cuda-graphs", "max-num-batched-tokens",
-    "cache-check", "kv-dtype", "parallelism", "speculative", "final",
+    "context-length",
+    "gpu-memory",
+    "baseline",
+    "max-num-seqs",
+    "cuda-graphs",
+    "max-num-batched-tokens",
+    "cache-check",
+    "kv-dtype",
+    "parallelism",
+    "speculative",
+    "final",
 )
 
 
@@ -120,8 +131,10 @@ class TuneFile(Strict):
     budget: Budget = Field(default_factory=Budget)
     measure: Measure = Field(default_factory=Measure)
     quality: QualitySpec | None = Field(
-        default=None, description="the quality block of scenario and sweep files (docs/quality.md); the kv-dtype and "
-        "speculative steps accept a change only with its gate passed; absent: 'quality not checked'")
+        default=None,
+        description="the quality block of scenario and sweep files (docs/quality.md); the kv-dtype and "
+        "speculative steps accept a change only with its gate passed; absent: 'quality not checked'",
+    )
     gpus: Annotated[int, Field(ge=1, le=1024)] = Field(default=1, description="GPUs the parallelism step may use")
 
     @field_validator("base")
@@ -150,8 +163,10 @@ class TuneFile(Strict):
     @classmethod
     def _engine(cls, v: EngineSpec) -> EngineSpec:
         if not get_kind(v.kind).starts_engine:
-            raise ValueError(f"kind {v.kind} is refused: tuning restarts the engine with other flags; "
-                             "use the kind that starts it (vllm, sglang, sim, custom, ...)")
+            raise ValueError(
+                f"kind {v.kind} is refused: tuning restarts the engine with other flags; "
+                "use the kind that starts it (vllm, sglang, sim, custom, ...)"
+            )
         return v
 
     def step_order(self) -> list[str]:

@@ -30,7 +30,9 @@ def verdict(ctx: Any, current: Measurement, cand: Measurement) -> QualityVerdict
         return None
     qset = load_quality_set(spec.prompts, ctx.spec.source.parent)
     varied = {k: v for k, v in cand.flags.items() if flag_of(current.flags, k) != v}
-    return judge(cand.config_id, qset, base, run, spec.gate, lossless=expects_lossless(varied), confidence=spec.confidence)
+    return judge(
+        cand.config_id, qset, base, run, spec.gate, lossless=expects_lossless(varied), confidence=spec.confidence
+    )
 
 
 def refusal(v: QualityVerdict | None) -> str | None:
@@ -47,6 +49,12 @@ def row(v: QualityVerdict | None) -> dict[str, Any] | None:
     if v is None:
         return None
     a = v.agreement
-    return {"status": v.status, "passed": v.passed, "short": v.short(), "reasons": v.reasons,
-            "exact_agreement": a.exact_rate if a else None, "accuracy": v.accuracy.rate if v.accuracy else None,
-            "accuracy_drop": v.drop.drop if v.drop else None}
+    return {
+        "status": v.status,
+        "passed": v.passed,
+        "short": v.short(),
+        "reasons": v.reasons,
+        "exact_agreement": a.exact_rate if a else None,
+        "accuracy": v.accuracy.rate if v.accuracy else None,
+        "accuracy_drop": v.drop.drop if v.drop else None,
+    }

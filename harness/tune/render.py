@@ -22,7 +22,8 @@ def render_plan(spec: TuneSpec) -> str:
         f"  engine {t.engine.kind}; current flags: {describe(t.base) or '(engine defaults)'}",
         f"  $ {shlex.join(engine_command(spec, dict(t.base)))}",
         f"  workload: {', '.join(p.name for p in spec.scenarios)}",
-        f"  expected load: {load.path} = {load.value:g}" + (f"; capacity levels {', '.join(f'{v:g}' for v in load.levels()[1:])}" if load.capacity_levels else ""),
+        f"  expected load: {load.path} = {load.value:g}"
+        + (f"; capacity levels {', '.join(f'{v:g}' for v in load.levels()[1:])}" if load.capacity_levels else ""),
         f"  each candidate: {t.measure.duration_s:g} s measured after {t.measure.warmup_s:g} s warmup, {t.measure.repeats} repeat(s); "
         f"a change must beat the current best by > {t.measure.threshold_pct:g}% goodput and beyond noise",
         f"  required context: {spec.max_model_len} tokens ({spec.max_model_len_from})",
@@ -36,7 +37,10 @@ def render_plan(spec: TuneSpec) -> str:
         for n, guide in enumerate(getattr(step, "knobs", ())):
             lines.append(f"       {knob_line(t.engine.kind, flags.knob(guide), guide, step if n == 0 else None)}")
     if t.candidates:
-        lines.append("  candidates from the file: " + "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in t.candidates.items()))
+        lines.append(
+            "  candidates from the file: "
+            + "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in t.candidates.items())
+        )
     return "\n".join(lines)
 
 

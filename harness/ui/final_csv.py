@@ -36,12 +36,24 @@ class FinalRowsCSVWriter(StatsCSVFileWriter):
             return
         try:
             for handle, writer, columns, rows in (
-                (self.requests_csv_filehandle, self.requests_csv_writer, self.requests_csv_columns,
-                 self._requests_data_rows),
-                (self.failures_csv_filehandle, self.failures_csv_writer, self.failures_columns,
-                 self._failures_data_rows),
-                (self.exceptions_csv_filehandle, self.exceptions_csv_writer, self.exceptions_columns,
-                 self._exceptions_data_rows),
+                (
+                    self.requests_csv_filehandle,
+                    self.requests_csv_writer,
+                    self.requests_csv_columns,
+                    self._requests_data_rows,
+                ),
+                (
+                    self.failures_csv_filehandle,
+                    self.failures_csv_writer,
+                    self.failures_columns,
+                    self._failures_data_rows,
+                ),
+                (
+                    self.exceptions_csv_filehandle,
+                    self.exceptions_csv_writer,
+                    self.exceptions_columns,
+                    self._exceptions_data_rows,
+                ),
             ):
                 handle.seek(0)
                 writer.writerow(columns)

@@ -99,8 +99,10 @@ class ScenarioChoices:
         if len(by_name) == 1:
             return by_name[0]
         shown = ", ".join(f.name for f in self.files[:10]) + (" ..." if len(self.files) > 10 else "")
-        raise UserError(f"scenario: not one of the scenarios this UI was started with ({shown}); "
-                        "to run another file, restart harness ui with it")
+        raise UserError(
+            f"scenario: not one of the scenarios this UI was started with ({shown}); "
+            "to run another file, restart harness ui with it"
+        )
 
 
 def _norm_url(url: str | None) -> str:
@@ -122,8 +124,10 @@ def check_form_host(form_host: str | None, target: str, source: str) -> None:
     """The form's Host field may repeat the fixed target, or be empty; it never chooses one."""
     given = _norm_url(form_host)
     if given and given != target:
-        raise UserError(f"host: the target is fixed to {target or '(none)'} ({source}), not chosen in the form; "
-                        "to measure another server, restart harness ui with --target URL")
+        raise UserError(
+            f"host: the target is fixed to {target or '(none)'} ({source}), not chosen in the form; "
+            "to measure another server, restart harness ui with --target URL"
+        )
 
 
 def _host_port(value: str) -> tuple[str, int | None]:

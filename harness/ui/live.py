@@ -65,9 +65,19 @@ class LiveStats:
         self.total = MetricSet()
         self.recent: deque[_Second] = deque()
         self.charted = charted()
-        self.series: dict[str, list[Any]] = {k: [] for k in (
-            "t", "rps", "tok_s", *(f"{chart_key(m)}_{p}" for m in self.charted for p in CHART_STATS),
-            "kv", "running", "waiting", "users")}
+        self.series: dict[str, list[Any]] = {
+            k: []
+            for k in (
+                "t",
+                "rps",
+                "tok_s",
+                *(f"{chart_key(m)}_{p}" for m in self.charted for p in CHART_STATS),
+                "kv",
+                "running",
+                "waiting",
+                "users",
+            )
+        }
         self.first_t: float | None = None
 
     def add(self, metrics: dict[str, Any]) -> None:
@@ -125,8 +135,7 @@ class LiveStats:
             h = merged[m.name]
             scale = NS_PER_MS if m.unit == "ms" else 1
             for p in CHART_STATS:
-                s[f"{chart_key(m)}_{p}"].append(round(h.percentile(PERCENTILES[p]) / scale, 3)
-                                                if h.count else None)
+                s[f"{chart_key(m)}_{p}"].append(round(h.percentile(PERCENTILES[p]) / scale, 3) if h.count else None)
         s["kv"].append(engine.get("kv_usage"))
         s["running"].append(engine.get("running"))
         s["waiting"].append(engine.get("waiting"))

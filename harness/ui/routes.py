@@ -27,8 +27,14 @@ LLM_TABLE = [
     {"key": "fails", "title": "Fails"},
     {"key": "rps", "title": "Req/s"},
     {"key": "tok_s", "title": "Out tok/s"},
-    *({"key": f"{m.short}_{p}", "title": f"{(m.short or m.name).upper()} {p}" + (f" ({m.ui_unit or m.unit})" if i == 0 else "")}
-      for m in shown("ui_table") for i, p in enumerate(UI_STATS)),
+    *(
+        {
+            "key": f"{m.short}_{p}",
+            "title": f"{(m.short or m.name).upper()} {p}" + (f" ({m.ui_unit or m.unit})" if i == 0 else ""),
+        }
+        for m in shown("ui_table")
+        for i, p in enumerate(UI_STATS)
+    ),
 ]
 RUN_TABLE = [{"key": "item", "title": "Item"}, {"key": "value", "title": "Value"}]
 
@@ -39,8 +45,10 @@ def install(s: Any, web_ui: Any) -> None:
 
     base = s.base_path()
     web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": "llm"}, {"title": "LLM run", "key": "llm_run"}]
-    web_ui.template_args["extended_tables"] = [{"key": "llm", "structure": LLM_TABLE},
-                                               {"key": "llm_run", "structure": RUN_TABLE}]
+    web_ui.template_args["extended_tables"] = [
+        {"key": "llm", "structure": LLM_TABLE},
+        {"key": "llm_run", "structure": RUN_TABLE},
+    ]
     web_ui.template_args["extended_csv_files"] = [
         {"href": f"{base}/llm", "title": "LLM live dashboard (percentiles from HDR histograms, report link)"},
         {"href": f"{base}/llm/api/live", "title": "LLM live values (JSON)"},
@@ -98,8 +106,10 @@ def install(s: Any, web_ui: Any) -> None:
             try:
                 data = json.loads(resp.get_data())
                 view = s.view()
-                data["extended_stats"] = [{"key": "llm", "data": llm_rows(view)},
-                                          {"key": "llm_run", "data": run_rows(view, base)}]
+                data["extended_stats"] = [
+                    {"key": "llm", "data": llm_rows(view)},
+                    {"key": "llm_run", "data": run_rows(view, base)},
+                ]
                 resp.set_data(json.dumps(data))
             except Exception:  # Locust's own page must keep working
                 log.exception("harness: could not add the LLM rows")

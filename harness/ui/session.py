@@ -144,8 +144,11 @@ class RunSession:
             print(f"harness: live metrics at {self.metrics_server.url}", file=sys.stderr)
         path = getattr(self.opts, "scenario", "") if self.opts else ""
         if not path:
-            print("harness: no scenario given. Pass --scenario FILE (harness ui SCENARIO does); the web form "
-                  "runs only scenarios given at start.", file=sys.stderr)
+            print(
+                "harness: no scenario given. Pass --scenario FILE (harness ui SCENARIO does); the web form "
+                "runs only scenarios given at start.",
+                file=sys.stderr,
+            )
             if self.headless:
                 self.env.process_exit_code = 2
                 gevent.spawn_later(0.1, self.runner.quit)
@@ -184,8 +187,10 @@ class RunSession:
             self._fail(exc.lines, stop=False)
             return
         self.env.host = sim.url
-        print(f"harness: no --host: started the built-in simulated engine at {sim.url} (log {sim.log_path})",
-              file=sys.stderr)
+        print(
+            f"harness: no --host: started the built-in simulated engine at {sim.url} (log {sim.log_path})",
+            file=sys.stderr,
+        )
 
     # ---------------------------------------------------------------- test start
     def _on_test_start(self, **_kw: Any) -> None:
@@ -253,39 +258,56 @@ class RunSession:
             # the workers (local, forked, or on other hosts) ship their counts in their deltas; this
             # process alone exports them, so each request counts once wherever it was measured
             run.exported = MasterMetrics()
-            run.metrics = RunMetrics(self.metrics_server, run.name, prep.scenario, run.info.get("model"),
-                                     prep.labels, source=run.exported)
+            run.metrics = RunMetrics(
+                self.metrics_server, run.name, prep.scenario, run.info.get("model"), prep.labels, source=run.exported
+            )
         # users Locust removes mid-test (a LoadTestShape's next stage, fewer users in the UI) finish the
         # request in flight, up to the grace, instead of being killed mid-stream (a lost request, never
         # recorded); Locust hands this to its workers with every spawn message
-        self.env.stop_timeout = max(float(getattr(self.env, "stop_timeout", 0) or 0), float(getattr(self.opts, "stop_grace", 30.0)))
+        self.env.stop_timeout = max(
+            float(getattr(self.env, "stop_timeout", 0) or 0), float(getattr(self.opts, "stop_grace", 30.0))
+        )
         users = int(getattr(self.env.runner, "target_user_count", 0) or 0)
         if getattr(self.env, "shape_class", None) is not None:  # a LoadTestShape: one summary block per stage
             run.stages = [{"stage": "1", "users": users, "t": time.time()}]
-        plan = prep.plan(stop_grace_s=driver.opts.stop_grace_s,
-                         live_metrics=self.metrics_server is not None, stage="1" if run.stages else None)
+        plan = prep.plan(
+            stop_grace_s=driver.opts.stop_grace_s,
+            live_metrics=self.metrics_server is not None,
+            stage="1" if run.stages else None,
+        )
         plan.write(run_dir.plan)  # credential headers masked in the file; the in-memory plan keeps them
         self.collector.begin(plan, run_dir.root)
         self.state = "warmup"
         users = int(getattr(self.env.runner, "target_user_count", 0) or 0)
         if users:
             run.users_seen.append(users)
-        print(f"harness: run {run.name}: {scenario.name} -> {target} ({run.info['model']}), "
-              f"{self.collector.n} load process(es); results in {run_dir.root}", file=sys.stderr)
+        print(
+            f"harness: run {run.name}: {scenario.name} -> {target} ({run.info['model']}), "
+            f"{self.collector.n} load process(es); results in {run_dir.root}",
+            file=sys.stderr,
+        )
 
     def _run_options(self, run_dir: RunDir, path: str, target: str) -> RunOptions:
         """The run driver's options for one test: what makes a test from the form differ from
         `harness run` (no quality pass, no token calibration, no failed verdict, the stall meter
         in its own process since this one is a gevent loop)."""
         return RunOptions(
-            out_dir=run_dir.root, target_url=target, model=self.model, scenario_path=path,
-            scenario_dir=Path(path).resolve().parent, labels={"source": "locust-ui"}, show_progress=False,
+            out_dir=run_dir.root,
+            target_url=target,
+            model=self.model,
+            scenario_path=path,
+            scenario_dir=Path(path).resolve().parent,
+            labels={"source": "locust-ui"},
+            show_progress=False,
             write_report=not getattr(self.opts, "no_report", False),
             # every test starts cold: the previous test's prompts (same seed) must not be served from cache
             reset_prefix_cache=not getattr(self.opts, "no_reset_prefix_cache", False),
             reset_off_reason="--no-reset-prefix-cache",
             stop_grace_s=float(getattr(self.opts, "stop_grace", 30.0)),
-            quality=False, calibrate=False, judge=False, stall_meter="process",
+            quality=False,
+            calibrate=False,
+            judge=False,
+            stall_meter="process",
         )
 
     def _target(self, scenario: Scenario) -> tuple[str, str]:
@@ -442,19 +464,25 @@ class RunSession:
             load["until_stopped"] = True
         warnings = []
         if missing:
-            warnings.append(f"the final results of worker(s) {', '.join(map(str, missing))} did not arrive within "
-                            f"{collector.final_timeout_s():.0f} s: their requests are missing from these results")
+            warnings.append(
+                f"the final results of worker(s) {', '.join(map(str, missing))} did not arrive within "
+                f"{collector.final_timeout_s():.0f} s: their requests are missing from these results"
+            )
         if run.stages:
             load["stages"] = stage_spans(run)
         warnings += load_warnings(run)
         if stopped_early:
             warnings.append("the test was stopped before the scenario's stop condition")
-        summary, metrics = run.driver.finish(results, status=status, processes=collector.n, load=load,
-                                             warnings=warnings)
+        summary, metrics = run.driver.finish(
+            results, status=status, processes=collector.n, load=load, warnings=warnings
+        )
         run.final_metrics = metrics
         run.summary = summary
-        print(f"harness: run {run.name} written to {run.dir.root} ({summary.requests.completed} requests, "
-              f"status {status})", file=sys.stderr)
+        print(
+            f"harness: run {run.name} written to {run.dir.root} ({summary.requests.completed} requests, "
+            f"status {status})",
+            file=sys.stderr,
+        )
 
     def _write_report(self, run: Run) -> None:
         """The run driver's report step, on a thread of gevent's pool: rendering the figures takes
@@ -495,7 +523,7 @@ class RunSession:
 
 
 def until_stopped_s() -> float:
-    """"Until Stop" (a measured window of 0 in the form): the longest window a scenario may ask
+    """ "Until Stop" (a measured window of 0 in the form): the longest window a scenario may ask
     for (HARNESS_MAX_DURATION_S), longer than any test; the summary says until_stopped instead."""
     return float(limits.DURATION.value)
 

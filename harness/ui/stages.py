@@ -52,10 +52,16 @@ def load_warnings(run: Any) -> list[str]:
     its block) or users changed by hand (the results mix load levels)."""
     if run.stages:
         if len(run.stages) > 1:
-            return ["LoadTestShape: the overall block mixes its stages (" + " -> ".join(
-                f"{s['users']} users" for s in run.stages) + "); each stage has its own block (groups.stage)"]
+            return [
+                "LoadTestShape: the overall block mixes its stages ("
+                + " -> ".join(f"{s['users']} users" for s in run.stages)
+                + "); each stage has its own block (groups.stage)"
+            ]
         return []
     if len(set(run.users_seen)) > 1:
-        return ["the number of users changed during the test (" + " -> ".join(map(str, run.users_seen))
-                + "): the results mix load levels"]
+        return [
+            "the number of users changed during the test ("
+            + " -> ".join(map(str, run.users_seen))
+            + "): the results mix load levels"
+        ]
     return []

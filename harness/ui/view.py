@@ -30,8 +30,12 @@ def engine_view(run: Any) -> dict[str, Any]:
     if run.summary is not None and "kv_usage" in run.summary.engine.model_fields_set:
         return _engine_over_window(run.summary.engine)
     live = run.telemetry.live() or {}
-    out: dict[str, Any] = {"enabled": True, "ok": bool(live.get("ok")), "error": live.get("error"),
-                           "profile": live.get("profile")}
+    out: dict[str, Any] = {
+        "enabled": True,
+        "ok": bool(live.get("ok")),
+        "error": live.get("error"),
+        "profile": live.get("profile"),
+    }
     for key in ("kv_usage", "running", "waiting"):
         out[key] = live.get(key)
     total = live.get("preemptions_total")
@@ -45,6 +49,7 @@ def engine_view(run: Any) -> dict[str, Any]:
         dq = q - run.engine_base["prefix_queries_total"]
         out["prefix_hit_rate"] = (h - run.engine_base["prefix_hits_total"]) / dq if dq > 0 else None
     return out
+
 
 def build_view(s: Any) -> dict[str, Any]:
     """What /llm/api/live returns (and the LLM tabs show) for a RunSession `s`."""
@@ -67,23 +72,25 @@ def build_view(s: Any) -> dict[str, Any]:
         return out
     totals = s.collector.totals()
     load = run.scenario.load
-    out.update({
-        "run": run.name,
-        "run_dir": str(run.dir.root.resolve()),
-        "scenario": run.scenario.name,
-        "target": run.target_url,
-        "model": run.info.get("model"),
-        "mode": "open" if load.open_loop else "closed",
-        "rate": load.rate,
-        "duration_s": None if run.until_stopped else load.duration_s,
-        "requests_target": load.requests,
-        "elapsed_s": totals.get("elapsed_s", 0.0),
-        "workers": s.collector.n,
-        "progress": totals,
-        "engine": engine_view(run),
-        "series": run.live.series,
-        "files": f"{base}/llm/runs/{run.name}/",
-    })
+    out.update(
+        {
+            "run": run.name,
+            "run_dir": str(run.dir.root.resolve()),
+            "scenario": run.scenario.name,
+            "target": run.target_url,
+            "model": run.info.get("model"),
+            "mode": "open" if load.open_loop else "closed",
+            "rate": load.rate,
+            "duration_s": None if run.until_stopped else load.duration_s,
+            "requests_target": load.requests,
+            "elapsed_s": totals.get("elapsed_s", 0.0),
+            "workers": s.collector.n,
+            "progress": totals,
+            "engine": engine_view(run),
+            "series": run.live.series,
+            "files": f"{base}/llm/runs/{run.name}/",
+        }
+    )
     rates = run.live.rates()
     out["rates_over"] = "last 10 s"
     if run.summary is not None:  # finished: whole-window rates, as in summary.json
@@ -115,19 +122,23 @@ def build_view(s: Any) -> dict[str, Any]:
         out["summary_url"] = f"{base}/llm/runs/{run.name}/summary.json"
     return out
 
+
 def llm_rows(view: dict[str, Any]) -> list[dict[str, str]]:
     rows = []
     for c in view.get("classes", []):
         rps, tok_s = c["rps"], c["tok_s"]
-        rows.append({
-            "cls": c["name"],
-            "requests": f"{c['requests']:,}",
-            "fails": f"{c['failed']:,}",
-            "rps": f"{rps:,.2f}",
-            "tok_s": f"{tok_s:,.0f}",
-            **{f"{m.short}_{p}": _ms(c[m.short][p], m.digits) for m in shown("ui_table") for p in UI_STATS},
-        })
+        rows.append(
+            {
+                "cls": c["name"],
+                "requests": f"{c['requests']:,}",
+                "fails": f"{c['failed']:,}",
+                "rps": f"{rps:,.2f}",
+                "tok_s": f"{tok_s:,.0f}",
+                **{f"{m.short}_{p}": _ms(c[m.short][p], m.digits) for m in shown("ui_table") for p in UI_STATS},
+            }
+        )
     return rows
+
 
 def run_rows(view: dict[str, Any], base: str) -> list[dict[str, str]]:
     rows: list[tuple[str, str]] = [("State", _STATE_TEXT.get(view["state"], view["state"]))]
@@ -138,12 +149,21 @@ def run_rows(view: dict[str, Any], base: str) -> list[dict[str, str]]:
         dur = view.get("duration_s")
         final = view.get("final")
         if final:  # the window summary.json reports (incl. the drain), as the Result row says
-            rows.append(("Measured window", f"{final['window_s']:,.1f} s (incl. drain)" + (f"; {dur:,.0f} s asked" if dur else "")))
+            rows.append(
+                (
+                    "Measured window",
+                    f"{final['window_s']:,.1f} s (incl. drain)" + (f"; {dur:,.0f} s asked" if dur else ""),
+                )
+            )
         else:
             rows.append(("Measured window", f"{elapsed:,.1f} s" + (f" of {dur:,.0f} s" if dur else "")))
         p = view["progress"]
-        rows.append(("Requests sent / done / failed / in flight",
-                     f"{p.get('sent', 0):,} / {p.get('done', 0):,} / {p.get('failed', 0):,} / {p.get('in_flight', 0):,}"))
+        rows.append(
+            (
+                "Requests sent / done / failed / in flight",
+                f"{p.get('sent', 0):,} / {p.get('done', 0):,} / {p.get('failed', 0):,} / {p.get('in_flight', 0):,}",
+            )
+        )
         rows.append(("Load processes", str(view.get("workers", 0))))
         e = view.get("engine", {})
         if e.get("enabled"):
@@ -151,8 +171,9 @@ def run_rows(view: dict[str, Any], base: str) -> list[dict[str, str]]:
                 rows.append(("Engine values", e["over"]))
             if e.get("ok"):
                 rows.append(("Engine KV cache usage", _pct(e.get("kv_usage"))))
-                rows.append(("Engine requests running / waiting",
-                             f"{_num(e.get('running'))} / {_num(e.get('waiting'))}"))
+                rows.append(
+                    ("Engine requests running / waiting", f"{_num(e.get('running'))} / {_num(e.get('waiting'))}")
+                )
                 rows.append(("Engine preemptions (this test)", _num(e.get("preemptions"))))
                 if e.get("prefix_hit_rate") is not None:
                     rows.append(("Engine prefix cache hit rate (this test)", _pct(e.get("prefix_hit_rate"))))
@@ -164,8 +185,13 @@ def run_rows(view: dict[str, Any], base: str) -> list[dict[str, str]]:
             rows.append((f"Errors: {kind}", f"{n:,}"))
         final = view.get("final")
         if final:
-            rows.append(("Result", f"{final['status']}: {final['completed']:,} requests in "
-                                   f"{final['window_s']:,.1f} s, {final['rps']:,.2f} req/s, {final['tok_s']:,.0f} tok/s"))
+            rows.append(
+                (
+                    "Result",
+                    f"{final['status']}: {final['completed']:,} requests in "
+                    f"{final['window_s']:,.1f} s, {final['rps']:,.2f} req/s, {final['tok_s']:,.0f} tok/s",
+                )
+            )
             for w in final["warnings"]:
                 rows.append(("Warning", w))
         rows.append(("Run directory", view["run_dir"]))
@@ -193,7 +219,15 @@ def _pct(value: Any) -> str:
 def _engine_over_window(engine: EngineBlock) -> dict[str, Any]:
     """After the run the engine cards show the measured window (max; preemptions and prefix hits
     over it), from summary.json, not the idle engine's current 0 % (audit D14)."""
-    return {"enabled": True, "ok": True, "error": None, "profile": engine.profile,
-            "over": "over the measured window (max; preemptions and prefix hits: totals)",
-            "kv_usage": engine.kv_usage.max, "running": engine.running.max, "waiting": engine.waiting.max,
-            "preemptions": engine.preemptions.count, "prefix_hit_rate": engine.prefix_cache.hit_rate}
+    return {
+        "enabled": True,
+        "ok": True,
+        "error": None,
+        "profile": engine.profile,
+        "over": "over the measured window (max; preemptions and prefix hits: totals)",
+        "kv_usage": engine.kv_usage.max,
+        "running": engine.running.max,
+        "waiting": engine.waiting.max,
+        "preemptions": engine.preemptions.count,
+        "prefix_hit_rate": engine.prefix_cache.hit_rate,
+    }

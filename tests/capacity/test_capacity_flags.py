@@ -12,16 +12,20 @@ from harness.cli.main import main
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("flag, value, says", [
-    ("--start", "nan", "--start nan: a finite number above 0"),
-    ("--start", "inf", "--start inf: a finite number above 0"),
-    ("--precision", "nan", "--precision nan: a fraction between 0 and 1"),
-    ("--max-level", "inf", "--max-level inf: a finite number above 0"),
-    ("--duration", "inf", "--duration inf: a finite number above 0"),
-    ("--warmup", "nan", "--warmup nan: a finite number of seconds"),
-])
-def test_non_finite_numbers_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str,
-                                        says: str) -> None:
+@pytest.mark.parametrize(
+    "flag, value, says",
+    [
+        ("--start", "nan", "--start nan: a finite number above 0"),
+        ("--start", "inf", "--start inf: a finite number above 0"),
+        ("--precision", "nan", "--precision nan: a fraction between 0 and 1"),
+        ("--max-level", "inf", "--max-level inf: a finite number above 0"),
+        ("--duration", "inf", "--duration inf: a finite number above 0"),
+        ("--warmup", "nan", "--warmup nan: a finite number of seconds"),
+    ],
+)
+def test_non_finite_numbers_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str, says: str
+) -> None:
     out = tmp_path / "out"
     rc = main(["capacity", str(ROOT / "scenarios" / "capacity_search.yaml"), flag, value, "--out", str(out), "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()

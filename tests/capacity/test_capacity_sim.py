@@ -26,14 +26,19 @@ SIM_ARGS = ["--max-num-seqs", str(SLOTS), "--sim-speed", str(SPEED), "--disable-
 
 
 def scenario(rate: float, duration_s: float) -> Scenario:
-    return validate(Scenario, {
-        "name": "cap", "seed": 3,
-        "load": {"rate": rate, "arrival": "constant", "duration_s": duration_s},
-        "warmup": {"duration_s": 0},
-        "slo": {"ttft_ms": 600},
-        "workload": {"classes": [{"name": "c", "input_tokens": 16, "output_tokens": TOKENS}]},
-        "telemetry": {"enabled": False},
-    }, "test")
+    return validate(
+        Scenario,
+        {
+            "name": "cap",
+            "seed": 3,
+            "load": {"rate": rate, "arrival": "constant", "duration_s": duration_s},
+            "warmup": {"duration_s": 0},
+            "slo": {"ttft_ms": 600},
+            "workload": {"classes": [{"name": "c", "input_tokens": 16, "output_tokens": TOKENS}]},
+            "telemetry": {"enabled": False},
+        },
+        "test",
+    )
 
 
 def predicted_capacity() -> float:
@@ -64,8 +69,15 @@ def test_an_over_saturated_trial_stops_early_and_says_why(sim, tmp_path: Path) -
 @pytest.mark.slow  # 6-9 trials of 6 s (~50 s); fast: the search on known boundaries (test_search.py), a trial over HTTP (above)
 def test_the_search_finds_the_cost_models_capacity(sim, tmp_path: Path) -> None:
     capacity = predicted_capacity()  # about 2.7 req/s
-    res = search_capacity(scenario(1.5, 6.0), tmp_path, attainment=0.9, precision=0.1, max_trials=9,
-                          growth=1.6, settings=TrialSettings(target_url=sim.url))
+    res = search_capacity(
+        scenario(1.5, 6.0),
+        tmp_path,
+        attainment=0.9,
+        precision=0.1,
+        max_trials=9,
+        growth=1.6,
+        settings=TrialSettings(target_url=sim.url),
+    )
     assert res.converged, res.lines()
     assert res.boundary is not None and res.first_failing is not None
     # the bracket is within the precision, and it straddles the predicted capacity (a short trial
@@ -82,8 +94,15 @@ def test_every_trial_starts_with_the_prefix_cache_reset(sim, tmp_path: Path) -> 
     """The same seeded prompts at every level against one long-lived engine: without a reset the
     second trial is served from the first one's cache (audit N2: hit rates of 25-50% on a workload
     that can produce 0%). Each trial resets it, as `harness run` does, and says so."""
-    res = search_capacity(scenario(1.0, 3.0), tmp_path, attainment=0.9, precision=0.5, max_trials=3,
-                          growth=2.0, settings=TrialSettings(target_url=sim.url))
+    res = search_capacity(
+        scenario(1.0, 3.0),
+        tmp_path,
+        attainment=0.9,
+        precision=0.5,
+        max_trials=3,
+        growth=2.0,
+        settings=TrialSettings(target_url=sim.url),
+    )
     assert len(res.trials) >= 2
     for t in res.trials:
         s = json.loads((Path(t.run_dir) / "summary.json").read_text())

@@ -114,8 +114,11 @@ def test_results_not_monotone_in_load_are_re_measured_before_the_answer() -> Non
 
 def test_trial_warnings_are_listed_with_the_answer() -> None:
     def warned(level: float) -> Trial:
-        return Trial(level=level, attainment=1.0 if level <= 10 else 0.2,
-                     warnings=["Prefix cache hit rate 25.0 % exceeds the 0 % this workload can produce"] if level == 8 else [])
+        return Trial(
+            level=level,
+            attainment=1.0 if level <= 10 else 0.2,
+            warnings=["Prefix cache hit rate 25.0 % exceeds the 0 % this workload can produce"] if level == 8 else [],
+        )
 
     res = search_levels(warned, start=8, precision=0.2)
     text = "\n".join(res.lines())

@@ -64,13 +64,38 @@ def _piece(rnd: random.Random, chat: bool) -> bytes:
     roll = rnd.random()
     text = rnd.choice(["", " a", "b c", "\u00e9\u4e2d", None])
     if roll < 0.03:
-        return rnd.choice([b"data: [DONE]", b"data:", b"data:   ", b"data: {broken", b"data: 5", b"data: []",
-                           b'data: {"error":{"message":"boom"}}', b'data: {"error":"x","choices":[{"delta":{}}]}',
-                           b'data: {"a":1},{"b":2}', b"data: \"str\"", b"da"])
+        return rnd.choice(
+            [
+                b"data: [DONE]",
+                b"data:",
+                b"data:   ",
+                b"data: {broken",
+                b"data: 5",
+                b"data: []",
+                b'data: {"error":{"message":"boom"}}',
+                b'data: {"error":"x","choices":[{"delta":{}}]}',
+                b'data: {"a":1},{"b":2}',
+                b'data: "str"',
+                b"da",
+            ]
+        )
     body: dict = {"id": "x"}
     if roll < 0.06:
-        body["choices"] = rnd.choice([[], {}, "x", [5], [[]], None, [{"delta": 5}], [{"delta": []}],
-                                      [{"delta": {"content": 5}}], [{"text": 7}], [{"delta": {"reasoning": 1}}]])
+        body["choices"] = rnd.choice(
+            [
+                [],
+                {},
+                "x",
+                [5],
+                [[]],
+                None,
+                [{"delta": 5}],
+                [{"delta": []}],
+                [{"delta": {"content": 5}}],
+                [{"text": 7}],
+                [{"delta": {"reasoning": 1}}],
+            ]
+        )
     elif chat:
         delta: dict = {}
         if text is not None:
@@ -79,18 +104,25 @@ def _piece(rnd: random.Random, chat: bool) -> bytes:
             delta[rnd.choice(["reasoning_content", "reasoning"])] = rnd.choice(["", "think ", None])
         if rnd.random() < 0.1:
             delta["role"] = "assistant"
-        body["choices"] = [{"index": 0, "delta": delta if rnd.random() > 0.05 else None,
-                            "finish_reason": rnd.choice([None, None, None, "stop"])}]
+        body["choices"] = [
+            {
+                "index": 0,
+                "delta": delta if rnd.random() > 0.05 else None,
+                "finish_reason": rnd.choice([None, None, None, "stop"]),
+            }
+        ]
     else:
         body["choices"] = [{"index": 0, "text": text, "finish_reason": rnd.choice([None, None, "length"])}]
     if rnd.random() < 0.2:
         usage: dict = {"prompt_tokens": rnd.randint(0, 9), "completion_tokens": rnd.randint(0, 30)}
         if rnd.random() < 0.05:
             usage[rnd.choice(["prompt_tokens", "completion_tokens", "total_tokens"])] = rnd.choice(
-                [-1, True, 1.5, "3", None, 10**30])
+                [-1, True, 1.5, "3", None, 10**30]
+            )
         if rnd.random() < 0.1:
-            usage["prompt_tokens_details"] = rnd.choice([None, {}, {"cached_tokens": 3}, {"cached_tokens": "x"},
-                                                         {"cached_tokens": False}, [], 4])
+            usage["prompt_tokens_details"] = rnd.choice(
+                [None, {}, {"cached_tokens": 3}, {"cached_tokens": "x"}, {"cached_tokens": False}, [], 4]
+            )
         body["usage"] = rnd.choice([usage, usage, usage, {}, None, [], "u"]) if rnd.random() < 0.1 else usage
     sep = rnd.choice([b"data: ", b"data:", b"data:  ", b"data:\t"])
     return sep + json.dumps(body, ensure_ascii=rnd.random() < 0.5).encode() + rnd.choice([b"", b" ", b"\t"])
@@ -103,8 +135,9 @@ def test_random_streams_agree(adapter, monkeypatch) -> None:
     scanned = 0
     for _ in range(1500):
         n = rnd.randint(0, 25)
-        lines = [(1000 + 10 * i + rnd.choice([0, 0, 0, -10 if i else 0]), _piece(rnd, adapter is CHAT))
-                 for i in range(n)]
+        lines = [
+            (1000 + 10 * i + rnd.choice([0, 0, 0, -10 if i else 0]), _piece(rnd, adapter is CHAT)) for i in range(n)
+        ]
         if rnd.random() < 0.7:
             lines.append((1000 + 10 * n, b"data: [DONE]"))
         out = agree(lines, adapter, monkeypatch)
@@ -127,10 +160,35 @@ def _templated(rnd: random.Random, chat: bool) -> list[tuple[int, bytes]]:
     scan's skeleton path), texts with escapes, quotes, backslashes and non-ASCII, and now and then
     an event that breaks the pattern (raw bytes that are not a JSON string, another shape)."""
     head = b'data: {"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
-    texts = ["a", " b", "", "\u00e9t\u00e9", "\u4e2d\u6587", 'say "hi"', "back\\slash", "tab\there", "nl\n", "\U0001F600",
-             '","content":"x', "\\", "\u2028", " \\u0041"]
-    raw_middles = [b"\\u00e9", b'\\"', b"\\ud83d\\ude00", b"\\ud800", b"bad\\q", b"ctl\x01", b"\xff\xfe", b"lone\\",
-                   b'x"y', b"\\/", b"\xed\xa0\x80"]
+    texts = [
+        "a",
+        " b",
+        "",
+        "\u00e9t\u00e9",
+        "\u4e2d\u6587",
+        'say "hi"',
+        "back\\slash",
+        "tab\there",
+        "nl\n",
+        "\U0001f600",
+        '","content":"x',
+        "\\",
+        "\u2028",
+        " \\u0041",
+    ]
+    raw_middles = [
+        b"\\u00e9",
+        b'\\"',
+        b"\\ud83d\\ude00",
+        b"\\ud800",
+        b"bad\\q",
+        b"ctl\x01",
+        b"\xff\xfe",
+        b"lone\\",
+        b'x"y',
+        b"\\/",
+        b"\xed\xa0\x80",
+    ]
     lines = [(0, head + b'"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}')]
     for i in range(rnd.randint(1, 30)):
         stamp = 10 * (i + 1) - rnd.choice([0, 0, 0, 10])
@@ -141,16 +199,22 @@ def _templated(rnd: random.Random, chat: bool) -> list[tuple[int, bytes]]:
         if chat:
             body = head + b'"delta":{"content":"' + mid + b'"},"logprobs":null,"finish_reason":null}]}'
         else:
-            body = head.replace(b"chat.completion.chunk", b"text_completion") + b'"text":"' + mid + \
-                b'","logprobs":null,"finish_reason":null}]}'
+            body = (
+                head.replace(b"chat.completion.chunk", b"text_completion")
+                + b'"text":"'
+                + mid
+                + b'","logprobs":null,"finish_reason":null}]}'
+            )
         if rnd.random() < 0.05:  # the pattern broken: another shape, reasoning, usage, an error
-            body = rnd.choice([
-                body.replace(b'"finish_reason":null', b'"finish_reason":"stop"'),
-                body.replace(b'"delta":{', b'"delta":{"reasoning_content":"r",') if chat else body,
-                body[:-1] + b',"usage":{"prompt_tokens":3,"completion_tokens":' + str(i).encode() + b"}}",
-                b'data: {"error":{"message":"overloaded"}}',
-                body + b" ",
-            ])
+            body = rnd.choice(
+                [
+                    body.replace(b'"finish_reason":null', b'"finish_reason":"stop"'),
+                    body.replace(b'"delta":{', b'"delta":{"reasoning_content":"r",') if chat else body,
+                    body[:-1] + b',"usage":{"prompt_tokens":3,"completion_tokens":' + str(i).encode() + b"}}",
+                    b'data: {"error":{"message":"overloaded"}}',
+                    body + b" ",
+                ]
+            )
         lines.append((stamp, body))
     lines.append((999, b'data: {"id":"chatcmpl-7","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9}}'))
     if rnd.random() < 0.8:

@@ -17,11 +17,24 @@ SCENARIO = {"load": {"concurrency": 128}, "slo": {"tpot_ms": 60}, "workload": {"
 
 
 def run(e2e_s: np.ndarray, window_s: float = 8.8, load: dict | None = None, tpot_ms: float = 20.0) -> RunData:
-    reqs = [{"class": "chat", "warmup": False, "error": None, "e2e_ms": float(v) * 1000.0, "ttft_ms": 50.0, "tpot_ms": tpot_ms}
-            for v in e2e_s]
+    reqs = [
+        {
+            "class": "chat",
+            "warmup": False,
+            "error": None,
+            "e2e_ms": float(v) * 1000.0,
+            "ttft_ms": 50.0,
+            "tpot_ms": tpot_ms,
+        }
+        for v in e2e_s
+    ]
     scenario = {**SCENARIO, "load": load or SCENARIO["load"]}
-    return RunData(path=Path("."), summary=RunSummary.model_validate({"window": {"duration_s": window_s}}), requests=reqs,
-                   scenario=scenario)
+    return RunData(
+        path=Path("."),
+        summary=RunSummary.model_validate({"window": {"duration_s": window_s}}),
+        requests=reqs,
+        scenario=scenario,
+    )
 
 
 def e2e(mean: float, n: int = 400, seed: int = 1) -> np.ndarray:

@@ -108,7 +108,9 @@ def test_with_repeats_the_interval_is_of_the_mean_of_the_runs_and_holds_its_chan
     fast = load_run(make_run(tmp_path / "fast", seed=11, n=60, speed=1.0))
     slow = load_run(make_run(tmp_path / "slow", seed=12, n=300, speed=0.4))
     mid = load_run(make_run(tmp_path / "mid", seed=13, n=120, speed=0.7))
-    rows = {r.key: r for r in compare_runs([fast, slow], [mid], resolve(["ttft.p50", "tpot.p50", "e2e.p50"]), Options())}
+    rows = {
+        r.key: r for r in compare_runs([fast, slow], [mid], resolve(["ttft.p50", "tpot.p50", "e2e.p50"]), Options())
+    }
     for key, r in rows.items():
         assert r.interval is not None and r.change is not None, r
         assert r.interval[0] <= r.change <= r.interval[1], (key, r.change, r.interval)

@@ -15,8 +15,19 @@ def start_harness(out: Path, scenario: str, sim_args: str, *extra: str) -> subpr
     """`harness run` in a subprocess (several may share the machine alike)."""
     path = out.parent / f"{out.name}.yaml"
     path.write_text(scenario)
-    cmd = [sys.executable, "-m", "harness.cli.main", "run", str(path), "--out", str(out), "--quiet",
-           "--sim-args", sim_args, *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli.main",
+        "run",
+        str(path),
+        "--out",
+        str(out),
+        "--quiet",
+        "--sim-args",
+        sim_args,
+        *extra,
+    ]
     return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 

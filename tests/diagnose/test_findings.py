@@ -26,12 +26,26 @@ def test_kv_pressure_says_the_guides_order():
 
 def test_ranking_and_quiet_runs():
     diag = {
-        "engine_log": {"path": "e.log", "patterns": "vllm",
-                       "events": {"recompilation": {"count": 14, "first": "Recompiling ...", "means": "m"}}},
-        "timeslices": {"slice_s": 10.0, "count": 6, "file": "timeslices.json",
-                       "steady_state": {"checked": True, "drift": True, "message": "not in steady state: ...", "drifted": []}},
-        "memory": {"grew": True, "growth_gib": 2.1, "margin_gib": 0.4, "peak_gib": 79.6, "low_margin": True, "source": "nvml",
-                   "samples": 20},
+        "engine_log": {
+            "path": "e.log",
+            "patterns": "vllm",
+            "events": {"recompilation": {"count": 14, "first": "Recompiling ...", "means": "m"}},
+        },
+        "timeslices": {
+            "slice_s": 10.0,
+            "count": 6,
+            "file": "timeslices.json",
+            "steady_state": {"checked": True, "drift": True, "message": "not in steady state: ...", "drifted": []},
+        },
+        "memory": {
+            "grew": True,
+            "growth_gib": 2.1,
+            "margin_gib": 0.4,
+            "peak_gib": 79.6,
+            "low_margin": True,
+            "source": "nvml",
+            "samples": 20,
+        },
     }
     ids = [f.id for f in findings({"engine": {}}, diag)]
     assert ids == ["recompilation", "memory_growth", "drift"], ids
@@ -41,7 +55,9 @@ def test_ranking_and_quiet_runs():
 def test_kv_pressure_names_the_flag_that_sets_the_cache():
     """With --kv-cache-memory-bytes the fraction does not size the KV cache: the advice names the
     flag in effect (GPU_VLLM.md: 64 users, 283 preemptions, 136 GiB free on the card)."""
-    summary = {"engine": {"kv_usage": {"max": 0.997}, "preemptions": {"count": 283}, "kv_cache_memory_bytes": 1073741824}}
+    summary = {
+        "engine": {"kv_usage": {"max": 0.997}, "preemptions": {"count": 283}, "kv_cache_memory_bytes": 1073741824}
+    }
     f = findings(summary, {})[0]
     assert "raise --kv-cache-memory-bytes (now 1.00 GiB; it overrides --gpu-memory-utilization)" in f.advice
     assert "raise --gpu-memory-utilization" not in f.advice and "kv_cache_memory_bytes" in f.knobs

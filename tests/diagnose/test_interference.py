@@ -27,9 +27,12 @@ workload:
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("interference")
     procs = {
-        "off": start_harness(root / "off", SCENARIO, "--no-enable-chunked-prefill --max-model-len 16384", "--slice-s", "2"),
-        "on": start_harness(root / "on", SCENARIO, "--max-num-batched-tokens 512 --max-model-len 16384", "--slice-s", "2",
-                             "--no-report"),  # only the "off" run's report is read
+        "off": start_harness(
+            root / "off", SCENARIO, "--no-enable-chunked-prefill --max-model-len 16384", "--slice-s", "2"
+        ),
+        "on": start_harness(
+            root / "on", SCENARIO, "--max-num-batched-tokens 512 --max-model-len 16384", "--slice-s", "2", "--no-report"
+        ),  # only the "off" run's report is read
     }
     return {**{k: finish(p, root / k) for k, p in procs.items()}, "root": root}
 

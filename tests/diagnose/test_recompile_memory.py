@@ -19,8 +19,12 @@ workload:
 
 
 def test_uncaptured_batch_sizes_recompile_and_grow_memory(tmp_path):
-    s = run_harness(tmp_path / "run", SCENARIO, "--cuda-graph-sizes 1 2 4 8 --max-num-seqs 32 --sim-graph-mib-per-shape 200 "
-                    "--sim-speed 4", "--no-report")  # the findings are summary.json's; a report costs ~1.3 CPU-s
+    s = run_harness(
+        tmp_path / "run",
+        SCENARIO,
+        "--cuda-graph-sizes 1 2 4 8 --max-num-seqs 32 --sim-graph-mib-per-shape 200 --sim-speed 4",
+        "--no-report",
+    )  # the findings are summary.json's; a report costs ~1.3 CPU-s
     log = s["diagnosis"]["engine_log"]
     rec = log["events"]["recompilation"]
     # decode batches of 9..24 sequences have no graph: each new size is compiled once, in the window

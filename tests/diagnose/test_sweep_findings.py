@@ -35,8 +35,13 @@ def test_sweep_closing_table_and_index_carry_the_diagnosis(tmp_path):
 
 
 def _sweep_and_check(tmp_path, out) -> None:
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "sweep", str(tmp_path / "sweep.yaml"), "--out", str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "sweep", str(tmp_path / "sweep.yaml"), "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "top finding per config" in proc.stdout, proc.stdout[-3000:]
     entries = json.loads((out / "index.json").read_text())["cells"]

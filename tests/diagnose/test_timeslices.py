@@ -18,7 +18,11 @@ def test_steady_state_units():
     noisy = steady_state(_slices([5.0, 9.0, 4.0, 8.0, 5.5], key="output_tps"))
     assert noisy["checked"] and not noisy["drift"], noisy
     grown = steady_state(_slices([1.0, 10.0, 20.0, 30.0, 40.0]))
-    assert grown["drift"] and grown["drifted"][0]["metric"] == "waiting_mean" and "queue still building" in grown["message"]
+    assert (
+        grown["drift"]
+        and grown["drifted"][0]["metric"] == "waiting_mean"
+        and "queue still building" in grown["message"]
+    )
     assert steady_state(_slices([1.0, 2.0]))["checked"] is False
 
 
@@ -35,7 +39,9 @@ workload:
 
 def test_a_queue_building_window_is_flagged(tmp_path):
     # 2 sequences at a time serve ~6 requests/s; 12/s arrive: the queue grows all window long
-    s = run_harness(tmp_path / "run", OVERLOAD, "--max-num-seqs 2 --max-num-batched-tokens 2048", "--slice-s", "1.5", "--no-report")
+    s = run_harness(
+        tmp_path / "run", OVERLOAD, "--max-num-seqs 2 --max-num-batched-tokens 2048", "--slice-s", "1.5", "--no-report"
+    )
     ts = s["diagnosis"]["timeslices"]
     assert ts["slice_s"] == 1.5 and ts["count"] >= 4
     assert ts["steady_state"]["drift"], ts

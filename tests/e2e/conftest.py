@@ -37,8 +37,18 @@ class RealVllm:
 
     def command(self, *extra: str) -> list[str]:
         return [
-            str(self.vllm), "serve", str(self.model), "--served-model-name", self.served_model_name,
-            "--host", "{host}", "--port", "{port}", "--dtype", "bfloat16", *extra,
+            str(self.vllm),
+            "serve",
+            str(self.model),
+            "--served-model-name",
+            self.served_model_name,
+            "--host",
+            "{host}",
+            "--port",
+            "{port}",
+            "--dtype",
+            "bfloat16",
+            *extra,
         ]
 
 
@@ -81,8 +91,20 @@ class RealLlamaCpp:
 
     def command(self, *extra: str) -> list[str]:
         return [
-            str(self.server), "-m", str(self.gguf), "--alias", self.served_model_name,
-            "--host", "{host}", "--port", "{port}", "--metrics", "--threads", "1", "--no-webui", *extra,
+            str(self.server),
+            "-m",
+            str(self.gguf),
+            "--alias",
+            self.served_model_name,
+            "--host",
+            "{host}",
+            "--port",
+            "{port}",
+            "--metrics",
+            "--threads",
+            "1",
+            "--no-webui",
+            *extra,
         ]
 
 
@@ -97,8 +119,17 @@ def real_llamacpp(real_vllm) -> RealLlamaCpp:
     if code != 0:
         pytest.skip(f"cannot build llama-server into {cache} (exit {code}): {out.strip()[-600:]}")
     gguf = cache / "models" / "tiny-llama.gguf"
-    code, out, secs = _run([str(real_vllm.python), str(ROOT / "tools" / "build_tiny_gguf.py"), str(real_vllm.model),
-                            str(gguf), "--gguf-py", str(cache / "llama.cpp" / "gguf-py")], timeout=600)
+    code, out, secs = _run(
+        [
+            str(real_vllm.python),
+            str(ROOT / "tools" / "build_tiny_gguf.py"),
+            str(real_vllm.model),
+            str(gguf),
+            "--gguf-py",
+            str(cache / "llama.cpp" / "gguf-py"),
+        ],
+        timeout=600,
+    )
     timings["build_tiny_gguf"] = secs
     if code != 0:
         raise RuntimeError(f"tools/build_tiny_gguf.py failed (exit {code}):\n{out[-3000:]}")
@@ -121,8 +152,19 @@ class RealTransformers:
         # a small continuous-batching KV cache: by default it is sized from free memory, which
         # on the CPU means most of the machine's RAM (about 20 GB here)
         return [
-            str(self.cli), "serve", str(self.model), "--host", "{host}", "--port", "{port}",
-            "--device", "cpu", "--continuous-batching", "--log-level", "info", *extra,
+            str(self.cli),
+            "serve",
+            str(self.model),
+            "--host",
+            "{host}",
+            "--port",
+            "{port}",
+            "--device",
+            "cpu",
+            "--continuous-batching",
+            "--log-level",
+            "info",
+            *extra,
         ]
 
 

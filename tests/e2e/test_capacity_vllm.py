@@ -31,23 +31,45 @@ def free_port() -> int:
 
 def test_capacity_search_on_real_vllm(real_vllm, tmp_path):
     port = free_port()
-    argv = [a.replace("{host}", "127.0.0.1").replace("{port}", str(port)) for a in real_vllm.command(
-        "--max-model-len", "512", "--max-num-seqs", "8", "--enforce-eager", "--uvicorn-log-level", "warning")]
+    argv = [
+        a.replace("{host}", "127.0.0.1").replace("{port}", str(port))
+        for a in real_vllm.command(
+            "--max-model-len", "512", "--max-num-seqs", "8", "--enforce-eager", "--uvicorn-log-level", "warning"
+        )
+    ]
     log = open(tmp_path / "vllm.log", "w")
-    proc = subprocess.Popen(argv, env={**os.environ, **real_vllm.env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        argv, env={**os.environ, **real_vllm.env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for_http(url + "/health", proc, tmp_path / "vllm.log", timeout_s=900, interval_s=2)
-        scenario = validate(Scenario, {
-            "name": "cap-vllm", "seed": 1, "target": {"api": "openai-completions"},
-            "load": {"rate": 1, "arrival": "constant", "duration_s": 6},
-            "warmup": {"requests": 2}, "slo": {"ttft_ms": 1500},
-            "workload": {"tokenizer": str(real_vllm.model), "classes": [{"name": "c", "input_tokens": 64, "output_tokens": 16}]},
-            "telemetry": {"interval_s": 0.5},
-        }, "test")
+        scenario = validate(
+            Scenario,
+            {
+                "name": "cap-vllm",
+                "seed": 1,
+                "target": {"api": "openai-completions"},
+                "load": {"rate": 1, "arrival": "constant", "duration_s": 6},
+                "warmup": {"requests": 2},
+                "slo": {"ttft_ms": 1500},
+                "workload": {
+                    "tokenizer": str(real_vllm.model),
+                    "classes": [{"name": "c", "input_tokens": 64, "output_tokens": 16}],
+                },
+                "telemetry": {"interval_s": 0.5},
+            },
+            "test",
+        )
         t0 = time.monotonic()
-        res = search_capacity(scenario, tmp_path / "search", precision=0.25, max_trials=5, growth=2.0,
-                              settings=TrialSettings(target_url=url, engine_kind="vllm"))
+        res = search_capacity(
+            scenario,
+            tmp_path / "search",
+            precision=0.25,
+            max_trials=5,
+            growth=2.0,
+            settings=TrialSettings(target_url=url, engine_kind="vllm"),
+        )
         wall = time.monotonic() - t0
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -71,8 +71,14 @@ class Server:
             if status is not None and (not self.health or self.health[-1] != (status, body)):
                 self.health.append((status, body))
             return status == 200
-        wait_until(ready, "llama-server's /health", timeout_s=timeout, interval_s=0.002,
-                   details=lambda: self.log.read_text()[-3000:])
+
+        wait_until(
+            ready,
+            "llama-server's /health",
+            timeout_s=timeout,
+            interval_s=0.002,
+            details=lambda: self.log.read_text()[-3000:],
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -117,8 +123,11 @@ def test_readiness_and_startup_facts(server):
 
 def test_tokenize_matches_the_harness_tokenizer(server, real_llamacpp):
     tok = load_tokenizer(str(real_llamacpp.model))
-    texts = ["def foo(x):\n    return x + 1\n", "  Héllo, wörld! 12345 ünïcödé 😀 tabs\tand\n\nnewlines  ",
-             "import os, sys\nclass A(object):\n    pass\n" * 20]
+    texts = [
+        "def foo(x):\n    return x + 1\n",
+        "  Héllo, wörld! 12345 ünïcödé 😀 tabs\tand\n\nnewlines  ",
+        "import os, sys\nclass A(object):\n    pass\n" * 20,
+    ]
     for text in texts:
         status, body = _post(server.url + "/tokenize", {"content": text, "add_special": False})
         assert status == 200, body
@@ -128,8 +137,13 @@ def test_tokenize_matches_the_harness_tokenizer(server, real_llamacpp):
 
 
 def test_stream_shape(server):
-    body = {"model": "tiny-llama", "prompt": "def foo(x):", "max_tokens": 8, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": "tiny-llama",
+        "prompt": "def foo(x):",
+        "max_tokens": 8,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     status, raw = _post(server.url + "/v1/completions", body)
     assert status == 200, raw
     events = _sse(raw)
@@ -145,8 +159,13 @@ def test_stream_shape(server):
     finish = [c["choices"][0].get("finish_reason") for c in chunks if c.get("choices")]
     assert finish[-1] == "length"
     # chat: role chunk, content chunks, then usage, then [DONE]
-    body = {"model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": "tiny-llama",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 4,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     status, raw = _post(server.url + "/v1/chat/completions", body)
     events = _sse(raw)
     print("chat stream:", *events[:2], *events[-3:], sep="\n  ")
@@ -184,13 +203,24 @@ def test_metrics_names_and_types_match_the_profile(server):
     assert prof.gauge(snap, "kv_usage") is None
 
 
-def _scenario(tmp: Path, model: str, name: str, concurrency: int, requests: int, input_tokens: int = 200,
-              output_tokens: int = 32, api: str = "openai-completions") -> Path:
+def _scenario(
+    tmp: Path,
+    model: str,
+    name: str,
+    concurrency: int,
+    requests: int,
+    input_tokens: int = 200,
+    output_tokens: int = 32,
+    api: str = "openai-completions",
+) -> Path:
     doc = {
         "name": name,
         "target": {"api": api},
         "load": {"concurrency": concurrency, "requests": requests},
-        "workload": {"tokenizer": model, "classes": [{"name": "q", "input_tokens": input_tokens, "output_tokens": output_tokens}]},
+        "workload": {
+            "tokenizer": model,
+            "classes": [{"name": "q", "input_tokens": input_tokens, "output_tokens": output_tokens}],
+        },
         "slo": {"ttft_ms": 10000},
         "telemetry": {"interval_s": 0.25},
     }
@@ -203,14 +233,49 @@ def test_harness_run_with_telemetry(server, real_llamacpp, tmp_path):
     scen = _scenario(tmp_path, str(real_llamacpp.model), "llama-run", concurrency=4, requests=16)
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", str(scen), "--target", server.url,
-                           "--engine-kind", "llamacpp", "--out", str(out), "--quiet"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(scen),
+            "--target",
+            server.url,
+            "--engine-kind",
+            "llamacpp",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     eng = summary["engine"]
-    print("\nengine block:", json.dumps({k: eng.get(k) for k in ("profile", "telemetry", "running", "waiting", "prompt_tokens",
-                                                                  "generation_tokens", "kv_usage", "prefix_cache")}, default=str)[:2000])
+    print(
+        "\nengine block:",
+        json.dumps(
+            {
+                k: eng.get(k)
+                for k in (
+                    "profile",
+                    "telemetry",
+                    "running",
+                    "waiting",
+                    "prompt_tokens",
+                    "generation_tokens",
+                    "kv_usage",
+                    "prefix_cache",
+                )
+            },
+            default=str,
+        )[:2000],
+    )
     assert summary["requests"]["completed"] == 16
     assert eng["profile"] == "llamacpp" and eng["telemetry"]["source"] == "direct" and eng["telemetry"]["scrapes"] >= 3
     assert 1 <= eng["running"]["max"] <= 2  # two slots
@@ -229,13 +294,21 @@ def test_sweep_over_slots_and_context_with_restarts(real_llamacpp, tmp_path):
     _scenario(tmp_path, str(real_llamacpp.model), "four-users", concurrency=4, requests=12)
     sweep = {
         "name": "real-llamacpp",
-        "engine": {"kind": "llamacpp", "command": real_llamacpp.command(), "served_model_name": real_llamacpp.served_model_name,
-                   "ready_timeout_s": 120, "stop_timeout_s": 15},
+        "engine": {
+            "kind": "llamacpp",
+            "command": real_llamacpp.command(),
+            "served_model_name": real_llamacpp.served_model_name,
+            "ready_timeout_s": 120,
+            "stop_timeout_s": 15,
+        },
         "base": {"ctx-size": 2048},
-        "vary": {"mode": "list", "configs": [
-            {"id": "one-slot", "flags": {"parallel": 1, "ctx-size": 1024}},
-            {"id": "four-slots", "flags": {"parallel": 4, "ctx-size": 4096}},
-        ]},
+        "vary": {
+            "mode": "list",
+            "configs": [
+                {"id": "one-slot", "flags": {"parallel": 1, "ctx-size": 1024}},
+                {"id": "four-slots", "flags": {"parallel": 4, "ctx-size": 4096}},
+            ],
+        },
         "scenarios": ["four-users.yaml"],
     }
     path = tmp_path / "sweep.yaml"
@@ -244,19 +317,32 @@ def test_sweep_over_slots_and_context_with_restarts(real_llamacpp, tmp_path):
     t0 = time.monotonic()
     outcome = run_sweep(build_plan(path), SweepOptions(out_dir=out, show_progress=True, write_report=False))
     index = json.loads((out / "index.json").read_text())
-    print(f"\nllama.cpp sweep: {time.monotonic() - t0:.1f} s;",
-          json.dumps({c["id"]: {"startup_s": c.get("startup_s"), "facts": c.get("startup_facts")} for c in index["cells"]}))
+    print(
+        f"\nllama.cpp sweep: {time.monotonic() - t0:.1f} s;",
+        json.dumps(
+            {c["id"]: {"startup_s": c.get("startup_s"), "facts": c.get("startup_facts")} for c in index["cells"]}
+        ),
+    )
     assert outcome.counts["complete"] == 2, json.dumps(index, indent=1)[:4000]
     cells = {c["config_id"]: c for c in index["cells"]}
     assert cells["one-slot"]["startup_facts"]["n_slots"] == 1 and cells["one-slot"]["startup_facts"]["n_ctx"] == 1024
-    assert cells["four-slots"]["startup_facts"]["n_slots"] == 4 and cells["four-slots"]["startup_facts"]["n_ctx_slot"] == 1024
+    assert (
+        cells["four-slots"]["startup_facts"]["n_slots"] == 4
+        and cells["four-slots"]["startup_facts"]["n_ctx_slot"] == 1024
+    )
 
     def engine(cfg: str) -> dict:
         return json.loads((out / cells[cfg]["run_dir"] / "summary.json").read_text())["engine"]
 
     one, four = engine("one-slot"), engine("four-slots")
-    print("one slot:", json.dumps({k: one[k] for k in ("running", "waiting", "prompt_tokens", "generation_tokens", "telemetry")}))
-    print("four slots:", json.dumps({k: four[k] for k in ("running", "waiting", "prompt_tokens", "generation_tokens", "telemetry")}))
+    print(
+        "one slot:",
+        json.dumps({k: one[k] for k in ("running", "waiting", "prompt_tokens", "generation_tokens", "telemetry")}),
+    )
+    print(
+        "four slots:",
+        json.dumps({k: four[k] for k in ("running", "waiting", "prompt_tokens", "generation_tokens", "telemetry")}),
+    )
     for e in (one, four):
         assert e["profile"] == "llamacpp" and e["telemetry"]["scrapes"] >= 2
         assert e["generation_tokens"] == 12 * 32 and e["prompt_tokens"] >= 12 * 200
@@ -265,14 +351,21 @@ def test_sweep_over_slots_and_context_with_restarts(real_llamacpp, tmp_path):
 
 
 def test_tune_moves_llama_servers_own_flags(real_llamacpp, tmp_path):
-    _scenario(tmp_path, str(real_llamacpp.model), "tune-load", concurrency=4, requests=1, input_tokens=120, output_tokens=24)
+    _scenario(
+        tmp_path, str(real_llamacpp.model), "tune-load", concurrency=4, requests=1, input_tokens=120, output_tokens=24
+    )
     scen = yaml.safe_load((tmp_path / "tune-load.yaml").read_text())
     scen["load"] = {"concurrency": 4, "duration_s": 6}
     (tmp_path / "tune-load.yaml").write_text(yaml.safe_dump(scen))
     tune = {
         "name": "llamacpp-short",
-        "engine": {"kind": "llamacpp", "command": real_llamacpp.command(), "served_model_name": real_llamacpp.served_model_name,
-                   "ready_timeout_s": 120, "stop_timeout_s": 15},
+        "engine": {
+            "kind": "llamacpp",
+            "command": real_llamacpp.command(),
+            "served_model_name": real_llamacpp.served_model_name,
+            "ready_timeout_s": 120,
+            "stop_timeout_s": 15,
+        },
         "base": {"parallel": 1, "ctx-size": 4096},
         "workload": ["tune-load.yaml"],
         "load": {"concurrency": 4},
@@ -282,10 +375,15 @@ def test_tune_moves_llama_servers_own_flags(real_llamacpp, tmp_path):
     path = tmp_path / "tune.yaml"
     path.write_text(yaml.safe_dump(tune, sort_keys=False))
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "tune", str(path), "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=1500,
-                          # a tune saves its final run as a baseline: in the test's directory, not the repo's store
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_BASELINES": str(tmp_path / "baselines")})
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "tune", str(path), "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        # a tune saves its final run as a baseline: in the test's directory, not the repo's store
+        env={**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_BASELINES": str(tmp_path / "baselines")},
+    )
     print(proc.stderr[-4000:])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads((out / "tune.json").read_text())
@@ -294,7 +392,9 @@ def test_tune_moves_llama_servers_own_flags(real_llamacpp, tmp_path):
     # the per-slot limit is --kv-unified-per-slot (the pool all slots share is --ctx-size)
     assert by["context-length"]["verdict"] == "changed", by["context-length"]
     assert by["context-length"]["tried"][0]["flags"]["kv-unified-per-slot"] > 0
-    assert by["context-length"]["reason"].startswith("max-model-len 146 tokens (--kv-unified-per-slot; "), by["context-length"]
+    assert by["context-length"]["reason"].startswith("max-model-len 146 tokens (--kv-unified-per-slot; "), by[
+        "context-length"
+    ]
     assert by["parallelism"]["verdict"] == "skipped"
     assert by["parallelism"]["reason"].startswith("engine kind llamacpp has no equivalent of --tensor-parallel-size")
     assert by["cuda-graphs"]["verdict"] == "kept" and "GGML_CUDA_DISABLE_GRAPHS not set" in by["cuda-graphs"]["reason"]
@@ -313,7 +413,9 @@ def test_tune_moves_llama_servers_own_flags(real_llamacpp, tmp_path):
     assert seqs["verdict"] == "changed", seqs["reason"]
     assert "leaving the current flags needs a measured gain" in seqs["reason"]
     budget = by["max-num-batched-tokens"]  # llama-server's --batch-size
-    assert budget["verdict"] in ("changed", "kept") and any(t["flags"].get("batch-size") == 512 for t in budget["tried"])
+    assert budget["verdict"] in ("changed", "kept") and any(
+        t["flags"].get("batch-size") == 512 for t in budget["tried"]
+    )
     assert "ITL p99" in budget["reason"] and "TTFT p50" in budget["reason"], budget["reason"]
     cmd = doc["final"]["command"]
     assert "--parallel" in cmd and not any(a.startswith("--max-") for a in cmd) and "--ctx-size" in cmd

@@ -29,26 +29,45 @@ def free_port() -> int:
 
 
 def harness(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", *args], cwd=ROOT, capture_output=True, text=True, timeout=900
+    )
 
 
 def test_offline_batch_on_real_vllm(real_vllm, tmp_path):
     port = free_port()
-    argv = [a.replace("{host}", "127.0.0.1").replace("{port}", str(port)) for a in real_vllm.command(
-        "--max-model-len", "4096", "--max-num-seqs", "8", "--enforce-eager", "--uvicorn-log-level", "warning")]
+    argv = [
+        a.replace("{host}", "127.0.0.1").replace("{port}", str(port))
+        for a in real_vllm.command(
+            "--max-model-len", "4096", "--max-num-seqs", "8", "--enforce-eager", "--uvicorn-log-level", "warning"
+        )
+    ]
     log = open(tmp_path / "vllm.log", "w")
-    proc = subprocess.Popen(argv, env={**os.environ, **real_vllm.env}, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv, env={**os.environ, **real_vllm.env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for_http(url + "/health", proc, tmp_path / "vllm.log", timeout_s=900, interval_s=2)
         runs = []
         for name in ("a", "b"):
             out = tmp_path / name
-            done = harness("run", "scenarios/offline.yaml", "--target", url, "--model", real_vllm.served_model_name,
-                           "--tokenizer", str(real_vllm.model), "--requests", str(REQUESTS), "--out", str(out),
-                           "--quiet", "--no-report")
+            done = harness(
+                "run",
+                "scenarios/offline.yaml",
+                "--target",
+                url,
+                "--model",
+                real_vllm.served_model_name,
+                "--tokenizer",
+                str(real_vllm.model),
+                "--requests",
+                str(REQUESTS),
+                "--out",
+                str(out),
+                "--quiet",
+                "--no-report",
+            )
             assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
             runs.append(json.loads((out / "summary.json").read_text()))
         compared = harness("compare", str(tmp_path / "a"), str(tmp_path / "b"))
@@ -61,8 +80,10 @@ def test_offline_batch_on_real_vllm(real_vllm, tmp_path):
         log.close()
     for s in runs:
         off = s["load"]["offline"]
-        print(f"\nreal-vLLM offline batch of {REQUESTS}: makespan {off['makespan_s']:.1f} s, "
-              f"{off['req_per_s']:.2f} req/s, output {off['output_tok_per_s']:.0f} tok/s")
+        print(
+            f"\nreal-vLLM offline batch of {REQUESTS}: makespan {off['makespan_s']:.1f} s, "
+            f"{off['req_per_s']:.2f} req/s, output {off['output_tok_per_s']:.0f} tok/s"
+        )
         assert s["load"]["mode"] == "offline" and s["requests"]["completed"] == REQUESTS
         assert off["makespan_s"] > 0 and off["req_per_s"] > 0 and off["output_tok_per_s"] > 0
         assert s["engine"]["kv_usage"]["max"] is not None  # telemetry over the batch from the real /metrics

@@ -49,10 +49,17 @@ DIST_KEYS = {"count", "mean", "p50", "p90", "p99", "p999", "max"}
 LATENCY = {"ttft", "itl_chunk", "itl_token", "tpot", "e2e", "send_lag"}
 
 
-def harness(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
+def harness(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +68,19 @@ def contract_run(fake_openai, tmp_path_factory):
     path = tmp / "contract.yaml"
     path.write_text(SCENARIO)
     out = tmp / "run"
-    proc = harness("run", str(path), "--target", fake_openai.url, "--model", "ok", "--out", str(out),
-                   "--no-telemetry", "--no-report", env={"HARNESS_TEST_KEY": SECRET})
+    proc = harness(
+        "run",
+        str(path),
+        "--target",
+        fake_openai.url,
+        "--model",
+        "ok",
+        "--out",
+        str(out),
+        "--no-telemetry",
+        "--no-report",
+        env={"HARNESS_TEST_KEY": SECRET},
+    )
     return proc, out, path
 
 
@@ -115,7 +133,16 @@ def test_tokens_match_requests(contract_run) -> None:
     assert sum(rec["input_tokens"] for rec in lines) == s["tokens"]["input_total"] == 12 * 7
     for rec in lines:
         assert rec["chunks"] == rec["output_tokens"] and rec["ttft_ms"] <= rec["e2e_ms"]
-        assert {"class", "intended_ns", "sent_ns", "ttft_ms", "e2e_ms", "input_tokens", "output_tokens", "error"} <= set(rec)
+        assert {
+            "class",
+            "intended_ns",
+            "sent_ns",
+            "ttft_ms",
+            "e2e_ms",
+            "input_tokens",
+            "output_tokens",
+            "error",
+        } <= set(rec)
     ttfts = sorted(rec["ttft_ms"] for rec in lines)
     assert s["latency_ms"]["ttft"]["max"] == pytest.approx(ttfts[-1], rel=1e-9)
     assert s["latency_ms"]["ttft"]["mean"] == pytest.approx(sum(ttfts) / len(ttfts), rel=1e-3)
@@ -154,10 +181,28 @@ def test_ctrl_c_keeps_what_was_measured(fake_openai, tmp_path: Path, sig: int) -
     path = tmp_path / "long.yaml"
     path.write_text(SCENARIO.replace("requests: 12}", "duration_s: 60}").replace("warmup: {requests: 2}\n", ""))
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "run", str(path), "--target", fake_openai.url,
-                             "--model", "ok", "--out", str(out), "--no-telemetry", "--no-report", "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "HARNESS_TEST_KEY": SECRET})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(path),
+            "--target",
+            fake_openai.url,
+            "--model",
+            "ok",
+            "--out",
+            str(out),
+            "--no-telemetry",
+            "--no-report",
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "HARNESS_TEST_KEY": SECRET},
+    )
     requests = out / "requests.jsonl"
     deadline = time.monotonic() + 60
     # requests.jsonl is flushed with each progress line (every second): wait for measured requests
@@ -196,14 +241,36 @@ def _processes_mentioning(text: str) -> list[int]:
 def test_second_ctrl_c_stops_the_load_at_once(fake_openai, tmp_path: Path) -> None:
     """Two Ctrl-C: no load process may outlive `harness run` (they run in their own sessions)."""
     path = tmp_path / "slow.yaml"
-    path.write_text(SCENARIO.replace("requests: 12}", "duration_s: 60}").replace("warmup: {requests: 2}\n", "")
-                    .replace("itl_ms: 0.5", "itl_ms: 50").replace("output_tokens: 12", "output_tokens: 400")
-                    .replace("{dist: uniform, min: 3, max: 8}", "400"))
+    path.write_text(
+        SCENARIO.replace("requests: 12}", "duration_s: 60}")
+        .replace("warmup: {requests: 2}\n", "")
+        .replace("itl_ms: 0.5", "itl_ms: 50")
+        .replace("output_tokens: 12", "output_tokens: 400")
+        .replace("{dist: uniform, min: 3, max: 8}", "400")
+    )
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "run", str(path), "--target", fake_openai.url,
-                             "--model", "ok", "--out", str(out), "--no-telemetry", "--no-report", "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "HARNESS_TEST_KEY": SECRET})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(path),
+            "--target",
+            fake_openai.url,
+            "--model",
+            "ok",
+            "--out",
+            str(out),
+            "--no-telemetry",
+            "--no-report",
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "HARNESS_TEST_KEY": SECRET},
+    )
     progress = out / "progress.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
@@ -227,17 +294,41 @@ def test_kill_9_of_harness_run_stops_its_load_process_at_once(fake_openai, tmp_p
     graceful stop, drained for its grace (~40 s) and appended 21 lines to the dead run's files. Now
     it sees its parent gone and stops at once; the lines recorded before the kill stay whole."""
     path = tmp_path / "slow.yaml"
-    path.write_text(SCENARIO.replace("requests: 12}", "duration_s: 60}").replace("warmup: {requests: 2}\n", "")
-                    .replace("itl_ms: 0.5", "itl_ms: 20").replace("output_tokens: 12", "output_tokens: 100"))
+    path.write_text(
+        SCENARIO.replace("requests: 12}", "duration_s: 60}")
+        .replace("warmup: {requests: 2}\n", "")
+        .replace("itl_ms: 0.5", "itl_ms: 20")
+        .replace("output_tokens: 12", "output_tokens: 100")
+    )
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "run", str(path), "--target", fake_openai.url,
-                             "--model", "ok", "--out", str(out), "--no-telemetry", "--no-report", "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "HARNESS_TEST_KEY": SECRET})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(path),
+            "--target",
+            fake_openai.url,
+            "--model",
+            "ok",
+            "--out",
+            str(out),
+            "--no-telemetry",
+            "--no-report",
+            "--quiet",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "HARNESS_TEST_KEY": SECRET},
+    )
     progress = out / "progress.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
-        if progress.exists() and any(json.loads(rec)["in_flight"] > 0 and json.loads(rec).get("done", 0) > 0
-                                     for rec in progress.read_text().splitlines()):
+        if progress.exists() and any(
+            json.loads(rec)["in_flight"] > 0 and json.loads(rec).get("done", 0) > 0
+            for rec in progress.read_text().splitlines()
+        ):
             break
         time.sleep(0.1)
     assert _processes_mentioning(str(out / "load_plan.json")), "the load process should be running"
@@ -266,9 +357,29 @@ def test_a_full_disk_says_so_and_keeps_what_was_measured(fake_openai, tmp_path: 
     out = tmp_path / "run"
     out.mkdir()
     (out / "requests.jsonl").symlink_to("/dev/full")
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", str(path), "--target", fake_openai.url,
-                           "--model", "ok", "--out", str(out), "--no-telemetry", "--no-report", "--quiet", "--force"],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "HARNESS_TEST_KEY": SECRET})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(path),
+            "--target",
+            fake_openai.url,
+            "--model",
+            "ok",
+            "--out",
+            str(out),
+            "--no-telemetry",
+            "--no-report",
+            "--quiet",
+            "--force",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HARNESS_TEST_KEY": SECRET},
+    )
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr and "failed before measuring" not in proc.stderr
     assert f"error: disk full: requests.jsonl in {out}: No space left on device" in proc.stderr

@@ -20,7 +20,8 @@ SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 DURATION = {"poisson_rate": "4"}
 
 pytestmark = pytest.mark.skipif(
-    not (ROOT / "harness" / "sim" / "cli.py").exists(), reason="the simulated engine (harness/sim/cli.py) is not built yet"
+    not (ROOT / "harness" / "sim" / "cli.py").exists(),
+    reason="the simulated engine (harness/sim/cli.py) is not built yet",
 )
 
 
@@ -36,20 +37,38 @@ RUN_ELSEWHERE = {
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory):
     """Runs the selected scenarios, all at once."""
-    selected = {it.callspec.params["name"] for it in request.session.items
-                if it.module is request.module and hasattr(it, "callspec") and "name" in it.callspec.params}
+    selected = {
+        it.callspec.params["name"]
+        for it in request.session.items
+        if it.module is request.module and hasattr(it, "callspec") and "name" in it.callspec.params
+    }
     tmp = tmp_path_factory.mktemp("sim_runs")
     procs = {}
     for path in (p for p in SCENARIOS if p.stem in selected):
         out = tmp / path.stem
         # offline submits a request count at once (a duration does not apply): a small batch
         stop = ["--requests", "24"] if path.stem == "offline" else ["--duration", DURATION.get(path.stem, "1")]
-        args = [sys.executable, "-m", "harness.cli.main", "run", str(path), *stop,
-                "--warmup", "0", "--out", str(out), "--quiet"]
+        args = [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(path),
+            *stop,
+            "--warmup",
+            "0",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
         if path.stem != "smoke":
             args.append("--no-report")  # the report is checked once (smoke); it costs CPU
-        procs[path.stem] = (subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                             cwd=ROOT, env=dict(os.environ)), out)
+        procs[path.stem] = (
+            subprocess.Popen(
+                args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=dict(os.environ)
+            ),
+            out,
+        )
     results = {}
     for name, (proc, out) in procs.items():
         try:
@@ -66,8 +85,9 @@ def test_scenarios_are_shipped() -> None:
     assert {"mixed", "poisson_rate", "shared_prefix", "short_prompt_long_output", "long_prompt_short_output"} <= names
 
 
-@pytest.mark.parametrize("name", [pytest.param(p.stem, marks=pytest.mark.slow) if p.stem in RUN_ELSEWHERE else p.stem
-                                  for p in SCENARIOS])
+@pytest.mark.parametrize(
+    "name", [pytest.param(p.stem, marks=pytest.mark.slow) if p.stem in RUN_ELSEWHERE else p.stem for p in SCENARIOS]
+)
 def test_shipped_scenario_against_the_simulated_engine(runs, name: str) -> None:
     rc, stderr, out = runs[name]
     assert rc == 0, stderr[-3000:]

@@ -24,25 +24,46 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 def _no_other_vllm(wait_s: float = 900) -> None:
     """Two vLLMs on two cores make both crawl: wait for another test's (or engineer's) to end."""
     try:
-        wait_until(lambda: subprocess.run(["pgrep", "-f", "vllm serve"], capture_output=True).returncode != 0,
-                   "no other `vllm serve`", timeout_s=wait_s, interval_s=5)
+        wait_until(
+            lambda: subprocess.run(["pgrep", "-f", "vllm serve"], capture_output=True).returncode != 0,
+            "no other `vllm serve`",
+            timeout_s=wait_s,
+            interval_s=5,
+        )
     except AssertionError:
         pytest.skip(f"another `vllm serve` kept running for {wait_s:g}s")
 
 
 def test_real_vllm_cold_warm_eager_vs_default(real_vllm, tmp_path, capsys):
     _no_other_vllm()
-    (tmp_path / "short.yaml").write_text(yaml.safe_dump({
-        "name": "short", "target": {"api": "openai-completions"}, "load": {"concurrency": 4, "requests": 16},
-        "workload": {"tokenizer": str(real_vllm.model), "classes": [{"name": "q", "input_tokens": 64, "output_tokens": 32}]},
-    }))
+    (tmp_path / "short.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "short",
+                "target": {"api": "openai-completions"},
+                "load": {"concurrency": 4, "requests": 16},
+                "workload": {
+                    "tokenizer": str(real_vllm.model),
+                    "classes": [{"name": "q", "input_tokens": 64, "output_tokens": 32}],
+                },
+            }
+        )
+    )
     spec = {
         "name": "real-startup",
-        "engine": {"kind": "vllm", "command": real_vllm.command(), "env": real_vllm.env,
-                   "served_model_name": real_vllm.served_model_name, "ready_timeout_s": 1500, "stop_timeout_s": 30},
+        "engine": {
+            "kind": "vllm",
+            "command": real_vllm.command(),
+            "env": real_vllm.env,
+            "served_model_name": real_vllm.served_model_name,
+            "ready_timeout_s": 1500,
+            "stop_timeout_s": 30,
+        },
         "base": {"max-model-len": 2048, "max-num-seqs": 8, "uvicorn-log-level": "warning"},
         "vary": {"flags": {"enforce-eager": [True]}},
-        "cold": 1, "warm": 1, "scenario": "short.yaml",
+        "cold": 1,
+        "warm": 1,
+        "scenario": "short.yaml",
     }
     path = tmp_path / "startup.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))

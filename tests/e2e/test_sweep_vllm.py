@@ -48,11 +48,14 @@ def test_real_vllm_sweep_with_a_failed_start(real_vllm, tmp_path):
             "stop_timeout_s": 30,
         },
         "base": {"max-model-len": 2048, "max-num-seqs": 8, "uvicorn-log-level": "warning"},
-        "vary": {"mode": "list", "configs": [
-            {"id": "base"},
-            {"id": "no-prefix-caching", "flags": {"enable-prefix-caching": False}},
-            {"id": "too-few-blocks", "flags": {"num-gpu-blocks-override": 4}},
-        ]},
+        "vary": {
+            "mode": "list",
+            "configs": [
+                {"id": "base"},
+                {"id": "no-prefix-caching", "flags": {"enable-prefix-caching": False}},
+                {"id": "too-few-blocks", "flags": {"num-gpu-blocks-override": 4}},
+            ],
+        },
         "scenarios": ["plain.yaml", "prefix.yaml"],
     }
     path = tmp_path / "sweep.yaml"
@@ -72,7 +75,9 @@ def test_real_vllm_sweep_with_a_failed_start(real_vllm, tmp_path):
         "cell_s": {c["id"]: c.get("duration_s") for c in index["cells"]},
     }
     print("\nreal-vLLM sweep timings:", json.dumps(timing, indent=1))
-    assert outcome.counts == {"complete": 4, "partial": 0, "failed": 2, "not run": 0}, json.dumps(index, indent=1)[:4000]
+    assert outcome.counts == {"complete": 4, "partial": 0, "failed": 2, "not run": 0}, json.dumps(index, indent=1)[
+        :4000
+    ]
 
     for cfg in ("base", "no-prefix-caching"):
         for scen in ("plain", "prefix"):

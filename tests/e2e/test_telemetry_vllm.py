@@ -25,8 +25,10 @@ def _scenarios(tmp_path, model_dir: str) -> None:
         "name": "pressure",
         "target": {"api": "openai-completions"},
         "load": {"concurrency": 16, "requests": 32},
-        "workload": {"tokenizer": model_dir, "classes": [
-            {"name": "long_out", "input_tokens": 300, "output_tokens": 512}]},
+        "workload": {
+            "tokenizer": model_dir,
+            "classes": [{"name": "long_out", "input_tokens": 300, "output_tokens": 512}],
+        },
         "telemetry": {"interval_s": 0.25},
     }
     prefix = {
@@ -34,9 +36,17 @@ def _scenarios(tmp_path, model_dir: str) -> None:
         "target": {"api": "openai-completions"},
         "load": {"concurrency": 4, "requests": 80},
         "warmup": {"requests": 4},
-        "workload": {"tokenizer": model_dir, "classes": [
-            {"name": "q", "input_tokens": 640, "output_tokens": 16,
-             "shared_prefix": {"tokens": 512, "count": 2, "fraction": 1.0}}]},
+        "workload": {
+            "tokenizer": model_dir,
+            "classes": [
+                {
+                    "name": "q",
+                    "input_tokens": 640,
+                    "output_tokens": 16,
+                    "shared_prefix": {"tokens": 512, "count": 2, "fraction": 1.0},
+                }
+            ],
+        },
         "telemetry": {"interval_s": 0.25},
     }
     (tmp_path / "pressure.yaml").write_text(yaml.safe_dump(pressure))
@@ -47,13 +57,22 @@ def test_kv_pressure_preemptions_and_prefix_hits_on_real_vllm(real_vllm, tmp_pat
     _scenarios(tmp_path, str(real_vllm.model))
     sweep = {
         "name": "real-vllm-telemetry",
-        "engine": {"kind": "vllm", "command": real_vllm.command(), "env": real_vllm.env,
-                   "served_model_name": real_vllm.served_model_name, "ready_timeout_s": 300, "stop_timeout_s": 30},
+        "engine": {
+            "kind": "vllm",
+            "command": real_vllm.command(),
+            "env": real_vllm.env,
+            "served_model_name": real_vllm.served_model_name,
+            "ready_timeout_s": 300,
+            "stop_timeout_s": 30,
+        },
         "base": {"max-model-len": 2048, "max-num-seqs": 16, "uvicorn-log-level": "warning"},
-        "vary": {"mode": "list", "configs": [
-            {"id": "roomy"},
-            {"id": "starved", "flags": {"num-gpu-blocks-override": 20}},
-        ]},
+        "vary": {
+            "mode": "list",
+            "configs": [
+                {"id": "roomy"},
+                {"id": "starved", "flags": {"num-gpu-blocks-override": 20}},
+            ],
+        },
         "scenarios": ["pressure.yaml", "prefix.yaml"],
     }
     path = tmp_path / "sweep.yaml"
@@ -68,7 +87,9 @@ def test_kv_pressure_preemptions_and_prefix_hits_on_real_vllm(real_vllm, tmp_pat
         return json.loads((run_dir / "summary.json").read_text())["engine"]
 
     starved, roomy = engine("starved__pressure__r1"), engine("roomy__pressure__r1")
-    print("\nstarved:", json.dumps({k: starved[k] for k in ("kv_usage", "preemptions", "kv_capacity_tokens", "waiting")}))
+    print(
+        "\nstarved:", json.dumps({k: starved[k] for k in ("kv_usage", "preemptions", "kv_capacity_tokens", "waiting")})
+    )
     print("roomy:", json.dumps({k: roomy[k] for k in ("kv_usage", "preemptions", "kv_capacity_tokens", "waiting")}))
     assert starved["profile"] == "vllm" and starved["telemetry"]["source"] == "direct"
     assert starved["telemetry"]["scrapes"] >= 3

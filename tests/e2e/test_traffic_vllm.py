@@ -28,27 +28,72 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _report(run_dir: Path) -> str:
-    subprocess.run([sys.executable, "-m", "harness.cli.main", "report", str(run_dir)], check=True, capture_output=True, cwd=ROOT)
+    subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "report", str(run_dir)], check=True, capture_output=True, cwd=ROOT
+    )
     return (run_dir / "report.md").read_text()
 
 
 def _scenarios(tmp_path, model_dir: str) -> None:
-    subprocess.run([sys.executable, str(ROOT / "tools" / "make_block_trace.py"), str(tmp_path / "trace.jsonl"), "--records", "40",
-                    "--block-tokens", "128", "--seed", "5"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "make_block_trace.py"),
+            str(tmp_path / "trace.jsonl"),
+            "--records",
+            "40",
+            "--block-tokens",
+            "128",
+            "--seed",
+            "5",
+        ],
+        check=True,
+        capture_output=True,
+    )
     trace = {
-        "name": "trace", "target": {"api": "openai-completions"},
+        "name": "trace",
+        "target": {"api": "openai-completions"},
         "load": {"concurrency": 1, "requests": 40},  # one at a time: the trace's order, as the ideal assumes
         "sampling": {"ignore_eos": True},
-        "workload": {"tokenizer": model_dir, "classes": [
-            {"name": "t", "block_trace": {"path": "trace.jsonl", "block_tokens": 128, "engine_block": 128}}]},
+        "workload": {
+            "tokenizer": model_dir,
+            "classes": [
+                {"name": "t", "block_trace": {"path": "trace.jsonl", "block_tokens": 128, "engine_block": 128}}
+            ],
+        },
     }
     agent = {
-        "name": "agent", "load": {"concurrency": 2, "requests": 24}, "sampling": {"ignore_eos": True},
-        "workload": {"tokenizer": model_dir, "classes": [{"name": "a", "session": {
-            "turns": 1, "user_tokens": 64, "output_tokens": 32, "system_prompt": {"tokens": 300},
-            # the tiny model's ChatML template has no tool roles: plain messages
-            "agent": {"tool_calls": 2, "call_tokens": 16, "tool_result_tokens": 200, "tool_format": "text",
-                      "fan_out": {"probability": 0.5, "agents": 2, "steps": 1, "task_tokens": 32, "result_tokens": 24}}}}]},
+        "name": "agent",
+        "load": {"concurrency": 2, "requests": 24},
+        "sampling": {"ignore_eos": True},
+        "workload": {
+            "tokenizer": model_dir,
+            "classes": [
+                {
+                    "name": "a",
+                    "session": {
+                        "turns": 1,
+                        "user_tokens": 64,
+                        "output_tokens": 32,
+                        "system_prompt": {"tokens": 300},
+                        # the tiny model's ChatML template has no tool roles: plain messages
+                        "agent": {
+                            "tool_calls": 2,
+                            "call_tokens": 16,
+                            "tool_result_tokens": 200,
+                            "tool_format": "text",
+                            "fan_out": {
+                                "probability": 0.5,
+                                "agents": 2,
+                                "steps": 1,
+                                "task_tokens": 32,
+                                "result_tokens": 24,
+                            },
+                        },
+                    },
+                }
+            ],
+        },
     }
     (tmp_path / "trace.yaml").write_text(yaml.safe_dump(trace))
     (tmp_path / "agent.yaml").write_text(yaml.safe_dump(agent))
@@ -58,15 +103,27 @@ def test_server_timing_joined_per_request_on_real_vllm(real_vllm, tmp_path):
     _scenarios(tmp_path, str(real_vllm.model))
     sweep = {
         "name": "real-vllm-traffic",
-        "engine": {"kind": "vllm", "command": real_vllm.command(), "env": real_vllm.env,
-                   "served_model_name": real_vllm.served_model_name, "stop_timeout_s": 30,
-                   "ready_timeout_s": 600},  # a cold compile on a busy 2-core box took 196 s
-        "base": {"max-model-len": 2048, "max-num-seqs": 8, "uvicorn-log-level": "warning",
-                 "enable-prompt-tokens-details": True},
-        "vary": {"mode": "list", "configs": [
-            {"id": "timed", "flags": {"enable-per-request-metrics": True}},
-            {"id": "untimed"},
-        ]},
+        "engine": {
+            "kind": "vllm",
+            "command": real_vllm.command(),
+            "env": real_vllm.env,
+            "served_model_name": real_vllm.served_model_name,
+            "stop_timeout_s": 30,
+            "ready_timeout_s": 600,
+        },  # a cold compile on a busy 2-core box took 196 s
+        "base": {
+            "max-model-len": 2048,
+            "max-num-seqs": 8,
+            "uvicorn-log-level": "warning",
+            "enable-prompt-tokens-details": True,
+        },
+        "vary": {
+            "mode": "list",
+            "configs": [
+                {"id": "timed", "flags": {"enable-per-request-metrics": True}},
+                {"id": "untimed"},
+            ],
+        },
         "scenarios": ["trace.yaml", "agent.yaml"],
     }
     path = tmp_path / "sweep.yaml"
@@ -79,11 +136,21 @@ def test_server_timing_joined_per_request_on_real_vllm(real_vllm, tmp_path):
     def cell(cid: str) -> tuple[dict, list[dict], object]:
         run_dir = out / next(c["run_dir"] for c in index["cells"] if c["id"] == cid)
         reqs = [json.loads(x) for x in (run_dir / "requests.jsonl").read_text().splitlines() if x.strip()]
-        return json.loads((run_dir / "summary.json").read_text()), [r for r in reqs if not r["warmup"] and not r["error"]], run_dir
+        return (
+            json.loads((run_dir / "summary.json").read_text()),
+            [r for r in reqs if not r["warmup"] and not r["error"]],
+            run_dir,
+        )
 
     s, reqs, run_dir = cell("timed__trace__r1")
-    print("\nserver_timing:", s["server_timing"], "\nblock_trace:", s["block_trace"],
-          "\nttft_breakdown share:", s["ttft_breakdown"]["share"])
+    print(
+        "\nserver_timing:",
+        s["server_timing"],
+        "\nblock_trace:",
+        s["block_trace"],
+        "\nttft_breakdown share:",
+        s["ttft_breakdown"]["share"],
+    )
     assert s["server_timing"]["timed"] == s["requests"]["completed"] == len(reqs) > 30
     assert s["server_timing"]["sources"] == ["vllm"] and s["server_timing"]["unknown"] == []
     for r in reqs:

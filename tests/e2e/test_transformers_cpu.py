@@ -60,19 +60,30 @@ def _assert_run(run_dir: Path, requests: int) -> dict:
 
 def test_harness_run_on_transformers_serve_cpu(real_transformers, tmp_path):
     port = free_port()
-    argv = [a.replace("{host}", "127.0.0.1").replace("{port}", str(port))
-            for a in real_transformers.command("--cb-num-blocks", "64")]
+    argv = [
+        a.replace("{host}", "127.0.0.1").replace("{port}", str(port))
+        for a in real_transformers.command("--cb-num-blocks", "64")
+    ]
     log = tmp_path / "serve.log"
     with log.open("w") as fh:
-        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **real_transformers.env},
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **real_transformers.env},
+            start_new_session=True,
+        )
     try:
         kind = get_kind("transformers")
         url = f"http://127.0.0.1:{port}"
+
         def ready() -> bool:
             assert proc.poll() is None, log.read_text()[-3000:]
             return kind.probe(url, None).ready
-        wait_until(ready, "transformers serve ready", timeout_s=300, interval_s=0.5, details=lambda: log.read_text()[-3000:])
+
+        wait_until(
+            ready, "transformers serve ready", timeout_s=300, interval_s=0.5, details=lambda: log.read_text()[-3000:]
+        )
         assert kind.startup_facts(log.read_text()) == {"port": port}
         # /v1/models fails without a Hugging Face cache folder: the run names the model itself
         try:
@@ -84,10 +95,29 @@ def test_harness_run_on_transformers_serve_cpu(real_transformers, tmp_path):
         scen = _scenario(tmp_path, str(real_transformers.model), "tf-run")
         out = tmp_path / "run"
         t0 = time.monotonic()
-        run = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", str(scen), "--target", url,
-                              "--model", str(real_transformers.model), "--engine-kind", "transformers",
-                              "--out", str(out), "--quiet"],
-                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=900)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness.cli.main",
+                "run",
+                str(scen),
+                "--target",
+                url,
+                "--model",
+                str(real_transformers.model),
+                "--engine-kind",
+                "transformers",
+                "--out",
+                str(out),
+                "--quiet",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         print(f"harness run: {time.monotonic() - t0:.1f} s")
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         summary = _assert_run(out, 6)
@@ -105,12 +135,21 @@ def test_sweep_on_transformers_serve_cpu_restarts_with_each_cache_size(real_tran
     _scenario(tmp_path, str(real_transformers.model), "tf-sweep")
     sweep = {
         "name": "real-transformers-cpu",
-        "engine": {"kind": "transformers", "command": real_transformers.command(), "env": real_transformers.env,
-                   "served_model_name": str(real_transformers.model), "ready_timeout_s": 300, "stop_timeout_s": 30},
-        "vary": {"mode": "list", "configs": [
-            {"id": "blocks-32", "flags": {"cb-num-blocks": 32}},
-            {"id": "blocks-64", "flags": {"cb-num-blocks": 64}},
-        ]},
+        "engine": {
+            "kind": "transformers",
+            "command": real_transformers.command(),
+            "env": real_transformers.env,
+            "served_model_name": str(real_transformers.model),
+            "ready_timeout_s": 300,
+            "stop_timeout_s": 30,
+        },
+        "vary": {
+            "mode": "list",
+            "configs": [
+                {"id": "blocks-32", "flags": {"cb-num-blocks": 32}},
+                {"id": "blocks-64", "flags": {"cb-num-blocks": 64}},
+            ],
+        },
         "scenarios": ["tf-sweep.yaml"],
     }
     path = tmp_path / "sweep.yaml"
@@ -119,8 +158,12 @@ def test_sweep_on_transformers_serve_cpu_restarts_with_each_cache_size(real_tran
     t0 = time.monotonic()
     outcome = run_sweep(build_plan(path), SweepOptions(out_dir=out, show_progress=True, write_report=False))
     index = json.loads((out / "index.json").read_text())
-    print(f"\ntransformers sweep: {time.monotonic() - t0:.1f} s;",
-          json.dumps({c["id"]: {"startup_s": c.get("startup_s"), "facts": c.get("startup_facts")} for c in index["cells"]}))
+    print(
+        f"\ntransformers sweep: {time.monotonic() - t0:.1f} s;",
+        json.dumps(
+            {c["id"]: {"startup_s": c.get("startup_s"), "facts": c.get("startup_facts")} for c in index["cells"]}
+        ),
+    )
     assert outcome.counts["complete"] == 2, json.dumps(index, indent=1)[:4000]
     ports = set()
     for cell in index["cells"]:

@@ -24,30 +24,48 @@ TUNE = ROOT / "scenarios" / "tune"
 
 def test_vllm_cpu_short_tune(real_vllm, tmp_path):
     data = yaml.safe_load((TUNE / "vllm_cpu_short.yaml").read_text())
-    data["engine"].update({"command": real_vllm.command(), "model": str(real_vllm.model), "cwd": str(ROOT),
-                           "env": real_vllm.env})
+    data["engine"].update(
+        {"command": real_vllm.command(), "model": str(real_vllm.model), "cwd": str(ROOT), "env": real_vllm.env}
+    )
     scen = yaml.safe_load((TUNE / "tiny_shared_prompt.yaml").read_text())
     scen["workload"]["tokenizer"] = str(real_vllm.model)
     (tmp_path / "tiny_shared_prompt.yaml").write_text(yaml.safe_dump(scen))
     path = tmp_path / "tune.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "tune", str(path), "--out", str(out)],
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_BASELINES": str(tmp_path / "baselines")}, capture_output=True, text=True, timeout=2300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "tune", str(path), "--out", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_BASELINES": str(tmp_path / "baselines")},
+        capture_output=True,
+        text=True,
+        timeout=2300,
+    )
     print(proc.stdout[-4000:])
     assert proc.returncode == 0, proc.stderr[-4000:]
     doc = json.loads((out / "tune.json").read_text())
-    assert [s["step"] for s in doc["steps"]] == ["context-length", "gpu-memory", "baseline", "max-num-seqs", "cache-check", "final"]
+    assert [s["step"] for s in doc["steps"]] == [
+        "context-length",
+        "gpu-memory",
+        "baseline",
+        "max-num-seqs",
+        "cache-check",
+        "final",
+    ]
     by = {s["step"]: s for s in doc["steps"]}
     assert by["context-length"]["verdict"] == "changed" and "2048 tokens" in by["context-length"]["reason"]
     assert "KV cache" in by["context-length"]["reason"]  # from vLLM's startup log
     assert by["baseline"]["tried"][0]["goodput_req_per_s"] > 0
-    assert by["gpu-memory"]["verdict"] == "kept" and by["max-num-seqs"]["verdict"] == "kept", by["max-num-seqs"]["reason"]
+    assert by["gpu-memory"]["verdict"] == "kept" and by["max-num-seqs"]["verdict"] == "kept", by["max-num-seqs"][
+        "reason"
+    ]
     cc = by["cache-check"]
     print(cc["reason"])
     assert cc["verdict"] == "changed", cc["reason"]
     assert "the side the guides keep" in cc["reason"] and "TTFT p50" in cc["reason"] and "TTFT p99" in cc["reason"]
-    assert "hit rate" in cc["reason"] and "95% interval [" in cc["reason"].split("hit rate", 1)[1]  # the hit rate's interval
+    assert (
+        "hit rate" in cc["reason"] and "95% interval [" in cc["reason"].split("hit rate", 1)[1]
+    )  # the hit rate's interval
     on = [t for t in cc["tried"] if t["flags"].get("enable-prefix-caching") is True]
     assert on and on[0]["prefix_hit_rate"] and on[0]["prefix_hit_rate"] > 0.3  # 256 of 384 tokens shared
     assert doc["final"]["flags"]["enable-prefix-caching"] is True

@@ -87,17 +87,28 @@ class Prometheus:
         self.url = f"http://127.0.0.1:{self.port}"
         lines = ["global:", "  scrape_interval: 1s", "  scrape_timeout: 1s", "scrape_configs:"]
         for job, (target, path) in jobs.items():
-            lines += [f"  - job_name: {job}", f"    metrics_path: {path}", "    static_configs:",
-                      f"      - targets: ['{target}']"]
+            lines += [
+                f"  - job_name: {job}",
+                f"    metrics_path: {path}",
+                "    static_configs:",
+                f"      - targets: ['{target}']",
+            ]
         self.config = tmp / "prometheus.yml"
         self.config.write_text("\n".join(lines) + "\n")
         self.log = tmp / "prometheus.log"
         self._log = open(self.log, "w")
         self.proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={self.config}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=subprocess.DEVNULL, stderr=self._log, stdin=subprocess.DEVNULL,
+            [
+                PROMETHEUS,
+                f"--config.file={self.config}",
+                f"--storage.tsdb.path={tmp / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+            stdin=subprocess.DEVNULL,
         )
+
         def ready() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited: {self.log.read_text()[-2000:]}")
@@ -106,6 +117,7 @@ class Prometheus:
                     return r.status == 200
             except (urllib.error.URLError, OSError):
                 return False
+
         wait_until(ready, "prometheus /-/ready", details=lambda: self.log.read_text()[-2000:])
 
     def api(self, path: str, params: list[tuple[str, str]]) -> Any:
@@ -121,8 +133,10 @@ class Prometheus:
         return body["data"]
 
     def query_range(self, expr: str, start: float, end: float, step: float = 1.0) -> list[dict[str, Any]]:
-        return self.api("/api/v1/query_range", [("query", expr), ("start", f"{start:.3f}"), ("end", f"{end:.3f}"),
-                                                ("step", str(step))])["result"]
+        return self.api(
+            "/api/v1/query_range",
+            [("query", expr), ("start", f"{start:.3f}"), ("end", f"{end:.3f}"), ("step", str(step))],
+        )["result"]
 
     def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
         params = [("query", expr)] + ([("time", f"{at:.3f}")] if at is not None else [])
@@ -216,24 +230,38 @@ class SyntheticExporter:
             for suffix, labels, value in samples:
                 out.append(f"sglang:{name}{suffix}{{{labels}}} {value}")
 
-        for name, value in {"num_running_reqs": 12, "num_queue_reqs": 3, "num_grammar_queue_reqs": 0,
-                            "token_usage": 0.42, "kv_used_tokens": 42000, "kv_available_tokens": 50000,
-                            "kv_evictable_tokens": 8000, "max_total_num_tokens": 100000, "cache_hit_rate": 0.37,
-                            "gen_throughput": 1500.0, "num_retracted_reqs": 1, "spec_accept_rate": 0.61,
-                            "spec_accept_length": 2.4}.items():
+        for name, value in {
+            "num_running_reqs": 12,
+            "num_queue_reqs": 3,
+            "num_grammar_queue_reqs": 0,
+            "token_usage": 0.42,
+            "kv_used_tokens": 42000,
+            "kv_available_tokens": 50000,
+            "kv_evictable_tokens": 8000,
+            "max_total_num_tokens": 100000,
+            "cache_hit_rate": 0.37,
+            "gen_throughput": 1500.0,
+            "num_retracted_reqs": 1,
+            "spec_accept_rate": 0.61,
+            "spec_accept_length": 2.4,
+        }.items():
             metric(name, "gauge", [("", base, value)])
-        for name, labels, per_s in (("prompt_tokens_total", tok + ',is_streaming="true"', 4000.0),
-                                    ("generation_tokens_total", tok + ',is_streaming="true"', 1500.0),
-                                    ("num_requests_total", tok + ',is_streaming="true"', 8.0),
-                                    ("cached_tokens_total", tok + ',cache_source="device"', 1500.0),
-                                    ("num_aborted_requests_total", tok, 0.1),
-                                    ("num_retracted_requests_total", base, 0.2)):
+        for name, labels, per_s in (
+            ("prompt_tokens_total", tok + ',is_streaming="true"', 4000.0),
+            ("generation_tokens_total", tok + ',is_streaming="true"', 1500.0),
+            ("num_requests_total", tok + ',is_streaming="true"', 8.0),
+            ("cached_tokens_total", tok + ',cache_source="device"', 1500.0),
+            ("num_aborted_requests_total", tok, 0.1),
+            ("num_retracted_requests_total", base, 0.2),
+        ):
             metric(name[: -len("_total")], "counter", [("_total", labels, round(per_s * t, 3))])
-        hists = {"time_to_first_token_seconds": (0.1, 0.2, 0.4, 0.8, 1.0, 2.0),
-                 "inter_token_latency_seconds": (0.002, 0.005, 0.01, 0.02, 0.05, 0.1),
-                 "request_time_per_output_token_seconds": (0.002, 0.005, 0.01, 0.02, 0.05, 0.1),
-                 "e2e_request_latency_seconds": (0.1, 0.5, 1.0, 2.0, 5.0, 10.0),
-                 "queue_time_seconds": (0.01, 0.05, 0.1, 0.5, 1.0, 5.0)}
+        hists = {
+            "time_to_first_token_seconds": (0.1, 0.2, 0.4, 0.8, 1.0, 2.0),
+            "inter_token_latency_seconds": (0.002, 0.005, 0.01, 0.02, 0.05, 0.1),
+            "request_time_per_output_token_seconds": (0.002, 0.005, 0.01, 0.02, 0.05, 0.1),
+            "e2e_request_latency_seconds": (0.1, 0.5, 1.0, 2.0, 5.0, 10.0),
+            "queue_time_seconds": (0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
+        }
         for name, bounds in hists.items():
             n = 8.0 * t
             samples = []
@@ -246,8 +274,12 @@ class SyntheticExporter:
         return "\n".join(out) + "\n"
 
     def dcgm(self) -> str:
-        lines = ["# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).", "# TYPE DCGM_FI_DEV_FB_USED gauge",
-                 "# HELP DCGM_FI_DEV_FB_FREE Framebuffer memory free (in MiB).", "# TYPE DCGM_FI_DEV_FB_FREE gauge"]
+        lines = [
+            "# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).",
+            "# TYPE DCGM_FI_DEV_FB_USED gauge",
+            "# HELP DCGM_FI_DEV_FB_FREE Framebuffer memory free (in MiB).",
+            "# TYPE DCGM_FI_DEV_FB_FREE gauge",
+        ]
         for gpu in range(2):
             labels = f'gpu="{gpu}",UUID="GPU-0000000{gpu}",device="nvidia{gpu}",modelName="NVIDIA H100 80GB HBM3",Hostname="synth"'
             lines.append(f"DCGM_FI_DEV_FB_USED{{{labels}}} {70000 + gpu}")

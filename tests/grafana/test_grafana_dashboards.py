@@ -101,7 +101,7 @@ def test_expressions_follow_the_conventions(path: Path) -> None:
     for title, ref, expr in targets(d):
         where = f"{path.name} {title}/{ref}"
         # engine names in both spellings: prometheus_client >= 0.2x escapes vllm: to vllm_ in OpenMetrics
-        assert not re.search(r"\b(vllm|sglang):", expr), f"{where}: use {{__name__=~\"vllm[:_]...\"}}"
+        assert not re.search(r"\b(vllm|sglang):", expr), f'{where}: use {{__name__=~"vllm[:_]..."}}'
         # windows come from Grafana, never hard-coded
         for window in re.findall(r"\[([^\]]+)\]", expr):
             assert window in (":_", "$__rate_interval", "$__range"), f"{where}: window [{window}]"
@@ -122,16 +122,34 @@ def test_tuning_dashboard_covers_the_record_list() -> None:
     """The guides' record list: client and engine latency, throughput, memory, KV, preemption,
     prefix cache, scheduler, speculative decoding; variables for datasource, engine, model, config."""
     text = _exprs("tuning.json")
-    for needle in ("harness_ttft_seconds_bucket", "harness_itl_seconds_bucket", "harness_e2e_seconds_bucket",
-                   "harness_tpot_seconds_bucket", "harness_send_lag_seconds_bucket",
-                   "vllm[:_]time_to_first_token_seconds_bucket", "vllm[:_]inter_token_latency_seconds_bucket",
-                   "vllm[:_]e2e_request_latency_seconds_bucket", "harness_requests_total", "harness_input_tokens_total",
-                   "harness_output_tokens_total", "vllm[:_]prompt_tokens_total", "vllm[:_]generation_tokens_total",
-                   "DCGM_FI_DEV_FB_USED", "vllm[:_]kv_cache_usage_perc", "sglang[:_]token_usage",
-                   "vllm[:_]num_preemptions_total", "vllm[:_]prefix_cache_hits_total", "vllm[:_]num_requests_running",
-                   "vllm[:_]num_requests_waiting", "vllm[:_]spec_decode_num_accepted_tokens_total",
-                   "harness_target_rate_requests_per_second", "harness_requests_sent_total", "harness_active_users",
-                   "harness_in_flight_requests", "by (le, config)"):
+    for needle in (
+        "harness_ttft_seconds_bucket",
+        "harness_itl_seconds_bucket",
+        "harness_e2e_seconds_bucket",
+        "harness_tpot_seconds_bucket",
+        "harness_send_lag_seconds_bucket",
+        "vllm[:_]time_to_first_token_seconds_bucket",
+        "vllm[:_]inter_token_latency_seconds_bucket",
+        "vllm[:_]e2e_request_latency_seconds_bucket",
+        "harness_requests_total",
+        "harness_input_tokens_total",
+        "harness_output_tokens_total",
+        "vllm[:_]prompt_tokens_total",
+        "vllm[:_]generation_tokens_total",
+        "DCGM_FI_DEV_FB_USED",
+        "vllm[:_]kv_cache_usage_perc",
+        "sglang[:_]token_usage",
+        "vllm[:_]num_preemptions_total",
+        "vllm[:_]prefix_cache_hits_total",
+        "vllm[:_]num_requests_running",
+        "vllm[:_]num_requests_waiting",
+        "vllm[:_]spec_decode_num_accepted_tokens_total",
+        "harness_target_rate_requests_per_second",
+        "harness_requests_sent_total",
+        "harness_active_users",
+        "harness_in_flight_requests",
+        "by (le, config)",
+    ):
         assert needle in text, needle
     names = [v["name"] for v in load(GRAFANA / "dashboards" / "tuning.json")["templating"]["list"]]
     assert {"datasource", "job", "instance", "model", "config", "run"} <= set(names)
@@ -140,11 +158,26 @@ def test_tuning_dashboard_covers_the_record_list() -> None:
 def test_engine_dashboards_use_their_engine_names() -> None:
     vllm, sgl = _exprs("vllm.json"), _exprs("sglang.json")
     assert "sglang" not in vllm and "vllm" not in sgl
-    for needle in ("kv_cache_usage_perc", "prefix_cache_queries_total", "num_preemptions_total", "request_success_total",
-                   "spec_decode_num_drafts_total", "cache_config_info", "request_queue_time_seconds_bucket"):
+    for needle in (
+        "kv_cache_usage_perc",
+        "prefix_cache_queries_total",
+        "num_preemptions_total",
+        "request_success_total",
+        "spec_decode_num_drafts_total",
+        "cache_config_info",
+        "request_queue_time_seconds_bucket",
+    ):
         assert f"vllm[:_]{needle}" in vllm, needle
-    for needle in ("token_usage", "cache_hit_rate", "cached_tokens_total", "num_retracted_requests_total", "num_queue_reqs",
-                   "spec_accept_rate", "gen_throughput", "time_to_first_token_seconds_bucket"):
+    for needle in (
+        "token_usage",
+        "cache_hit_rate",
+        "cached_tokens_total",
+        "num_retracted_requests_total",
+        "num_queue_reqs",
+        "spec_accept_rate",
+        "gen_throughput",
+        "time_to_first_token_seconds_bucket",
+    ):
         assert f"sglang[:_]{needle}" in sgl, needle
 
 
@@ -164,7 +197,9 @@ def test_harness_names_in_dashboards_are_exported() -> None:
     assert used
     for name in used:
         base = name[: -len("_total")] if name.endswith("_total") else name
-        assert name in hist or f'"{base}"' in source, f"{name} is not exported by harness/metrics/exporter.py or exporter_server.py"
+        assert name in hist or f'"{base}"' in source, (
+            f"{name} is not exported by harness/metrics/exporter.py or exporter_server.py"
+        )
 
 
 def _yaml(path: Path) -> Any:
@@ -189,7 +224,9 @@ def test_provisioning_files() -> None:
 
 @pytest.mark.skipif(not os.access(PROMTOOL, os.X_OK), reason="promtool not installed")
 def test_example_prometheus_config_is_valid() -> None:
-    proc = subprocess.run([PROMTOOL, "check", "config", str(GRAFANA / "prometheus.yml")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [PROMTOOL, "check", "config", str(GRAFANA / "prometheus.yml")], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     cfg = _yaml(GRAFANA / "prometheus.yml")
     assert cfg["global"]["scrape_interval"] == "1s"
@@ -228,8 +265,11 @@ def test_tuning_client_panels_follow_the_metric_table(monkeypatch: pytest.Monkey
     import tuning_board
 
     def panels_naming(series: str) -> list[str]:
-        return [p["title"] for p in panels(tuning_board.tuning().to_json())
-                if any(series in tgt["expr"] for tgt in p.get("targets", []))]
+        return [
+            p["title"]
+            for p in panels(tuning_board.tuning().to_json())
+            if any(series in tgt["expr"] for tgt in p.get("targets", []))
+        ]
 
     before = panels_naming("harness_send_lag_seconds")
     assert before == ["Send lag p99 (client)", "Send lag (open loop)"]  # client health only

@@ -37,8 +37,9 @@ from grafana_stack import (
 )
 from waiting import wait_until
 
-pytestmark = pytest.mark.skipif(not os.access(PROMETHEUS, os.X_OK),
-                                reason=f"Prometheus not found at {PROMETHEUS}; CI installs Debian's prometheus")
+pytestmark = pytest.mark.skipif(
+    not os.access(PROMETHEUS, os.X_OK), reason=f"Prometheus not found at {PROMETHEUS}; CI installs Debian's prometheus"
+)
 
 SGLANG = "SGLang metric names: the simulator exports vLLM's names only"
 DCGM = "DCGM_FI_DEV_FB_* come from NVIDIA's dcgm-exporter; the simulator has no GPU"
@@ -75,8 +76,14 @@ workload:
       input_tokens: {dist: uniform, min: 300, max: 600}
       output_tokens: {dist: uniform, min: 8, max: 24}
 """
-SIM_FLAGS = ["--startup-delay", "0.02", "--fault-error-rate", "0.08",
-             "--speculative-config", '{"method":"ngram","num_speculative_tokens":3,"acceptance_rate":0.6}']
+SIM_FLAGS = [
+    "--startup-delay",
+    "0.02",
+    "--fault-error-rate",
+    "0.08",
+    "--speculative-config",
+    '{"method":"ngram","num_speculative_tokens":3,"acceptance_rate":0.6}',
+]
 RATE_INTERVAL = "4s"
 
 
@@ -95,6 +102,7 @@ def _wait_http(url: str, proc: subprocess.Popen[Any]) -> None:
                 return r.status == 200
         except (urllib.error.URLError, OSError):
             return False
+
     wait_until(ok, url)
 
 
@@ -111,32 +119,69 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Any:
     tmp = tmp_path_factory.mktemp("grafana")
     sim_port, metrics_port = free_port(), free_port()
     sim_log = open(tmp / "sim.log", "w")
-    sim = subprocess.Popen([sys.executable, "-m", "harness.sim", "--port", str(sim_port), *SIM_FLAGS],
-                           stdout=sim_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environ())
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "harness.sim", "--port", str(sim_port), *SIM_FLAGS],
+        stdout=sim_log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=environ(),
+    )
     synth = SyntheticExporter()
-    prom = Prometheus(tmp, {
-        "engine": (f"127.0.0.1:{sim_port}", "/metrics"),
-        "harness": (f"127.0.0.1:{metrics_port}", "/metrics"),
-        "sglang": (synth.address, "/sglang"),
-        "dcgm": (synth.address, "/dcgm"),
-    })
+    prom = Prometheus(
+        tmp,
+        {
+            "engine": (f"127.0.0.1:{sim_port}", "/metrics"),
+            "harness": (f"127.0.0.1:{metrics_port}", "/metrics"),
+            "sglang": (synth.address, "/sglang"),
+            "dcgm": (synth.address, "/dcgm"),
+        },
+    )
     try:
         _wait_http(f"http://127.0.0.1:{sim_port}/health", sim)
         (tmp / "grafana.yaml").write_text(SCENARIO)
         out = tmp / "run-grafana"
         t0 = time.time()
         run = subprocess.run(
-            [sys.executable, "-m", "harness.cli.main", "run", str(tmp / "grafana.yaml"), "--target", f"http://127.0.0.1:{sim_port}",
-             "--metrics-port", str(metrics_port), "--label", "config=c1", "--label", "sweep=grafana-test",
-             "--engine-kind", "vllm", "--no-report", "--quiet", "--out", str(out)],
-            capture_output=True, text=True, timeout=120, env=environ(),
+            [
+                sys.executable,
+                "-m",
+                "harness.cli.main",
+                "run",
+                str(tmp / "grafana.yaml"),
+                "--target",
+                f"http://127.0.0.1:{sim_port}",
+                "--metrics-port",
+                str(metrics_port),
+                "--label",
+                "config=c1",
+                "--label",
+                "sweep=grafana-test",
+                "--engine-kind",
+                "vllm",
+                "--no-report",
+                "--quiet",
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=environ(),
         )
         t1 = time.time()
         assert run.returncode == 0, run.stdout + run.stderr
         last = wait_until(lambda: _scraped_after(prom, "engine", t1), "the engine's first scrape after the run")
         summary = json.loads((out / "summary.json").read_text())
-        yield {"prom": prom, "t0": t0, "t1": last, "sim_instance": f"127.0.0.1:{sim_port}", "synth": synth,
-               "summary": summary, "run": out.name, "tmp": tmp}
+        yield {
+            "prom": prom,
+            "t0": t0,
+            "t1": last,
+            "sim_instance": f"127.0.0.1:{sim_port}",
+            "synth": synth,
+            "summary": summary,
+            "run": out.name,
+            "tmp": tmp,
+        }
     finally:
         prom.close()
         synth.close()
@@ -151,8 +196,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def _values(stack: dict[str, Any], source: str) -> dict[str, str]:
-    common = {"__rate_interval": RATE_INTERVAL, "__interval": "1s",
-              "__range": f"{int(stack['t1'] - stack['t0']) + 1}s", "config": "c1", "run": stack["run"], "gpu_instance": ".*"}
+    common = {
+        "__rate_interval": RATE_INTERVAL,
+        "__interval": "1s",
+        "__range": f"{int(stack['t1'] - stack['t0']) + 1}s",
+        "config": "c1",
+        "run": stack["run"],
+        "gpu_instance": ".*",
+    }
     if source == "sim":
         return {**common, "job": "engine", "instance": stack["sim_instance"], "model": "sim-llama-8b"}
     return {**common, "job": "sglang|dcgm", "instance": stack["synth"].address, "model": SyntheticExporter.MODEL}
@@ -189,17 +240,23 @@ def test_every_expression_returns_data(stack: dict[str, Any]) -> None:
                 if points(substitute(expr, sim_vals)) == 0:
                     failures.append(f"{where}: no data from the sim run: {substitute(expr, sim_vals)}")
             else:
-                used_exclusions.update(k for k in ((uid, title, ref), (uid, title, "*"), (uid, "*", "*")) if k in NOT_FROM_SIM)
+                used_exclusions.update(
+                    k for k in ((uid, title, ref), (uid, title, "*"), (uid, "*", "*")) if k in NOT_FROM_SIM
+                )
             # SGLang/DCGM names (excluded ones, and the SGLang half of engine-agnostic targets) must
             # work against the synthetic exposition
             if why is not None or "sglang" in expr:
                 executed["synthetic"] += 1
                 if points(substitute(expr, synth_vals)) == 0:
-                    failures.append(f"{where}: no data from the synthetic SGLang/DCGM exposition: {substitute(expr, synth_vals)}")
+                    failures.append(
+                        f"{where}: no data from the synthetic SGLang/DCGM exposition: {substitute(expr, synth_vals)}"
+                    )
     assert not failures, f"{len(failures)} expressions without data:\n" + "\n".join(failures)
     assert set(NOT_FROM_SIM) == used_exclusions, f"stale NOT_FROM_SIM entries: {set(NOT_FROM_SIM) - used_exclusions}"
     assert executed["sim"] > 100 and executed["synthetic"] > 40, executed
-    print(f"\nexecuted {executed['sim']} expressions on the sim run, {executed['synthetic']} on the synthetic exposition")
+    print(
+        f"\nexecuted {executed['sim']} expressions on the sim run, {executed['synthetic']} on the synthetic exposition"
+    )
 
 
 def test_every_variable_query_finds_values(stack: dict[str, Any]) -> None:
@@ -215,8 +272,13 @@ def test_every_variable_query_finds_values(stack: dict[str, Any]) -> None:
             found = label_values(prom, substitute(query, vals), start, end)
             if not found:
                 failures.append(f"{path.name} ${name}: {query} found nothing")
-            expected = {"job": "engine", "instance": stack["sim_instance"], "model": "sim-llama-8b", "config": "c1",
-                        "run": stack["run"]}.get(name)
+            expected = {
+                "job": "engine",
+                "instance": stack["sim_instance"],
+                "model": "sim-llama-8b",
+                "config": "c1",
+                "run": stack["run"],
+            }.get(name)
             if expected is not None and not synthetic and expected not in found:
                 failures.append(f"{path.name} ${name}: {expected!r} not in {found}")
     assert not failures, "\n".join(failures)
@@ -251,5 +313,7 @@ def test_client_series_agree_with_the_run_summary(stack: dict[str, Any]) -> None
     # synthetic page is plain text and keeps sglang:
     names = {r["metric"]["__name__"] for r in prom.query('{__name__=~"(vllm|sglang)[:_]num_.*"}', stack["t1"] - 3)}
     assert "vllm_num_requests_running" in names and "sglang:num_running_reqs" in names, names
-    classes = {r["metric"]["class"] for r in prom.query(f"count by (class) (harness_e2e_seconds_count{sel})", stack["t1"] - 3)}
+    classes = {
+        r["metric"]["class"] for r in prom.query(f"count by (class) (harness_e2e_seconds_count{sel})", stack["t1"] - 3)
+    }
     assert classes == {"chat", "summarize"}

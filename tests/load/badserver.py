@@ -10,6 +10,7 @@ usage: badserver.py MODE [--port P] [--good-first N]
 GET /v1/models answers a valid list (except mode html200 / nonopenai); GET /metrics answers 404.
 Prints "PORT <n>" on stdout once listening.
 """
+
 import argparse
 import asyncio
 import contextlib
@@ -31,8 +32,12 @@ def ev(content=None, finish=None, usage=None, role=False):
         delta["role"] = "assistant"
     if content is not None:
         delta["content"] = content
-    obj = {"id": "x", "object": "chat.completion.chunk", "model": MODEL,
-           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    obj = {
+        "id": "x",
+        "object": "chat.completion.chunk",
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     if usage is not None:
         obj["usage"] = usage
     return obj
@@ -45,9 +50,24 @@ def sse(obj, sep=b"\n\n", prefix=b"data: "):
 def good_events(n=8, prompt=10):
     out = [sse(ev(role=True, content=""))]
     for i in range(n):
-        out.append(sse(ev(content=f" w{i}", usage={"prompt_tokens": prompt, "completion_tokens": i + 1, "total_tokens": prompt + i + 1})))
+        out.append(
+            sse(
+                ev(
+                    content=f" w{i}",
+                    usage={"prompt_tokens": prompt, "completion_tokens": i + 1, "total_tokens": prompt + i + 1},
+                )
+            )
+        )
     out.append(sse(ev(content="", finish="length")))
-    out.append(sse({"id": "x", "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n}}))
+    out.append(
+        sse(
+            {
+                "id": "x",
+                "choices": [],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n},
+            }
+        )
+    )
     out.append(b"data: [DONE]\n\n")
     return out
 
@@ -56,8 +76,10 @@ def chunk(b):
     return b"%x\r\n" % len(b) + b + b"\r\n"
 
 
-SSE_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
-            b"cache-control: no-cache\r\n\r\n")
+SSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+    b"cache-control: no-cache\r\n\r\n"
+)
 
 
 async def send_chunked_events(w, events, delay=0.005):
@@ -90,27 +112,60 @@ async def fault(mode, w):
     if mode == "ok":
         await send_chunked_events(w, g)
     elif mode == "malformed_sse":
-        junk = [b"this is not sse\n", b"event: message\n", b"data\n\n", b": comment\n\n", b"id: 7\nretry: x\n\n",
-                b"data: {\"choices\": [{\"delta\": {\"content\": \" a\"}}]}\n", b"\n\ndata: [DONE]\n\n"]
+        junk = [
+            b"this is not sse\n",
+            b"event: message\n",
+            b"data\n\n",
+            b": comment\n\n",
+            b"id: 7\nretry: x\n\n",
+            b'data: {"choices": [{"delta": {"content": " a"}}]}\n',
+            b"\n\ndata: [DONE]\n\n",
+        ]
         await send_chunked_events(w, junk)
     elif mode == "invalid_json":
         await send_chunked_events(w, [*g[:3], b"data: {not json at all\n\n", b'data: {"choices": [}\n\n', *g[3:]])
     elif mode == "json_not_object":
         await send_chunked_events(w, [*g[:3], b"data: [1, 2, 3]\n\n", b'data: "str"\n\n', b"data: null\n\n", *g[3:]])
     elif mode == "junk_usage":
-        await send_chunked_events(w, [sse(ev(content=" a", usage="lots")), sse(ev(content=" b", usage=[1, 2])),
-                                      sse(ev(content="", finish="stop")), b"data: [DONE]\n\n"])
+        await send_chunked_events(
+            w,
+            [
+                sse(ev(content=" a", usage="lots")),
+                sse(ev(content=" b", usage=[1, 2])),
+                sse(ev(content="", finish="stop")),
+                b"data: [DONE]\n\n",
+            ],
+        )
     elif mode == "junk_usage_str_tokens":
-        await send_chunked_events(w, [sse(ev(content=" a", usage={"completion_tokens": "one"})),
-                                      sse(ev(content=" b", usage={"completion_tokens": "two"})),
-                                      sse(ev(content="", finish="stop")), b"data: [DONE]\n\n"])
+        await send_chunked_events(
+            w,
+            [
+                sse(ev(content=" a", usage={"completion_tokens": "one"})),
+                sse(ev(content=" b", usage={"completion_tokens": "two"})),
+                sse(ev(content="", finish="stop")),
+                b"data: [DONE]\n\n",
+            ],
+        )
     elif mode == "junk_choices":
-        await send_chunked_events(w, [b'data: {"choices": ["x"]}\n\n', b'data: {"choices": [{"delta": "str"}]}\n\n',
-                                      sse(ev(content="", finish="stop")), b"data: [DONE]\n\n"])
+        await send_chunked_events(
+            w,
+            [
+                b'data: {"choices": ["x"]}\n\n',
+                b'data: {"choices": [{"delta": "str"}]}\n\n',
+                sse(ev(content="", finish="stop")),
+                b"data: [DONE]\n\n",
+            ],
+        )
     elif mode == "junk_content_type":
-        await send_chunked_events(w, [b'data: {"choices": [{"delta": {"content": 5}}]}\n\n',
-                                      b'data: {"choices": [{"delta": {"content": ["x"]}}]}\n\n',
-                                      sse(ev(content="", finish="stop")), b"data: [DONE]\n\n"])
+        await send_chunked_events(
+            w,
+            [
+                b'data: {"choices": [{"delta": {"content": 5}}]}\n\n',
+                b'data: {"choices": [{"delta": {"content": ["x"]}}]}\n\n',
+                sse(ev(content="", finish="stop")),
+                b"data: [DONE]\n\n",
+            ],
+        )
     elif mode == "never_ends":
         w.write(SSE_HEAD)
         i = 0
@@ -163,12 +218,19 @@ async def fault(mode, w):
         w.close()
         return False
     elif mode == "ok200_json_nonstream":
-        body = json.dumps({"id": "x", "choices": [{"message": {"role": "assistant", "content": "hi there"}, "finish_reason": "stop"}],
-                           "usage": {"prompt_tokens": 3, "completion_tokens": 2}}).encode()
+        body = json.dumps(
+            {
+                "id": "x",
+                "choices": [{"message": {"role": "assistant", "content": "hi there"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+            }
+        ).encode()
         await plain(w, 200, b"OK", body)
     elif mode == "gzip":
         data = gzip.compress(b"".join(g))
-        w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n")
+        w.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
         w.write(chunk(data) + b"0\r\n\r\n")
         await w.drain()
     elif mode == "chunk_split":
@@ -177,7 +239,7 @@ async def fault(mode, w):
         await w.drain()
         raw = b"".join(chunk(e) for e in g) + b"0\r\n\r\n"
         for i in range(len(raw)):
-            w.write(raw[i:i + 1])
+            w.write(raw[i : i + 1])
             await w.drain()
             if i % 7 == 0:
                 await asyncio.sleep(0.0005)
@@ -195,7 +257,7 @@ async def fault(mode, w):
         raw = b"".join(g)
         w.write(SSE_HEAD)
         for i in range(0, len(raw), 13):
-            w.write(chunk(raw[i:i + 13]))
+            w.write(chunk(raw[i : i + 13]))
             await w.drain()
         w.write(b"0\r\n\r\n")
         await w.drain()
@@ -213,7 +275,7 @@ async def fault(mode, w):
         big = sse(ev(content=" " + "y" * (10 * 1024 * 1024)))
         await send_chunked_events(w, [*g[:2], big, *g[2:]])
     elif mode == "endless_no_newline":
-        w.write(SSE_HEAD + chunk(b"data: {\"choices\": [{\"delta\": {\"content\": \""))
+        w.write(SSE_HEAD + chunk(b'data: {"choices": [{"delta": {"content": "'))
         blob = chunk(b"z" * 65536)
         t0 = time.monotonic()
         while time.monotonic() - t0 < 60:  # 60 s of newline-free data, ~ as fast as the client reads
@@ -234,13 +296,20 @@ async def fault(mode, w):
     elif mode == "no_done_with_finish":
         await send_chunked_events(w, [e for e in g if b"[DONE]" not in e])
     elif mode == "no_usage":
-        evs = [sse(ev(role=True, content=""))] + [sse(ev(content=f" w{i}")) for i in range(8)] + [sse(ev(content="", finish="length")), b"data: [DONE]\n\n"]
+        evs = (
+            [sse(ev(role=True, content=""))]
+            + [sse(ev(content=f" w{i}")) for i in range(8)]
+            + [sse(ev(content="", finish="length")), b"data: [DONE]\n\n"]
+        )
         await send_chunked_events(w, evs)
     elif mode == "error_event":
         await send_chunked_events(w, [*g[:3], b'data: {"error": {"message": "engine overloaded", "code": 503}}\n\n'])
     elif mode == "cl_mismatch":
         body = b"".join(g)
-        w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n" % (len(body) + 5000) + body)
+        w.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n" % (len(body) + 5000)
+            + body
+        )
         await w.drain()
         await asyncio.sleep(0.05)
         w.close()
@@ -248,7 +317,10 @@ async def fault(mode, w):
     elif mode == "cl_stall":
         # content-length larger than the body, connection kept open: the client waits for bytes that never come
         body = b"".join(g)
-        w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n" % (len(body) + 5000) + body)
+        w.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n" % (len(body) + 5000)
+            + body
+        )
         await w.drain()
         await asyncio.sleep(10**6)
     elif mode == "http10_close":
@@ -315,12 +387,16 @@ async def handle(r, w, mode, good_first):
                     f.write(f"{method} {path} authorization={hdrs.get('authorization')!r}\n")
             if mode in ("html200", "nonopenai"):
                 if mode == "html200":
-                    await plain(w, 200, b"OK", b"<html><body><h1>Welcome to nginx!</h1></body></html>", ctype=b"text/html")
+                    await plain(
+                        w, 200, b"OK", b"<html><body><h1>Welcome to nginx!</h1></body></html>", ctype=b"text/html"
+                    )
                 else:
                     await plain(w, 404, b"Not Found", b"<html>404</html>", ctype=b"text/html")
                 continue
             if method == "GET" and path.startswith("/v1/models"):
-                await plain(w, 200, b"OK", json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode())
+                await plain(
+                    w, 200, b"OK", json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode()
+                )
                 continue
             if method == "GET":
                 await plain(w, 404, b"Not Found", b'{"detail": "Not Found"}')
@@ -345,11 +421,15 @@ async def main():
     ap.add_argument("mode")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--good-first", type=int, default=1)
-    ap.add_argument("--log-headers", default=None, help="append each request's method, path and Authorization header to this file")
+    ap.add_argument(
+        "--log-headers", default=None, help="append each request's method, path and Authorization header to this file"
+    )
     a = ap.parse_args()
     global HDRLOG
     HDRLOG = a.log_headers
-    srv = await asyncio.start_server(lambda r, w: handle(r, w, a.mode, a.good_first), "127.0.0.1", a.port, limit=1 << 20)
+    srv = await asyncio.start_server(
+        lambda r, w: handle(r, w, a.mode, a.good_first), "127.0.0.1", a.port, limit=1 << 20
+    )
     print("PORT", srv.sockets[0].getsockname()[1], flush=True)
     async with srv:
         await srv.serve_forever()

@@ -28,22 +28,41 @@ def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("agentic")
     base = [str(SCENARIO), "--duration", "8", "--quiet", "--no-report"]
     # two runs: one load process on one engine; two load processes on a two-replica fleet
-    cases = {"one": ["--sim-args=--sim-speed 4"],
-             "fleet": ["--processes", "2", "--set", "target.replicas=2", "--set", "target.routing=session-affinity",
-                       "--sim-args=--sim-speed 4"]}
+    cases = {
+        "one": ["--sim-args=--sim-speed 4"],
+        "fleet": [
+            "--processes",
+            "2",
+            "--set",
+            "target.replicas=2",
+            "--set",
+            "target.routing=session-affinity",
+            "--sim-args=--sim-speed 4",
+        ],
+    }
     procs = {}
     for name, extra in cases.items():
         out = tmp / name
-        procs[name] = (subprocess.Popen([sys.executable, "-m", "harness.cli.main", "run", *base, *extra, "--out", str(out)],
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                                        env=dict(os.environ)), out)
+        procs[name] = (
+            subprocess.Popen(
+                [sys.executable, "-m", "harness.cli.main", "run", *base, *extra, "--out", str(out)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=ROOT,
+                env=dict(os.environ),
+            ),
+            out,
+        )
     results = {}
     for name, (proc, out) in procs.items():
         _o, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, f"{name}: {err[-3000:]}"
         lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines() if x.strip()]
-        results[name] = (json.loads((out / "summary.json").read_text()),
-                         [r for r in lines if not r["warmup"] and r["error"] is None])
+        results[name] = (
+            json.loads((out / "summary.json").read_text()),
+            [r for r in lines if not r["warmup"] and r["error"] is None],
+        )
     return results
 
 
@@ -58,7 +77,9 @@ def _sessions(reqs: list[dict]) -> dict[int, list[dict]]:
 def test_cached_tokens_grow_with_the_history(runs) -> None:
     s, _ = runs["one"]
     turns = s["groups"]["turn"]
-    cached = [turns[t]["cache"]["cached_tokens"] / turns[t]["cache"]["requests_reporting"] for t in ("1", "2", "3", "4")]
+    cached = [
+        turns[t]["cache"]["cached_tokens"] / turns[t]["cache"]["requests_reporting"] for t in ("1", "2", "3", "4")
+    ]
     assert cached == sorted(cached) and cached[3] > cached[0] + 300, cached
     for t in ("2", "3", "4"):  # after the first request the engine serves what the history allows
         assert turns[t]["cache"]["hit_rate"] == pytest.approx(turns[t]["cache"]["ideal_hit_rate"], abs=0.05)
@@ -76,7 +97,9 @@ def test_sub_agents_are_served_the_parents_prefix(runs) -> None:
                 firsts[key] = r
     assert len(firsts) >= 6
     for r in firsts.values():
-        parent = [p for p in reqs if p.get("session") == r["session"] and not p.get("agent") and p["turn"] == r["turn"] - 1]
+        parent = [
+            p for p in reqs if p.get("session") == r["session"] and not p.get("agent") and p["turn"] == r["turn"] - 1
+        ]
         assert parent, r["id"]
         # the whole parent prompt, in whole blocks, came from the cache (the ideal), the server says so
         assert r["ideal_cached_tokens"] >= parent[0]["input_tokens"] - 16

@@ -10,11 +10,20 @@ import pytest
 from harness.load import backoff
 
 
-@pytest.mark.parametrize("status, kind, expected", [
-    (429, "http_429", True), (500, "http_5xx", True), (503, "http_5xx", True), (None, "connect", True),
-    (None, "connect_timeout", True), (400, "http_4xx", False), (200, None, False), (200, "malformed", False),
-    (None, "timeout", False),
-])
+@pytest.mark.parametrize(
+    "status, kind, expected",
+    [
+        (429, "http_429", True),
+        (500, "http_5xx", True),
+        (503, "http_5xx", True),
+        (None, "connect", True),
+        (None, "connect_timeout", True),
+        (400, "http_4xx", False),
+        (200, None, False),
+        (200, "malformed", False),
+        (None, "timeout", False),
+    ],
+)
 def test_which_failures_back_off(status: int | None, kind: str | None, expected: bool) -> None:
     assert backoff.should_back_off(status, kind) is expected
 

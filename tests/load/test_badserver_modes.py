@@ -132,8 +132,12 @@ class Outcome:
 
 
 def _start_server(mode: str) -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen([sys.executable, str(SERVER), mode, "--good-first", "1"], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), mode, "--good-first", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()  # "PORT n", printed once listening
     if not line.startswith("PORT"):
@@ -149,9 +153,24 @@ def _run_mode(mode: str, root: Path) -> Outcome:
     t0 = time.monotonic()
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "harness.cli.main", "run", str(scenario), "--target", f"http://127.0.0.1:{port}",
-             "--out", str(run_dir), "--quiet", "--no-report"],
-            capture_output=True, text=True, timeout=HANG_S, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            [
+                sys.executable,
+                "-m",
+                "harness.cli.main",
+                "run",
+                str(scenario),
+                "--target",
+                f"http://127.0.0.1:{port}",
+                "--out",
+                str(run_dir),
+                "--quiet",
+                "--no-report",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         rc, out, err = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
         rc, out, err = None, str(exc.stdout or ""), str(exc.stderr or "")
@@ -164,8 +183,11 @@ def _run_mode(mode: str, root: Path) -> Outcome:
 @pytest.fixture(scope="module")
 def outcomes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
     """Runs every selected mode once, PARALLEL at a time."""
-    selected = [it.callspec.params["mode"] for it in request.session.items
-                if it.module is request.module and hasattr(it, "callspec") and "mode" in it.callspec.params]
+    selected = [
+        it.callspec.params["mode"]
+        for it in request.session.items
+        if it.module is request.module and hasattr(it, "callspec") and "mode" in it.callspec.params
+    ]
     root = tmp_path_factory.mktemp("badserver")
     (root / "g2.yaml").write_text(SCENARIO)
     with ThreadPoolExecutor(PARALLEL) as pool:
@@ -187,8 +209,18 @@ def test_every_audit_mode_is_a_row():
 #: (test_malformed_json: junk_usage, junk_choices; test_missing_done_is_incomplete: no_done;
 #: test_cr_only_line_endings_parse, test_malformed_framing); invalid_json and ok200_json_nonstream
 #: keep the run-level 'malformed' and 'incomplete' rows in the default suite
-DEFAULT = {"ok", "invalid_json", "never_ends", "stall_before_head", "stall_some",
-           "reset_mid", "http429", "ok200_json_nonstream", "garbage_response", "huge_headers"}
+DEFAULT = {
+    "ok",
+    "invalid_json",
+    "never_ends",
+    "stall_before_head",
+    "stall_some",
+    "reset_mid",
+    "http429",
+    "ok200_json_nonstream",
+    "garbage_response",
+    "huge_headers",
+}
 
 
 @pytest.mark.timeout(900)
@@ -223,7 +255,9 @@ def test_mode(mode: str, outcomes: dict[str, Outcome]) -> None:
         if not want.kinds:
             assert req["failed"] == 0, (req, where)
         else:  # some failed: the run is complete but flagged
-            assert summary["validity"]["ok"] is False and any("failed" in w for w in summary["validity"]["warnings"]), where
+            assert summary["validity"]["ok"] is False and any("failed" in w for w in summary["validity"]["warnings"]), (
+                where
+            )
     else:
         # a bad run says so: an error line on the console naming what went wrong
         assert "error:" in o.err, where

@@ -27,14 +27,24 @@ def runs(tmp_path_factory):
     # twice the trace's pace for 10 s: about half of its 132 sessions, the same reuse pattern
     base = [str(SCENARIO), "--rate", "10", "--duration", "10", "--quiet", "--no-report"]
     # caching on with two load processes (a session's turns must stay on one), and off
-    cases = {"on": ["--processes", "2", "--sim-args=--sim-speed 4"],
-             "off": ["--sim-args=--sim-speed 4 --no-enable-prefix-caching"]}
+    cases = {
+        "on": ["--processes", "2", "--sim-args=--sim-speed 4"],
+        "off": ["--sim-args=--sim-speed 4 --no-enable-prefix-caching"],
+    }
     procs = {}
     for name, extra in cases.items():
         out = tmp / name
-        procs[name] = (subprocess.Popen([sys.executable, "-m", "harness.cli.main", "run", *base, *extra, "--out", str(out)],
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                                        env=dict(os.environ)), out)
+        procs[name] = (
+            subprocess.Popen(
+                [sys.executable, "-m", "harness.cli.main", "run", *base, *extra, "--out", str(out)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=ROOT,
+                env=dict(os.environ),
+            ),
+            out,
+        )
     results = {}
     for name, (proc, out) in procs.items():
         _o, err = proc.communicate(timeout=300)

@@ -44,7 +44,10 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 def scenario(load: dict[str, Any], warmup: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
     data = {
-        "name": "t", "seed": 3, "load": load, "warmup": warmup or {},
+        "name": "t",
+        "seed": 3,
+        "load": load,
+        "warmup": warmup or {},
         "slo": {"ttft_ms": 100},
         "workload": {"classes": [{"name": "a", "input_tokens": 8, "output_tokens": 4}]},
         **extra,
@@ -53,8 +56,9 @@ def scenario(load: dict[str, Any], warmup: dict[str, Any] | None = None, **extra
 
 
 def make(tmp_path: Path, sc: dict[str, Any], worker: int = 0, workers: int = 1) -> LoadController:
-    plan = LoadPlan(scenario=sc, target_url="http://127.0.0.1:9", model="m", out_dir=str(tmp_path),
-                    worker=worker, workers=workers)
+    plan = LoadPlan(
+        scenario=sc, target_url="http://127.0.0.1:9", model="m", out_dir=str(tmp_path), worker=worker, workers=workers
+    )
     return LoadController(plan)
 
 
@@ -273,26 +277,45 @@ def test_cpu_samples_cover_the_window_only(tmp_path: Path, clock: Clock, monkeyp
 
 def test_request_payload_and_headers(tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_KEY", "sk-test")
-    sc = scenario({"concurrency": 1, "requests": 1}, target={"api_key_env": "MY_KEY", "headers": {"X-T": "1"}},
-                  sampling={"temperature": 0.5, "seed": 9, "extra_body": {"min_tokens": 4}})
-    plan = LoadPlan(scenario=sc, target_url="http://h:1", model="m", out_dir=str(tmp_path),
-                    api_key_env="MY_KEY", continuous_usage=True)
+    sc = scenario(
+        {"concurrency": 1, "requests": 1},
+        target={"api_key_env": "MY_KEY", "headers": {"X-T": "1"}},
+        sampling={"temperature": 0.5, "seed": 9, "extra_body": {"min_tokens": 4}},
+    )
+    plan = LoadPlan(
+        scenario=sc,
+        target_url="http://h:1",
+        model="m",
+        out_dir=str(tmp_path),
+        api_key_env="MY_KEY",
+        continuous_usage=True,
+    )
     c = LoadController(plan)
     c.start()
     body = json.loads(c.next_item().payload)
     assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
-    assert (body["temperature"], body["seed"], body["min_tokens"], body["ignore_eos"], body["max_tokens"]) == (0.5, 9, 4, True, 4)
+    assert (body["temperature"], body["seed"], body["min_tokens"], body["ignore_eos"], body["max_tokens"]) == (
+        0.5,
+        9,
+        4,
+        True,
+        4,
+    )
     assert c.spec.headers["Authorization"] == "Bearer sk-test" and c.spec.headers["X-T"] == "1"
 
 
-@pytest.mark.parametrize("load", [{"concurrency": 2, "requests": 7}, {"rate": 5, "arrival": "poisson", "duration_s": 3}])
+@pytest.mark.parametrize(
+    "load", [{"concurrency": 2, "requests": 7}, {"rate": 5, "arrival": "poisson", "duration_s": 3}]
+)
 def test_prefetch_changes_nothing_handed_out(tmp_path: Path, clock: Clock, load: dict[str, Any]) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     plain = make(tmp_path / "a", scenario(load))
     plain.start()
-    want = [(i.planned, i.intended_ns - plain.window_start_ns if i.intended_ns else None, i.payload)
-            for i in drain_items(plain)]
+    want = [
+        (i.planned, i.intended_ns - plain.window_start_ns if i.intended_ns else None, i.payload)
+        for i in drain_items(plain)
+    ]
     pre = make(tmp_path / "b", scenario(load))
     pre.start()
     got = []
@@ -413,18 +436,31 @@ def test_tick_closes_the_window_when_every_user_is_busy(tmp_path: Path, clock: C
 def test_one_failure_repeated_stops_the_run_early(tmp_path: Path, clock: Clock) -> None:
     """Every request refused the same way (numbers in the message vary): stop with one reason."""
     lines: list[dict[str, Any]] = []
-    c = LoadController(LoadPlan(scenario=scenario({"concurrency": 2, "duration_s": 600}), target_url="http://127.0.0.1:9",
-                                model="m", out_dir=str(tmp_path)), emit=lines.append)
+    c = LoadController(
+        LoadPlan(
+            scenario=scenario({"concurrency": 2, "duration_s": 600}),
+            target_url="http://127.0.0.1:9",
+            model="m",
+            out_dir=str(tmp_path),
+        ),
+        emit=lines.append,
+    )
     c.start()
     for i in range(60):
         item = c.next_item()
         if item is None:
             break
         rec = c.new_record(item)
-        rec.error_kind, rec.error_detail = "http_4xx", f"maximum context length is 4096 tokens, you requested {4100 + i}"
+        rec.error_kind, rec.error_detail = (
+            "http_4xx",
+            f"maximum context length is 4096 tokens, you requested {4100 + i}",
+        )
         c.finish(rec)
     aborts = [line for line in lines if line.get("event") == "abort"]
-    assert len(aborts) == 1 and "the last 50 requests all failed the same way (http_4xx: maximum context" in aborts[0]["reason"]
+    assert (
+        len(aborts) == 1
+        and "the last 50 requests all failed the same way (http_4xx: maximum context" in aborts[0]["reason"]
+    )
     assert c.phase == DONE and c.result()["abort_reason"] == aborts[0]["reason"]
     assert c.result()["metrics"][ALL]["counts"]["failed"] == 50
 
@@ -439,6 +475,9 @@ def test_identical_error_lines_are_capped_counts_exact(tmp_path: Path, clock: Cl
         finish(c, item, clock=clock, error="http_5xx" if i % 3 else None)
     c.close()
     lines = [json.loads(rec) for rec in (tmp_path / "requests.jsonl").read_text().splitlines()]
-    assert sum(1 for rec in lines if rec["error"] == "http_5xx") == 5 and sum(1 for rec in lines if rec["error"] is None) == 10
+    assert (
+        sum(1 for rec in lines if rec["error"] == "http_5xx") == 5
+        and sum(1 for rec in lines if rec["error"] is None) == 10
+    )
     r = c.result()
     assert r["metrics"][ALL]["counts"]["failed"] == 20 and r["error_lines_suppressed"] == {"http_5xx": 15}

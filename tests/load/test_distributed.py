@@ -36,17 +36,32 @@ def sim(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _scenario(path: Path, load: dict, warmup: dict | None = None) -> Path:
-    path.write_text(json.dumps({
-        "name": "dist",
-        "seed": 3,
-        "load": load,
-        "warmup": warmup or {"requests": 4},
-        "workload": {"classes": [
-            {"name": "short", "weight": 2, "input_tokens": {"dist": "uniform", "min": 16, "max": 128},
-             "output_tokens": {"dist": "uniform", "min": 8, "max": 48}},
-            {"name": "long", "weight": 1, "input_tokens": 256, "output_tokens": {"dist": "uniform", "min": 40, "max": 120}},
-        ]},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "name": "dist",
+                "seed": 3,
+                "load": load,
+                "warmup": warmup or {"requests": 4},
+                "workload": {
+                    "classes": [
+                        {
+                            "name": "short",
+                            "weight": 2,
+                            "input_tokens": {"dist": "uniform", "min": 16, "max": 128},
+                            "output_tokens": {"dist": "uniform", "min": 8, "max": 48},
+                        },
+                        {
+                            "name": "long",
+                            "weight": 1,
+                            "input_tokens": 256,
+                            "output_tokens": {"dist": "uniform", "min": 40, "max": 120},
+                        },
+                    ]
+                },
+            }
+        )
+    )
     return path
 
 
@@ -76,9 +91,25 @@ def test_master_and_two_workers_merge_losslessly(sim: EmbeddedSim, tmp_path: Pat
     scen = _scenario(tmp_path / "dist.yaml", {"concurrency": 6, "requests": 120})
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli.main", "run", str(scen), "--distributed", "2", "--target", sim.url,
-         "--out", str(out), "--no-report", "--quiet"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(scen),
+            "--distributed",
+            "2",
+            "--target",
+            sim.url,
+            "--out",
+            str(out),
+            "--no-report",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
@@ -94,11 +125,16 @@ def test_master_and_two_workers_merge_losslessly(sim: EmbeddedSim, tmp_path: Pat
     per_worker = [w["metrics"][ALL]["counts"] for w in workers]
     assert summary["requests"]["completed"] == sum(c["completed"] for c in per_worker) == len(ok) == 120
     assert all(c["completed"] > 0 for c in per_worker)
-    assert summary["tokens"]["output_total"] == sum(c["output_tokens"] for c in per_worker) == sum(r["output_tokens"] for r in ok)
+    assert (
+        summary["tokens"]["output_total"]
+        == sum(c["output_tokens"] for c in per_worker)
+        == sum(r["output_tokens"] for r in ok)
+    )
     assert summary["tokens"]["input_total"] == sum(c["input_tokens"] for c in per_worker)
     for name in ("short", "long"):
         assert summary["per_class"][name]["requests"]["completed"] == sum(
-            w["metrics"][name]["counts"]["completed"] for w in workers if name in w["metrics"])
+            w["metrics"][name]["counts"]["completed"] for w in workers if name in w["metrics"]
+        )
 
     # disjoint shares of one deterministic stream: every index once, worker k has the indices = k mod 2
     indices = sorted(r["i"] for r in reqs)
@@ -144,10 +180,32 @@ def test_headless_master_with_run_time_waits_for_every_worker(sim: EmbeddedSim, 
     scen = _scenario(tmp_path / "long.yaml", {"concurrency": 6, "duration_s": 600}, {"requests": 0})
     results = tmp_path / "results"
     proc = subprocess.run(
-        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--processes", "2", "-t", "3s",
-         "--scenario", str(scen), "--host", sim.url, "--results", str(results), "--no-report", "--only-summary",
-         "--stop-grace", "20"],
-        capture_output=True, text=True, timeout=90, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(LOCUSTFILE),
+            "--headless",
+            "--processes",
+            "2",
+            "-t",
+            "3s",
+            "--scenario",
+            str(scen),
+            "--host",
+            sim.url,
+            "--results",
+            str(results),
+            "--no-report",
+            "--only-summary",
+            "--stop-grace",
+            "20",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = list(results.iterdir())

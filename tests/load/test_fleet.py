@@ -15,8 +15,17 @@ class Words:
 
 
 def item(i: int, adapter: str | None = None, warmup: bool = False) -> Item:
-    p = PlannedRequest(index=i, class_name="a", prefix="", text=f"hello world {i}", input_tokens=3, output_tokens=2,
-                       prefix_id=None, warmup=warmup, adapter=adapter)
+    p = PlannedRequest(
+        index=i,
+        class_name="a",
+        prefix="",
+        text=f"hello world {i}",
+        input_tokens=3,
+        output_tokens=2,
+        prefix_id=None,
+        warmup=warmup,
+        adapter=adapter,
+    )
     return Item(p, b"{}", None, f"m{i}-1")
 
 
@@ -40,8 +49,15 @@ def test_round_robin_labels_each_record_with_its_endpoint() -> None:
     labels = [fleet.labels(it) for it in items]
     assert {dict(lab)["endpoint"] for lab in labels} == {"a:1", "b:2"}
     for it in items:  # recorded: the prompt's prefix blocks count for its endpoint
-        fleet.recorded(RequestRecord(index=it.planned.index, class_name="a", request_id=it.request_id,
-                                     intended_ns=None, intended_input_tokens=3))
+        fleet.recorded(
+            RequestRecord(
+                index=it.planned.index,
+                class_name="a",
+                request_id=it.request_id,
+                intended_ns=None,
+                intended_input_tokens=3,
+            )
+        )
     block = fleet.result()["fleet"]
     assert block["endpoints"] == ["http://a:1", "http://b:2"]
     assert block["routing"] == "round-robin"

@@ -25,23 +25,60 @@ POLICIES = ("round-robin", "prefix-affinity", "adapter-affinity", "session-affin
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fleet")
     scenario = tmp / "fleet.yaml"
-    scenario.write_text(json.dumps({
-        "name": "fleet", "seed": 4, "target": {"replicas": 2},
-        "load": {"concurrency": 6, "duration_s": 5},
-        "workload": {"classes": [
-            {"name": "chat", "weight": 2, "session": {"turns": 3, "user_tokens": 64, "output_tokens": 16,
-                                                      "system_prompt": {"tokens": 640, "count": 4}}},
-            {"name": "tools", "weight": 1, "input_tokens": 300, "output_tokens": 16,
-             "adapters": [{"name": "a1"}, {"name": "a2"}, {"name": "a3"}, {"name": "a4"}]},
-        ]},
-    }))
+    scenario.write_text(
+        json.dumps(
+            {
+                "name": "fleet",
+                "seed": 4,
+                "target": {"replicas": 2},
+                "load": {"concurrency": 6, "duration_s": 5},
+                "workload": {
+                    "classes": [
+                        {
+                            "name": "chat",
+                            "weight": 2,
+                            "session": {
+                                "turns": 3,
+                                "user_tokens": 64,
+                                "output_tokens": 16,
+                                "system_prompt": {"tokens": 640, "count": 4},
+                            },
+                        },
+                        {
+                            "name": "tools",
+                            "weight": 1,
+                            "input_tokens": 300,
+                            "output_tokens": 16,
+                            "adapters": [{"name": "a1"}, {"name": "a2"}, {"name": "a3"}, {"name": "a4"}],
+                        },
+                    ]
+                },
+            }
+        )
+    )
     procs = {}
     for policy in POLICIES:
         out = tmp / policy
-        cmd = [sys.executable, "-m", "harness.cli.main", "run", str(scenario), "--set", f"target.routing={policy}",
-               "--sim-args=--sim-speed 2 --max-loras 4", "--out", str(out), "--quiet", "--no-report"]
-        procs[policy] = (subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                                          env=dict(os.environ)), out)
+        cmd = [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(scenario),
+            "--set",
+            f"target.routing={policy}",
+            "--sim-args=--sim-speed 2 --max-loras 4",
+            "--out",
+            str(out),
+            "--quiet",
+            "--no-report",
+        ]
+        procs[policy] = (
+            subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=dict(os.environ)
+            ),
+            out,
+        )
     results = {}
     for policy, (proc, out) in procs.items():
         _o, err = proc.communicate(timeout=300)
@@ -76,6 +113,7 @@ def test_prefix_affinity_raises_the_hit_rate_and_lowers_overlap(runs) -> None:
 def test_adapter_affinity_cuts_cold_adapter_loads(runs) -> None:
     def cold(policy: str) -> int:
         return runs[policy][0]["groups"]["adapter_load"]["cold"]["requests"]["completed"]
+
     assert cold("adapter-affinity") < cold("round-robin")
     assert cold("adapter-affinity") <= 4 + 1  # each adapter on one replica (one fallback at most)
 

@@ -12,7 +12,9 @@ from harness.load import linefile
 from harness.load.linefile import LineFile
 
 
-def test_a_flush_cut_short_by_a_full_disk_keeps_only_whole_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_flush_cut_short_by_a_full_disk_keeps_only_whole_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "requests.jsonl"
     f = LineFile(path, 1 << 16)
     for i in range(3):
@@ -24,7 +26,7 @@ def test_a_flush_cut_short_by_a_full_disk_keeps_only_whole_lines(tmp_path: Path,
     def full_disk(fd: int, data: memoryview) -> int:
         if room[0] <= 0:
             raise OSError(errno.ENOSPC, "No space left on device")
-        n = real_write(fd, data[:room[0]])
+        n = real_write(fd, data[: room[0]])
         room[0] -= n
         return n
 

@@ -27,15 +27,30 @@ def sim(tmp_path_factory):
 
 
 def start(tmp_path: Path, url: str, duration_s: float, grace_s: float) -> subprocess.Popen[str]:
-    scenario = {"name": "o", "load": {"rate": 5.0, "arrival": "constant", "duration_s": duration_s},
-                "workload": {"classes": [{"name": "c", "input_tokens": 8, "output_tokens": 4}]},
-                "telemetry": {"enabled": False}}
-    plan = LoadPlan(scenario=scenario, scenario_dir=str(tmp_path), target_url=url, model="sim-llama-8b",
-                    continuous_usage=False, out_dir=str(tmp_path), stop_grace_s=grace_s)
+    scenario = {
+        "name": "o",
+        "load": {"rate": 5.0, "arrival": "constant", "duration_s": duration_s},
+        "workload": {"classes": [{"name": "c", "input_tokens": 8, "output_tokens": 4}]},
+        "telemetry": {"enabled": False},
+    }
+    plan = LoadPlan(
+        scenario=scenario,
+        scenario_dir=str(tmp_path),
+        target_url=url,
+        model="sim-llama-8b",
+        continuous_usage=False,
+        out_dir=str(tmp_path),
+        stop_grace_s=grace_s,
+    )
     path = tmp_path / "plan.json"
     path.write_text(plan.model_dump_json())
-    return subprocess.Popen([sys.executable, "-m", "harness.load.main", str(path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.load.main", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
 
 
 def test_grace_starts_at_the_end_of_the_window_not_at_the_last_hand_out(sim, tmp_path: Path) -> None:

@@ -78,12 +78,19 @@ class Lan:
 
     def popen(self, role: str, argv: list[str], **kw) -> subprocess.Popen[str]:
         """Start `argv` on that host (ip netns exec execs it: the pid is the program's)."""
-        return subprocess.Popen(["ip", "netns", "exec", self.names[role], *argv], text=True, cwd=ROOT,
-                                env=dict(os.environ), **kw)
+        return subprocess.Popen(
+            ["ip", "netns", "exec", self.names[role], *argv], text=True, cwd=ROOT, env=dict(os.environ), **kw
+        )
 
     def run(self, role: str, argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["ip", "netns", "exec", self.names[role], *argv], text=True, cwd=ROOT,
-                              env=dict(os.environ), capture_output=True, timeout=timeout)
+        return subprocess.run(
+            ["ip", "netns", "exec", self.names[role], *argv],
+            text=True,
+            cwd=ROOT,
+            env=dict(os.environ),
+            capture_output=True,
+            timeout=timeout,
+        )
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
@@ -101,46 +108,95 @@ def lan(tmp_path_factory):
     """The LAN, with the simulated engine serving on the target host."""
     log = tmp_path_factory.mktemp("netns") / "sim.log"
     with Lan() as net, open(log, "w") as out:
-        sim = net.popen("target", [sys.executable, "-m", "harness.sim", "--host", ADDR["target"], "--port", "8000",
-                                   "--max-num-seqs", "64"], stdout=out, stderr=subprocess.STDOUT)
+        sim = net.popen(
+            "target",
+            [sys.executable, "-m", "harness.sim", "--host", ADDR["target"], "--port", "8000", "--max-num-seqs", "64"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
         try:
-            probe = (f"import urllib.request; urllib.request.urlopen('http://{ADDR['target']}:8000/v1/models', "
-                     "timeout=2).read()")
+            probe = (
+                f"import urllib.request; urllib.request.urlopen('http://{ADDR['target']}:8000/v1/models', "
+                "timeout=2).read()"
+            )
             deadline = time.monotonic() + 60
             while net.run("master", [sys.executable, "-c", probe], timeout=30).returncode != 0:
                 assert sim.poll() is None, log.read_text()[-2000:]
                 assert time.monotonic() < deadline, "the simulated engine did not answer within 60 s"
                 time.sleep(0.5)
             # the LAN is the only way there: from this (the root) namespace the target is unreachable
-            assert subprocess.run([sys.executable, "-c", probe.replace("timeout=2", "timeout=1")],
-                                  capture_output=True, timeout=30).returncode != 0
+            assert (
+                subprocess.run(
+                    [sys.executable, "-c", probe.replace("timeout=2", "timeout=1")], capture_output=True, timeout=30
+                ).returncode
+                != 0
+            )
             yield net
         finally:
             _stop(sim)
 
 
 def _scenario(path: Path, load: dict) -> Path:
-    path.write_text(json.dumps({
-        "name": "hosts",
-        "load": load,
-        "warmup": {"requests": 4},
-        "telemetry": {"enabled": False},
-        "sampling": {"extra_body": {"itl_ms": 2}},
-        "workload": {"classes": [{"name": "a", "input_tokens": 16, "output_tokens": 12}]},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "name": "hosts",
+                "load": load,
+                "warmup": {"requests": 4},
+                "telemetry": {"enabled": False},
+                "sampling": {"extra_body": {"itl_ms": 2}},
+                "workload": {"classes": [{"name": "a", "input_tokens": 16, "output_tokens": 12}]},
+            }
+        )
+    )
     return path
 
 
 def _distributed_run(net: Lan, tmp_path: Path, load: dict, on_running=None):
     out = tmp_path / "run"
-    master = net.popen("master", [sys.executable, "-m", "harness.cli.main", "run", str(_scenario(tmp_path / "s.yaml", load)),
-                                  "--distributed", "2", "--remote-workers", "--master-bind-host", ADDR["master"],
-                                  "--master-port", "5557", "--target", f"http://{ADDR['target']}:8000",
-                                  "--out", str(out), "--no-report", "--quiet"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    workers = [net.popen(w, [sys.executable, "-m", "harness.cli.main", "worker", "--master-host", ADDR["master"],
-                             "--master-port", "5557"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-               for w in ("w1", "w2")]
+    master = net.popen(
+        "master",
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(_scenario(tmp_path / "s.yaml", load)),
+            "--distributed",
+            "2",
+            "--remote-workers",
+            "--master-bind-host",
+            ADDR["master"],
+            "--master-port",
+            "5557",
+            "--target",
+            f"http://{ADDR['target']}:8000",
+            "--out",
+            str(out),
+            "--no-report",
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    workers = [
+        net.popen(
+            w,
+            [
+                sys.executable,
+                "-m",
+                "harness.cli.main",
+                "worker",
+                "--master-host",
+                ADDR["master"],
+                "--master-port",
+                "5557",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for w in ("w1", "w2")
+    ]
     try:
         if on_running is not None:
             on_running(out, workers)
@@ -183,7 +239,11 @@ def test_a_worker_lost_mid_run_is_reported_and_its_requests_kept(lan: Lan, tmp_p
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # until the master has the victim's requests in hand
             path = out / "requests.jsonl"
-            mine = [r for r in _lines(out) if r["id"].endswith(f"-{victim.pid}") and not r["warmup"]] if path.exists() else []
+            mine = (
+                [r for r in _lines(out) if r["id"].endswith(f"-{victim.pid}") and not r["warmup"]]
+                if path.exists()
+                else []
+            )
             if len(mine) >= 20:
                 break
             time.sleep(0.3)

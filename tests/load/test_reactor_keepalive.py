@@ -17,8 +17,11 @@ from rawhttp import RawServer, chunked, sse_head
 pytestmark = pytest.mark.usefixtures("reader")  # both stream readers (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[2]
-EVENTS = [b'data: {"choices":[{"delta":{"content":"a"}}]}', b'data: {"choices":[{"delta":{"content":"b"}}]}',
-          b"data: [DONE]"]
+EVENTS = [
+    b'data: {"choices":[{"delta":{"content":"a"}}]}',
+    b'data: {"choices":[{"delta":{"content":"b"}}]}',
+    b"data: [DONE]",
+]
 RESP = sse_head() + chunked(b"".join(e + b"\n\n" for e in EVENTS))
 
 CLIENT = textwrap.dedent(r"""
@@ -41,8 +44,9 @@ CLIENT = textwrap.dedent(r"""
 
 
 def _client(url: str, n: int) -> list[dict]:
-    proc = subprocess.run([sys.executable, "-c", CLIENT, url, str(n)], capture_output=True, text=True, cwd=ROOT,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", CLIENT, url, str(n)], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
 
@@ -52,10 +56,23 @@ def test_stale_keep_alive_and_awkward_splits() -> None:
     # conn 1: a response split inside 'data:' and between CR and LF, then the server closes the
     # idle connection (FIN); conn 2: reset (RST) after one response; conn 3: serves the rest
     cut = RESP.index(b"data:") + 3
-    script1 = [("request",), ("send", RESP[:cut]), ("sleep", 0.02), ("send", RESP[cut:-1]), ("sleep", 0.02),
-               ("send", RESP[-1:]), ("sleep", 0.05), ("close",)]
-    with RawServer([script1, [("request",), ("send", RESP), ("sleep", 0.05), ("reset",)],
-                    [("request",), ("send", RESP), ("request",), ("send", RESP), ("hold",)]]) as server:
+    script1 = [
+        ("request",),
+        ("send", RESP[:cut]),
+        ("sleep", 0.02),
+        ("send", RESP[cut:-1]),
+        ("sleep", 0.02),
+        ("send", RESP[-1:]),
+        ("sleep", 0.05),
+        ("close",),
+    ]
+    with RawServer(
+        [
+            script1,
+            [("request",), ("send", RESP), ("sleep", 0.05), ("reset",)],
+            [("request",), ("send", RESP), ("request",), ("send", RESP), ("hold",)],
+        ]
+    ) as server:
         out = _client(server.url, 4)
         assert server.connections == 3 and len(server.requests) == 4
     assert out == [want] * 4

@@ -24,13 +24,26 @@ from harness.metrics.recorder import GROUPS
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SESSION = {"turns": 4, "think_time_s": 0.05, "user_tokens": 1024, "output_tokens": 8,
-           "system_prompt": {"tokens": 512, "count": 1}}
+SESSION = {
+    "turns": 4,
+    "think_time_s": 0.05,
+    "user_tokens": 1024,
+    "output_tokens": 8,
+    "system_prompt": {"tokens": 512, "count": 1},
+}
 
 
 def _scenario(path: Path, load: dict) -> Path:
-    path.write_text(json.dumps({"name": "sessions", "seed": 7, "load": load,
-                                "workload": {"classes": [{"name": "chat", "session": SESSION}]}}))
+    path.write_text(
+        json.dumps(
+            {
+                "name": "sessions",
+                "seed": 7,
+                "load": load,
+                "workload": {"classes": [{"name": "chat", "session": SESSION}]},
+            }
+        )
+    )
     return path
 
 
@@ -51,8 +64,12 @@ def runs(tmp_path_factory):
     for name, args in cases.items():
         out = tmp / name
         cmd = [sys.executable, "-m", "harness.cli.main", "run", *args, "--out", str(out), "--quiet", "--no-report"]
-        procs[name] = (subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                                        env=dict(os.environ)), out)
+        procs[name] = (
+            subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=dict(os.environ)
+            ),
+            out,
+        )
     results = {}
     for name, (proc, out) in procs.items():
         _stdout, stderr = proc.communicate(timeout=300)

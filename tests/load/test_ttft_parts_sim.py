@@ -24,16 +24,47 @@ ROOT = Path(__file__).resolve().parents[2]
 def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ttft_parts")
     sc = tmp / "sc.yaml"
-    sc.write_text(json.dumps({"name": "parts", "seed": 3, "load": {"rate": 12, "arrival": "poisson", "duration_s": 4},
-                              "workload": {"classes": [{"name": "a", "input_tokens": 300, "output_tokens": 8},
-                                                       {"name": "b", "input_tokens": 60, "output_tokens": 8}]}}))
+    sc.write_text(
+        json.dumps(
+            {
+                "name": "parts",
+                "seed": 3,
+                "load": {"rate": 12, "arrival": "poisson", "duration_s": 4},
+                "workload": {
+                    "classes": [
+                        {"name": "a", "input_tokens": 300, "output_tokens": 8},
+                        {"name": "b", "input_tokens": 60, "output_tokens": 8},
+                    ]
+                },
+            }
+        )
+    )
     out = tmp / "out"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", str(sc), "--out", str(out), "--quiet",
-                           "--sim-args=--max-num-seqs 1 --sim-speed 0.5"], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ), timeout=240)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(sc),
+            "--out",
+            str(out),
+            "--quiet",
+            "--sim-args=--max-num-seqs 1 --sim-speed 0.5",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ),
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines() if x.strip()]
-    return json.loads((out / "summary.json").read_text()), [r for r in lines if not r["warmup"] and r["error"] is None], out
+    return (
+        json.loads((out / "summary.json").read_text()),
+        [r for r in lines if not r["warmup"] and r["error"] is None],
+        out,
+    )
 
 
 def test_parts_add_up_to_the_client_ttft_per_request(run) -> None:
@@ -49,7 +80,13 @@ def test_parts_add_up_to_the_client_ttft_per_request(run) -> None:
 
 def test_queue_tail_is_found_and_reported(run) -> None:
     s, reqs, out = run
-    assert s["server_timing"] == {"requests": len(reqs), "timed": len(reqs), "sources": ["vllm"], "unknown": [], "note": ""}
+    assert s["server_timing"] == {
+        "requests": len(reqs),
+        "timed": len(reqs),
+        "sources": ["vllm"],
+        "unknown": [],
+        "note": "",
+    }
     tail = s["ttft_breakdown"]["tail"]
     assert tail["share"]["queue"] > 0.5  # one batch slot, arrivals faster than it serves
     for cls in ("a", "b"):

@@ -21,16 +21,30 @@ FAST = "--sim-speed 50 --disable-log-stats"
 
 
 def harness(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def scenario(tmp_path: Path, quality: dict | None = None) -> Path:
     data = {
-        "name": "q", "seed": 0, "load": {"concurrency": 2, "requests": 8}, "warmup": {"requests": 0},
+        "name": "q",
+        "seed": 0,
+        "load": {"concurrency": 2, "requests": 8},
+        "warmup": {"requests": 0},
         "workload": {"classes": [{"name": "c", "input_tokens": 32, "output_tokens": 8}]},
-        "quality": quality if quality is not None else
-        {"prompts": str(PROMPTS), "max_tokens": 16, "gate": {"min_exact_agreement": 0.95, "max_accuracy_drop": 0.01}},
+        "quality": quality
+        if quality is not None
+        else {
+            "prompts": str(PROMPTS),
+            "max_tokens": 16,
+            "gate": {"min_exact_agreement": 0.95, "max_accuracy_drop": 0.01},
+        },
     }
     path = tmp_path / "q.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -42,8 +56,16 @@ def test_compare_prints_the_quality_verdict_beside_latency_and_exits_1_on_a_qual
     # --no-report: compare reads summary.json and quality.jsonl; a report costs ~1.3 CPU-s a run
     base = harness("run", str(scen), "--out", str(tmp_path / "base"), "--quiet", "--no-report", "--sim-args", FAST)
     assert base.returncode == 0, base.stderr
-    fp8 = harness("run", str(scen), "--out", str(tmp_path / "fp8"), "--quiet", "--no-report",
-                  "--sim-args", f"{FAST} --kv-cache-dtype fp8 --sim-fp8-kv-error 0.5")
+    fp8 = harness(
+        "run",
+        str(scen),
+        "--out",
+        str(tmp_path / "fp8"),
+        "--quiet",
+        "--no-report",
+        "--sim-args",
+        f"{FAST} --kv-cache-dtype fp8 --sim-fp8-kv-error 0.5",
+    )
     assert fp8.returncode == 0, fp8.stderr
     assert (tmp_path / "fp8" / "quality.jsonl").is_file()
 
@@ -67,12 +89,18 @@ def test_a_sweep_marks_the_config_that_fails_the_gate_and_never_ranks_it_best(tm
     del data["quality"]
     scen.write_text(yaml.safe_dump(data))
     sweep = {
-        "name": "qs", "engine": {"kind": "sim", "ready_timeout_s": 60},
+        "name": "qs",
+        "engine": {"kind": "sim", "ready_timeout_s": 60},
         # fp8 is made faster too (a smaller model step), so only the quality gate keeps it from winning
         "base": {"sim-speed": 50, "disable-log-stats": True, "kv-cache-dtype": "auto", "sim-fp8-kv-error": 0.5},
         "vary": {"flags": {"kv-cache-dtype": ["fp8"]}},
         "scenarios": ["q.yaml"],
-        "quality": {"prompts": str(PROMPTS), "max_tokens": 16, "baseline": "base", "gate": {"min_exact_agreement": 0.95}},
+        "quality": {
+            "prompts": str(PROMPTS),
+            "max_tokens": 16,
+            "baseline": "base",
+            "gate": {"min_exact_agreement": 0.95},
+        },
     }
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep, sort_keys=False))
     proc = harness("sweep", str(tmp_path / "sweep.yaml"), "--out", str(tmp_path / "out"), timeout=400)
@@ -104,25 +132,35 @@ BAD_LINES = [
 ]
 
 
-@pytest.mark.parametrize("text,needle", BAD_LINES, ids=["json", "no-prompt", "match", "regex", "dup-id", "empty", "digits"])
+@pytest.mark.parametrize(
+    "text,needle", BAD_LINES, ids=["json", "no-prompt", "match", "regex", "dup-id", "empty", "digits"]
+)
 def test_a_bad_prompts_file_is_one_line_naming_the_problem(tmp_path, text, needle, capsys, monkeypatch):
     (tmp_path / "bad.jsonl").write_text(text)
     scen = scenario(tmp_path, {"prompts": "bad.jsonl"})
     monkeypatch.chdir(ROOT)
-    proc = harness_here(capsys, "quality", str(scen), "--target", "http://127.0.0.1:9")  # nothing is started before the check
+    proc = harness_here(
+        capsys, "quality", str(scen), "--target", "http://127.0.0.1:9"
+    )  # nothing is started before the check
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "quality.prompts" in lines[0] and needle.lower() in lines[0].lower(), lines[0]
 
 
-@pytest.mark.parametrize("block,field", [
-    ({"prompts": "x.jsonl", "max_tokns": 5}, "quality.max_tokns"),
-    ({"prompts": "x.jsonl", "gate": {"min_exact_agreement": 1.5}}, "quality.gate.min_exact_agreement"),
-    ({"max_tokens": 5}, "quality.prompts"),
-    ({"prompts": "missing.jsonl"}, "quality.prompts"),
-    ({"prompts": "x.jsonl", "max_tokens": 10**12}, "quality.max_tokens: 1,000,000,000,000 tokens in one request is above the limit"),
-])
+@pytest.mark.parametrize(
+    "block,field",
+    [
+        ({"prompts": "x.jsonl", "max_tokns": 5}, "quality.max_tokns"),
+        ({"prompts": "x.jsonl", "gate": {"min_exact_agreement": 1.5}}, "quality.gate.min_exact_agreement"),
+        ({"max_tokens": 5}, "quality.prompts"),
+        ({"prompts": "missing.jsonl"}, "quality.prompts"),
+        (
+            {"prompts": "x.jsonl", "max_tokens": 10**12},
+            "quality.max_tokens: 1,000,000,000,000 tokens in one request is above the limit",
+        ),
+    ],
+)
 def test_a_bad_quality_block_is_one_line_with_its_field(tmp_path, block, field, capsys, monkeypatch):
     (tmp_path / "x.jsonl").write_text('{"prompt": "a"}\n')
     monkeypatch.chdir(ROOT)
@@ -135,8 +173,11 @@ def test_a_bad_quality_block_is_one_line_with_its_field(tmp_path, block, field, 
 def test_prompts_that_fail_at_the_server_are_said_on_stderr(tmp_path, fake_openai):
     """Audit R18: every prompt failing ended exit 1 with nothing on stderr (only quality.json said so)."""
     out = tmp_path / "out"
-    proc = harness("quality", str(scenario(tmp_path)), "--target", fake_openai.url, "--model", "error500",
-                   "--out", str(out))
+    proc = harness(
+        "quality", str(scenario(tmp_path)), "--target", fake_openai.url, "--model", "error500", "--out", str(out)
+    )
     assert proc.returncode == 1
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
-    assert line.startswith("error: 64 of 64 prompts failed (first, repeat-01: HTTP 500") and line.endswith(f"see {out / 'quality.jsonl'}")
+    assert line.startswith("error: 64 of 64 prompts failed (first, repeat-01: HTTP 500") and line.endswith(
+        f"see {out / 'quality.jsonl'}"
+    )

@@ -48,8 +48,12 @@ def sims(tmp_path_factory):
 
 def plain_set(tmp_path: Path, n: int = 300) -> Path:
     """Prompts of no known form: the simulator continues them up to max_tokens (rare EOS)."""
-    lines = [json.dumps({"id": f"p{i}", "prompt": " ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(6 + i % 5)) + f" {i}"})
-             for i in range(n)]
+    lines = [
+        json.dumps(
+            {"id": f"p{i}", "prompt": " ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(6 + i % 5)) + f" {i}"}
+        )
+        for i in range(n)
+    ]
     path = tmp_path / "plain.jsonl"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -83,7 +87,9 @@ def test_the_fp8_error_knob_lowers_agreement_by_about_the_set_share(sims, tmp_pa
     # the knob is 0.25; 300 prompts give a binomial sd of 0.025: three of them either side
     assert 0.25 - 0.075 <= disagreement <= 0.25 + 0.075, disagreement
     assert v.status == "fail" and any("exact agreement" in r for r in v.reasons)
-    assert v.agreement.mean_abs_logprob_diff and v.agreement.mean_abs_logprob_diff > 0  # a lossy config moves log-probs too
+    assert (
+        v.agreement.mean_abs_logprob_diff and v.agreement.mean_abs_logprob_diff > 0
+    )  # a lossy config moves log-probs too
     assert sum(v.agreement.first_divergence.values()) == v.agreement.n - v.agreement.exact
 
 

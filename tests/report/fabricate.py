@@ -23,16 +23,15 @@ CLASSES = (("short", 0.6, 200, 60), ("long", 0.4, 1500, 120))  # name, weight, i
 SLO = {"ttft_ms": 400.0, "tpot_ms": 40.0}
 
 
-def scenario_dict(name: str = "chat", concurrency: int = 16, requests: int = 200, temperature: float = 0.0,
-                  classes: tuple = CLASSES) -> dict[str, Any]:
+def scenario_dict(
+    name: str = "chat", concurrency: int = 16, requests: int = 200, temperature: float = 0.0, classes: tuple = CLASSES
+) -> dict[str, Any]:
     return {
         "name": name,
         "seed": 7,
         "load": {"concurrency": concurrency, "requests": requests},
         "workload": {
-            "classes": [
-                {"name": c, "weight": w, "input_tokens": i, "output_tokens": o} for c, w, i, o in classes
-            ]
+            "classes": [{"name": c, "weight": w, "input_tokens": i, "output_tokens": o} for c, w, i, o in classes]
         },
         "sampling": {"temperature": temperature},
         "slo": dict(SLO),
@@ -127,7 +126,10 @@ def make_run(
         if err:
             continue
         for group in ("_all", name):
-            s = samples.setdefault(group, {m: [] for m in ("ttft", "itl_chunk", "itl_token", "tpot", "e2e", "send_lag", "tokens_per_chunk")})
+            s = samples.setdefault(
+                group,
+                {m: [] for m in ("ttft", "itl_chunk", "itl_token", "tpot", "e2e", "send_lag", "tokens_per_chunk")},
+            )
             s["ttft"].append(ttft * 1e6)
             s["e2e"].append(e2e * 1e6)
             if tpot is not None:
@@ -153,17 +155,38 @@ def make_run(
         inp = sum(r["input_tokens"] for r in ok)
         out = sum(r["output_tokens"] for r in ok)
         return {
-            "requests": {"completed": len(ok), "failed": len(sel) - len(ok), "rps": len(ok) / duration,
-                         "errors_by_kind": {"http_503": len(sel) - len(ok)} if len(sel) > len(ok) else {}},
-            "tokens": {"input_total": inp, "output_total": out, "input_per_s": inp / duration, "output_per_s": out / duration},
-            "latency_ms": {m: _dist(np.asarray(s.get(m, [])) / 1e6) for m in ("ttft", "itl_chunk", "itl_token", "tpot", "e2e", "send_lag")},
+            "requests": {
+                "completed": len(ok),
+                "failed": len(sel) - len(ok),
+                "rps": len(ok) / duration,
+                "errors_by_kind": {"http_503": len(sel) - len(ok)} if len(sel) > len(ok) else {},
+            },
+            "tokens": {
+                "input_total": inp,
+                "output_total": out,
+                "input_per_s": inp / duration,
+                "output_per_s": out / duration,
+            },
+            "latency_ms": {
+                m: _dist(np.asarray(s.get(m, [])) / 1e6)
+                for m in ("ttft", "itl_chunk", "itl_token", "tpot", "e2e", "send_lag")
+            },
             "tokens_per_chunk": _dist(np.asarray(s.get("tokens_per_chunk", []))),
-            "goodput": {"good": len(good), "total": len(sel), "fraction": len(good) / max(1, len(sel)), "rps": len(good) / duration},
+            "goodput": {
+                "good": len(good),
+                "total": len(sel),
+                "fraction": len(good) / max(1, len(sel)),
+                "rps": len(good) / duration,
+            },
         }
 
     overall = block("_all")
     per_class = {c[0]: block(c[0]) for c in classes if c[0] in samples}
-    kv = np.clip(0.35 + 0.5 * (1 - np.exp(-np.arange(int(duration)) / 8.0)) / speed * 0.8 + rng.normal(0, 0.02, int(duration)), 0, 1)
+    kv = np.clip(
+        0.35 + 0.5 * (1 - np.exp(-np.arange(int(duration)) / 8.0)) / speed * 0.8 + rng.normal(0, 0.02, int(duration)),
+        0,
+        1,
+    )
     preempt_count = int(preemption_rate * duration / speed)
     summary = {
         "schema_version": 1,
@@ -186,19 +209,32 @@ def make_run(
         "client": {"cpu_max_pct": 41.0, "cpu_mean_pct": 22.0, "processes": 1},
         "engine": {
             "profile": "vllm",
-            "kv_usage": {"mean": float(kv.mean()), "p50": float(np.median(kv)), "p99": float(np.percentile(kv, 99)), "max": float(kv.max())},
+            "kv_usage": {
+                "mean": float(kv.mean()),
+                "p50": float(np.median(kv)),
+                "p99": float(np.percentile(kv, 99)),
+                "max": float(kv.max()),
+            },
             "kv_capacity_tokens": 120000,
             "preemptions": {"count": preempt_count, "per_s": preempt_count / duration},
             "prefix_cache": {"queries": 80000, "hits": 24000, "hit_rate": 0.3, "expected_hit_rate": 0.32},
             "running": {"mean": 12.5, "max": 16},
             "waiting": {"mean": 1.2, "max": 6},
             "spec_decode": None,
-            "gpu_memory": {"available": True, "source": "nvml", "used_max_bytes": int(71.5 * 2**30), "total_bytes": 80 * 2**30},
+            "gpu_memory": {
+                "available": True,
+                "source": "nvml",
+                "used_max_bytes": int(71.5 * 2**30),
+                "total_bytes": 80 * 2**30,
+            },
             "engine_latency_ms": {},
             "telemetry": {"source": "metrics", "scrapes": int(duration), "missing_reason": None},
         }
         if telemetry
-        else {"telemetry": {"source": "none", "scrapes": 0, "missing_reason": "connection refused at /metrics"}, "gpu_memory": {"available": False}},
+        else {
+            "telemetry": {"source": "none", "scrapes": 0, "missing_reason": "connection refused at /metrics"},
+            "gpu_memory": {"available": False},
+        },
         "validity": {"ok": not warnings, "warnings": list(warnings)},
         "status": status,
     }
@@ -217,25 +253,38 @@ def make_run(
         pre = 0
         for k in range(int(duration)):
             pre += int(rng.random() < preemption_rate / speed)
-            em.append({
-                "t": start_unix + k,
-                "kv_usage": float(kv[k]),
-                "running": int(min(16, 4 + k)),
-                "waiting": int(max(0, (k % 10) - 6)),
-                "preemptions_total": pre,
-                "prompt_tokens_total": int(k * 600 * speed),
-                "generation_tokens_total": int(k * 250 * speed),
-                "prefix_hits_total": k * 100,
-                "prefix_queries_total": k * 330,
-            })
-        em.append({"t": start_unix + duration, "kv_usage": None, "running": None, "waiting": None})  # a scrape with gaps
+            em.append(
+                {
+                    "t": start_unix + k,
+                    "kv_usage": float(kv[k]),
+                    "running": int(min(16, 4 + k)),
+                    "waiting": int(max(0, (k % 10) - 6)),
+                    "preemptions_total": pre,
+                    "prompt_tokens_total": int(k * 600 * speed),
+                    "generation_tokens_total": int(k * 250 * speed),
+                    "prefix_hits_total": k * 100,
+                    "prefix_queries_total": k * 330,
+                }
+            )
+        em.append(
+            {"t": start_unix + duration, "kv_usage": None, "running": None, "waiting": None}
+        )  # a scrape with gaps
         files["engine_metrics.jsonl"] = "".join(json.dumps(e) + "\n" for e in em)
     prog = []
     done = 0
     for k in range(-3, int(duration) + 1):
         done = max(0, int(n * k / duration))
-        prog.append({"t": start_unix + k, "elapsed_s": k + 3, "done": done, "failed": 0, "in_flight": 16,
-                     "output_tokens": int(done * 90), "phase": "warmup" if k < 0 else "measure"})
+        prog.append(
+            {
+                "t": start_unix + k,
+                "elapsed_s": k + 3,
+                "done": done,
+                "failed": 0,
+                "in_flight": 16,
+                "output_tokens": int(done * 90),
+                "phase": "warmup" if k < 0 else "measure",
+            }
+        )
     files["progress.jsonl"] = "".join(json.dumps(p) + "\n" for p in prog)
     for name, text in files.items():
         if name not in omit:
@@ -271,22 +320,57 @@ def make_sweep(
             for rep in range(repeats):
                 cell_id = f"{cfg}__{sc_name}__r{rep}"
                 if cfg == failed_config:
-                    cells.append({"id": cell_id, "config_id": cfg, "flags": flags, "scenario": sc_name, "repeat": rep,
-                                  "status": "failed", "run_dir": None, "startup_s": None, "startup_facts": {},
-                                  "reason": "engine exited during startup: CUDA out of memory (see logs/c3-seqs512.log)"})
+                    cells.append(
+                        {
+                            "id": cell_id,
+                            "config_id": cfg,
+                            "flags": flags,
+                            "scenario": sc_name,
+                            "repeat": rep,
+                            "status": "failed",
+                            "run_dir": None,
+                            "startup_s": None,
+                            "startup_facts": {},
+                            "reason": "engine exited during startup: CUDA out of memory (see logs/c3-seqs512.log)",
+                        }
+                    )
                     rows.append(f"{cfg},{sc_name},{rep},failed")
                     continue
                 rel = f"runs/{cell_id}"
                 sc = scenario_dict(name=sc_name, concurrency=8 * (sc_i + 1), requests=n)
-                make_run(sweep_dir / rel, scenario=sc, speed=speed * speed_scale, seed=seed + 1000 * k + rep, n=n, duration_s=30.0 * (sc_i + 1),
-                         warnings=(warnings or {}).get(cell_id, ()))
+                make_run(
+                    sweep_dir / rel,
+                    scenario=sc,
+                    speed=speed * speed_scale,
+                    seed=seed + 1000 * k + rep,
+                    n=n,
+                    duration_s=30.0 * (sc_i + 1),
+                    warnings=(warnings or {}).get(cell_id, ()),
+                )
                 k += 1
-                cells.append({"id": cell_id, "config_id": cfg, "flags": flags, "scenario": sc_name, "repeat": rep,
-                              "status": "complete", "run_dir": rel, "startup_s": 42.0 + cfg_i,
-                              "startup_facts": {"kv_cache_tokens": 100000 * (cfg_i + 1)}, "reason": None})
+                cells.append(
+                    {
+                        "id": cell_id,
+                        "config_id": cfg,
+                        "flags": flags,
+                        "scenario": sc_name,
+                        "repeat": rep,
+                        "status": "complete",
+                        "run_dir": rel,
+                        "startup_s": 42.0 + cfg_i,
+                        "startup_facts": {"kv_cache_tokens": 100000 * (cfg_i + 1)},
+                        "reason": None,
+                    }
+                )
                 rows.append(f"{cfg},{sc_name},{rep},complete")
     (sweep_dir / "index.json").write_text(json.dumps({"sweep": "max-num-seqs", "cells": cells}, indent=1))
-    (sweep_dir / "sweep.yaml").write_text(yaml.safe_dump({"engine": {"kind": "sim", "command": ["harness", "sim", "--port", "{port}"]},
-                                                          "vary": {"max-num-seqs": [64, 128, 256, 512]}}))
+    (sweep_dir / "sweep.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "engine": {"kind": "sim", "command": ["harness", "sim", "--port", "{port}"]},
+                "vary": {"max-num-seqs": [64, 128, 256, 512]},
+            }
+        )
+    )
     (sweep_dir / "summary.csv").write_text("\n".join(rows) + "\n")
     return sweep_dir

@@ -18,7 +18,14 @@ def test_save_list_compare(fx, tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "saved baseline 'llama8b-h100'" in out and "harness compare baseline:llama8b-h100" in out
     saved = root / "llama8b-h100"
-    for name in ("summary.json", "histograms.json", "scenario.yaml", "requests.jsonl.gz", "engine_config.yaml", "baseline.json"):
+    for name in (
+        "summary.json",
+        "histograms.json",
+        "scenario.yaml",
+        "requests.jsonl.gz",
+        "engine_config.yaml",
+        "baseline.json",
+    ):
         assert (saved / name).is_file(), name
     assert (saved / "engine_config.yaml").read_text() == cfg.read_text()
     meta = json.loads((saved / "baseline.json").read_text())
@@ -37,7 +44,12 @@ def test_save_list_compare(fx, tmp_path, capsys, monkeypatch):
 
     assert main(["baseline", "list"]) == 0
     listing = capsys.readouterr().out
-    assert "llama8b-h100" in listing and "nightly" in listing and "engine_config.yaml" in listing and "sweep.yaml" in listing
+    assert (
+        "llama8b-h100" in listing
+        and "nightly" in listing
+        and "engine_config.yaml" in listing
+        and "sweep.yaml" in listing
+    )
 
     # compare against the stored baselines: the saved copy is as good as the run itself
     assert main(["compare", "baseline:llama8b-h100", str(fx["run_b"])]) == 0
@@ -59,7 +71,12 @@ def test_save_refuses_bad_input(fx, tmp_path, capsys):
     assert main(["baseline", "save", str(tmp_path / "nope"), "--name", "x", *root]) == 2
     assert main(["baseline", "save", str(fx["crashed"]), "--name", "x", *root]) == 2
     assert "needs a finished run" in capsys.readouterr().err
-    assert main(["baseline", "save", str(fx["run_a"]), "--name", "x", "--engine-config", str(tmp_path / "none.yaml"), *root]) == 2
+    assert (
+        main(
+            ["baseline", "save", str(fx["run_a"]), "--name", "x", "--engine-config", str(tmp_path / "none.yaml"), *root]
+        )
+        == 2
+    )
     assert main(["baseline", *root[:0]]) == 2
     assert main(["baseline", "list", *root]) == 0
     assert "no baselines under" in capsys.readouterr().out

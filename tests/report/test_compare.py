@@ -89,7 +89,9 @@ def test_threshold_decides_with_noise(fx, capsys):
 
 def test_within_noise_is_not_a_regression(fx, capsys):
     # TTFT p99 from 200 requests is noisy: the two like-for-like runs differ, but not beyond the bootstrap interval
-    code, out, _ = _run(capsys, str(fx["run_a"]), str(fx["run_b"]), "--metrics", "ttft.p99", "--max-regression", "1%", "--json")
+    code, out, _ = _run(
+        capsys, str(fx["run_a"]), str(fx["run_b"]), "--metrics", "ttft.p99", "--max-regression", "1%", "--json"
+    )
     row = json.loads(out)["pairs"][0]["rows"][0]
     assert code == 0
     assert abs(row["change"]) > 1 and row["verdict"] == "within noise" and row["beyond_noise"] is False
@@ -107,7 +109,9 @@ def test_without_per_request_records_the_threshold_alone_decides(fx, tmp_path, c
     for name in ("run_a", "run_slow"):
         shutil.copytree(fx[name], tmp_path / name)
         (tmp_path / name / "requests.jsonl").unlink()
-    code, out, _ = _run(capsys, str(tmp_path / "run_a"), str(tmp_path / "run_slow"), "--metrics", "ttft.p50,itl.p50", "-v")
+    code, out, _ = _run(
+        capsys, str(tmp_path / "run_a"), str(tmp_path / "run_slow"), "--metrics", "ttft.p50,itl.p50", "-v"
+    )
     assert code == 1
     assert "no bootstrap (no per-request records)" in out  # TTFT: threshold alone
     assert "histogram bootstrap, one sample per request" in out  # ITL: from the HDR histogram

@@ -34,11 +34,20 @@ def test_run_figures_have_expected_series(fx):
     assert "99.9%" in [t.get_text() for t in itl.get_xticklabels()]  # 17k gaps reach the 99.9th
 
     over = figs["over_time"].figure.axes
-    assert [ax.get_title(loc="left") for ax in over] == ["KV cache usage", "Requests running and waiting in the engine", "Preemptions", "Throughput"]
+    assert [ax.get_title(loc="left") for ax in over] == [
+        "KV cache usage",
+        "Requests running and waiting in the engine",
+        "Preemptions",
+        "Throughput",
+    ]
     assert _labels(over[0]) == ["KV cache usage"]
     assert _labels(over[1]) == ["running", "waiting", "in flight (client)"]
     assert _labels(over[2]) == ["preemptions/s"]
-    assert _labels(over[3]) == ["engine output tokens/s", "engine prompt tokens/s", "client output tokens/s (counted as requests finish)"]
+    assert _labels(over[3]) == [
+        "engine output tokens/s",
+        "engine prompt tokens/s",
+        "client output tokens/s (counted as requests finish)",
+    ]
     assert over[0].get_ylabel() == "KV usage (%)" and over[3].get_xlabel() == "time (s)"
     for f in figs.values():
         assert f.png().startswith(PNG)
@@ -139,10 +148,20 @@ def test_latency_throughput_legend_fits_a_one_scenario_figure():
     from harness.report.figures import SweepPoint, latency_throughput_figure
 
     configs = [f"max-num-seqs={n}" for n in (8, 32, 128, 256)]
-    pts = [SweepPoint(config=c, scenario="chat", throughput=100.0 * (i + 1),
-                      lat={m: (10.0 * (i + 1), 30.0 * (i + 1)) for m in ("ttft", "itl", "e2e")},
-                      goodput_rps=1.0, goodput_fraction=1.0, repeats=1, group="chat", level=None)
-           for i, c in enumerate(configs)]
+    pts = [
+        SweepPoint(
+            config=c,
+            scenario="chat",
+            throughput=100.0 * (i + 1),
+            lat={m: (10.0 * (i + 1), 30.0 * (i + 1)) for m in ("ttft", "itl", "e2e")},
+            goodput_rps=1.0,
+            goodput_fraction=1.0,
+            repeats=1,
+            group="chat",
+            level=None,
+        )
+        for i, c in enumerate(configs)
+    ]
     fig = latency_throughput_figure(pts, configs, ["chat"], {"chat": configs[0]})
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
@@ -161,8 +180,10 @@ def test_a_long_missing_telemetry_reason_does_not_collapse_the_layout() -> None:
     from harness.report.figures import over_time_figure
     from harness.results.models.summary import Window
 
-    reason = ("http://127.0.0.1:39197/metrics unreachable (\"HTTPConnection(host='127.0.0.1', port=39197): Failed to "
-              "establish a new connection: [Errno 111] Connection refused\")")
+    reason = (
+        "http://127.0.0.1:39197/metrics unreachable (\"HTTPConnection(host='127.0.0.1', port=39197): Failed to "
+        'establish a new connection: [Errno 111] Connection refused")'
+    )
     progress = [{"t": 100.0 + i, "phase": "warmup", "in_flight": 0, "done": 0, "output_tokens": 0} for i in range(3)]
     fig = over_time_figure([], progress, Window(), reason)
     with warnings.catch_warnings():
@@ -182,7 +203,9 @@ def test_the_itl_axis_shows_the_band_where_the_gaps_are():
 
     rng = np.random.default_rng(0)
     gaps_ms = np.concatenate([np.full(300, 0.001), rng.lognormal(np.log(20), 0.6, 9700), [400.0, 900.0]])
-    fig = F.percentile_figure([F.Series("all requests", hdr.from_values(gaps_ms * 1e6))], "ITL", "inter-token latency (ms)")
+    fig = F.percentile_figure(
+        [F.Series("all requests", hdr.from_values(gaps_ms * 1e6))], "ITL", "inter-token latency (ms)"
+    )
     ax = fig.axes[0]
     bottom, top = ax.get_ylim()
     assert ax.get_yscale() == "log"

@@ -23,9 +23,13 @@ def test_sweep_report_page_is_not_wider_than_the_window(tmp_path: Path, browser)
     directories are long words that made the table (and so the page) wider than the window."""
     from .fabricate import make_sweep
 
-    sweep = make_sweep(tmp_path / "sw", configs={"vllm-max-num-seqs-128-chunked-prefill-on": 1.25,
-                                                 "vllm-max-num-seqs-64-chunked-prefill-off": 1.0},
-                       scenarios=("long_prompt_short_output", "short_prompt_long_output"), failed_config=None, n=40)
+    sweep = make_sweep(
+        tmp_path / "sw",
+        configs={"vllm-max-num-seqs-128-chunked-prefill-on": 1.25, "vllm-max-num-seqs-64-chunked-prefill-off": 1.0},
+        scenarios=("long_prompt_short_output", "short_prompt_long_output"),
+        failed_config=None,
+        n=40,
+    )
     out = tmp_path / "out"
     write_report(sweep, out)
     browser.get((out / "report.html").as_uri())
@@ -34,6 +38,7 @@ def test_sweep_report_page_is_not_wider_than_the_window(tmp_path: Path, browser)
     # every table sits in a box that scrolls on its own if it still cannot fit: nothing is cut off
     boxes = browser.execute_script(
         "return [...document.querySelectorAll('table')].map(t => [t.parentElement.className, "
-        "getComputedStyle(t.parentElement).overflowX, t.getBoundingClientRect().width, t.parentElement.scrollWidth])")
+        "getComputedStyle(t.parentElement).overflowX, t.getBoundingClientRect().width, t.parentElement.scrollWidth])"
+    )
     assert len(boxes) >= 3 and all(cls == "tablewrap" and ov == "auto" for cls, ov, *_ in boxes), boxes
     assert all(sw >= int(width) for _c, _o, width, sw in boxes)

@@ -8,8 +8,18 @@ import shutil
 from harness.cli.main import main
 from harness.report import write_report
 
-RECORD_LIST = ("TTFT", "ITL per token", "E2E latency", "Requests/s", "Input tokens/s", "Output tokens/s",
-               "GPU memory", "KV cache occupancy", "Preemptions", "Prefix cache hit rate")
+RECORD_LIST = (
+    "TTFT",
+    "ITL per token",
+    "E2E latency",
+    "Requests/s",
+    "Input tokens/s",
+    "Output tokens/s",
+    "GPU memory",
+    "KV cache occupancy",
+    "Preemptions",
+    "Prefix cache hit rate",
+)
 
 
 def _copy(src, tmp_path):
@@ -47,7 +57,7 @@ def test_validity_warnings_come_first(fx, tmp_path):
     md = (run / "report.md").read_text()
     warn = md.index("Validity warnings")
     assert warn < md.index("## Record list")
-    head = md[warn:md.index("## Record list")]
+    head = md[warn : md.index("## Record list")]
     assert "client CPU saturated" in head
     assert "engine telemetry missing: connection refused at /metrics" in head
     assert "Failed requests by kind" in md and "http_503" in md
@@ -132,7 +142,10 @@ def test_sweep_warning_shared_by_many_cells_is_one_line(tmp_path):
     items = callout.items
     assert f"every cell (6): {everywhere}" in items
     assert "c0-base × chat-short (repeat 0): client CPU at 97%: numbers not trustworthy" in items
-    assert "2 cells (c0-base × chat-long (repeat 0), c1-seqs128 × chat-long (repeat 0)): 2 requests still in flight at the end" in items
+    assert (
+        "2 cells (c0-base × chat-long (repeat 0), c1-seqs128 × chat-long (repeat 0)): 2 requests still in flight at the end"
+        in items
+    )
     assert sum(everywhere in i for i in items) == 1
 
 
@@ -172,8 +185,12 @@ def test_sweep_report_shows_gpu_memory_and_false_flags_as_argv_spells_them(tmp_p
     from .fabricate import make_sweep
 
     sweep = make_sweep(tmp_path / "sw", scenarios=("chat",), failed_config=None)
-    _set_cells(sweep, lambda cell, d: d["engine"].update(
-        gpu_memory={"available": True, "used_max_bytes": 30 * 2**30, "total_bytes": 80 * 2**30}))
+    _set_cells(
+        sweep,
+        lambda cell, d: d["engine"].update(
+            gpu_memory={"available": True, "used_max_bytes": 30 * 2**30, "total_bytes": 80 * 2**30}
+        ),
+    )
     index = json.loads((sweep / "index.json").read_text())
     for c in index["cells"]:
         c["flags"] = {**c["flags"], "cb-use-cuda-graph": False}

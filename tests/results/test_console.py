@@ -52,12 +52,27 @@ def test_gpu_memory_is_printed_once(tmp_path):
     (simulated ...)' and, after the class table, '(simulated) 73.60 -> 73.60 GiB over the window')."""
     run = make_run(tmp_path / "r")
     data = json.loads((run / "summary.json").read_text())
-    data["engine"]["gpu_memory"] = {"available": True, "used_max_bytes": int(73.6 * 2**30), "total_bytes": 80 * 2**30,
-                                    "simulated": True}
-    data["diagnosis"] = {"memory": {"source": "simulated", "samples": 10, "growth_gib": 0.0, "start_gib": 73.6, "end_gib": 73.6,
-                                    "peak_gib": 73.6, "margin_gib": 6.4}}
+    data["engine"]["gpu_memory"] = {
+        "available": True,
+        "used_max_bytes": int(73.6 * 2**30),
+        "total_bytes": 80 * 2**30,
+        "simulated": True,
+    }
+    data["diagnosis"] = {
+        "memory": {
+            "source": "simulated",
+            "samples": 10,
+            "growth_gib": 0.0,
+            "start_gib": 73.6,
+            "end_gib": 73.6,
+            "peak_gib": 73.6,
+            "margin_gib": 6.4,
+        }
+    }
     out = io.StringIO()
     print_summary(RunSummary.model_validate(data), run, file=out)
     lines = [ln for ln in out.getvalue().splitlines() if "GPU memory" in ln]
-    assert lines == ["  GPU memory 73.6 GiB used of 80.0 GiB  (simulated engine's model, not a measurement); "
-                     "73.60 -> 73.60 GiB over the window (peak 73.60, 6.40 GiB left)"], lines
+    assert lines == [
+        "  GPU memory 73.6 GiB used of 80.0 GiB  (simulated engine's model, not a measurement); "
+        "73.60 -> 73.60 GiB over the window (peak 73.60, 6.40 GiB left)"
+    ], lines

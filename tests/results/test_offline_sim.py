@@ -24,7 +24,15 @@ from harness.sim.costmodel import CostModel
 
 ROOT = Path(__file__).resolve().parents[2]
 N, INPUT, OUTPUT, SPEED = 32, 8, 32, 0.05
-SIM_ARGS = ["--max-num-seqs", str(N), "--max-num-batched-tokens", "4096", "--sim-speed", str(SPEED), "--disable-log-stats"]
+SIM_ARGS = [
+    "--max-num-seqs",
+    str(N),
+    "--max-num-batched-tokens",
+    "4096",
+    "--sim-speed",
+    str(SPEED),
+    "--disable-log-stats",
+]
 
 
 def predicted_makespan() -> tuple[float, float]:
@@ -38,13 +46,36 @@ def predicted_makespan() -> tuple[float, float]:
 
 
 def test_offline_throughput_matches_the_cost_model(tmp_path):
-    scen = {"name": "off", "seed": 1, "load": {"concurrency": 1, "duration_s": 1}, "warmup": {"requests": 2},
-            "workload": {"classes": [{"name": "c", "input_tokens": INPUT, "output_tokens": OUTPUT}]}}
+    scen = {
+        "name": "off",
+        "seed": 1,
+        "load": {"concurrency": 1, "duration_s": 1},
+        "warmup": {"requests": 2},
+        "workload": {"classes": [{"name": "c", "input_tokens": INPUT, "output_tokens": OUTPUT}]},
+    }
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(scen))
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", str(tmp_path / "s.yaml"), "--offline",
-                           "--requests", str(N), "--out", str(out), "--sim-args", " ".join(SIM_ARGS)],
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(tmp_path / "s.yaml"),
+            "--offline",
+            "--requests",
+            str(N),
+            "--out",
+            str(out),
+            "--sim-args",
+            " ".join(SIM_ARGS),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "latency (ms, offline)" in proc.stdout and "makespan" in proc.stdout
     s = json.loads((out / "summary.json").read_text())
@@ -63,11 +94,20 @@ def test_offline_throughput_matches_the_cost_model(tmp_path):
 
 
 def test_an_offline_run_without_a_request_count_is_one_line(tmp_path):
-    scen = {"name": "off", "load": {"concurrency": 1, "duration_s": 1},
-            "workload": {"classes": [{"name": "c", "input_tokens": 8, "output_tokens": 8}]}}
+    scen = {
+        "name": "off",
+        "load": {"concurrency": 1, "duration_s": 1},
+        "workload": {"classes": [{"name": "c", "input_tokens": 8, "output_tokens": 8}]},
+    }
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(scen))
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", str(tmp_path / "s.yaml"), "--offline"],
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "run", str(tmp_path / "s.yaml"), "--offline"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "requests" in lines[0], proc.stderr

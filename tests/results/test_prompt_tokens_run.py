@@ -11,10 +11,14 @@ import sys
 from pathlib import Path
 
 SCENARIO = {
-    "name": "template", "seed": 2, "load": {"concurrency": 4, "requests": 40}, "warmup": {"requests": 0},
+    "name": "template",
+    "seed": 2,
+    "load": {"concurrency": 4, "requests": 40},
+    "warmup": {"requests": 0},
     "target": {"api": "openai-chat"},
-    "workload": {"classes": [{"name": "chat", "input_tokens": {"dist": "uniform", "min": 40, "max": 400},
-                              "output_tokens": 4}]},
+    "workload": {
+        "classes": [{"name": "chat", "input_tokens": {"dist": "uniform", "min": 40, "max": 400}, "output_tokens": 4}]
+    },
 }
 
 
@@ -22,9 +26,27 @@ def _run(fake_openai, tmp_path: Path, model: str) -> dict:
     path = tmp_path / f"{model}.yaml"
     path.write_text(json.dumps(SCENARIO))
     out = tmp_path / model
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", str(path), "--target", fake_openai.url,
-                           "--model", model, "--no-telemetry", "--no-report", "--out", str(out)],
-                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(path),
+            "--target",
+            fake_openai.url,
+            "--model",
+            model,
+            "--no-telemetry",
+            "--no-report",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads((out / "summary.json").read_text())
 

@@ -19,12 +19,36 @@ def test_an_external_engine_that_dies_mid_run_fails_the_run(tmp_path: Path) -> N
     engine = targets.start()
     try:
         scenario = tmp_path / "s.yaml"
-        scenario.write_text(json.dumps({"name": "dies", "load": {"concurrency": 2, "duration_s": 4},
-                                        "workload": {"classes": [{"name": "a", "input_tokens": 32, "output_tokens": 8}]}}))
+        scenario.write_text(
+            json.dumps(
+                {
+                    "name": "dies",
+                    "load": {"concurrency": 2, "duration_s": 4},
+                    "workload": {"classes": [{"name": "a", "input_tokens": 32, "output_tokens": 8}]},
+                }
+            )
+        )
         out = tmp_path / "run"
-        proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", str(scenario), "--target", engine.url,
-                               "--out", str(out), "--no-telemetry", "--no-report", "--quiet"],
-                              capture_output=True, text=True, timeout=120, cwd=ROOT)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness.cli.main",
+                "run",
+                str(scenario),
+                "--target",
+                engine.url,
+                "--out",
+                str(out),
+                "--no-telemetry",
+                "--no-report",
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
     finally:
         targets.close()
     summary = json.loads((out / "summary.json").read_text())

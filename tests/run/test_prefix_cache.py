@@ -22,10 +22,13 @@ from harness.workload.generator import WorkloadGenerator
 ROOT = Path(__file__).resolve().parents[2]
 
 NO_SHARING = {
-    "name": "noshare", "seed": 5,
-    "load": {"concurrency": 4, "requests": 24}, "warmup": {"requests": 0},
-    "workload": {"classes": [{"name": "a", "input_tokens": {"dist": "uniform", "min": 200, "max": 400},
-                              "output_tokens": 4}]},
+    "name": "noshare",
+    "seed": 5,
+    "load": {"concurrency": 4, "requests": 24},
+    "warmup": {"requests": 0},
+    "workload": {
+        "classes": [{"name": "a", "input_tokens": {"dist": "uniform", "min": 200, "max": 400}, "output_tokens": 4}]
+    },
     "telemetry": {"interval_s": 0.2},
 }
 
@@ -37,14 +40,27 @@ def _scenario(**workload: object) -> Scenario:
 
 
 def test_salt_changes_words_not_lengths_classes_or_fingerprint() -> None:
-    shared = {"classes": [{"name": "a", "input_tokens": 300, "output_tokens": 4,
-                           "shared_prefix": {"tokens": 128, "count": 2, "fraction": 1.0}},
-                          {"name": "b", "input_tokens": {"dist": "uniform", "min": 10, "max": 90}, "output_tokens": 8}]}
+    shared = {
+        "classes": [
+            {
+                "name": "a",
+                "input_tokens": 300,
+                "output_tokens": 4,
+                "shared_prefix": {"tokens": 128, "count": 2, "fraction": 1.0},
+            },
+            {"name": "b", "input_tokens": {"dist": "uniform", "min": 10, "max": 90}, "output_tokens": 8},
+        ]
+    }
     plain, salted = _scenario(**shared), _scenario(**shared, prompt_salt=17)
     g0, g1 = WorkloadGenerator(plain), WorkloadGenerator(salted)
     for i in range(30):
         a, b = g0.request(i), g1.request(i)
-        assert (a.class_name, a.input_tokens, a.output_tokens, a.prefix_id) == (b.class_name, b.input_tokens, b.output_tokens, b.prefix_id)
+        assert (a.class_name, a.input_tokens, a.output_tokens, a.prefix_id) == (
+            b.class_name,
+            b.input_tokens,
+            b.output_tokens,
+            b.prefix_id,
+        )
         assert len(a.text.split()) == len(b.text.split()) and len(a.prefix.split()) == len(b.prefix.split())
         assert a.text != b.text and (a.prefix != b.prefix or a.prefix == "")
     # the salted run still shares its own prefixes between its requests
@@ -57,6 +73,7 @@ def test_hit_rate_above_what_the_workload_allows_is_a_validity_warning() -> None
     sc = _scenario()
     allowed = workload_max_hit_rate(sc, None)
     assert allowed == 0.0
+
     def engine(hit: float) -> EngineBlock:
         return EngineBlock.model_validate({"prefix_cache": {"hit_rate": hit}})
 
@@ -67,9 +84,24 @@ def test_hit_rate_above_what_the_workload_allows_is_a_validity_warning() -> None
 
 def _run(scenario_path: Path, target: str, out: Path, *extra: str) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli.main", "run", str(scenario_path), "--target", target, "--out", str(out),
-         "--quiet", "--no-report", *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=240,
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(scenario_path),
+            "--target",
+            target,
+            "--out",
+            str(out),
+            "--quiet",
+            "--no-report",
+            *extra,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads((out / "summary.json").read_text())
@@ -93,8 +125,12 @@ def test_second_run_against_a_long_lived_server_is_not_served_from_the_first_run
     assert warm["validity"]["ok"] is False
     # the default resets the cache first: the same prompts hit nothing
     again = _run(path, sim.url, tmp_path / "b")
-    assert again["prefix_cache_isolation"] == {"mode": "reset", "reset_path": "/reset_prefix_cache",
-                                               "prompt_salt": None, "reason": None}
+    assert again["prefix_cache_isolation"] == {
+        "mode": "reset",
+        "reset_path": "/reset_prefix_cache",
+        "prompt_salt": None,
+        "reason": None,
+    }
     assert again["engine"]["prefix_cache"]["hit_rate"] < 0.1
     assert not any("Prefix cache hit rate" in w for w in again["validity"]["warnings"])
     assert again["scenario"]["fingerprint"] == first["scenario"]["fingerprint"]
@@ -139,8 +175,14 @@ def test_a_server_that_never_answers_the_reset_holds_the_run_once_briefly(monkey
     assert problem.startswith("/reset_prefix_cache -> ") and "/flush_cache" not in problem, problem
 
 
-@pytest.mark.parametrize("answer", [b"\x00\x01\x02 this is not http at all\r\n\r\n", b"HTTP/1.1 OK-ish\r\ncontent-length: 0\r\n\r\n",
-                                    b"HTTP/1.1 200 OK\r\nx-pad: " + b"p" * 100000 + b"\r\n\r\n"])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"\x00\x01\x02 this is not http at all\r\n\r\n",
+        b"HTTP/1.1 OK-ish\r\ncontent-length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nx-pad: " + b"p" * 100000 + b"\r\n\r\n",
+    ],
+)
 def test_a_reset_answered_with_junk_is_no_reset_not_an_internal_error(answer: bytes) -> None:
     """The audit's garbage_response / bad_status_line / huge_headers servers: http.client raised
     BadStatusLine / LineTooLong out of the reset, and `harness run` ended with exit 70."""

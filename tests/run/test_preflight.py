@@ -17,10 +17,14 @@ from harness.scenario import Scenario
 
 
 def _scenario(**target) -> Scenario:
-    return Scenario.model_validate({
-        "name": "p", "target": target, "load": {"concurrency": 1, "requests": 1},
-        "workload": {"classes": [{"name": "a", "input_tokens": 3, "output_tokens": 2}]},
-    })
+    return Scenario.model_validate(
+        {
+            "name": "p",
+            "target": target,
+            "load": {"concurrency": 1, "requests": 1},
+            "workload": {"classes": [{"name": "a", "input_tokens": 3, "output_tokens": 2}]},
+        }
+    )
 
 
 def _json(status: str, data: object) -> list:
@@ -29,8 +33,15 @@ def _json(status: str, data: object) -> list:
     return [("request",), ("send", head.encode() + body), ("close",)]
 
 
-SSE_OK = [("request",), ("send", sse_head("Transfer-Encoding: chunked\r\nConnection: close\r\n") + chunked(
-    b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n')), ("close",)]
+SSE_OK = [
+    ("request",),
+    (
+        "send",
+        sse_head("Transfer-Encoding: chunked\r\nConnection: close\r\n")
+        + chunked(b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'),
+    ),
+    ("close",),
+]
 MODELS = _json("200 OK", {"data": [{"id": "m1", "max_model_len": 4096}, {"id": "m2"}]})
 
 
@@ -51,11 +62,14 @@ def test_key_and_headers_reach_every_preflight_request(monkeypatch: pytest.Monke
 
 
 def test_probe_body_is_shaped_like_the_scenario() -> None:
-    sc = Scenario.model_validate({
-        "name": "p", "load": {"concurrency": 1, "requests": 1},
-        "sampling": {"temperature": 0.3, "seed": 4, "extra_body": {"min_tokens": 2}},
-        "workload": {"classes": [{"name": "a", "input_tokens": 3, "output_tokens": 2}]},
-    })
+    sc = Scenario.model_validate(
+        {
+            "name": "p",
+            "load": {"concurrency": 1, "requests": 1},
+            "sampling": {"temperature": 0.3, "seed": 4, "extra_body": {"min_tokens": 2}},
+            "workload": {"classes": [{"name": "a", "input_tokens": 3, "output_tokens": 2}]},
+        }
+    )
     with RawServer([MODELS, SSE_OK]) as server:
         preflight(server.url, "m2", sc)
         body = json.loads(server.requests[1].partition(b"\r\n\r\n")[2])
@@ -78,14 +92,23 @@ def test_continuous_usage_off_sends_one_probe() -> None:
     assert info["continuous_usage"] is False
 
 
-@pytest.mark.parametrize("scripts,expected", [
-    ([_json("401 Unauthorized", {"error": "no key"})], "refused the request (401); set target.api_key_env"),
-    ([MODELS, _json("403 Forbidden", {})], "refused the request (403)"),
-    ([MODELS, _json("404 Not Found", {"detail": "Not Found"})], "answered 404"),
-    ([_json("200 OK", {"data": []})], "/v1/models lists no model; give one with --model or target.model"),
-    ([MODELS, _json("400 Bad Request", {"error": {"message": "ignore_eos is not allowed"}}),
-      _json("400 Bad Request", {"error": {"message": "ignore_eos is not allowed"}})], "ignore_eos is not allowed"),
-])
+@pytest.mark.parametrize(
+    "scripts,expected",
+    [
+        ([_json("401 Unauthorized", {"error": "no key"})], "refused the request (401); set target.api_key_env"),
+        ([MODELS, _json("403 Forbidden", {})], "refused the request (403)"),
+        ([MODELS, _json("404 Not Found", {"detail": "Not Found"})], "answered 404"),
+        ([_json("200 OK", {"data": []})], "/v1/models lists no model; give one with --model or target.model"),
+        (
+            [
+                MODELS,
+                _json("400 Bad Request", {"error": {"message": "ignore_eos is not allowed"}}),
+                _json("400 Bad Request", {"error": {"message": "ignore_eos is not allowed"}}),
+            ],
+            "ignore_eos is not allowed",
+        ),
+    ],
+)
 def test_failures_are_one_line(scripts: list, expected: str) -> None:
     with RawServer(scripts) as server, pytest.raises(TargetError) as info:
         preflight(server.url, None if len(scripts) == 1 else "m1", _scenario())
@@ -97,12 +120,15 @@ def test_refusal_names_the_unset_variable(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("PF_UNSET", raising=False)
     with RawServer([_json("401 Unauthorized", {})]) as server, pytest.raises(TargetError) as info:
         preflight(server.url, None, _scenario(api_key_env="PF_UNSET"))
-    assert info.value.lines == [f"target {server.url} refused the request (401); target.api_key_env names PF_UNSET, "
-                                "which is not set"]
+    assert info.value.lines == [
+        f"target {server.url} refused the request (401); target.api_key_env names PF_UNSET, which is not set"
+    ]
     monkeypatch.setenv("PF_UNSET", "wrong")
     with RawServer([MODELS, _json("401 Unauthorized", {})]) as server, pytest.raises(TargetError) as info:
         preflight(server.url, "m1", _scenario(api_key_env="PF_UNSET"))
-    assert info.value.lines == [f"target {server.url} refused the request (401) with the key in PF_UNSET; check the key"]
+    assert info.value.lines == [
+        f"target {server.url} refused the request (401) with the key in PF_UNSET; check the key"
+    ]
     assert "wrong" not in info.value.lines[0]
 
 
@@ -114,18 +140,34 @@ def test_models_endpoint_missing_still_works_with_a_model() -> None:
 
 # ---- a 200 is not a passed probe unless it is a stream the run can read (audit Low 12)
 def _raw200(head: str, body: bytes) -> list:
-    return [("request",), ("send", (f"HTTP/1.1 200 OK\r\n{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
-                                   + body), ("close",)]
+    return [
+        ("request",),
+        (
+            "send",
+            (f"HTTP/1.1 200 OK\r\n{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body,
+        ),
+        ("close",),
+    ]
 
 
-@pytest.mark.parametrize("answer, says", [
-    (_raw200("Content-Type: text/html\r\n", b"<html><h1>Welcome to nginx!</h1></html>"), "HTML page"),
-    (_raw200("Content-Type: application/json\r\n", b'{"choices": [{"message": {"content": "hi"}}]}'), "ignored stream: true"),
-    (_raw200("Content-Type: text/event-stream\r\nContent-Encoding: gzip\r\n", b"\x1f\x8b\x08junk"), "gzip-encoded"),
-    (_raw200("Content-Type: text/event-stream\r\n", b'data: {"choices": ["x"]}\n\ndata: [DONE]\n\n'), "malformed"),
-    (_raw200("Content-Type: text/event-stream\r\n", b'data: {"choices": [{"delta": {"content": "a"}}]}\n\n'), "incomplete"),
-    (_raw200("Content-Type: text/event-stream\r\n", b": only a comment\n\n"), "without any data"),
-], ids=["html", "json", "gzip", "junk_event", "no_end", "no_data"])
+@pytest.mark.parametrize(
+    "answer, says",
+    [
+        (_raw200("Content-Type: text/html\r\n", b"<html><h1>Welcome to nginx!</h1></html>"), "HTML page"),
+        (
+            _raw200("Content-Type: application/json\r\n", b'{"choices": [{"message": {"content": "hi"}}]}'),
+            "ignored stream: true",
+        ),
+        (_raw200("Content-Type: text/event-stream\r\nContent-Encoding: gzip\r\n", b"\x1f\x8b\x08junk"), "gzip-encoded"),
+        (_raw200("Content-Type: text/event-stream\r\n", b'data: {"choices": ["x"]}\n\ndata: [DONE]\n\n'), "malformed"),
+        (
+            _raw200("Content-Type: text/event-stream\r\n", b'data: {"choices": [{"delta": {"content": "a"}}]}\n\n'),
+            "incomplete",
+        ),
+        (_raw200("Content-Type: text/event-stream\r\n", b": only a comment\n\n"), "without any data"),
+    ],
+    ids=["html", "json", "gzip", "junk_event", "no_end", "no_data"],
+)
 def test_a_200_that_is_not_a_usable_stream_fails_the_probe(answer: list, says: str) -> None:
     with RawServer([MODELS, answer]) as server, pytest.raises(TargetError) as exc:
         preflight(server.url, "m1", _scenario(continuous_usage="off"))
@@ -137,8 +179,11 @@ def test_never_ending_probe_stream_hits_the_probe_deadline(monkeypatch: pytest.M
     from harness.client import probe
 
     monkeypatch.setattr(probe, "PROBE_DEADLINE_S", 1.0)
-    endless = [("request",), ("send", sse_head())] + [
-        ("send", chunked(b'data: {"choices":[{"delta":{"content":"t"}}]}\n\n')[:-5]), ("sleep", 0.02)] * 400 + [("hold",)]
+    endless = (
+        [("request",), ("send", sse_head())]
+        + [("send", chunked(b'data: {"choices":[{"delta":{"content":"t"}}]}\n\n')[:-5]), ("sleep", 0.02)] * 400
+        + [("hold",)]
+    )
     with RawServer([MODELS, endless]) as server, pytest.raises(TargetError) as exc:
         preflight(server.url, "m1", _scenario(continuous_usage="off"))
     assert "within 1 s" in str(exc.value) and "timeout" in str(exc.value)
@@ -147,26 +192,53 @@ def test_never_ending_probe_stream_hits_the_probe_deadline(monkeypatch: pytest.M
 def test_prompts_that_cannot_fit_the_served_context_are_refused_before_any_load() -> None:
     """Issue 19 item 4: the shipped long_prompt_short_output.yaml against a 4096-token vLLM sent
     2,659 requests that all failed with 400 'maximum context length'."""
-    sc = Scenario.model_validate({
-        "name": "p", "load": {"concurrency": 1, "requests": 1},
-        "workload": {"classes": [
-            {"name": "fits", "input_tokens": 1000, "output_tokens": 64},
-            {"name": "long", "input_tokens": {"dist": "uniform", "min": 3000, "max": 6000}, "output_tokens": {"dist": "uniform", "min": 16, "max": 64}},
-        ]},
-    })
+    sc = Scenario.model_validate(
+        {
+            "name": "p",
+            "load": {"concurrency": 1, "requests": 1},
+            "workload": {
+                "classes": [
+                    {"name": "fits", "input_tokens": 1000, "output_tokens": 64},
+                    {
+                        "name": "long",
+                        "input_tokens": {"dist": "uniform", "min": 3000, "max": 6000},
+                        "output_tokens": {"dist": "uniform", "min": 16, "max": 64},
+                    },
+                ]
+            },
+        }
+    )
     with RawServer([MODELS]) as server, pytest.raises(TargetError) as err:
         preflight(server.url, None, sc)
     lines = err.value.args
-    assert len(lines) == 1 and lines[0].startswith("workload.classes[1] (long): prompts of up to 6000 tokens + 64 output")
+    assert len(lines) == 1 and lines[0].startswith(
+        "workload.classes[1] (long): prompts of up to 6000 tokens + 64 output"
+    )
     assert "max_model_len 4096" in lines[0] and "max 4032" in lines[0]
 
 
 def test_the_shipped_long_prompt_scenario_against_a_short_context_sim_exits_2(tmp_path: Path) -> None:
     import subprocess
 
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "scenarios/long_prompt_short_output.yaml",
-                           "--sim-args", "--max-model-len 4096", "--duration", "2", "--out", str(tmp_path / "r")],
-                          capture_output=True, text=True, timeout=180, cwd=Path(__file__).parents[2])
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            "scenarios/long_prompt_short_output.yaml",
+            "--sim-args",
+            "--max-model-len 4096",
+            "--duration",
+            "2",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=Path(__file__).parents[2],
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     err = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert len(err) == 1 and "workload.classes[0] (summarize)" in err[0] and "max_model_len 4096" in err[0], proc.stderr
@@ -192,8 +264,11 @@ def test_a_calibrated_scale_draws_fewer_words_for_the_same_target_tokens() -> No
     from harness.workload.builtin_tokenizer import BuiltinTokenizer
     from harness.workload.generator import WorkloadGenerator
 
-    base = {"name": "p", "load": {"concurrency": 1, "requests": 1},
-            "workload": {"classes": [{"name": "a", "input_tokens": 3000, "output_tokens": 8}]}}
+    base = {
+        "name": "p",
+        "load": {"concurrency": 1, "requests": 1},
+        "workload": {"classes": [{"name": "a", "input_tokens": 3000, "output_tokens": 8}]},
+    }
     plain = WorkloadGenerator(Scenario.model_validate(base)).request(0)
     scaled_sc = Scenario.model_validate({**base, "workload": {**base["workload"], "token_scale": 2.5}})
     scaled = WorkloadGenerator(scaled_sc).request(0)
@@ -203,7 +278,9 @@ def test_a_calibrated_scale_draws_fewer_words_for_the_same_target_tokens() -> No
 
 
 @pytest.mark.parametrize("ctype", [b"text/event-stream", b"application/json"])
-def test_a_never_ending_tokenize_answer_is_no_calibration_not_a_hang(monkeypatch: pytest.MonkeyPatch, ctype: bytes) -> None:
+def test_a_never_ending_tokenize_answer_is_no_calibration_not_a_hang(
+    monkeypatch: pytest.MonkeyPatch, ctype: bytes
+) -> None:
     """The audit's never_ends server answers every POST with an endless stream: reading the
     /tokenize answer to its end held `harness run` forever before the window."""
     import socket
@@ -259,8 +336,11 @@ def test_a_models_answer_without_end_or_too_large_is_one_line(monkeypatch: pytes
         says = "the answer is larger than 1 MiB"
     else:  # a server that compresses unasked: decoded, within the bound
         body = gzip.compress(json.dumps({"data": [{"id": "m1"}]}).encode())
-        script = [("request",), ("send", (head + f"Content-Encoding: gzip\r\nContent-Length: {len(body)}\r\n\r\n").encode()
-                                  + body), ("close",)]
+        script = [
+            ("request",),
+            ("send", (head + f"Content-Encoding: gzip\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body),
+            ("close",),
+        ]
         with RawServer([script, SSE_OK]) as server:
             assert preflight(server.url, None, _scenario(continuous_usage="off"))["model"] == "m1"
         return

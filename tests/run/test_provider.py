@@ -13,10 +13,14 @@ from harness.scenario.models import Scenario
 
 
 def scenario(**target: Any) -> Scenario:
-    return Scenario.model_validate({
-        "name": "t", "target": target, "load": {"concurrency": 1, "requests": 2},
-        "workload": {"classes": [{"name": "a", "input_tokens": 8, "output_tokens": 4}]},
-    })
+    return Scenario.model_validate(
+        {
+            "name": "t",
+            "target": target,
+            "load": {"concurrency": 1, "requests": 2},
+            "workload": {"classes": [{"name": "a", "input_tokens": 8, "output_tokens": 4}]},
+        }
+    )
 
 
 def models(url: str) -> list[str]:
@@ -48,10 +52,17 @@ def test_no_server_starts_one_simulator_shared_by_later_runs(tmp_path: Path) -> 
 
 
 def test_a_fleet_of_simulators_becomes_the_scenarios_endpoints(tmp_path: Path) -> None:
-    sc = Scenario.model_validate({
-        "name": "t", "target": {"replicas": 2}, "load": {"concurrency": 1, "requests": 2},
-        "workload": {"adapters": {"names": ["lora-a"]}, "classes": [{"name": "a", "input_tokens": 8, "output_tokens": 4}]},
-    })
+    sc = Scenario.model_validate(
+        {
+            "name": "t",
+            "target": {"replicas": 2},
+            "load": {"concurrency": 1, "requests": 2},
+            "workload": {
+                "adapters": {"names": ["lora-a"]},
+                "classes": [{"name": "a", "input_tokens": 8, "output_tokens": 4}],
+            },
+        }
+    )
     with TargetProvider(["--sim-speed", "4"], tmp_path) as targets:
         target = targets.provide(sc)
         fleet = target.applied(sc)

@@ -23,8 +23,10 @@ from harness.run.provider import TargetProvider
 ROOT = Path(__file__).resolve().parents[2]
 
 SCENARIO = {
-    "name": "lag", "seed": 3,
-    "load": {"concurrency": 4, "duration_s": 5}, "warmup": {"duration_s": 0.5},
+    "name": "lag",
+    "seed": 3,
+    "load": {"concurrency": 4, "duration_s": 5},
+    "warmup": {"duration_s": 0.5},
     "workload": {"classes": [{"name": "a", "input_tokens": 64, "output_tokens": 200}]},
     "telemetry": {"interval_s": 0.5},
 }
@@ -48,13 +50,19 @@ def test_a_starved_simulated_engine_makes_the_run_invalid_with_the_figure(tmp_pa
         out = tmp_path / "out"
         proc = subprocess.Popen(
             [sys.executable, "-m", "harness.cli.main", "run", str(path), "--target", sim.url, "--out", str(out)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         # inside the window: the progress file says the measured phase began, and requests complete in it
-        wait_until(lambda: '"phase": "measure"' in _text(out / "progress.jsonl") or proc.poll() is not None,
-                   "the measured phase")
-        wait_until(lambda: _measured_lines(out / "requests.jsonl") >= 3 or proc.poll() is not None,
-                   "3 measured requests")
+        wait_until(
+            lambda: '"phase": "measure"' in _text(out / "progress.jsonl") or proc.poll() is not None,
+            "the measured phase",
+        )
+        wait_until(
+            lambda: _measured_lines(out / "requests.jsonl") >= 3 or proc.poll() is not None, "3 measured requests"
+        )
         assert sim.proc is not None
         os.kill(sim.proc.pid, signal.SIGSTOP)
         time.sleep(0.6)  # the starvation under test: the simulator gets no CPU for 0.6 s

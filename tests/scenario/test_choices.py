@@ -24,13 +24,19 @@ def test_api_choices_are_the_registered_adapters() -> None:
     assert sorted(typing.get_args(ApiName)) == ADAPTERS.names()
 
 
-@pytest.mark.parametrize("section, field, bad, choices", [
-    ("load", "arrival", "bursty", ArrivalName),
-    ("target", "api", "grpc", ApiName),
-])
+@pytest.mark.parametrize(
+    "section, field, bad, choices",
+    [
+        ("load", "arrival", "bursty", ArrivalName),
+        ("target", "api", "grpc", ApiName),
+    ],
+)
 def test_a_bad_choice_is_one_line_naming_the_field_and_every_choice(section, field, bad, choices) -> None:
-    data = {"name": "t", "load": {"rate": 1, "requests": 1},
-            "workload": {"classes": [{"name": "c", "input_tokens": 1, "output_tokens": 1}]}}
+    data = {
+        "name": "t",
+        "load": {"rate": 1, "requests": 1},
+        "workload": {"classes": [{"name": "c", "input_tokens": 1, "output_tokens": 1}]},
+    }
     data.setdefault(section, {})[field] = bad
     with pytest.raises(UserError) as exc:
         validate(Scenario, data, "s.yaml")

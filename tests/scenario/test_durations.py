@@ -11,10 +11,22 @@ from harness.scenario.durations import parse_duration
 from harness.scenario.loader import load_scenario
 
 
-@pytest.mark.parametrize("text, seconds", [
-    ("30", 30.0), ("2.5", 2.5), ("30s", 30.0), ("5m", 300.0), ("1h30m", 5400.0), ("1h", 3600.0),
-    ("500ms", 0.5), ("1m30s", 90.0), ("1h 30m", 5400.0), (" 2M ", 120.0), (12, 12.0),
-])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("30", 30.0),
+        ("2.5", 2.5),
+        ("30s", 30.0),
+        ("5m", 300.0),
+        ("1h30m", 5400.0),
+        ("1h", 3600.0),
+        ("500ms", 0.5),
+        ("1m30s", 90.0),
+        ("1h 30m", 5400.0),
+        (" 2M ", 120.0),
+        (12, 12.0),
+    ],
+)
 def test_parse_duration(text, seconds) -> None:
     assert parse_duration(text) == seconds
 
@@ -51,8 +63,10 @@ def test_bad_duration_in_a_file_is_one_line(tmp_path: Path) -> None:
     path = _write(tmp_path, "duration_s: 5 minutes")
     with pytest.raises(UserError) as exc:
         load_scenario(path)
-    assert exc.value.lines == [f"{path}: load.duration_s: '5 minutes' is not a duration; "
-                               "write seconds (30, 2.5) or a duration like 30s, 5m, 1h30m, 500ms"]
+    assert exc.value.lines == [
+        f"{path}: load.duration_s: '5 minutes' is not a duration; "
+        "write seconds (30, 2.5) or a duration like 30s, 5m, 1h30m, 500ms"
+    ]
     with pytest.raises(UserError, match="duration and duration_s are the same setting"):
         load_scenario(_write(tmp_path, "duration: 5s, duration_s: 5"))
 
@@ -60,8 +74,13 @@ def test_bad_duration_in_a_file_is_one_line(tmp_path: Path) -> None:
 def test_sweep_file_takes_durations(tmp_path: Path) -> None:
     from harness.sweep.models import SweepFile
 
-    sweep = SweepFile.model_validate({
-        "name": "s", "engine": {"kind": "sim", "ready_timeout_s": "2m"}, "scenarios": ["x.yaml"],
-        "warmup": {"duration": "30s"}, "overrides": {"load.duration_s": "1m"},
-    })
+    sweep = SweepFile.model_validate(
+        {
+            "name": "s",
+            "engine": {"kind": "sim", "ready_timeout_s": "2m"},
+            "scenarios": ["x.yaml"],
+            "warmup": {"duration": "30s"},
+            "overrides": {"load.duration_s": "1m"},
+        }
+    )
     assert sweep.engine.ready_timeout_s == 120.0 and sweep.warmup is not None and sweep.warmup.duration_s == 30.0

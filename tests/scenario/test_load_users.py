@@ -44,8 +44,19 @@ def test_shares_cover_every_user(users: int, workers: int) -> None:
 
 
 def test_a_plan_asks_its_share() -> None:
-    sc = Scenario.model_validate({"name": "t", "load": {"concurrency": 9, "duration_s": 5, "ramp_s": 3},
-                                  "workload": {"classes": [{"name": "a", "input_tokens": 8, "output_tokens": 4}]}})
-    plan = LoadPlan(scenario=sc.model_dump(mode="json"), target_url="http://127.0.0.1:9", model="m", out_dir=".",
-                    worker=0, workers=2)
+    sc = Scenario.model_validate(
+        {
+            "name": "t",
+            "load": {"concurrency": 9, "duration_s": 5, "ramp_s": 3},
+            "workload": {"classes": [{"name": "a", "input_tokens": 8, "output_tokens": 4}]},
+        }
+    )
+    plan = LoadPlan(
+        scenario=sc.model_dump(mode="json"),
+        target_url="http://127.0.0.1:9",
+        model="m",
+        out_dir=".",
+        worker=0,
+        workers=2,
+    )
     assert plan.users() == (5, pytest.approx(5 / 3))

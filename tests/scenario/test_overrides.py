@@ -66,8 +66,21 @@ def test_duration_replaces_requests_and_vice_versa(tmp_path: Path) -> None:
 
 
 def test_target_seed_warmup_api_overrides(tmp_path: Path) -> None:
-    sc = _load(tmp_path, CLOSED, "--target", "http://h:1", "--model", "m", "--api", "openai-completions",
-               "--seed", "9", "--warmup", "0", "--no-telemetry")
+    sc = _load(
+        tmp_path,
+        CLOSED,
+        "--target",
+        "http://h:1",
+        "--model",
+        "m",
+        "--api",
+        "openai-completions",
+        "--seed",
+        "9",
+        "--warmup",
+        "0",
+        "--no-telemetry",
+    )
     assert sc.target.url == "http://h:1" and sc.target.model == "m" and sc.target.api == "openai-completions"
     assert sc.seed == 9 and sc.warmup.duration_s == 0 and sc.telemetry.enabled is False
 
@@ -120,12 +133,20 @@ def test_an_override_through_a_list_index_is_applied(tmp_path: Path) -> None:
     assert sc.workload.classes[0].name == "renamed"
 
 
-@pytest.mark.parametrize("key, says", [
-    ("workload.classes.3.input_tokens", "override workload.classes.3.input_tokens: workload.classes has 1 entry (indexes 0-0)"),
-    ("workload.classes.first.input_tokens", "workload.classes is a list, so 'first' must be an index; a list entry is "
-                                            "KEY.N.FIELD or KEY[N].FIELD"),
-    ("load.concurrency.users", "override load.concurrency.users: load.concurrency is a single value ('4')"),
-])
+@pytest.mark.parametrize(
+    "key, says",
+    [
+        (
+            "workload.classes.3.input_tokens",
+            "override workload.classes.3.input_tokens: workload.classes has 1 entry (indexes 0-0)",
+        ),
+        (
+            "workload.classes.first.input_tokens",
+            "workload.classes is a list, so 'first' must be an index; a list entry is KEY.N.FIELD or KEY[N].FIELD",
+        ),
+        ("load.concurrency.users", "override load.concurrency.users: load.concurrency is a single value ('4')"),
+    ],
+)
 def test_an_override_path_that_cannot_be_followed_is_one_line(tmp_path: Path, key: str, says: str) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(CLOSED)
@@ -136,15 +157,19 @@ def test_an_override_path_that_cannot_be_followed_is_one_line(tmp_path: Path, ke
 
 def test_unset_removes_a_key_and_none_changes_nothing() -> None:
     """None is a CLI flag left out; UNSET (a null the user wrote) gives the field its default."""
-    data = {"load": {"concurrency": 2, "duration_s": 1}, "workload": {"tokenizer": "t.json", "classes": [{"name": "a"}]}}
+    data = {
+        "load": {"concurrency": 2, "duration_s": 1},
+        "workload": {"tokenizer": "t.json", "classes": [{"name": "a"}]},
+    }
     out = apply_overrides(data, {"workload.tokenizer": UNSET, "load.concurrency": None, "target.url": UNSET})
     assert out == {"load": {"concurrency": 2, "duration_s": 1}, "workload": {"classes": [{"name": "a"}]}}
     out = apply_overrides(data, {"load.duration_s": UNSET})  # unsetting one stop condition keeps the other keys
     assert out["load"] == {"concurrency": 2}
     with pytest.raises(UserError) as err:
         apply_overrides(data, {"workload.classes.0": UNSET})
-    assert err.value.lines == ["override workload.classes.0: null cannot remove a list entry; give workload.classes "
-                               "without it"]
+    assert err.value.lines == [
+        "override workload.classes.0: null cannot remove a list entry; give workload.classes without it"
+    ]
 
 
 def test_set_null_gives_the_field_its_default(tmp_path: Path) -> None:

@@ -15,8 +15,16 @@ from harness.scenario.secrets import (
 
 
 def test_credential_header_names() -> None:
-    for name in ("Authorization", "proxy-authorization", "X-Api-Key", "api_key", "X-Auth-Token", "Cookie",
-                 "X-Goog-Api-Key", "Ocp-Apim-Subscription-Key"):
+    for name in (
+        "Authorization",
+        "proxy-authorization",
+        "X-Api-Key",
+        "api_key",
+        "X-Auth-Token",
+        "Cookie",
+        "X-Goog-Api-Key",
+        "Ocp-Apim-Subscription-Key",
+    ):
         assert is_secret_header(name), name
     for name in ("X-Team", "Content-Type", "X-Request-Id", "OpenAI-Organization", "Accept"):
         assert not is_secret_header(name), name

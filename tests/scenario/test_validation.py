@@ -43,7 +43,10 @@ BAD = {
         GOOD.replace("concurrency: 1", "concurrency: lots"),
         "load.concurrency: must be a valid integer",
     ),
-    "wrong_type_bool": (GOOD.replace("concurrency: 1", "concurrency: true"), "load.concurrency: must be a valid integer"),
+    "wrong_type_bool": (
+        GOOD.replace("concurrency: 1", "concurrency: true"),
+        "load.concurrency: must be a valid integer",
+    ),
     "wrong_type_quoted_number": (
         GOOD.replace("concurrency: 1", 'concurrency: "4"'),
         "load.concurrency: must be a valid integer",
@@ -113,7 +116,10 @@ BAD = {
         GOOD + "target: {api: grpc}\n",
         "target.api: must be 'openai-chat' or 'openai-completions'",
     ),
-    "load_not_mapping": (GOOD.replace("load: {concurrency: 1, duration_s: 1}", "load: 5"), "load: must be a mapping (key: value)"),
+    "load_not_mapping": (
+        GOOD.replace("load: {concurrency: 1, duration_s: 1}", "load: 5"),
+        "load: must be a mapping (key: value)",
+    ),
     "bad_name": (GOOD.replace("name: b", "name: my scenario"), "name: use only letters, digits, '_', '.' and '-'"),
 }
 
@@ -139,15 +145,19 @@ def test_bad_file_one_exact_line(tmp_path: Path, case: str) -> None:
 
 
 def test_several_problems_give_one_line_each(tmp_path: Path) -> None:
-    text = GOOD.replace("concurrency: 1", "concurrency: 0").replace("output_tokens: 5", "output_tokens: -1") + "extra: 1\n"
+    text = (
+        GOOD.replace("concurrency: 1", "concurrency: 0").replace("output_tokens: 5", "output_tokens: -1") + "extra: 1\n"
+    )
     path = _write(tmp_path, "multi", text)
     with pytest.raises(UserError) as info:
         load_scenario(path)
-    assert sorted(info.value.lines) == sorted([
-        f"{path}: extra: unknown key; remove it or check its spelling",
-        f"{path}: load.concurrency: must be greater than 0",
-        f"{path}: workload.classes[0].output_tokens.value: must be greater than 0",
-    ])
+    assert sorted(info.value.lines) == sorted(
+        [
+            f"{path}: extra: unknown key; remove it or check its spelling",
+            f"{path}: load.concurrency: must be greater than 0",
+            f"{path}: workload.classes[0].output_tokens.value: must be greater than 0",
+        ]
+    )
 
 
 def test_bad_yaml_names_the_line(tmp_path: Path) -> None:
@@ -188,8 +198,12 @@ def test_cli_subprocess_exit_2_no_traceback(tmp_path: Path) -> None:
     """The real console script: exit code 2, only the error lines on stderr."""
     bad = _write(tmp_path, "dupe", GOOD + CLASS_A)
     for args in ([str(bad)], [str(tmp_path / "missing.yaml")], [str(_write(tmp_path, "y", "a: [\n"))]):
-        proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", *args, "--quiet"],
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness.cli.main", "run", *args, "--quiet"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr
         lines = proc.stderr.strip().splitlines()
@@ -203,9 +217,11 @@ def test_values_that_exhaust_memory_or_the_parser_are_one_line(tmp_path: Path) -
     path = _write(tmp_path, "p.yaml", base % ", shared_prefix: {tokens: 32, count: 100000000}")
     with pytest.raises(UserError) as err:
         load_scenario(path)
-    assert err.value.lines == [f"{path}: workload.classes[0].shared_prefix: count x tokens: 3,200,000,000 shared-prefix "
-                               "tokens (count x tokens) is above the limit of 20,000,000 (set HARNESS_MAX_PREFIX_TOKENS=N "
-                               "to raise it)"]
+    assert err.value.lines == [
+        f"{path}: workload.classes[0].shared_prefix: count x tokens: 3,200,000,000 shared-prefix "
+        "tokens (count x tokens) is above the limit of 20,000,000 (set HARNESS_MAX_PREFIX_TOKENS=N "
+        "to raise it)"
+    ]
     path = _write(tmp_path, "s.yaml", base % "" + "seed: " + "9" * 5000 + "\n")
     with pytest.raises(UserError) as err:
         load_scenario(path)
@@ -220,8 +236,9 @@ def test_a_set_value_has_a_files_alias_bound() -> None:
     """Audit R11: an alias bomb through --set (refused in a file in 2.6 s) grew memory for 96 s."""
     from harness.scenario.yaml_io import load_yaml_value
 
-    levels = ["a: &a [1,1,1,1,1,1,1,1,1]"] + [f"{n}: &{n} [" + ",".join([f"*{p}"] * 9) + "]"
-                                              for p, n in zip("abcde", "bcdef", strict=True)]
+    levels = ["a: &a [1,1,1,1,1,1,1,1,1]"] + [
+        f"{n}: &{n} [" + ",".join([f"*{p}"] * 9) + "]" for p, n in zip("abcde", "bcdef", strict=True)
+    ]
     bomb = "{" + ", ".join(levels) + ", g: [" + ",".join(["*f"] * 9) + "]}"
     with pytest.raises(UserError) as err:
         load_yaml_value(bomb, "--set sampling.extra_body")
@@ -237,5 +254,7 @@ def test_a_control_character_is_named_by_line_and_column(tmp_path: Path) -> None
     path.write_bytes(b'name: t\ndescription: "a\x07b"\n')
     with pytest.raises(UserError) as err:
         load_scenario(path)
-    assert err.value.lines == [f"{path}: line 2 column 16: character #x0007 is not allowed in YAML (a control "
-                               "character); remove it, or write it as an escape in a double-quoted string"]
+    assert err.value.lines == [
+        f"{path}: line 2 column 16: character #x0007 is not allowed in YAML (a control "
+        "character); remove it, or write it as an escape in a double-quoted string"
+    ]

@@ -50,6 +50,7 @@ class SimProc:
 
     def wait_ready(self, timeout: float = 20.0) -> float:
         """Poll /health until 200; returns seconds since spawn. Fails if the process exits."""
+
         def healthy() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"simulator exited with {self.proc.returncode}: {self.stderr()}")
@@ -58,6 +59,7 @@ class SimProc:
                     return r.status == 200
             except (urllib.error.URLError, ConnectionError, OSError):
                 return False
+
         wait_until(healthy, "the simulator's /health", timeout_s=max(timeout, HANG_S), details=self.stderr)
         return time.monotonic() - self.started
 

@@ -54,8 +54,14 @@ class StreamResult:
         return [(b - a) / 1e9 for a, b in itertools.pairwise(ts)]
 
 
-async def stream(session: aiohttp.ClientSession, url: str, body: dict, headers: dict | None = None,
-                 chat: bool = True, stop_after: int | None = None) -> StreamResult:
+async def stream(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: dict,
+    headers: dict | None = None,
+    chat: bool = True,
+    stop_after: int | None = None,
+) -> StreamResult:
     path = "/v1/chat/completions" if chat else "/v1/completions"
     body = {**body, "stream": True}
     sent = perf_counter_ns()
@@ -79,8 +85,9 @@ async def stream(session: aiohttp.ClientSession, url: str, body: dict, headers: 
         return res
 
 
-async def post_json(session: aiohttp.ClientSession, url: str, path: str, body: dict,
-                    headers: dict | None = None) -> tuple[int, dict, dict]:
+async def post_json(
+    session: aiohttp.ClientSession, url: str, path: str, body: dict, headers: dict | None = None
+) -> tuple[int, dict, dict]:
     async with session.post(url + path, json=body, headers=headers or {}) as resp:
         return resp.status, resp.headers.copy(), await resp.json(content_type=None)
 
@@ -90,8 +97,13 @@ def run(coro):
 
 
 def chat_body(prompt: str, max_tokens: int, **extra) -> dict:
-    return {"model": "sim-llama-8b", "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-            "ignore_eos": True, **extra}
+    return {
+        "model": "sim-llama-8b",
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        **extra,
+    }
 
 
 def p99(values: list[float]) -> float:

@@ -36,8 +36,13 @@ def test_health_and_version(srv):
 def test_chat_stream_role_chunk_tokens_usage_done(srv):
     async def go():
         async with aiohttp.ClientSession() as s:
-            return await stream(s, srv.url, chat_body("one two three", 7, stream_options={"include_usage": True}),
-                                headers={"X-Request-Id": "req-42"})
+            return await stream(
+                s,
+                srv.url,
+                chat_body("one two three", 7, stream_options={"include_usage": True}),
+                headers={"X-Request-Id": "req-42"},
+            )
+
     r = run(go())
     assert r.status == 200
     assert r.headers["X-Request-Id"] == "req-42"
@@ -58,6 +63,7 @@ def test_completion_stream_has_no_role_chunk(srv):
     async def go():
         async with aiohttp.ClientSession() as s:
             return await stream(s, srv.url, {"prompt": "a b c d", "max_tokens": 5, "ignore_eos": True}, chat=False)
+
     r = run(go())
     chunks = r.chunks
     assert len(chunks) == 5 and r.done
@@ -71,6 +77,7 @@ def test_continuous_usage_stats_on_every_chunk(srv):
         async with aiohttp.ClientSession() as s:
             opts = {"include_usage": True, "continuous_usage_stats": True}
             return await stream(s, srv.url, chat_body("x y", 4, stream_options=opts))
+
     chunks = run(go()).chunks
     assert all("usage" in c for c in chunks)
     completion = [c["usage"]["completion_tokens"] for c in chunks]
@@ -79,12 +86,16 @@ def test_continuous_usage_stats_on_every_chunk(srv):
 
 
 def test_non_streaming_chat_counts_words_over_messages(srv):
-    body = {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "one two three"}],
-            "max_completion_tokens": 6, "ignore_eos": True}
+    body = {
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "one two three"}],
+        "max_completion_tokens": 6,
+        "ignore_eos": True,
+    }
 
     async def go():
         async with aiohttp.ClientSession() as s:
             return await post_json(s, srv.url, "/v1/chat/completions", body)
+
     status, _, out = run(go())
     assert status == 200
     assert out["usage"] == {"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11}
@@ -96,6 +107,7 @@ def test_non_streaming_completion_default_max_tokens_16(srv):
     async def go():
         async with aiohttp.ClientSession() as s:
             return await post_json(s, srv.url, "/v1/completions", {"prompt": "hello", "ignore_eos": True})
+
     status, _, out = run(go())
     assert status == 200 and out["usage"]["completion_tokens"] == 16
     assert len(out["choices"][0]["text"].split()) == 16
@@ -105,6 +117,7 @@ def test_request_longer_than_max_model_len_is_400(srv):
     async def go():
         async with aiohttp.ClientSession() as s:
             return await post_json(s, srv.url, "/v1/completions", {"prompt": words(2000), "max_tokens": 100})
+
     status, _, out = run(go())
     assert status == 400
     assert out["error"]["code"] == 400 and "maximum context length" in out["error"]["message"]
@@ -114,6 +127,7 @@ def test_unknown_model_is_404(srv):
     async def go():
         async with aiohttp.ClientSession() as s:
             return await post_json(s, srv.url, "/v1/chat/completions", {**chat_body("hi", 2), "model": "nope"})
+
     status, _, out = run(go())
     assert status == 404 and out["error"]["type"] == "NotFoundError"
 
@@ -123,6 +137,7 @@ def test_client_disconnect_aborts_and_frees_kv(srv):
         async with aiohttp.ClientSession() as s:
             r = await stream(s, srv.url, chat_body(words(200), 1500), stop_after=4)
         assert len(r.events) == 4
+
     run(go())
     key = 'vllm:request_success_total{engine="0",finished_reason="abort",model_name="sim-llama-8b"}'
     m = wait_until(lambda: (lambda m: m if m[key] >= 1 else None)(srv.metrics()), "the abort counted")
@@ -135,13 +150,20 @@ def test_metrics_vllm_names_types_and_labels(srv):
     assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
     fams = {f.name: f for f in text_string_to_metric_families(body.decode())}
     expect = {
-        "vllm:num_requests_running": "gauge", "vllm:num_requests_waiting": "gauge",
-        "vllm:kv_cache_usage_perc": "gauge", "vllm:cache_config_info": "gauge",
-        "vllm:num_preemptions": "counter", "vllm:prefix_cache_queries": "counter",
-        "vllm:prefix_cache_hits": "counter", "vllm:prompt_tokens": "counter",
-        "vllm:generation_tokens": "counter", "vllm:request_success": "counter",
-        "vllm:time_to_first_token_seconds": "histogram", "vllm:inter_token_latency_seconds": "histogram",
-        "vllm:e2e_request_latency_seconds": "histogram", "vllm:request_queue_time_seconds": "histogram",
+        "vllm:num_requests_running": "gauge",
+        "vllm:num_requests_waiting": "gauge",
+        "vllm:kv_cache_usage_perc": "gauge",
+        "vllm:cache_config_info": "gauge",
+        "vllm:num_preemptions": "counter",
+        "vllm:prefix_cache_queries": "counter",
+        "vllm:prefix_cache_hits": "counter",
+        "vllm:prompt_tokens": "counter",
+        "vllm:generation_tokens": "counter",
+        "vllm:request_success": "counter",
+        "vllm:time_to_first_token_seconds": "histogram",
+        "vllm:inter_token_latency_seconds": "histogram",
+        "vllm:e2e_request_latency_seconds": "histogram",
+        "vllm:request_queue_time_seconds": "histogram",
     }
     for name, kind in expect.items():
         assert fams[name].type == kind, name
@@ -166,6 +188,7 @@ def test_reset_prefix_cache(srv):
     async def go():
         async with aiohttp.ClientSession() as s, s.post(srv.url + "/reset_prefix_cache") as r:
             return r.status
+
     assert run(go()) == 200
 
 
@@ -177,9 +200,11 @@ def eos_srv(sim):
 def test_ignore_eos_false_stops_early_and_varies(eos_srv):
     async def go():
         async with aiohttp.ClientSession() as s:
-            reqs = [post_json(s, eos_srv.url, "/v1/completions", {"prompt": "p q", "max_tokens": 60})
-                    for _ in range(12)]
+            reqs = [
+                post_json(s, eos_srv.url, "/v1/completions", {"prompt": "p q", "max_tokens": 60}) for _ in range(12)
+            ]
             return await asyncio.gather(*reqs)
+
     outs = [o for _, _, o in run(go())]
     lengths = [o["usage"]["completion_tokens"] for o in outs]
     assert any(o["choices"][0]["finish_reason"] == "stop" for o in outs)
@@ -189,9 +214,12 @@ def test_ignore_eos_false_stops_early_and_varies(eos_srv):
 def test_min_tokens_is_honoured(eos_srv):
     async def go():
         async with aiohttp.ClientSession() as s:
-            reqs = [post_json(s, eos_srv.url, "/v1/completions", {"prompt": "p q", "max_tokens": 60, "min_tokens": 25})
-                    for _ in range(12)]
+            reqs = [
+                post_json(s, eos_srv.url, "/v1/completions", {"prompt": "p q", "max_tokens": 60, "min_tokens": 25})
+                for _ in range(12)
+            ]
             return await asyncio.gather(*reqs)
+
     lengths = [o["usage"]["completion_tokens"] for _, _, o in run(go())]
     assert min(lengths) >= 25
 
@@ -199,9 +227,12 @@ def test_min_tokens_is_honoured(eos_srv):
 def test_ignore_eos_true_gives_exactly_max_tokens(eos_srv):
     async def go():
         async with aiohttp.ClientSession() as s:
-            reqs = [post_json(s, eos_srv.url, "/v1/completions", {"prompt": "p q", "max_tokens": 40, "ignore_eos": True})
-                    for _ in range(6)]
+            reqs = [
+                post_json(s, eos_srv.url, "/v1/completions", {"prompt": "p q", "max_tokens": 40, "ignore_eos": True})
+                for _ in range(6)
+            ]
             return await asyncio.gather(*reqs)
+
     assert [o["usage"]["completion_tokens"] for _, _, o in run(go())] == [40] * 6
 
 
@@ -222,9 +253,16 @@ def test_per_request_metrics_ride_on_the_final_usage_chunk(timed):
             plain = await stream(s, timed.url, chat_body(prompt, 6))
             _, _, body = await post_json(s, timed.url, "/v1/chat/completions", chat_body(prompt, 3, stream=False))
             return first, again, plain, body
+
     first, again, plain, body = run(go())
     m = first.chunks[-1]["metrics"]
-    assert set(m) == {"time_to_first_token_ms", "generation_time_ms", "queue_time_ms", "mean_itl_ms", "tokens_per_second"}
+    assert set(m) == {
+        "time_to_first_token_ms",
+        "generation_time_ms",
+        "queue_time_ms",
+        "mean_itl_ms",
+        "tokens_per_second",
+    }
     assert m["queue_time_ms"] >= 0 and m["time_to_first_token_ms"] > 0
     client_ttft_ms = (first.events[1][0] - first.sent_ns) / 1e6  # events[0] is the role-only chunk
     assert m["queue_time_ms"] + m["time_to_first_token_ms"] < client_ttft_ms

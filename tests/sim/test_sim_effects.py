@@ -21,8 +21,11 @@ CHUNK_FLAGS = ("--sim-speed", "1", "--max-model-len", "8192", "--num-gpu-blocks-
 def _running(url: str) -> float:
     """vllm:num_requests_running from the simulator's /metrics."""
     with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
-        return sum(float(line.rsplit(" ", 1)[1]) for line in r.read().decode().splitlines()
-                   if line.startswith("vllm:num_requests_running"))
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in r.read().decode().splitlines()
+            if line.startswith("vllm:num_requests_running")
+        )
 
 
 async def _decodes_with_long_prompts(url: str) -> list[float]:
@@ -46,14 +49,17 @@ def test_chunked_prefill_lowers_p99_itl(sim):
     srvs: list = []
 
     def attempt() -> None:  # fresh simulators each time: their lag counters start at 0
-        srvs[:] = [sim(*CHUNK_FLAGS, "--enable-chunked-prefill", "--max-num-batched-tokens", "512"),
-                   sim(*CHUNK_FLAGS, "--no-enable-chunked-prefill")]
+        srvs[:] = [
+            sim(*CHUNK_FLAGS, "--enable-chunked-prefill", "--max-num-batched-tokens", "512"),
+            sim(*CHUNK_FLAGS, "--no-enable-chunked-prefill"),
+        ]
         p99_chunked = p99(run(_decodes_with_long_prompts(srvs[0].url)))
         p99_whole = p99(run(_decodes_with_long_prompts(srvs[1].url)))
         # a whole 6k-token prefill is one ~165 ms step that stalls every decode; 512-token chunks
         # keep steps under ~20 ms
         assert p99_whole > 0.1
         assert p99_chunked < 0.5 * p99_whole, (p99_chunked, p99_whole)
+
     retry_while_lagging(attempt, lambda: next((w for w in (raw_sim_lag(s.metrics()) for s in srvs) if w), None))
 
 
@@ -104,6 +110,7 @@ def test_prefix_caching_lowers_ttft(cache_on, cache_off):
             for srv in (cache_on, cache_off):
                 srv.ttfts = run(_shared_prefix_ttfts(srv.url))
         return why
+
     retry_while_lagging(attempt, lagged)
 
 
@@ -125,6 +132,7 @@ async def _kv_pressure(srv) -> tuple[float, float]:
     peak = 0.0
 
     async with aiohttp.ClientSession() as s:
+
         async def sample():
             nonlocal peak
             while True:
@@ -154,9 +162,10 @@ def test_lower_max_num_seqs_removes_preemptions(sim):
 
 # -- KV dtype ---------------------------------------------------------------------------------
 
+
 def _cache_info(srv) -> dict[str, str]:
     key = next(k for k in srv.metrics() if k.startswith("vllm:cache_config_info{"))
-    body = key[key.index("{") + 1:-1]
+    body = key[key.index("{") + 1 : -1]
     return dict((kv.split("=", 1)[0], kv.split("=", 1)[1].strip('"')) for kv in body.split('",') if "=" in kv)
 
 
@@ -168,13 +177,21 @@ def test_fp8_kv_cache_doubles_token_capacity(sim):
 
 # -- speculative decoding ---------------------------------------------------------------------
 
+
 def test_speculative_decoding_emits_multi_token_chunks_and_counts_drafts(sim):
-    srv = sim("--sim-speed", "20", "--max-model-len", "2048",
-              "--speculative-config", '{"method":"ngram","num_speculative_tokens":3,"acceptance_rate":0.8}')
+    srv = sim(
+        "--sim-speed",
+        "20",
+        "--max-model-len",
+        "2048",
+        "--speculative-config",
+        '{"method":"ngram","num_speculative_tokens":3,"acceptance_rate":0.8}',
+    )
 
     async def go():
         async with aiohttp.ClientSession() as s:
             return await stream(s, srv.url, chat_body("a b c", 120))
+
     r = run(go())
     sizes = [n for _, n in r.token_times()]
     assert sum(sizes) == 120 and max(sizes) > 1

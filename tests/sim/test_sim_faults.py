@@ -16,8 +16,9 @@ BASE = ("--sim-speed", "20", "--max-model-len", "2048")
 
 async def _statuses(url: str, n: int) -> list[int]:
     async with aiohttp.ClientSession() as s:
-        outs = await asyncio.gather(*[post_json(s, url, "/v1/completions", {"prompt": "a", "max_tokens": 2})
-                                      for _ in range(n)])
+        outs = await asyncio.gather(
+            *[post_json(s, url, "/v1/completions", {"prompt": "a", "max_tokens": 2}) for _ in range(n)]
+        )
     return [status for status, _, _ in outs]
 
 
@@ -27,6 +28,7 @@ def test_error_rate_429(sim):
     async def go():
         async with aiohttp.ClientSession() as s:
             return await post_json(s, srv.url, "/v1/chat/completions", chat_body("a", 2))
+
     status, headers, body = run(go())
     assert status == 429 and body["error"]["code"] == 429 and "Retry-After" in headers
 
@@ -46,6 +48,7 @@ def test_disconnect_cuts_streams_mid_way(sim):
     async def go():
         async with aiohttp.ClientSession() as s:
             return await asyncio.gather(*[stream(s, srv.url, chat_body("a b", 50)) for _ in range(5)])
+
     for r in run(go()):
         assert not r.done
         assert r.error is not None

@@ -22,6 +22,7 @@ def _ttft(url: str, model: str) -> float:
             res = await stream(s, url, chat_body(words(20), 2, model=model))
             assert res.status == 200, res.events
             return res.ttft_s()
+
     return run(go())
 
 
@@ -34,11 +35,14 @@ def test_adapters_are_served_by_name(sim) -> None:
     async def unknown() -> int:
         async with aiohttp.ClientSession() as s:
             return (await stream(s, proc.url, chat_body("hi", 2, model="zz"))).status
+
     assert run(unknown()) == 404
 
 
 def test_first_use_pays_the_load_and_slots_are_lru(sim) -> None:
-    proc = sim(*MODULES, "--max-loras", "1", "--max-cpu-loras", "1", "--sim-lora-load-ms", "400", "--sim-lora-swap-ms", "0")
+    proc = sim(
+        *MODULES, "--max-loras", "1", "--max-cpu-loras", "1", "--sim-lora-load-ms", "400", "--sim-lora-swap-ms", "0"
+    )
     cold = _ttft(proc.url, "a")
     warm = _ttft(proc.url, "a")
     base = _ttft(proc.url, "sim-llama-8b")
@@ -50,7 +54,11 @@ def test_first_use_pays_the_load_and_slots_are_lru(sim) -> None:
 def both_seen(m: dict[str, float]) -> dict[str, float] | None:
     """The metrics once one adapter's request runs and the other's waits (None before)."""
     info = [k for k in m if k.startswith("vllm:lora_requests_info{")]
-    return m if info and 'running_lora_adapters=""' not in info[-1] and 'waiting_lora_adapters=""' not in info[-1] else None
+    return (
+        m
+        if info and 'running_lora_adapters=""' not in info[-1] and 'waiting_lora_adapters=""' not in info[-1]
+        else None
+    )
 
 
 def test_lora_requests_info_shows_running_and_waiting_adapters(sim) -> None:
@@ -59,13 +67,16 @@ def test_lora_requests_info_shows_running_and_waiting_adapters(sim) -> None:
     async def go() -> dict[str, float]:
         async with aiohttp.ClientSession() as s:
             tasks = [asyncio.create_task(stream(s, proc.url, chat_body(words(30), 200, model=m))) for m in ("a", "b")]
-            snapshot = await asyncio.to_thread(wait_until, lambda: both_seen(proc.metrics()), "one adapter running, one waiting")
+            snapshot = await asyncio.to_thread(
+                wait_until, lambda: both_seen(proc.metrics()), "one adapter running, one waiting"
+            )
             await asyncio.gather(*tasks)
             return snapshot
+
     m = run(go())
     info = [k for k in m if k.startswith("vllm:lora_requests_info{")]
     assert len(info) == 1
-    labels = dict(kv.split("=", 1) for kv in info[0][len("vllm:lora_requests_info{"):-1].split(","))
+    labels = dict(kv.split("=", 1) for kv in info[0][len("vllm:lora_requests_info{") : -1].split(","))
     labels = {k: v.strip('"') for k, v in labels.items()}
     # one slot: one adapter runs, the other's request waits (skipped by the scheduler)
     assert labels["max_lora"] == "1"
@@ -73,8 +84,10 @@ def test_lora_requests_info_shows_running_and_waiting_adapters(sim) -> None:
 
 
 def test_bad_lora_flags_are_one_line_errors() -> None:
-    for flags, text in ((["--lora-modules", "a=/x"], "needs --enable-lora"),
-                        (["--enable-lora", "--lora-modules", "a"], "is not name=path"),
-                        (["--enable-lora", "--max-loras", "4", "--max-cpu-loras", "2"], "--max-cpu-loras")):
+    for flags, text in (
+        (["--lora-modules", "a=/x"], "needs --enable-lora"),
+        (["--enable-lora", "--lora-modules", "a"], "is not name=path"),
+        (["--enable-lora", "--max-loras", "4", "--max-cpu-loras", "2"], "--max-cpu-loras"),
+    ):
         p = subprocess.run([sys.executable, "-m", "harness.sim", *flags], capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and text in p.stderr and "Traceback" not in p.stderr, p.stderr

@@ -17,10 +17,11 @@ def cfg(*flags: str) -> SimConfig:
 
 # -- block pool ------------------------------------------------------------------------------
 
+
 def _chain(tokens: list[str], bs: int = 4) -> list[int]:
     out, parent = [], None
     for i in range(len(tokens) // bs):
-        parent = block_hash(parent, tuple(tokens[i * bs:(i + 1) * bs]))
+        parent = block_hash(parent, tuple(tokens[i * bs : (i + 1) * bs]))
         out.append(parent)
     return out
 
@@ -76,6 +77,7 @@ def test_no_caching_means_no_hits_and_reset_clears_free_blocks():
 
 # -- KV sizing -------------------------------------------------------------------------------
 
+
 def test_kv_bytes_per_token_formula_and_default_capacity():
     c = cfg()
     assert c.kv_bytes_per_token == 2 * 32 * 8 * 128 * 2  # 128 KiB for Llama-3.1-8B in bf16
@@ -93,7 +95,9 @@ def test_fp8_and_tensor_parallel_scale_capacity():
 
 def test_explicit_sizes_override_the_fraction():
     assert plan_memory(cfg("--num-gpu-blocks-override", "100", "--max-model-len", "1024")).num_gpu_blocks == 100
-    plan = plan_memory(cfg("--kv-cache-memory-bytes", "1G", "--max-model-len", "1024", "--gpu-memory-utilization", "0.3"))
+    plan = plan_memory(
+        cfg("--kv-cache-memory-bytes", "1G", "--max-model-len", "1024", "--gpu-memory-utilization", "0.3")
+    )
     assert plan.num_gpu_blocks == (1 << 30) // (131072 * 16)
 
 
@@ -103,12 +107,17 @@ def test_eager_frees_the_graph_pool_and_util_grows_the_cache():
     assert plan_memory(cfg("--gpu-memory-utilization", "0.5")).num_gpu_blocks < base
 
 
-@pytest.mark.parametrize("flags, text", [
-    (("--sim-gpu-memory-gib", "16"), "No available memory for the cache blocks"),
-    (("--gpu-memory-utilization", "1.2"), "must be within (0, 1]"),
-    (("--no-enable-chunked-prefill", "--max-num-batched-tokens", "2048", "--max-model-len", "4096"),
-     "max_num_batched_tokens (2048) is smaller than max_model_len (4096)"),
-])
+@pytest.mark.parametrize(
+    "flags, text",
+    [
+        (("--sim-gpu-memory-gib", "16"), "No available memory for the cache blocks"),
+        (("--gpu-memory-utilization", "1.2"), "must be within (0, 1]"),
+        (
+            ("--no-enable-chunked-prefill", "--max-num-batched-tokens", "2048", "--max-model-len", "4096"),
+            "max_num_batched_tokens (2048) is smaller than max_model_len (4096)",
+        ),
+    ],
+)
 def test_startup_errors(flags, text):
     with pytest.raises(StartupError) as err:
         plan_memory(cfg(*flags))
@@ -117,6 +126,7 @@ def test_startup_errors(flags, text):
 
 
 # -- cost model ------------------------------------------------------------------------------
+
 
 def test_cost_model_magnitudes():
     cm = CostModel.from_config(cfg())
@@ -136,17 +146,22 @@ def test_speculation_wins_at_batch_1_and_loses_at_batch_64_on_a_compute_poor_gpu
     dearer at 64 (compute-bound: 4 tokens verified per sequence for 2.2 kept)."""
     flags = ("--sim-tflops", "150", "--max-model-len", "4096")
     plain = CostModel.from_config(cfg(*flags))
-    spec = CostModel.from_config(cfg(*flags, "--speculative-config",
-                                     '{"method":"ngram","num_speculative_tokens":3,"acceptance_rate":0.6}'))
+    spec = CostModel.from_config(
+        cfg(*flags, "--speculative-config", '{"method":"ngram","num_speculative_tokens":3,"acceptance_rate":0.6}')
+    )
     kept = 1 + 0.6 + 0.6**2 + 0.6**3
 
     def per_token(batch: int) -> float:  # spec / plain seconds per emitted token, 1.5k tokens of context each
         context = batch * 1500
-        return (spec.step_seconds(0, batch * 4, context, True) / (batch * kept)) / (plain.step_seconds(0, batch, context, False) / batch)
+        return (spec.step_seconds(0, batch * 4, context, True) / (batch * kept)) / (
+            plain.step_seconds(0, batch, context, False) / batch
+        )
+
     assert per_token(1) < 0.7 and per_token(64) > 1.0, (per_token(1), per_token(64))
 
 
 # -- flag parsing ----------------------------------------------------------------------------
+
 
 def test_human_readable_lengths():
     assert parse_human_int("25.6k", "x") == 25600 and parse_human_int("1K", "x") == 1024
@@ -162,6 +177,7 @@ def test_scheduler_defaults_follow_gpu_class():
 
 
 # -- calibrated profiles (harness/sim/profiles.py, bench/sim_fit_h200.py) ----------------------
+
 
 def test_profile_sets_the_fitted_values_and_flags_beside_it_win():
     from harness.sim.cli import parse
@@ -182,7 +198,14 @@ def test_profile_memory_check_fails_beside_another_process_as_the_h200_did():
     does, with --kv-cache-memory-bytes set as in the tune (the fraction is checked either way)."""
     from harness.sim.cli import parse
 
-    base = ["--profile", "h200-llama8b-vllm026", "--sim-gpu-memory-used-gib", "16", "--kv-cache-memory-bytes", "2147483648"]
+    base = [
+        "--profile",
+        "h200-llama8b-vllm026",
+        "--sim-gpu-memory-used-gib",
+        "16",
+        "--kv-cache-memory-bytes",
+        "2147483648",
+    ]
     with pytest.raises(StartupError, match="less than desired GPU memory utilization"):
         plan_memory(SimConfig.from_args(parse(build_parser(), base)))
     plan = plan_memory(SimConfig.from_args(parse(build_parser(), [*base, "--gpu-memory-utilization", "0.85"])))

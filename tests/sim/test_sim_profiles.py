@@ -19,4 +19,8 @@ def test_h200_profile_is_the_fit_of_the_committed_runs():
     assert {k: shipped[k] for k in fitted} == fitted
     # and the fit is physical: below the H200's datasheet (4.8 TB/s, ~990 dense TFLOPS), overheads positive
     assert 2.0 < fitted["sim_hbm_tbps"] < 4.8 and 300 < fitted["sim_tflops"] < 990
-    assert fitted["sim_step_overhead_ms"] > 0 and fitted["sim_seq_overhead_us"] > 0 and fitted["sim_request_overhead_ms"] > 0
+    assert (
+        fitted["sim_step_overhead_ms"] > 0
+        and fitted["sim_seq_overhead_us"] > 0
+        and fitted["sim_request_overhead_ms"] > 0
+    )

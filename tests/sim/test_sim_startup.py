@@ -18,8 +18,12 @@ def _run_cli(*flags: str, timeout: float = 20) -> subprocess.CompletedProcess:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    return subprocess.run([sys.executable, "-m", "harness.sim", "--port", str(port), "--startup-delay", "0", *flags],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.sim", "--port", str(port), "--startup-delay", "0", *flags],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_unknown_flag_is_one_line_and_exit_2():
@@ -58,7 +62,9 @@ def test_startup_log_lines_in_vllm_format(sim):
     out = srv.stdout()
     assert re.search(r"Model loading took \d+\.\d+ GiB memory and \d+\.\d+ seconds", out)
     assert re.search(r"Available KV cache memory: \d+\.\d+ GiB", out)
-    m = re.search(r"GPU KV cache size: ([\d,]+) tokens, Maximum concurrency for 32,000 tokens per request: (\d+\.\d\d)x", out)
+    m = re.search(
+        r"GPU KV cache size: ([\d,]+) tokens, Maximum concurrency for 32,000 tokens per request: (\d+\.\d\d)x", out
+    )
     assert m and "," in m.group(1)
     tokens = int(m.group(1).replace(",", ""))
     assert abs(tokens / 32000 - float(m.group(2))) < 0.01
@@ -94,10 +100,14 @@ def test_periodic_stats_line(sim):
     async def go():
         async with aiohttp.ClientSession() as s:
             await stream(s, srv.url, chat_body("a b c", 40))
+
     run(go())
     wait_for_text(srv.out_path, "Engine 000: Avg prompt throughput")
-    assert re.search(r"Engine 000: Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: [\d.]+ tokens/s, "
-                     r"Running: \d+ reqs, Waiting: \d+ reqs, GPU KV cache usage: [\d.]+%", srv.stdout())
+    assert re.search(
+        r"Engine 000: Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: [\d.]+ tokens/s, "
+        r"Running: \d+ reqs, Waiting: \d+ reqs, GPU KV cache usage: [\d.]+%",
+        srv.stdout(),
+    )
 
 
 def test_sigterm_exits_0(sim):

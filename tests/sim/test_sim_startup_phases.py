@@ -5,8 +5,20 @@ from __future__ import annotations
 
 from harness.engines import get_kind
 
-PHASES = ["--sim-load-s", "0.05", "--sim-compile-s", "0.5", "--sim-compile-cached-s", "0.05",
-          "--sim-profile-s", "0.02", "--sim-capture-s", "0.1", "--sim-init-s", "0.01"]
+PHASES = [
+    "--sim-load-s",
+    "0.05",
+    "--sim-compile-s",
+    "0.5",
+    "--sim-compile-cached-s",
+    "0.05",
+    "--sim-profile-s",
+    "0.02",
+    "--sim-capture-s",
+    "0.1",
+    "--sim-init-s",
+    "0.01",
+]
 
 
 def _facts(srv) -> dict:
@@ -21,7 +33,9 @@ def test_compile_cache_makes_the_second_start_load_instead_of_compile(sim, tmp_p
     assert cold["compile_cache_dir"] == warm["compile_cache_dir"] and cold["compile_cache_dir"].startswith(str(cache))
     assert warm["torch_compile_s"] < cold["torch_compile_s"]
     # another token budget is another compiled graph: cold again
-    other = _facts(sim("--max-num-seqs", "16", "--max-num-batched-tokens", "4096", "--sim-compile-cache", str(cache), *PHASES))
+    other = _facts(
+        sim("--max-num-seqs", "16", "--max-num-batched-tokens", "4096", "--sim-compile-cache", str(cache), *PHASES)
+    )
     assert other["compile_cache_hit"] is False
 
 
@@ -48,7 +62,9 @@ def test_capture_sizes_follow_max_num_seqs_and_the_facts_read_them(sim):
 
 
 def test_explicit_sizes_and_mode(sim):
-    facts = _facts(sim("--max-num-seqs", "64", "-cc", '{"cudagraph_capture_sizes": [1, 8, 64], "cudagraph_mode": "PIECEWISE"}'))
+    facts = _facts(
+        sim("--max-num-seqs", "64", "-cc", '{"cudagraph_capture_sizes": [1, 8, 64], "cudagraph_mode": "PIECEWISE"}')
+    )
     assert facts["cudagraph_sizes"] == [1, 8, 64] and facts["cudagraph_mode"] == "PIECEWISE"
     assert facts["cudagraph_captured"] == {"mixed prefill-decode PIECEWISE": 3}
 
@@ -71,6 +87,10 @@ def test_bad_compilation_config_is_one_line_exit_2():
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "harness.sim", "-cc", '{"cudagraph_mode": "SOMETIMES"}'],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.sim", "-cc", '{"cudagraph_mode": "SOMETIMES"}'],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "cudagraph_mode" in r.stderr

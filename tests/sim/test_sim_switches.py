@@ -8,19 +8,39 @@ import pytest
 from harness.sim.cli import build_parser, parse
 
 
-@pytest.mark.parametrize("argv, eager", [
-    ([], False), (["--enforce-eager"], True), (["--no-enforce-eager"], False), (["--enforce_eager"], True),
-    (["--no_enforce_eager"], False), (["--enforce-eager", "--no-enforce-eager"], False),
-])
+@pytest.mark.parametrize(
+    "argv, eager",
+    [
+        ([], False),
+        (["--enforce-eager"], True),
+        (["--no-enforce-eager"], False),
+        (["--enforce_eager"], True),
+        (["--no_enforce_eager"], False),
+        (["--enforce-eager", "--no-enforce-eager"], False),
+    ],
+)
 def test_enforce_eager_spellings(argv: list[str], eager: bool) -> None:
     assert parse(build_parser(), argv).enforce_eager is eager
 
 
 def test_every_modelled_switch_has_its_no_form() -> None:
-    ns = parse(build_parser(), ["--enable-lora", "--no-enable-lora", "--no-trust-remote-code", "--no-enable-prefix-caching",
-                                "--no-enable-chunked-prefill", "--no-enable-prompt-tokens-details",
-                                "--no-enable-force-include-usage", "--no-enable-per-request-metrics",
-                                "--no-enable-request-id-headers", "--no-disable-uvicorn-access-log", "--max_num_seqs", "8"])
+    ns = parse(
+        build_parser(),
+        [
+            "--enable-lora",
+            "--no-enable-lora",
+            "--no-trust-remote-code",
+            "--no-enable-prefix-caching",
+            "--no-enable-chunked-prefill",
+            "--no-enable-prompt-tokens-details",
+            "--no-enable-force-include-usage",
+            "--no-enable-per-request-metrics",
+            "--no-enable-request-id-headers",
+            "--no-disable-uvicorn-access-log",
+            "--max_num_seqs",
+            "8",
+        ],
+    )
     assert not ns.enable_lora and not ns.enable_prefix_caching and not ns.enable_chunked_prefill
     assert not ns.enable_prompt_tokens_details and not ns.enable_per_request_metrics and ns.max_num_seqs == 8
 

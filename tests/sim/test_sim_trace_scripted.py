@@ -22,12 +22,26 @@ def test_trace_records_every_write_and_flushes_on_sigterm(sim, tmp_path):
 
     async def go():
         async with aiohttp.ClientSession() as s:
-            streams = await asyncio.gather(*[
-                stream(s, srv.url, chat_body("a b c", 5, stream_options={"include_usage": True}),
-                       headers={"X-Request-Id": f"t{i}"}) for i in range(3)])
-            plain = await post_json(s, srv.url, "/v1/completions", {"prompt": "x", "max_tokens": 3, "ignore_eos": True},
-                                    headers={"X-Request-Id": "plain"})
+            streams = await asyncio.gather(
+                *[
+                    stream(
+                        s,
+                        srv.url,
+                        chat_body("a b c", 5, stream_options={"include_usage": True}),
+                        headers={"X-Request-Id": f"t{i}"},
+                    )
+                    for i in range(3)
+                ]
+            )
+            plain = await post_json(
+                s,
+                srv.url,
+                "/v1/completions",
+                {"prompt": "x", "max_tokens": 3, "ignore_eos": True},
+                headers={"X-Request-Id": "plain"},
+            )
             return streams, plain
+
     wall_before = time.time_ns()
     streams, plain = run(go())
     assert plain[0] == 200
@@ -59,6 +73,7 @@ def test_scripted_mode_follows_its_schedule(sim, tmp_path):
     async def go():
         async with aiohttp.ClientSession() as s:
             return await stream(s, srv.url, chat_body("a b", 8), headers={"X-Request-Id": "s"})
+
     r = run(go())
     assert len(r.token_times()) == 8
     srv.stop()
@@ -77,11 +92,14 @@ def test_scripted_mode_is_independent_of_batching(sim, tmp_path):
     async def go():
         async with aiohttp.ClientSession() as s:
             return await asyncio.gather(*[stream(s, srv.url, chat_body("a " * 2000, 10)) for _ in range(30)])
+
     results = run(go())
     assert all(len(r.token_times()) == 10 for r in results)
     srv.stop()
-    spans_ms = [([w[0] for w in rec["writes"] if w[2] == "content"][-1] - rec["received_ns"]) / 1e6
-                for rec in _read_trace(trace).values()]
+    spans_ms = [
+        ([w[0] for w in rec["writes"] if w[2] == "content"][-1] - rec["received_ns"]) / 1e6
+        for rec in _read_trace(trace).values()
+    ]
     # 80 ms + 9 x 20 ms each, whatever the concurrency; the batching engine would need ~1.6 s
     # just to prefill 30 x 2,000 tokens
     assert min(spans_ms) >= 259 and max(spans_ms) < 260 + 400
@@ -89,12 +107,23 @@ def test_scripted_mode_is_independent_of_batching(sim, tmp_path):
 
 def test_scripted_jitter_varies_gaps(sim, tmp_path):
     trace = tmp_path / "jitter.jsonl"
-    srv = sim("--scripted-ttft-ms", "10", "--scripted-itl-ms", "10", "--scripted-jitter-ms", "5",
-              "--max-model-len", "2048", "--trace", str(trace))
+    srv = sim(
+        "--scripted-ttft-ms",
+        "10",
+        "--scripted-itl-ms",
+        "10",
+        "--scripted-jitter-ms",
+        "5",
+        "--max-model-len",
+        "2048",
+        "--trace",
+        str(trace),
+    )
 
     async def go():
         async with aiohttp.ClientSession() as s:
             return await stream(s, srv.url, chat_body("a", 30), headers={"X-Request-Id": "j"})
+
     run(go())
     srv.stop()
     content = [w[0] for w in _read_trace(trace)["j"]["writes"] if w[2] == "content"]

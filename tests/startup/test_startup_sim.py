@@ -18,15 +18,27 @@ import yaml
 from harness.cli.main import main
 
 DATA = Path(__file__).resolve().parents[1] / "sweep" / "data"
-PHASES = {"sim-load-s": 0.2, "sim-compile-s": 1.0, "sim-compile-cached-s": 0.1, "sim-profile-s": 0.05,
-          "sim-capture-s": 0.3, "sim-init-s": 0.05}
+PHASES = {
+    "sim-load-s": 0.2,
+    "sim-compile-s": 1.0,
+    "sim-compile-cached-s": 0.1,
+    "sim-profile-s": 0.05,
+    "sim-capture-s": 0.3,
+    "sim-init-s": 0.05,
+}
 
 
 def _write(tmp_path: Path, **over) -> Path:
     (tmp_path / "tiny.yaml").write_text((DATA / "tiny.yaml").read_text())
-    data = {"name": "t", "engine": {"kind": "sim", "ready_timeout_s": 60, "stop_timeout_s": 10},
-            "base": {"max-num-seqs": 16, "sim-speed": 20, **PHASES}, "vary": {"flags": {"enforce-eager": [True]}},
-            "cold": 1, "warm": 1, **over}
+    data = {
+        "name": "t",
+        "engine": {"kind": "sim", "ready_timeout_s": 60, "stop_timeout_s": 10},
+        "base": {"max-num-seqs": 16, "sim-speed": 20, **PHASES},
+        "vary": {"flags": {"enforce-eager": [True]}},
+        "cold": 1,
+        "warm": 1,
+        **over,
+    }
     path = tmp_path / "startup.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -44,7 +56,12 @@ def done(tmp_path_factory):
 def test_runs_and_writes_startup_json_and_report(done):
     code, out, data, _ = done
     assert code == 0
-    assert [s["id"] for s in data["starts"]] == ["base__cold1", "base__warm1", "enforce-eager=true__cold1", "enforce-eager=true__warm1"]
+    assert [s["id"] for s in data["starts"]] == [
+        "base__cold1",
+        "base__warm1",
+        "enforce-eager=true__cold1",
+        "enforce-eager=true__warm1",
+    ]
     assert all(s["status"] == "ok" for s in data["starts"])
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
     assert "Time to ready by phase" in (out / "report.md").read_text()
@@ -114,18 +131,23 @@ def test_resume_makes_only_the_missing_starts(done, tmp_path):
     before = (copy / "logs" / "base.log").read_text().count("===== harness")
     assert main(["startup", str(path), "--resume", str(copy), "--no-report", "--quiet"]) == 0
     after = json.loads((copy / "startup.json").read_text())
-    assert sorted(s["id"] for s in after["starts"]) == sorted(s["id"] for s in json.loads((out / "startup.json").read_text())["starts"])
+    assert sorted(s["id"] for s in after["starts"]) == sorted(
+        s["id"] for s in json.loads((out / "startup.json").read_text())["starts"]
+    )
     assert (copy / "logs" / "base.log").read_text().count("===== harness") == before  # base was not started again
 
 
-@pytest.mark.parametrize("over, words", [
-    ({"colder": 2}, "colder"),
-    ({"cold": 0, "warm": 0}, "nothing would start"),
-    ({"engine": {"kind": "external", "url": "http://127.0.0.1:9"}}, "starts the engine itself"),
-    ({"scenario": "missing.yaml"}, "missing.yaml"),
-    ({"overrides": {"load.duration_s": 5}}, "name a scenario"),
-    ({"cold": -1}, "cold"),
-])
+@pytest.mark.parametrize(
+    "over, words",
+    [
+        ({"colder": 2}, "colder"),
+        ({"cold": 0, "warm": 0}, "nothing would start"),
+        ({"engine": {"kind": "external", "url": "http://127.0.0.1:9"}}, "starts the engine itself"),
+        ({"scenario": "missing.yaml"}, "missing.yaml"),
+        ({"overrides": {"load.duration_s": 5}}, "name a scenario"),
+        ({"cold": -1}, "cold"),
+    ],
+)
 def test_bad_startup_files_are_one_line_errors(tmp_path, capsys, over, words):
     path = _write(tmp_path, **over)
     assert main(["startup", str(path), "--plan"]) == 2

@@ -49,7 +49,11 @@ def main() -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.spawn_child:
         child = subprocess.Popen(
-            [sys.executable, "-c", f"import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN) if {args.ignore_sigterm!r} else None; time.sleep(3600)"]
+            [
+                sys.executable,
+                "-c",
+                f"import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN) if {args.ignore_sigterm!r} else None; time.sleep(3600)",
+            ]
         )
         log(f"worker pid={child.pid}")
         with open(os.environ.get("FAKE_CHILD_PIDFILE", os.devnull), "w") as f:
@@ -119,10 +123,14 @@ def main() -> int:
             )
             log("RuntimeError: Engine core initialization failed. See root cause above.")
             return 1
-        log(f"INFO GPU KV cache size: {tokens:,} tokens, Maximum concurrency for {args.max_model_len:,} tokens per request: {tokens / args.max_model_len:.2f}x")
+        log(
+            f"INFO GPU KV cache size: {tokens:,} tokens, Maximum concurrency for {args.max_model_len:,} tokens per request: {tokens / args.max_model_len:.2f}x"
+        )
         log("INFO init engine (profile, create kv cache, warmup model) took 0.20 s")
     elif args.style == "sglang":
-        log(f"max_total_num_tokens={tokens}, chunked_prefill_size=2048, max_prefill_tokens=16384, max_running_requests={args.max_num_seqs}, context_len={args.max_model_len}, available_gpu_mem=10.5 GB")
+        log(
+            f"max_total_num_tokens={tokens}, chunked_prefill_size=2048, max_prefill_tokens=16384, max_running_requests={args.max_num_seqs}, context_len={args.max_model_len}, available_gpu_mem=10.5 GB"
+        )
     elif args.style == "tgi":
         log(f"Setting max batch total tokens to {tokens}")
         # the settings TGI takes from its environment, as a sweep's env: flags set them

@@ -30,7 +30,13 @@ SWEEP = {
 
 
 def harness(*args, **kw):
-    return subprocess.Popen([sys.executable, "-m", "harness.cli.main", "sweep", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.cli.main", "sweep", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kw,
+    )
 
 
 def complete_cells(out):
@@ -81,7 +87,9 @@ def test_sim_sweep_kill_and_resume(tmp_path):
     assert pre[16] > pre[4] and pre[16] >= pre[8], pre
     bad = cells["num-gpu-blocks-override=8"]
     assert bad["status"] == "failed"
-    assert bad["reason"].startswith("engine exited with code 1 before it was ready: ValueError: To serve at least one request")
+    assert bad["reason"].startswith(
+        "engine exited with code 1 before it was ready: ValueError: To serve at least one request"
+    )
     assert bad["log_tail"]
     rows = (out / "summary.csv").read_text().splitlines()
     assert len(rows) == 5
@@ -93,15 +101,23 @@ def test_sim_sweep_kill_and_resume(tmp_path):
 def test_sigterm_stops_the_engine_and_keeps_finished_cells(tmp_path):
     pytest.importorskip("harness.sim.server")
     (tmp_path / "pressure.yaml").write_text((DATA / "pressure.yaml").read_text())
-    data = {**SWEEP, "vary": {"flags": {"max-num-seqs": [4, 8]}, "include_base": False}, "repeats": 3,
-            "overrides": {"load.requests": 200}}
+    data = {
+        **SWEEP,
+        "vary": {"flags": {"max-num-seqs": [4, 8]}, "include_base": False},
+        "repeats": 3,
+        "overrides": {"load.requests": 200},
+    }
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump(data, sort_keys=False))
     out = tmp_path / "out"
     log = open(tmp_path / "harness.out", "w")
     # output to a file, not a pipe: a load process the runner started keeps its own copy
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--out", str(out), "--no-report"],
-                            stdout=log, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli.main", "sweep", str(sweep), "--out", str(out), "--no-report"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     wait_until(lambda: complete_cells(out) or proc.poll() is not None, "a finished cell", timeout_s=120)
     engine = json.loads((out / "engine.json").read_text())
     proc.send_signal(signal.SIGTERM)

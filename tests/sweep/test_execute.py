@@ -15,7 +15,18 @@ from harness.sweep.plan import build_plan
 
 from .conftest import fake_engine_command
 
-INDEX_KEYS = {"id", "config_id", "flags", "scenario", "repeat", "status", "run_dir", "startup_s", "startup_facts", "reason"}
+INDEX_KEYS = {
+    "id",
+    "config_id",
+    "flags",
+    "scenario",
+    "repeat",
+    "status",
+    "run_dir",
+    "startup_s",
+    "startup_facts",
+    "reason",
+}
 
 
 class FakeRun:
@@ -34,7 +45,9 @@ class FakeRun:
         resets = json.loads(http_status(opts.target_url + "/resets")[1]).get("resets") if ok else None
         summary = RunSummary(
             status="complete" if ok else "partial",
-            requests=RequestsBlock(completed=1 if ok else 0, failed=0 if ok else 1, rps=float(scenario.load.concurrency or 1)),
+            requests=RequestsBlock(
+                completed=1 if ok else 0, failed=0 if ok else 1, rps=float(scenario.load.concurrency or 1)
+            ),
             goodput={"overall": {"good": 1, "rps": float(scenario.load.concurrency or 1), "fraction": 1.0}},
             engine={"preemptions": {"count": scenario.load.concurrency}, "kv_usage": {"max": 0.5}},
             target={"labels": {"resets_seen": str(resets)}},  # the prefix-cache resets the engine had seen
@@ -49,8 +62,11 @@ def sweep_file(write_sweep, **extra):
         "name": "fake",
         "engine": {"kind": "vllm", "command": fake_engine_command(), "ready_timeout_s": 20, "stop_timeout_s": 5},
         "base": {"max-model-len": 256},
-        "vary": {"flags": {"max-num-seqs": [2, 4, 8], "num-gpu-blocks-override": [1]}, "include_base": False,
-                 "link": {"load.concurrency": "max-num-seqs"}},
+        "vary": {
+            "flags": {"max-num-seqs": [2, 4, 8], "num-gpu-blocks-override": [1]},
+            "include_base": False,
+            "link": {"load.concurrency": "max-num-seqs"},
+        },
         "repeats": 2,
     }
     data.update(extra)
@@ -81,7 +97,9 @@ def test_sweep_runs_to_the_end_and_records_a_failed_start(write_sweep, tmp_path)
     assert (out / ok["run_dir"] / "summary.json").is_file()
     bad = cells["num-gpu-blocks-override=1__tiny__r1"]
     assert bad["status"] == "failed"
-    assert bad["reason"].startswith("engine exited with code 1 before it was ready: ValueError: To serve at least one request")
+    assert bad["reason"].startswith(
+        "engine exited with code 1 before it was ready: ValueError: To serve at least one request"
+    )
     assert any("Engine core initialization failed" in line for line in bad["log_tail"])
     assert bad["startup_s"] is None and 0 < bad["failed_after_s"] < 20
     assert (out / "logs" / "num-gpu-blocks-override=1.log").is_file()
@@ -91,8 +109,11 @@ def test_sweep_runs_to_the_end_and_records_a_failed_start(write_sweep, tmp_path)
     assert opts.labels["config"] == "max-num-seqs=8" and opts.engine_kind == "vllm" and not opts.write_report
     # the prefix cache was reset before the second cell of each config, not the first
     assert next(c["metrics"] for c in index["cells"])["completed"] == 1
-    assert [json.loads((out / c["run_dir"] / "summary.json").read_text())["target"]["labels"]["resets_seen"]
-            for c in index["cells"] if c["status"] == "complete"] == ["0", "1", "0", "1", "0", "1"]
+    assert [
+        json.loads((out / c["run_dir"] / "summary.json").read_text())["target"]["labels"]["resets_seen"]
+        for c in index["cells"]
+        if c["status"] == "complete"
+    ] == ["0", "1", "0", "1", "0", "1"]
     rows = list(csv.DictReader((out / "summary.csv").open()))
     assert len(rows) == 8 and rows[0]["config_id"] == "max-num-seqs=2" and rows[0]["kv_cache_tokens"] == "65536"
     assert rows[-1]["status"] == "failed" and rows[-1]["reason"].startswith("engine exited with code 1")
@@ -114,14 +135,20 @@ def test_resume_after_a_kill_runs_only_missing_cells(write_sweep, tmp_path):
     assert outcome.interrupted
     statuses = {c["id"]: c["status"] for c in read_index(out)["cells"]}
     assert statuses == {
-        "max-num-seqs=2__tiny__r1": "complete", "max-num-seqs=2__tiny__r2": "complete",
-        "max-num-seqs=4__tiny__r1": "complete", "max-num-seqs=4__tiny__r2": "partial",
+        "max-num-seqs=2__tiny__r1": "complete",
+        "max-num-seqs=2__tiny__r2": "complete",
+        "max-num-seqs=4__tiny__r1": "complete",
+        "max-num-seqs=4__tiny__r2": "partial",
     }
     # the engine of the interrupted config is gone (nothing of ours keeps its port)
     second = FakeRun()
-    outcome = run_sweep(build_plan(plan.source), SweepOptions(out_dir=out, run_fn=second, resume=True, show_progress=False))
+    outcome = run_sweep(
+        build_plan(plan.source), SweepOptions(out_dir=out, run_fn=second, resume=True, show_progress=False)
+    )
     assert [o.labels["config"] + "/" + o.labels["repeat"] for _, o in second.calls] == [
-        "max-num-seqs=4/2", "max-num-seqs=8/1", "max-num-seqs=8/2",
+        "max-num-seqs=4/2",
+        "max-num-seqs=8/1",
+        "max-num-seqs=8/2",
     ]
     assert outcome.counts == {"complete": 6, "partial": 0, "failed": 2, "not run": 0}
     # a second resume has nothing left but the failed config, which is tried again
@@ -219,11 +246,15 @@ def test_cold_start_and_sweep_warmup(write_sweep, tmp_path):
     cells = read_index(out)["cells"]
     assert len({c["port"] for c in cells}) == 3
     # no reset needed: every cell starts on a fresh engine
-    assert [json.loads((out / c["run_dir"] / "summary.json").read_text())["target"]["labels"]["resets_seen"] for c in cells] == ["0", "0", "0"]
+    assert [
+        json.loads((out / c["run_dir"] / "summary.json").read_text())["target"]["labels"]["resets_seen"] for c in cells
+    ] == ["0", "0", "0"]
 
 
 def test_sweep_warmup_only_after_a_start(write_sweep, tmp_path):
-    path = sweep_file(write_sweep, vary={"flags": {"max-num-seqs": [2]}, "include_base": False}, repeats=3, warmup={"duration_s": 2})
+    path = sweep_file(
+        write_sweep, vary={"flags": {"max-num-seqs": [2]}, "include_base": False}, repeats=3, warmup={"duration_s": 2}
+    )
     run = FakeRun()
     run_sweep(build_plan(path), SweepOptions(out_dir=tmp_path / "out", run_fn=run, show_progress=False))
     assert [s.warmup.duration_s for s, _ in run.calls] == [2, 0, 0]
@@ -244,7 +275,10 @@ def test_a_harness_error_in_one_config_does_not_end_the_sweep(write_sweep, tmp_p
     out = tmp_path / "out"
     outcome = run_sweep(build_plan(path), SweepOptions(out_dir=out, run_fn=FakeRun(), show_progress=False))
     cells = read_index(out)["cells"]
-    assert [(c["config_id"], c["status"]) for c in cells] == [("max-num-seqs=2", "failed"), ("max-num-seqs=4", "complete")]
+    assert [(c["config_id"], c["status"]) for c in cells] == [
+        ("max-num-seqs=2", "failed"),
+        ("max-num-seqs=4", "complete"),
+    ]
     assert cells[0]["reason"] == "harness error: RuntimeError: bug"
     assert outcome.counts["complete"] == 1
 
@@ -267,5 +301,8 @@ def test_a_stop_the_run_turned_into_an_error_still_stops_the_sweep(write_sweep, 
     out = tmp_path / "out"
     outcome = run_sweep(build_plan(path), SweepOptions(out_dir=out, run_fn=StopInSecondCell(), show_progress=False))
     assert outcome.interrupted
-    assert [(c["status"], c["reason"]) for c in read_index(out)["cells"]] == [("complete", None), ("partial", "interrupted")]
+    assert [(c["status"], c["reason"]) for c in read_index(out)["cells"]] == [
+        ("complete", None),
+        ("partial", "interrupted"),
+    ]
     STOP.requested = False

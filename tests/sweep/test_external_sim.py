@@ -36,13 +36,20 @@ def _up(url: str) -> bool:
 def test_load_levels_against_a_running_server(tmp_path, capsys):
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "harness.sim", "--port", str(port), "--sim-speed", "20"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "harness.sim", "--port", str(port), "--sim-speed", "20"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_until(lambda: _up(url), f"the simulated engine at {url}")
         (tmp_path / "tiny.yaml").write_text((DATA / "tiny.yaml").read_text())
-        sweep = {"name": "deployed", "engine": {"kind": "external", "url": url, "reset_path": "/reset_prefix_cache"},
-                 "scenarios": ["tiny.yaml"], "loads": {"load.concurrency": [1, 4]}}
+        sweep = {
+            "name": "deployed",
+            "engine": {"kind": "external", "url": url, "reset_path": "/reset_prefix_cache"},
+            "scenarios": ["tiny.yaml"],
+            "loads": {"load.concurrency": [1, 4]},
+        }
         path = tmp_path / "sweep.yaml"
         path.write_text(yaml.safe_dump(sweep))
         out = tmp_path / "out"
@@ -55,7 +62,8 @@ def test_load_levels_against_a_running_server(tmp_path, capsys):
 
         cells = json.loads((out / "index.json").read_text())["cells"]
         assert [(c["load_level"], c["status"], c["url"], c["argv"]) for c in cells] == [
-            ("concurrency=1", "complete", url, []), ("concurrency=4", "complete", url, []),
+            ("concurrency=1", "complete", url, []),
+            ("concurrency=4", "complete", url, []),
         ]
         assert not any("prefix cache not reset" in n for c in cells for n in c.get("notes", []))
         assert server.poll() is None and _up(url)  # the sweep did not stop what it did not start
@@ -75,7 +83,9 @@ def test_load_levels_against_a_running_server(tmp_path, capsys):
     # the server is gone: the cells fail with the probe's reason, quickly
     sweep["engine"]["ready_timeout_s"] = 1
     path.write_text(yaml.safe_dump(sweep))
-    assert main(["sweep", str(path), "--out", str(tmp_path / "gone"), "--no-report"]) == 1  # every cell failed: the sweep says so and exits 1
+    assert (
+        main(["sweep", str(path), "--out", str(tmp_path / "gone"), "--no-report"]) == 1
+    )  # every cell failed: the sweep says so and exits 1
     cells = json.loads((tmp_path / "gone" / "index.json").read_text())["cells"]
     assert {c["status"] for c in cells} == {"failed"}
     assert f"{url} not ready after 1 s" in cells[0]["reason"]

@@ -7,8 +7,18 @@ CMD = ["vllm", "serve", "M", "--port", "8000", "--max-num-seqs", "64", "--enforc
 
 def test_append_and_replace():
     out = apply_flags(CMD, {"max-num-seqs": 128, "max-num-batched-tokens": 2048})
-    assert out == ["vllm", "serve", "M", "--port", "8000", "--max-num-seqs", "128", "--enforce-eager",
-                   "--max-num-batched-tokens", "2048"]
+    assert out == [
+        "vllm",
+        "serve",
+        "M",
+        "--port",
+        "8000",
+        "--max-num-seqs",
+        "128",
+        "--enforce-eager",
+        "--max-num-batched-tokens",
+        "2048",
+    ]
 
 
 def test_replace_matches_either_spelling_and_equals_form():
@@ -21,7 +31,10 @@ def test_booleans():
     assert render_flag("enable-prefix-caching", False) == ["--no-enable-prefix-caching"]
     # an existing switch of either polarity is replaced, not duplicated
     assert apply_flags(["x", "--enforce-eager", "M"], {"enforce-eager": False}) == ["x", "--no-enforce-eager", "M"]
-    assert apply_flags(["x", "--no-enable-prefix-caching"], {"enable-prefix-caching": True}) == ["x", "--enable-prefix-caching"]
+    assert apply_flags(["x", "--no-enable-prefix-caching"], {"enable-prefix-caching": True}) == [
+        "x",
+        "--enable-prefix-caching",
+    ]
 
 
 def test_dicts_and_lists_are_json():
@@ -58,16 +71,23 @@ def test_a_sweep_over_a_vllm_switch_starts_its_false_config(write_sweep, tmp_pat
     import subprocess
     import sys
 
-    path = write_sweep({"name": "eager", "engine": {"kind": "sim", "ready_timeout_s": 60, "stop_timeout_s": 10},
-                        "base": {"sim-speed": 8, "startup-delay": 0},
-                        "vary": {"flags": {"enforce-eager": [True, False]}, "include_base": False},
-                        "overrides": {"load.requests": 4}})
+    path = write_sweep(
+        {
+            "name": "eager",
+            "engine": {"kind": "sim", "ready_timeout_s": 60, "stop_timeout_s": 10},
+            "base": {"sim-speed": 8, "startup-delay": 0},
+            "vary": {"flags": {"enforce-eager": [True, False]}, "include_base": False},
+            "overrides": {"load.requests": 4},
+        }
+    )
     main = [sys.executable, "-m", "harness.cli.main", "sweep", str(path)]
     plan = subprocess.run([*main, "--plan"], capture_output=True, text=True, timeout=60)
     assert plan.returncode == 0, plan.stderr
     assert " --enforce-eager" in plan.stdout and " --no-enforce-eager" in plan.stdout
     out = tmp_path / "out"
-    proc = subprocess.run([*main, "--out", str(out), "--quiet", "--no-report"], capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [*main, "--out", str(out), "--quiet", "--no-report"], capture_output=True, text=True, timeout=240
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     cells = json.loads((out / "index.json").read_text())["cells"]
     assert sorted(c["flags"]["enforce-eager"] for c in cells) == [False, True]
@@ -76,7 +96,11 @@ def test_a_sweep_over_a_vllm_switch_starts_its_false_config(write_sweep, tmp_pat
 
 def test_environment_flags_are_no_arguments() -> None:
     flags = {"max-total-tokens": 4096, "env:PREFIX_CACHING": "0", "env:PREFILL_CHUNKING": True, "env:GONE": None}
-    assert apply_flags(["text-generation-launcher"], flags) == ["text-generation-launcher", "--max-total-tokens", "4096"]
+    assert apply_flags(["text-generation-launcher"], flags) == [
+        "text-generation-launcher",
+        "--max-total-tokens",
+        "4096",
+    ]
     assert env_of(flags) == {"PREFIX_CACHING": "0", "PREFILL_CHUNKING": "1", "GONE": None}
     assert with_env({"GONE": "x", "KEEP": "y"}, flags) == {"KEEP": "y", "PREFIX_CACHING": "0", "PREFILL_CHUNKING": "1"}
     assert shell_line(["llama-server", "--port", "8"], {"env:GGML_CUDA_DISABLE_GRAPHS": "1"}) == (
@@ -97,11 +121,24 @@ def test_a_sweep_over_an_environment_flag_starts_each_engine_with_it(write_sweep
     from .conftest import fake_engine_command
     from .test_execute import FakeRun
 
-    path = write_sweep({"name": "env", "engine": {"kind": "tgi", "command": fake_engine_command("--style", "tgi"),
-                                                    "ready_timeout_s": 20, "stop_timeout_s": 5},
-                        "vary": {"flags": {"env:PREFIX_CACHING": ["1", "0"]}, "include_base": False}})
-    plan = subprocess.run([sys.executable, "-m", "harness.cli.main", "sweep", str(path), "--plan"],
-                          capture_output=True, text=True, timeout=60)
+    path = write_sweep(
+        {
+            "name": "env",
+            "engine": {
+                "kind": "tgi",
+                "command": fake_engine_command("--style", "tgi"),
+                "ready_timeout_s": 20,
+                "stop_timeout_s": 5,
+            },
+            "vary": {"flags": {"env:PREFIX_CACHING": ["1", "0"]}, "include_base": False},
+        }
+    )
+    plan = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "sweep", str(path), "--plan"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert plan.returncode == 0, plan.stderr
     assert "  $ PREFIX_CACHING=0 " in plan.stdout and "  $ PREFIX_CACHING=1 " in plan.stdout
     out = tmp_path / "out"
@@ -109,4 +146,6 @@ def test_a_sweep_over_an_environment_flag_starts_each_engine_with_it(write_sweep
     assert outcome.counts["complete"] == 2, outcome.table
     logs = {p.name: p.read_text() for p in (out / "logs").glob("*.log")}
     assert sorted(line for text in logs.values() for line in text.splitlines() if line.startswith("env ")) == [
-        "env PREFIX_CACHING=0", "env PREFIX_CACHING=1"]
+        "env PREFIX_CACHING=0",
+        "env PREFIX_CACHING=1",
+    ]

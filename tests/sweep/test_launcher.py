@@ -30,12 +30,15 @@ def start(tmp_path, *extra, kind="vllm", timeout=20.0):
     return proc, port, (lambda: proc.wait_ready(probe, timeout, interval=0.05, failure_hint=failure_hint)), seen
 
 
-@pytest.mark.parametrize("kind, style, early", [
-    ("vllm", "vllm", "GET /health: "),  # nothing listens before ready: connection refused
-    ("sglang", "sglang", "GET /health -> 503"),  # up during warmup, 503 until it ends
-    ("llamacpp", "llamacpp", "GET /health -> 503 {\"error\": {\"code\": 503, \"message\": \"Loading model\""),
-    ("tgi", "tgi", "GET /health -> 503"),
-])
+@pytest.mark.parametrize(
+    "kind, style, early",
+    [
+        ("vllm", "vllm", "GET /health: "),  # nothing listens before ready: connection refused
+        ("sglang", "sglang", "GET /health -> 503"),  # up during warmup, 503 until it ends
+        ("llamacpp", "llamacpp", 'GET /health -> 503 {"error": {"code": 503, "message": "Loading model"'),
+        ("tgi", "tgi", "GET /health -> 503"),
+    ],
+)
 def test_readiness_per_kind(tmp_path, kind, style, early):
     proc, _port, wait, seen = start(tmp_path, "--style", style, "--startup-delay", "0.6", kind=kind)
     try:
@@ -56,8 +59,14 @@ def test_custom_ready_path(tmp_path):
     proc.start()
     try:
         spec = EngineSpec(kind="custom", command=["x", "{port}"], ready_path="/v1/models")
-        proc.wait_ready(lambda: get_kind("custom").probe(f"http://127.0.0.1:{port}", spec), 60, interval=0.05)  # raises unless ready
-        assert get_kind("custom").reset_prefix_cache(f"http://127.0.0.1:{port}", spec).startswith("engine.reset_path is not set")
+        proc.wait_ready(
+            lambda: get_kind("custom").probe(f"http://127.0.0.1:{port}", spec), 60, interval=0.05
+        )  # raises unless ready
+        assert (
+            get_kind("custom")
+            .reset_prefix_cache(f"http://127.0.0.1:{port}", spec)
+            .startswith("engine.reset_path is not set")
+        )
     finally:
         proc.stop(5)
 
@@ -66,7 +75,9 @@ def test_exit_before_ready_fails_at_once_with_reason_and_tail(tmp_path):
     proc, _port, wait, _ = start(tmp_path, "--num-gpu-blocks-override", "2", "--max-model-len", "2048")
     with pytest.raises(StartupFailed) as exc:
         wait()  # at the exit, not at the 20 s readiness timeout: the reason says which
-    assert exc.value.reason.startswith("engine exited with code 1 before it was ready: ValueError: To serve at least one request")
+    assert exc.value.reason.startswith(
+        "engine exited with code 1 before it was ready: ValueError: To serve at least one request"
+    )
     assert any("Engine core initialization failed" in line for line in exc.value.tail)
     proc.stop(5)
 

@@ -36,15 +36,21 @@ def _sweep_and_lesson(work: Path):
     path.write_text(yaml.safe_dump(sweep, sort_keys=False))
     out = work / "out"
 
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "sweep", str(path), "--out", str(out)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "sweep", str(path), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stderr.count("▶ start") == 2  # the load changes without a restart
 
     cells = json.loads((out / "index.json").read_text())["cells"]
     assert [(c["config_id"], c["load_level"], c["status"]) for c in cells] == [
-        ("no-spec", "concurrency=1", "complete"), ("no-spec", "concurrency=64", "complete"),
-        ("ngram-k3", "concurrency=1", "complete"), ("ngram-k3", "concurrency=64", "complete"),
+        ("no-spec", "concurrency=1", "complete"),
+        ("no-spec", "concurrency=64", "complete"),
+        ("ngram-k3", "concurrency=1", "complete"),
+        ("ngram-k3", "concurrency=64", "complete"),
     ]
     assert cells[1]["load"] == {"load.concurrency": 64}
     rows = {(r["config_id"], r["load_level"]): r for r in csv.DictReader((out / "summary.csv").open())}

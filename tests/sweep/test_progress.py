@@ -72,8 +72,18 @@ def test_cell_progress_lines_off_a_terminal() -> None:
 
 
 def test_result_line_labels_every_number() -> None:
-    line = result_line(Cell.model_validate({"id": "c__s__r1", "config_id": "c", "scenario": "s", "repeat": 1, "status": "complete",
-                                            "metrics": {"goodput_req_per_s": 0.86, "req_per_s": 0.86, "output_tok_per_s": 405}}))
+    line = result_line(
+        Cell.model_validate(
+            {
+                "id": "c__s__r1",
+                "config_id": "c",
+                "scenario": "s",
+                "repeat": 1,
+                "status": "complete",
+                "metrics": {"goodput_req_per_s": 0.86, "req_per_s": 0.86, "output_tok_per_s": 405},
+            }
+        )
+    )
     assert "goodput 0.86 req/s · throughput 0.86 req/s · 405 tok/s" in line
 
 
@@ -82,20 +92,25 @@ class WarningRun:
 
     def __call__(self, scenario, opts):
         opts.progress_sink("   1.0s/2s (ETA 1s)  req 3/12  in-flight 4")
-        summary = RunSummary(status="complete", requests=RequestsBlock(completed=12, rps=4.0),
-                             goodput={"overall": {"good": 12, "rps": 4.0, "fraction": 1.0}},
-                             validity={"ok": False, "warnings": ["host stalled 3 time(s) in the window"]})
+        summary = RunSummary(
+            status="complete",
+            requests=RequestsBlock(completed=12, rps=4.0),
+            goodput={"overall": {"good": 12, "rps": 4.0, "fraction": 1.0}},
+            validity={"ok": False, "warnings": ["host stalled 3 time(s) in the window"]},
+        )
         opts.out_dir.mkdir(parents=True, exist_ok=True)
         (opts.out_dir / "summary.json").write_text(dumps(summary))
         return summary
 
 
 def _sweep(write_sweep):
-    return write_sweep({
-        "name": "fake",
-        "engine": {"kind": "vllm", "command": fake_engine_command(), "ready_timeout_s": 20, "stop_timeout_s": 5},
-        "vary": {"flags": {"max-num-seqs": [2]}, "include_base": False},
-    })
+    return write_sweep(
+        {
+            "name": "fake",
+            "engine": {"kind": "vllm", "command": fake_engine_command(), "ready_timeout_s": 20, "stop_timeout_s": 5},
+            "vary": {"flags": {"max-num-seqs": [2]}, "include_base": False},
+        }
+    )
 
 
 def test_cli_sweep_shows_cell_progress_and_validity_warnings(write_sweep, tmp_path, monkeypatch, capsys) -> None:
@@ -124,8 +139,9 @@ def test_sigterm_is_named_in_the_cell_reason(write_sweep, tmp_path) -> None:
         raise KeyboardInterrupt
 
     try:
-        outcome = run_sweep(build_plan(_sweep(write_sweep)), SweepOptions(out_dir=tmp_path / "o", run_fn=stopped,
-                                                                          show_progress=False))
+        outcome = run_sweep(
+            build_plan(_sweep(write_sweep)), SweepOptions(out_dir=tmp_path / "o", run_fn=stopped, show_progress=False)
+        )
     finally:
         STOP.requested = False
     assert outcome.interrupted

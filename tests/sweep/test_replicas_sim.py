@@ -35,8 +35,12 @@ def test_tp2_vs_two_replicas(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(sweep, sort_keys=False))
     out = tmp_path / "out"
     # --no-report: `harness report` below writes it (the sweep's own report was written twice)
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "sweep", str(path), "--out", str(out), "--no-report"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "sweep", str(path), "--out", str(out), "--no-report"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     cells = {c["config_id"]: c for c in json.loads((out / "index.json").read_text())["cells"]}
     assert cells["tp2x1"]["devices"] == 2 and "replicas" not in cells["tp2x1"]
@@ -47,8 +51,9 @@ def test_tp2_vs_two_replicas(tmp_path: Path) -> None:
     eps = run["groups"]["endpoint"]
     assert len(eps) == 2 and all(b["requests"]["completed"] > 0 for b in eps.values())
     assert sum(b["requests"]["completed"] for b in eps.values()) == run["requests"]["completed"]
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "report", str(out)], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "report", str(out)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     md = (out / "report.md").read_text()
     assert "out tok/s per device" in md and "2 x 1" in md and "1 x 2" in md

@@ -21,7 +21,8 @@ from waiting import wait_until
 HERE = pathlib.Path(__file__).parent
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 needs_prometheus = pytest.mark.skipif(
-    not os.access(PROMETHEUS, os.X_OK), reason=f"Prometheus binary not found ({PROMETHEUS}); CI installs Debian's prometheus"
+    not os.access(PROMETHEUS, os.X_OK),
+    reason=f"Prometheus binary not found ({PROMETHEUS}); CI installs Debian's prometheus",
 )
 
 
@@ -73,7 +74,14 @@ class FakeMetrics:
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
-    def set(self, body: str | bytes, *, status: int = 200, content_type: str | None = "text/plain; version=0.0.4", delay_s: float = 0.0) -> None:
+    def set(
+        self,
+        body: str | bytes,
+        *,
+        status: int = 200,
+        content_type: str | None = "text/plain; version=0.0.4",
+        delay_s: float = 0.0,
+    ) -> None:
         self.body, self.status, self.content_type, self.delay_s = body, status, content_type, delay_s
 
     def hold(self) -> None:
@@ -109,7 +117,9 @@ class Exporter:
         self.port = free_port()
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / "exporter.py"), "--port", str(self.port), *args],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         first = self.proc.stdout.readline()
         assert json.loads(first).get("ready"), first
@@ -150,9 +160,14 @@ class Prometheus:
         self.log = tmp / "prometheus.log"
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),
+            [
+                PROMETHEUS,
+                f"--config.file={cfg}",
+                f"--storage.tsdb.path={tmp / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.log, "w"),
         )
         self._wait(lambda: requests.get(f"{self.url}/-/ready", timeout=0.5).status_code == 200, "Prometheus /-/ready")
         self.ready_s = time.perf_counter() - t0
@@ -171,6 +186,7 @@ class Prometheus:
                 return ok()
             except (requests.RequestException, KeyError, ValueError):
                 return False
+
         wait_until(met, what, details=lambda: self.log.read_text()[-2000:])
 
     def close(self) -> None:

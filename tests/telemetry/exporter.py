@@ -84,8 +84,10 @@ class Engine:
         self.e2e = Histogram("vllm:e2e_request_latency_seconds", "e2e", lab, buckets=E2E_BUCKETS, registry=r)
         self.queue = Histogram("vllm:request_queue_time_seconds", "queue", lab, buckets=E2E_BUCKETS, registry=r)
         info = Gauge(
-            "vllm:cache_config_info", "cache config",
-            ["block_size", "num_gpu_blocks", "kv_cache_size_tokens", "enable_prefix_caching", "engine"], registry=r,
+            "vllm:cache_config_info",
+            "cache config",
+            ["block_size", "num_gpu_blocks", "kv_cache_size_tokens", "enable_prefix_caching", "engine"],
+            registry=r,
         )
         for e in self.engines:
             info.labels("16", "1000", "16000", "True", e).set(1)
@@ -100,7 +102,20 @@ class Engine:
             self.fb_free = Gauge("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", gl, registry=r)
             self.set_gpu(active=False)
         self.swap.inner = r
-        self.truth = {k: 0 for k in ("preemptions", "prompt_tokens", "generation_tokens", "prefix_queries", "prefix_hits", "requests", "drafts", "draft_tokens", "accepted")}
+        self.truth = {
+            k: 0
+            for k in (
+                "preemptions",
+                "prompt_tokens",
+                "generation_tokens",
+                "prefix_queries",
+                "prefix_hits",
+                "requests",
+                "drafts",
+                "draft_tokens",
+                "accepted",
+            )
+        }
         self.truth.setdefault("ticks", 0)
 
     def tick(self, active_s: float) -> None:
@@ -131,7 +146,13 @@ class Engine:
                 self.accepted.labels("m", e).inc(7)
                 for pos, k in (("0", 3), ("1", 2), ("2", 2)):
                     self.per_pos.labels("m", e, pos).inc(k)
-                for key, k in (("requests", 1), ("preemptions", 1), ("drafts", 4), ("draft_tokens", 12), ("accepted", 7)):
+                for key, k in (
+                    ("requests", 1),
+                    ("preemptions", 1),
+                    ("drafts", 4),
+                    ("draft_tokens", 12),
+                    ("accepted", 7),
+                ):
                     self.truth[key] += k
 
     def set_gpu(self, *, active: bool) -> None:

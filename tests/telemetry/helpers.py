@@ -5,8 +5,20 @@ from __future__ import annotations
 import logging
 
 BLOCK_KEYS = {
-    "profile", "kv_usage", "kv_capacity_tokens", "block_size", "preemptions", "prefix_cache", "running", "waiting",
-    "prompt_tokens", "generation_tokens", "spec_decode", "gpu_memory", "engine_latency_ms", "telemetry",
+    "profile",
+    "kv_usage",
+    "kv_capacity_tokens",
+    "block_size",
+    "preemptions",
+    "prefix_cache",
+    "running",
+    "waiting",
+    "prompt_tokens",
+    "generation_tokens",
+    "spec_decode",
+    "gpu_memory",
+    "engine_latency_ms",
+    "telemetry",
 }
 
 
@@ -32,7 +44,9 @@ def assert_shape(block: dict) -> None:
         assert {"p50", "p99", "mean", "count"} <= set(v)
     assert {"source", "scrapes", "missing_reason"} <= set(block["telemetry"])
     gm = block["gpu_memory"]
-    assert (gm.get("available") is False and gm.get("reason")) or {"used_max_bytes", "total_bytes", "per_gpu"} <= set(gm)
+    assert (gm.get("available") is False and gm.get("reason")) or {"used_max_bytes", "total_bytes", "per_gpu"} <= set(
+        gm
+    )
 
 
 def assert_all_null(block: dict) -> None:
@@ -60,7 +74,9 @@ def assert_close_tree(actual, expected, *, rel: float = 1e-6, abs: float = 1e-12
         for key in expected:
             assert_close_tree(actual[key], expected[key], rel=rel, abs=abs, path=f"{path}.{key}")
     elif isinstance(expected, (list, tuple)):
-        assert isinstance(actual, (list, tuple)) and len(actual) == len(expected), f"{where}: {actual!r} vs {expected!r}"
+        assert isinstance(actual, (list, tuple)) and len(actual) == len(expected), (
+            f"{where}: {actual!r} vs {expected!r}"
+        )
         for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
             assert_close_tree(a, e, rel=rel, abs=abs, path=f"{path}[{i}]")
     elif isinstance(expected, bool) or expected is None or isinstance(expected, str):

@@ -20,7 +20,9 @@ def vllm_page(*, kv0, kv1, run0, run1, wait0, pre0, pre1, q, h, prompt, gen, ttf
         f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="{b}",model_name="m"}} {c}'
         for b, c in zip(le, ttft_buckets, strict=True)
     )
-    return VLLM_HEAD + f"""\
+    return (
+        VLLM_HEAD
+        + f"""\
 # HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{{engine="0",model_name="m"}} {run0}
@@ -57,14 +59,54 @@ vllm:time_to_first_token_seconds_sum{{engine="0",model_name="m"}} {ttft_sum}
 # TYPE vllm:time_to_first_token_seconds_created gauge
 vllm:time_to_first_token_seconds_created{{engine="0",model_name="m"}} 1.7e+09
 """
+    )
 
 
-VLLM_A = vllm_page(kv0=0.1, kv1=0.2, run0=1, run1=0, wait0=0, pre0=5, pre1=1, q=1000, h=100, prompt=1000, gen=50,
-                   ttft_buckets=[1, 1, 1, 1, 1], ttft_sum=0.05)
-VLLM_B = vllm_page(kv0=0.5, kv1=0.7, run0=8, run1=6, wait0=3, pre0=8, pre1=2, q=5000, h=3100, prompt=5000, gen=850,
-                   ttft_buckets=[11, 31, 41, 41, 41], ttft_sum=8.05)
-VLLM_C = vllm_page(kv0=0.9, kv1=0.9, run0=9, run1=7, wait0=5, pre0=12, pre1=2, q=9000, h=6100, prompt=9000, gen=1650,
-                   ttft_buckets=[11, 31, 41, 51, 51], ttft_sum=15.05)
+VLLM_A = vllm_page(
+    kv0=0.1,
+    kv1=0.2,
+    run0=1,
+    run1=0,
+    wait0=0,
+    pre0=5,
+    pre1=1,
+    q=1000,
+    h=100,
+    prompt=1000,
+    gen=50,
+    ttft_buckets=[1, 1, 1, 1, 1],
+    ttft_sum=0.05,
+)
+VLLM_B = vllm_page(
+    kv0=0.5,
+    kv1=0.7,
+    run0=8,
+    run1=6,
+    wait0=3,
+    pre0=8,
+    pre1=2,
+    q=5000,
+    h=3100,
+    prompt=5000,
+    gen=850,
+    ttft_buckets=[11, 31, 41, 41, 41],
+    ttft_sum=8.05,
+)
+VLLM_C = vllm_page(
+    kv0=0.9,
+    kv1=0.9,
+    run0=9,
+    run1=7,
+    wait0=5,
+    pre0=12,
+    pre1=2,
+    q=9000,
+    h=6100,
+    prompt=9000,
+    gen=1650,
+    ttft_buckets=[11, 31, 41, 51, 51],
+    ttft_sum=15.05,
+)
 #: deltas A -> C (by hand)
 VLLM_DELTAS = {
     "preemptions": (12 - 5) + (2 - 1),
@@ -104,7 +146,9 @@ VLLM_OLD_A = VLLM_OLD.format(kv=0.25, run=2, pre=0, q=100, h=0, b1=0, b2=0, s=0)
 VLLM_OLD_B = VLLM_OLD.format(kv=0.75, run=4, pre=3, q=500, h=200, b1=90, b2=100, s=2.5)
 
 #: the deprecation period: vLLM 0.9/0.10 exposed old and new names side by side
-VLLM_BOTH_A = VLLM_OLD_A + """\
+VLLM_BOTH_A = (
+    VLLM_OLD_A
+    + """\
 # TYPE vllm:kv_cache_usage_perc gauge
 vllm:kv_cache_usage_perc{model_name="m"} 0.25
 # TYPE vllm:prefix_cache_queries_total counter
@@ -112,7 +156,10 @@ vllm:prefix_cache_queries_total{model_name="m"} 100
 # TYPE vllm:prefix_cache_hits_total counter
 vllm:prefix_cache_hits_total{model_name="m"} 0
 """
-VLLM_BOTH_B = VLLM_OLD_B + """\
+)
+VLLM_BOTH_B = (
+    VLLM_OLD_B
+    + """\
 # TYPE vllm:kv_cache_usage_perc gauge
 vllm:kv_cache_usage_perc{model_name="m"} 0.75
 # TYPE vllm:prefix_cache_queries_total counter
@@ -120,6 +167,7 @@ vllm:prefix_cache_queries_total{model_name="m"} 500
 # TYPE vllm:prefix_cache_hits_total counter
 vllm:prefix_cache_hits_total{model_name="m"} 200
 """
+)
 
 # ---------------------------------------------------------------- SGLang: 2 TP ranks of one replica
 SGLANG = """\
@@ -160,12 +208,46 @@ sglang:e2e_request_latency_seconds_bucket{{engine_type="unified",is_streaming="t
 sglang:e2e_request_latency_seconds_count{{engine_type="unified",is_streaming="true",model_name="q"}} {e2}
 sglang:e2e_request_latency_seconds_sum{{engine_type="unified",is_streaming="true",model_name="q"}} {esum}
 """
-SGLANG_A = SGLANG.format(usage=0.2, run=3, queue=0, acc=0.5, alen=2.5, retr=2, prompt_s=1000, prompt_n=0, gen=100,
-                         cdev=200, chost=0, e1=0, e2=0, esum=0)
-SGLANG_B = SGLANG.format(usage=0.95, run=30, queue=12, acc=0.7, alen=3.5, retr=9, prompt_s=9000, prompt_n=1000, gen=4100,
-                         cdev=5200, chost=1000, e1=10, e2=40, esum=55.0)
-SGLANG_DELTAS = {"preemptions": 7, "prefix_queries": 9000, "prefix_hits": 6000, "generation_tokens": 4000,
-                 "kv_capacity_tokens": 500000, "e2e_count": 40}
+SGLANG_A = SGLANG.format(
+    usage=0.2,
+    run=3,
+    queue=0,
+    acc=0.5,
+    alen=2.5,
+    retr=2,
+    prompt_s=1000,
+    prompt_n=0,
+    gen=100,
+    cdev=200,
+    chost=0,
+    e1=0,
+    e2=0,
+    esum=0,
+)
+SGLANG_B = SGLANG.format(
+    usage=0.95,
+    run=30,
+    queue=12,
+    acc=0.7,
+    alen=3.5,
+    retr=9,
+    prompt_s=9000,
+    prompt_n=1000,
+    gen=4100,
+    cdev=5200,
+    chost=1000,
+    e1=10,
+    e2=40,
+    esum=55.0,
+)
+SGLANG_DELTAS = {
+    "preemptions": 7,
+    "prefix_queries": 9000,
+    "prefix_hits": 6000,
+    "generation_tokens": 4000,
+    "kv_capacity_tokens": 500000,
+    "e2e_count": 40,
+}
 
 # ---------------------------------------------------------------- TGI (Rust `metrics` exporter)
 TGI = """\

@@ -29,7 +29,9 @@ def _registry() -> CollectorRegistry:
     r = CollectorRegistry()
     Counter("vllm:num_preemptions", "p", ["engine"], registry=r).labels("0").inc(3)
     Gauge("vllm:kv_cache_usage_perc", "kv", ["engine"], registry=r).labels("0").set(0.5)
-    Histogram("vllm:e2e_request_latency_seconds", "e2e", ["engine"], buckets=[1, 2], registry=r).labels("0").observe(1.5)
+    Histogram("vllm:e2e_request_latency_seconds", "e2e", ["engine"], buckets=[1, 2], registry=r).labels("0").observe(
+        1.5
+    )
     return r
 
 
@@ -81,7 +83,9 @@ def test_content_type_refusals(ctype: str | None, body: str, fragment: str) -> N
     assert err.value.permanent and fragment in err.value.reason
 
 
-@pytest.mark.parametrize("junk", ["this is not { a metrics page", "metric_a 1.0\nmetric_b not-a-number\n", "x{a=\"1\" 2\n"])
+@pytest.mark.parametrize(
+    "junk", ["this is not { a metrics page", "metric_a 1.0\nmetric_b not-a-number\n", 'x{a="1" 2\n']
+)
 def test_garbage_raises_a_clear_reason(junk: str) -> None:
     with pytest.raises(TelemetryUnavailable) as err:
         parse(junk, 0.0, content_type="text/plain")

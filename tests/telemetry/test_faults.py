@@ -42,7 +42,9 @@ def started_window(url: str, tmp_path, **kw) -> TelemetrySession:
     s = TelemetrySession(target_url=url, config=Telemetry(nvml=False, **kw), out_dir=tmp_path)
     s.start()
     s.mark_window_start()
-    wait_until(lambda: any('"mark": "start"' in x for x in lines_of(tmp_path / "engine_metrics.jsonl")), "the baseline scrape")
+    wait_until(
+        lambda: any('"mark": "start"' in x for x in lines_of(tmp_path / "engine_metrics.jsonl")), "the baseline scrape"
+    )
     return s
 
 
@@ -63,7 +65,9 @@ def failed_scrapes(tmp_path) -> int:
     ],
     ids=["absent-404", "html", "json", "garbage", "http-500", "empty", "not-an-engine"],
 )
-def test_bad_endpoint_degrades_cleanly(fake_metrics: FakeMetrics, tmp_path, caplog, status, ctype, body, fragment, max_hits) -> None:
+def test_bad_endpoint_degrades_cleanly(
+    fake_metrics: FakeMetrics, tmp_path, caplog, status, ctype, body, fragment, max_hits
+) -> None:
     caplog.set_level(logging.INFO, logger="harness.telemetry")
     fake_metrics.set(body, status=status, content_type=ctype)
     block, stop_hits = run_window(fake_metrics.url, tmp_path, max_hits, lambda: fake_metrics.hits)
@@ -98,7 +102,9 @@ def test_refused_connection(tmp_path, caplog) -> None:
 def test_failures_before_the_window_are_tolerated_quietly(fake_metrics: FakeMetrics, tmp_path, caplog) -> None:
     """The engine may still be starting when telemetry starts: no warning, no disable."""
     fake_metrics.set("starting", status=503)
-    s = TelemetrySession(target_url=fake_metrics.url, config=Telemetry(interval_s=INTERVAL, nvml=False), out_dir=tmp_path)
+    s = TelemetrySession(
+        target_url=fake_metrics.url, config=Telemetry(interval_s=INTERVAL, nvml=False), out_dir=tmp_path
+    )
     s.start()
     wait_until(lambda: fake_metrics.hits >= 5, "5 failed scrapes before the window")
     fake_metrics.set(VLLM_A)
@@ -123,7 +129,9 @@ def test_one_transient_failure_in_the_window_recovers(fake_metrics: FakeMetrics,
     wait_until(lambda: failed_scrapes(tmp_path) >= 1, "a failed scrape in the window")
     fake_metrics.set(VLLM_B)
     good = len(lines_of(tmp_path / "engine_metrics.jsonl"))
-    wait_until(lambda: '"ok": true' in "".join(lines_of(tmp_path / "engine_metrics.jsonl")[good:]), "a good scrape after it")
+    wait_until(
+        lambda: '"ok": true' in "".join(lines_of(tmp_path / "engine_metrics.jsonl")[good:]), "a good scrape after it"
+    )
     s.mark_window_end()
     block = s.stop()
     assert len(telemetry_warnings(caplog)) == 1
@@ -175,7 +183,9 @@ def test_both_marks_during_one_slow_scrape_get_a_scrape_each(fake_metrics: FakeM
     window deltas instead of nothing."""
     fake_metrics.set(VLLM_A)
     fake_metrics.hold()  # every scrape waits for release(): a /metrics slower than the whole window
-    s = TelemetrySession(target_url=fake_metrics.url, config=Telemetry(interval_s=INTERVAL, nvml=False), out_dir=tmp_path)
+    s = TelemetrySession(
+        target_url=fake_metrics.url, config=Telemetry(interval_s=INTERVAL, nvml=False), out_dir=tmp_path
+    )
     s.start()
     wait_until(lambda: len(fake_metrics.held) >= 1, "a periodic scrape in flight")
     s.mark_window_start()
@@ -199,7 +209,9 @@ def test_the_marks_do_not_queue_behind_a_periodic_scrape(fake_metrics: FakeMetri
     dropped): the counters are exact deltas between the baseline and the final scrape."""
     fake_metrics.set(VLLM_A)
     fake_metrics.hold()
-    s = TelemetrySession(target_url=fake_metrics.url, config=Telemetry(interval_s=INTERVAL, nvml=False), out_dir=tmp_path)
+    s = TelemetrySession(
+        target_url=fake_metrics.url, config=Telemetry(interval_s=INTERVAL, nvml=False), out_dir=tmp_path
+    )
     s.start()
     wait_until(lambda: len(fake_metrics.held) >= 1, "the first periodic scrape in flight")
     s.mark_window_start()
@@ -239,8 +251,9 @@ def test_hung_endpoint_final_scrape_not_retried(fake_metrics: FakeMetrics, tmp_p
     assert "timed out" in (block["telemetry"]["missing_reason"] or "")
 
 
-def test_a_page_over_the_size_limit_turns_telemetry_off_after_one_fetch(fake_metrics: FakeMetrics, tmp_path, caplog,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_page_over_the_size_limit_turns_telemetry_off_after_one_fetch(
+    fake_metrics: FakeMetrics, tmp_path, caplog, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Audit R12: a valid 30 MB page (550k series), under the old 32 MiB cap, made a 3-s run take
     53 s and 1.8 GB, fetched and parsed at every mark. The cap is 8 MiB (HARNESS_MAX_METRICS_BYTES):
     such a page is one warning and telemetry off after one fetch."""

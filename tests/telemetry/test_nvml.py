@@ -38,14 +38,19 @@ class FakeNvml(types.ModuleType):
     def nvmlInit(self): ...
     def nvmlShutdown(self):
         self.shutdown = True
+
     def nvmlDeviceGetCount(self):
         return len(self.used[0])
+
     def nvmlSystemGetDriverVersion(self):
         return b"550.90"
+
     def nvmlDeviceGetHandleByIndex(self, i):
         return i
+
     def nvmlDeviceGetName(self, h):
         return "NVIDIA H200"
+
     def nvmlDeviceGetUUID(self, h):
         return f"GPU-{h}"
 
@@ -77,15 +82,25 @@ def test_window_maxima_per_gpu(monkeypatch) -> None:
 def test_session_samples_only_local_targets(monkeypatch, tmp_path) -> None:
     fake = FakeNvml([[3 * GIB]])
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    remote = TelemetrySession(target_url="http://10.255.255.1:8000", config=Telemetry(interval_s=0.1, enabled=True),
-                              out_dir=tmp_path / "r", engine_kind="transformers")
-    local = TelemetrySession(target_url="http://127.0.0.1:1", config=Telemetry(interval_s=0.1), out_dir=tmp_path / "l",
-                             engine_kind="transformers")
+    remote = TelemetrySession(
+        target_url="http://10.255.255.1:8000",
+        config=Telemetry(interval_s=0.1, enabled=True),
+        out_dir=tmp_path / "r",
+        engine_kind="transformers",
+    )
+    local = TelemetrySession(
+        target_url="http://127.0.0.1:1",
+        config=Telemetry(interval_s=0.1),
+        out_dir=tmp_path / "l",
+        engine_kind="transformers",
+    )
     for s in (remote, local):
         s.start()
         s.mark_window_start()
-    wait_until(lambda: any("gpu_used_bytes" in x for x in lines_of(tmp_path / "l" / "engine_metrics.jsonl")),
-               "a GPU memory sample of the local target")
+    wait_until(
+        lambda: any("gpu_used_bytes" in x for x in lines_of(tmp_path / "l" / "engine_metrics.jsonl")),
+        "a GPU memory sample of the local target",
+    )
     for s in (remote, local):
         s.mark_window_end()
     r, l_ = remote.stop(), local.stop()
@@ -96,8 +111,14 @@ def test_session_samples_only_local_targets(monkeypatch, tmp_path) -> None:
 
 @pytest.mark.parametrize(
     "url, local",
-    [("http://127.0.0.1:8000", True), ("http://localhost:8000/v1", True), ("http://[::1]:80", True),
-     ("http://0.0.0.0:8000", True), (None, True), ("http://10.255.255.1:8000", False)],
+    [
+        ("http://127.0.0.1:8000", True),
+        ("http://localhost:8000/v1", True),
+        ("http://[::1]:80", True),
+        ("http://0.0.0.0:8000", True),
+        (None, True),
+        ("http://10.255.255.1:8000", False),
+    ],
 )
 def test_is_local_url(url, local) -> None:
     assert is_local_url(url) is local
@@ -123,8 +144,10 @@ def test_another_process_on_the_gpu_is_named(monkeypatch) -> None:
 
     fake = FakeNvml([[20 * GIB]])
     own, other = os.getpid(), 2**22 + 7  # this process (its command line is readable) and one that is not here
-    fake.nvmlDeviceGetComputeRunningProcesses = lambda h: [types.SimpleNamespace(pid=own, usedGpuMemory=16 * GIB),
-                                                           types.SimpleNamespace(pid=other, usedGpuMemory=4 * GIB)]
+    fake.nvmlDeviceGetComputeRunningProcesses = lambda h: [
+        types.SimpleNamespace(pid=own, usedGpuMemory=16 * GIB),
+        types.SimpleNamespace(pid=other, usedGpuMemory=4 * GIB),
+    ]
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     s = NvmlSampler()
     assert s.open() is None

@@ -35,8 +35,14 @@ def test_registry_lists_all_engines_and_rejects_unknown() -> None:
 
 @pytest.mark.parametrize(
     "text, expected",
-    [(pages.VLLM_A, "vllm"), (pages.VLLM_OLD_A, "vllm"), (pages.SGLANG_A, "sglang"), (pages.TGI_A, "tgi"),
-     (pages.LLAMACPP_A, "llamacpp"), ("python_gc_objects_collected_total 1\nprocess_cpu_seconds_total 2\n", None)],
+    [
+        (pages.VLLM_A, "vllm"),
+        (pages.VLLM_OLD_A, "vllm"),
+        (pages.SGLANG_A, "sglang"),
+        (pages.TGI_A, "tgi"),
+        (pages.LLAMACPP_A, "llamacpp"),
+        ("python_gc_objects_collected_total 1\nprocess_cpu_seconds_total 2\n", None),
+    ],
 )
 def test_detection_from_prefixes(text: str, expected: str | None) -> None:
     found = detect_profile(parse(text, 0).names())
@@ -96,7 +102,11 @@ def test_sglang_ranks_retractions_and_cached_tokens() -> None:
     assert b["kv_usage"]["max"] == pytest.approx(0.95)
     assert b["kv_capacity_tokens"] == 500000 and b["block_size"] == 1
     assert b["generation_tokens"] == 4000
-    assert b["spec_decode"] == {"acceptance_rate": pytest.approx(0.6), "mean_acceptance_length": pytest.approx(3.0), "per_position": None}
+    assert b["spec_decode"] == {
+        "acceptance_rate": pytest.approx(0.6),
+        "mean_acceptance_length": pytest.approx(3.0),
+        "per_position": None,
+    }
     assert b["engine_latency_ms"]["e2e"]["count"] == d["e2e_count"]
     assert b["engine_latency_ms"]["e2e"]["p50"] == pytest.approx(1000 + 1000 * (20 - 10) / 30)
 
@@ -136,7 +146,10 @@ def test_vllm_spec_decode_per_position() -> None:
             f'vllm:spec_decode_num_drafts_total{{engine="0"}} {drafts}',
             f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {toks}',
             f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {acc}',
-        ] + [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="{i}"}} {v}' for i, v in enumerate(per)]
+        ] + [
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="{i}"}} {v}'
+            for i, v in enumerate(per)
+        ]
         return "\n".join(lines) + "\n"
 
     b = block("vllm", page(10, 30, 15, (8, 5, 2)), page(110, 330, 195, (88, 65, 42)))

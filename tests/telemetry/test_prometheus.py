@@ -25,6 +25,7 @@ from .helpers import assert_all_null, assert_close_tree, assert_shape, telemetry
 def both_scraped(dirs, what: str, match, after: tuple[int, ...] = (0, 0), count: int = 1) -> tuple[int, ...]:
     """Wait until each session's engine_metrics.jsonl holds, past its first `after` lines, `count`
     scrapes that `match`; returns the line counts then (the next call's `after`)."""
+
     def found():
         counts = []
         for out, skip in zip(dirs, after, strict=True):
@@ -33,7 +34,9 @@ def both_scraped(dirs, what: str, match, after: tuple[int, ...] = (0, 0), count:
                 return None
             counts.append(len(lines))
         return tuple(counts)
+
     return wait_until(found, what)
+
 
 MIB = 1024 * 1024
 
@@ -68,10 +71,18 @@ def test_colon_names_are_stored_with_underscores(stack) -> None:
 @needs_prometheus
 def test_direct_and_prometheus_modes_agree(stack, tmp_path, caplog) -> None:
     exporter, prom = stack
-    direct = TelemetrySession(target_url=exporter.url, config=Telemetry(interval_s=0.25, nvml=False),
-                              out_dir=tmp_path / "direct", expected_prefix_hit_rate=0.6)
-    viaprom = TelemetrySession(target_url=exporter.url, config=Telemetry(interval_s=0.5, nvml=False, prometheus=prom.url,
-                               selector='{job="engine"}'), out_dir=tmp_path / "prom", expected_prefix_hit_rate=0.6)
+    direct = TelemetrySession(
+        target_url=exporter.url,
+        config=Telemetry(interval_s=0.25, nvml=False),
+        out_dir=tmp_path / "direct",
+        expected_prefix_hit_rate=0.6,
+    )
+    viaprom = TelemetrySession(
+        target_url=exporter.url,
+        config=Telemetry(interval_s=0.5, nvml=False, prometheus=prom.url, selector='{job="engine"}'),
+        out_dir=tmp_path / "prom",
+        expected_prefix_hit_rate=0.6,
+    )
     dirs = (tmp_path / "direct", tmp_path / "prom")
     direct.start()
     viaprom.start()
@@ -134,8 +145,11 @@ def test_direct_and_prometheus_modes_agree(stack, tmp_path, caplog) -> None:
 @needs_prometheus
 def test_selector_matching_nothing(stack, tmp_path, caplog) -> None:
     _exporter, prom = stack
-    s = TelemetrySession(target_url=None, config=Telemetry(interval_s=0.2, nvml=False, prometheus=prom.url,
-                         selector='job="not-there"'), out_dir=tmp_path)
+    s = TelemetrySession(
+        target_url=None,
+        config=Telemetry(interval_s=0.2, nvml=False, prometheus=prom.url, selector='job="not-there"'),
+        out_dir=tmp_path,
+    )
     s.start()
     s.mark_window_start()
     wait_until(lambda: telemetry_warnings(caplog), "the warning that the selector matches nothing")
@@ -150,8 +164,11 @@ def test_selector_matching_nothing(stack, tmp_path, caplog) -> None:
 
 def test_prometheus_unreachable(tmp_path, caplog) -> None:
     caplog.set_level(logging.INFO, logger="harness.telemetry")
-    s = TelemetrySession(target_url=None, config=Telemetry(interval_s=0.2, nvml=False,
-                         prometheus=f"http://127.0.0.1:{free_port()}"), out_dir=tmp_path)
+    s = TelemetrySession(
+        target_url=None,
+        config=Telemetry(interval_s=0.2, nvml=False, prometheus=f"http://127.0.0.1:{free_port()}"),
+        out_dir=tmp_path,
+    )
     s.start()
     s.mark_window_start()
     wait_until(lambda: telemetry_warnings(caplog), "the warning that Prometheus is unreachable")
@@ -164,8 +181,9 @@ def test_prometheus_unreachable(tmp_path, caplog) -> None:
 
 def test_not_a_prometheus(fake_metrics: FakeMetrics, tmp_path, caplog) -> None:
     fake_metrics.set("<html>grafana login</html>", content_type="text/html")
-    s = TelemetrySession(target_url=None, config=Telemetry(interval_s=0.2, nvml=False, prometheus=fake_metrics.url),
-                         out_dir=tmp_path)
+    s = TelemetrySession(
+        target_url=None, config=Telemetry(interval_s=0.2, nvml=False, prometheus=fake_metrics.url), out_dir=tmp_path
+    )
     s.start()
     s.mark_window_start()
     wait_until(lambda: telemetry_warnings(caplog), "the warning that it is not a Prometheus")
@@ -177,6 +195,8 @@ def test_not_a_prometheus(fake_metrics: FakeMetrics, tmp_path, caplog) -> None:
 
 
 def test_bad_selector_is_reported(tmp_path) -> None:
-    s = TelemetrySession(target_url=None, config=Telemetry(prometheus="http://127.0.0.1:9", selector="job=vllm"), out_dir=tmp_path)
+    s = TelemetrySession(
+        target_url=None, config=Telemetry(prometheus="http://127.0.0.1:9", selector="job=vllm"), out_dir=tmp_path
+    )
     block = s.stop()
     assert "not a PromQL label matcher list" in block["telemetry"]["missing_reason"]

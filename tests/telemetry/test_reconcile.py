@@ -9,10 +9,22 @@ from harness.telemetry.reconcile import reconcile
 def engine(ttft=(180.0, [100.0, 250.0]), scrapes=20, reason=None, source="direct") -> dict:
     b = empty_block(source=source, missing_reason=reason, profile="vllm", scrapes=scrapes)
     p50, bucket = ttft
-    b["engine_latency_ms"]["ttft"] = {"p50": p50, "p99": 240.0, "mean": 170.0, "count": 100,
-                                      "p50_bucket_ms": bucket, "p99_bucket_ms": [100.0, 250.0]}
-    b["engine_latency_ms"]["itl"] = {"p50": 30.0, "p99": 45.0, "mean": 31.0, "count": 1000,
-                                     "p50_bucket_ms": [25.0, 50.0], "p99_bucket_ms": [25.0, 50.0]}
+    b["engine_latency_ms"]["ttft"] = {
+        "p50": p50,
+        "p99": 240.0,
+        "mean": 170.0,
+        "count": 100,
+        "p50_bucket_ms": bucket,
+        "p99_bucket_ms": [100.0, 250.0],
+    }
+    b["engine_latency_ms"]["itl"] = {
+        "p50": 30.0,
+        "p99": 45.0,
+        "mean": 31.0,
+        "count": 1000,
+        "p50_bucket_ms": [25.0, 50.0],
+        "p99_bucket_ms": [25.0, 50.0],
+    }
     return b
 
 
@@ -58,9 +70,11 @@ def test_a_slow_metrics_endpoint_is_named_with_the_span_its_counters_cover() -> 
     slow = engine()
     slow["telemetry"].update({"scrape_ms": {"mean": 5020.5, "max": 5025.7}, "window_s": 8.359, "scraped_span_s": 5.017})
     w = reconcile(CLIENT_OK, slow)
-    assert w == ["The engine's /metrics took up to 5.0 s to answer: each scrape shows the engine at an unknown "
-                 "moment inside that time; its counters span 5.0 s of the 8.4 s window, so engine totals need "
-                 "not match the client's."]
+    assert w == [
+        "The engine's /metrics took up to 5.0 s to answer: each scrape shows the engine at an unknown "
+        "moment inside that time; its counters span 5.0 s of the 8.4 s window, so engine totals need "
+        "not match the client's."
+    ]
     quick = engine()
     quick["telemetry"].update({"scrape_ms": {"mean": 40.0, "max": 650.0}, "window_s": 8.0, "scraped_span_s": 7.9})
     assert reconcile(CLIENT_OK, quick) == []  # under 1 s: no warning

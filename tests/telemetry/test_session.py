@@ -23,9 +23,11 @@ from .pages import SGLANG_A, SGLANG_B
 def scraped(out: Path, what: str, match: Callable[[dict[str, Any]], Any], after: int = 0) -> int:
     """Wait until engine_metrics.jsonl holds, past its first `after` lines, a scrape that `match`es;
     returns how many lines it holds then (the next call's `after`)."""
+
     def found() -> int | None:
         lines = [json.loads(x) for x in lines_of(out / "engine_metrics.jsonl")]
         return len(lines) if any(match(x) for x in lines[after:]) else None
+
     return wait_until(found, what)
 
 
@@ -37,8 +39,13 @@ def exporter():
 
 
 def test_direct_mode_equals_ground_truth_across_a_restart(exporter: Exporter, tmp_path, caplog) -> None:
-    s = TelemetrySession(target_url=exporter.url, config=Telemetry(interval_s=0.2), out_dir=tmp_path,
-                         expected_prefix_hit_rate=0.6, engine_kind="vllm")
+    s = TelemetrySession(
+        target_url=exporter.url,
+        config=Telemetry(interval_s=0.2),
+        out_dir=tmp_path,
+        expected_prefix_hit_rate=0.6,
+        engine_kind="vllm",
+    )
     s.start()
     n = scraped(tmp_path, "a scrape before the window", lambda x: x.get("ok"))
     s.mark_window_start()
@@ -61,8 +68,12 @@ def test_direct_mode_equals_ground_truth_across_a_restart(exporter: Exporter, tm
     assert block["preemptions"]["count"] == truth["preemptions"] > 0
     assert block["prompt_tokens"] == truth["prompt_tokens"]
     assert block["generation_tokens"] == truth["generation_tokens"]
-    assert block["prefix_cache"] == {"queries": truth["prefix_queries"], "hits": truth["prefix_hits"],
-                                     "hit_rate": pytest.approx(0.6), "expected_hit_rate": 0.6}
+    assert block["prefix_cache"] == {
+        "queries": truth["prefix_queries"],
+        "hits": truth["prefix_hits"],
+        "hit_rate": pytest.approx(0.6),
+        "expected_hit_rate": 0.6,
+    }
     assert block["engine_latency_ms"]["ttft"]["count"] == truth["requests"]
     assert block["engine_latency_ms"]["ttft"]["mean"] == pytest.approx(150.0)
     assert block["engine_latency_ms"]["e2e"]["p50_bucket_ms"] == [1000.0, 1500.0]
@@ -108,8 +119,11 @@ def test_stop_without_end_mark_closes_the_window(exporter: Exporter, tmp_path) -
 
 def test_explicit_profile_and_sglang_page(fake_metrics: FakeMetrics, tmp_path) -> None:
     fake_metrics.set(SGLANG_A)
-    s = TelemetrySession(target_url=None, config=Telemetry(interval_s=0.2, nvml=False, profile="sglang",
-                         metrics_url=fake_metrics.url + "/metrics"), out_dir=tmp_path)
+    s = TelemetrySession(
+        target_url=None,
+        config=Telemetry(interval_s=0.2, nvml=False, profile="sglang", metrics_url=fake_metrics.url + "/metrics"),
+        out_dir=tmp_path,
+    )
     s.start()
     s.mark_window_start()
     n = scraped(tmp_path, "the baseline scrape", lambda x: x.get("mark") == "start")
@@ -136,7 +150,9 @@ def test_unknown_profile_is_a_user_error(tmp_path) -> None:
     ],
 )
 def test_sources_that_are_none(tmp_path, caplog, kw, target, kind, reason) -> None:
-    s = TelemetrySession(target_url=target, config=Telemetry(interval_s=0.2, nvml=False, **kw), out_dir=tmp_path, engine_kind=kind)
+    s = TelemetrySession(
+        target_url=target, config=Telemetry(interval_s=0.2, nvml=False, **kw), out_dir=tmp_path, engine_kind=kind
+    )
     s.start()
     s.mark_window_start()
     s.mark_window_end()

@@ -29,6 +29,7 @@ def scraped(out, what: str, match) -> None:
     """Wait until OUT/engine_metrics.jsonl holds a scrape that `match`es."""
     wait_until(lambda: any(match(json.loads(x)) for x in lines_of(out / "engine_metrics.jsonl")), what)
 
+
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("harness.sim") is None or importlib.util.find_spec("harness.sim.__main__") is None,
     reason="the simulated engine (python -m harness.sim) is not in this tree yet",
@@ -44,7 +45,8 @@ class Sim:
         self.log = tmp / f"sim-{self.port}.log"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "harness.sim", "--port", str(self.port), *COMMON, *flags],
-            stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.log, "w"),
         )
         try:
             wait_until(self._healthy, "the simulated engine's /health", details=lambda: self.log.read_text()[-600:])
@@ -72,8 +74,11 @@ class Sim:
 
 def drive(url: str, prompts: list[str], concurrency: int, max_tokens: int = 100) -> list[dict]:
     def one(prompt: str) -> dict:
-        r = requests.post(url + "/v1/completions", timeout=120, json={
-            "model": "sim-llama-8b", "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True})
+        r = requests.post(
+            url + "/v1/completions",
+            timeout=120,
+            json={"model": "sim-llama-8b", "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True},
+        )
         r.raise_for_status()
         return r.json()["usage"]
 
@@ -107,17 +112,26 @@ def starved(tmp_path_factory):
 def test_kv_starved_preempts_and_both_modes_agree(starved, tmp_path, caplog) -> None:
     sim, prom = starved
     rng = random.Random(1)
-    sessions = {"direct": TelemetrySession(target_url=sim.url, config=Telemetry(interval_s=0.2, nvml=False),
-                                           out_dir=tmp_path / "d", engine_kind="sim")}
+    sessions = {
+        "direct": TelemetrySession(
+            target_url=sim.url, config=Telemetry(interval_s=0.2, nvml=False), out_dir=tmp_path / "d", engine_kind="sim"
+        )
+    }
     if prom is not None:
         sessions["prometheus"] = TelemetrySession(
-            target_url=sim.url, config=Telemetry(interval_s=0.5, nvml=False, prometheus=prom.url), out_dir=tmp_path / "p")
+            target_url=sim.url,
+            config=Telemetry(interval_s=0.5, nvml=False, prometheus=prom.url),
+            out_dir=tmp_path / "p",
+        )
     for s in sessions.values():
         s.start()
     warm = drive(sim.url, [words(rng, 60)], 1)  # warmup, outside the window
     for name in sessions:  # each source (Prometheus too) has seen the post-warmup state
-        scraped(tmp_path / name[0], f"the {name} scrape of the post-warmup state",
-                lambda x: x.get("generation_tokens_total") == warm[0]["completion_tokens"])
+        scraped(
+            tmp_path / name[0],
+            f"the {name} scrape of the post-warmup state",
+            lambda x: x.get("generation_tokens_total") == warm[0]["completion_tokens"],
+        )
     for s in sessions.values():
         s.mark_window_start()
     for name in sessions:
@@ -154,8 +168,12 @@ def test_roomy_shared_prefix_hits_the_expected_rate(tmp_path) -> None:
         rng = random.Random(2)
         prefix = words(rng, 240)  # 15 full blocks, shared; 60 unique words after it
         expected = 240 / 300
-        s = TelemetrySession(target_url=sim.url, config=Telemetry(interval_s=0.2, nvml=False), out_dir=tmp_path,
-                             expected_prefix_hit_rate=expected)
+        s = TelemetrySession(
+            target_url=sim.url,
+            config=Telemetry(interval_s=0.2, nvml=False),
+            out_dir=tmp_path,
+            expected_prefix_hit_rate=expected,
+        )
         s.start()
         drive(sim.url, [prefix + " " + words(rng, 60)], 1)  # warmup fills the prefix cache
         s.mark_window_start()
@@ -177,7 +195,9 @@ def test_roomy_shared_prefix_hits_the_expected_rate(tmp_path) -> None:
 def test_sim_metrics_faults(tmp_path, caplog, fault: str, fragment: str) -> None:
     sim = Sim(tmp_path, "--num-gpu-blocks-override", "400", "--fault-metrics", fault)
     try:
-        s = TelemetrySession(target_url=sim.url, config=Telemetry(interval_s=0.2, nvml=False), out_dir=tmp_path, engine_kind="sim")
+        s = TelemetrySession(
+            target_url=sim.url, config=Telemetry(interval_s=0.2, nvml=False), out_dir=tmp_path, engine_kind="sim"
+        )
         s.start()
         s.mark_window_start()
         drive(sim.url, ["bab bac bad"] * 4, concurrency=2, max_tokens=20)

@@ -18,10 +18,27 @@ import sys
 
 TF_BLOCK = 256
 SIM_BLOCK = 16
-VALUED = {"--host", "--port", "--dtype", "--log-level", "--cb-num-blocks", "--cb-block-size", "--cb-max-batch-tokens",
-          "--cb-max-memory-percent", "--attn-implementation", "--device"}
-SWITCHES = {"--continuous-batching", "--no-continuous-batching", "--cb-use-cuda-graph", "--no-cb-use-cuda-graph",
-            "--compile", "--no-compile", "--force-model"}
+VALUED = {
+    "--host",
+    "--port",
+    "--dtype",
+    "--log-level",
+    "--cb-num-blocks",
+    "--cb-block-size",
+    "--cb-max-batch-tokens",
+    "--cb-max-memory-percent",
+    "--attn-implementation",
+    "--device",
+}
+SWITCHES = {
+    "--continuous-batching",
+    "--no-continuous-batching",
+    "--cb-use-cuda-graph",
+    "--no-cb-use-cuda-graph",
+    "--compile",
+    "--no-compile",
+    "--force-model",
+}
 
 
 def main(argv: list[str]) -> int:

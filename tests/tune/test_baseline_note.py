@@ -11,8 +11,17 @@ from harness.tune.steps.baseline import short_window
 
 
 def meas(e2e_p50_ms: float, completed: int) -> Measurement:
-    entry = Cell.model_validate({"config_id": "c", "scenario": "chat", "status": "complete", "load_level": "concurrency=32", "id": "c", "run_dir": "runs/c",
-             "metrics": {"e2e_p50_ms": e2e_p50_ms, "completed": completed}})
+    entry = Cell.model_validate(
+        {
+            "config_id": "c",
+            "scenario": "chat",
+            "status": "complete",
+            "load_level": "concurrency=32",
+            "id": "c",
+            "run_dir": "runs/c",
+            "metrics": {"e2e_p50_ms": e2e_p50_ms, "completed": completed},
+        }
+    )
     return Measurement({}, "c", Path("."), [entry], "concurrency=32")
 
 

@@ -24,9 +24,21 @@ TUNE = ROOT / "scenarios" / "tune"
 
 
 def tune(*args: str, **kw) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_BASELINES": str(kw.pop("baselines", ROOT / ".cache" / "test-baselines"))}
-    return subprocess.Popen([sys.executable, "-m", "harness.cli.main", "tune", *args, "--quiet"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, **kw)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "HARNESS_BASELINES": str(kw.pop("baselines", ROOT / ".cache" / "test-baselines")),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.cli.main", "tune", *args, "--quiet"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        **kw,
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float = 900) -> str:
@@ -44,8 +56,19 @@ def run_case(name: str, out: Path) -> dict:
     assert proc.returncode == 0, text[-3000:]
     doc = json.loads((out / "tune.json").read_text())
     assert doc["schema_version"] == 1 and doc["status"] == "complete"
-    assert [s["step"] for s in doc["steps"]] == ["context-length", "gpu-memory", "baseline", "max-num-seqs", "cuda-graphs",
-                                                 "max-num-batched-tokens", "cache-check", "kv-dtype", "parallelism", "speculative", "final"]
+    assert [s["step"] for s in doc["steps"]] == [
+        "context-length",
+        "gpu-memory",
+        "baseline",
+        "max-num-seqs",
+        "cuda-graphs",
+        "max-num-batched-tokens",
+        "cache-check",
+        "kv-dtype",
+        "parallelism",
+        "speculative",
+        "final",
+    ]
     assert (out / "report.html").is_file() and (out / "recommended.yaml").is_file()
     return doc
 
@@ -84,9 +107,14 @@ def test_prefix_caching_off_is_turned_on_and_resume_after_kill_redoes_no_cell(tm
             return any(c["status"] == "complete" for c in json.loads(cache_index.read_text())["cells"])
         except (OSError, ValueError):  # not written yet, or caught mid-write
             return False
+
     try:
-        wait_until(lambda: first.poll() is not None or cache_check_cell_done(), "a finished cache-check cell",
-                   timeout_s=600, interval_s=0.2)
+        wait_until(
+            lambda: first.poll() is not None or cache_check_cell_done(),
+            "a finished cache-check cell",
+            timeout_s=600,
+            interval_s=0.2,
+        )
         assert first.poll() is None, "the tune ended before it could be killed"
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
@@ -97,7 +125,10 @@ def test_prefix_caching_off_is_turned_on_and_resume_after_kill_redoes_no_cell(tm
     for index in out.glob("steps/*/index.json"):
         for c in json.loads(index.read_text())["cells"]:
             if c["status"] == "complete":
-                before[f"{index.parent.name}/{c['id']}"] = (c["finished"], (index.parent / c["run_dir"] / "summary.json").stat().st_mtime_ns)
+                before[f"{index.parent.name}/{c['id']}"] = (
+                    c["finished"],
+                    (index.parent / c["run_dir"] / "summary.json").stat().st_mtime_ns,
+                )
     assert len(before) >= 2
     starts_before = json.loads((out / "cost.json").read_text())["engine_starts"]
 
@@ -107,8 +138,13 @@ def test_prefix_caching_off_is_turned_on_and_resume_after_kill_redoes_no_cell(tm
     doc = json.loads((out / "tune.json").read_text())
     for key, (finished, mtime) in before.items():
         sweep, cell_id = key.split("/", 1)
-        entry = next(c for c in json.loads((out / "steps" / sweep / "index.json").read_text())["cells"] if c["id"] == cell_id)
-        assert entry["finished"] == finished and (out / "steps" / sweep / entry["run_dir"] / "summary.json").stat().st_mtime_ns == mtime, key
+        entry = next(
+            c for c in json.loads((out / "steps" / sweep / "index.json").read_text())["cells"] if c["id"] == cell_id
+        )
+        assert (
+            entry["finished"] == finished
+            and (out / "steps" / sweep / entry["run_dir"] / "summary.json").stat().st_mtime_ns == mtime
+        ), key
     # only the final run was missing: one more start
     assert doc["cost"]["engine_starts"] == starts_before + 1
 
@@ -124,7 +160,9 @@ def test_prefix_caching_off_is_turned_on_and_resume_after_kill_redoes_no_cell(tm
     assert "TTFT p50" in cc["reason"] and "interval" in cc["reason"] and "hit rate" in cc["reason"]
     assert doc["final"]["flags"]["enable-prefix-caching"] is True
     assert "--enable-prefix-caching" in doc["final"]["command"]
-    assert step(doc, "kv-dtype")["verdict"] == "skipped" and "memory is not the limit" in step(doc, "kv-dtype")["reason"]
+    assert (
+        step(doc, "kv-dtype")["verdict"] == "skipped" and "memory is not the limit" in step(doc, "kv-dtype")["reason"]
+    )
     beats_baseline(doc)
 
 
@@ -198,14 +236,27 @@ def test_fp8_kv_cache_that_fails_the_quality_gate_is_not_chosen(tmp_path):
     greedy outputs differ from the current flags' on a third of the prompts: the kv-dtype step
     keeps the current dtype and says why, with the quality figures in tried."""
     data = {
-        "name": "kv-fp8", "engine": {"kind": "sim", "ready_timeout_s": 60, "stop_timeout_s": 10},
-        "base": {"sim-gpu-memory-gib": 24, "sim-hbm-tbps": 0.3, "sim-tflops": 120, "sim-speed": 4, "max-num-seqs": 128,
-                 "max-model-len": 4096, "sim-fp8-kv-error": 0.5},
+        "name": "kv-fp8",
+        "engine": {"kind": "sim", "ready_timeout_s": 60, "stop_timeout_s": 10},
+        "base": {
+            "sim-gpu-memory-gib": 24,
+            "sim-hbm-tbps": 0.3,
+            "sim-tflops": 120,
+            "sim-speed": 4,
+            "max-num-seqs": 128,
+            "max-model-len": 4096,
+            "sim-fp8-kv-error": 0.5,
+        },
         "workload": [str(ROOT / "scenarios" / "short_prompt_long_output.yaml")],
-        "load": {"concurrency": 128}, "context": {"max_model_len": 4096},
-        "steps": ["baseline", "kv-dtype"], "measure": {"duration_s": 8, "warmup_s": 1},
-        "quality": {"prompts": str(ROOT / "scenarios" / "datasets" / "quality_sim.jsonl"), "max_tokens": 16,
-                    "gate": {"min_exact_agreement": 0.95}},
+        "load": {"concurrency": 128},
+        "context": {"max_model_len": 4096},
+        "steps": ["baseline", "kv-dtype"],
+        "measure": {"duration_s": 8, "warmup_s": 1},
+        "quality": {
+            "prompts": str(ROOT / "scenarios" / "datasets" / "quality_sim.jsonl"),
+            "max_tokens": 16,
+            "gate": {"min_exact_agreement": 0.95},
+        },
     }
     path = tmp_path / "tune.yaml"
     path.write_text(json.dumps(data))
@@ -216,7 +267,9 @@ def test_fp8_kv_cache_that_fails_the_quality_gate_is_not_chosen(tmp_path):
     doc = json.loads((out / "tune.json").read_text())
     s = step(doc, "kv-dtype")
     assert s["verdict"] == "kept", s["reason"]
-    assert "memory is the limit" in s["reason"] and "quality gate FAIL" in s["reason"] and "exact agreement" in s["reason"]
+    assert (
+        "memory is the limit" in s["reason"] and "quality gate FAIL" in s["reason"] and "exact agreement" in s["reason"]
+    )
     fp8 = next(t for t in s["tried"] if t["flags"].get("kv-cache-dtype") == "fp8")
     assert fp8["quality"]["status"] == "fail" and fp8["quality"]["exact_agreement"] < 0.95
     assert "kv-cache-dtype" not in s["chosen"]

@@ -15,8 +15,11 @@ from harness.tune.load import load_tune
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = {
-    "name": "t", "load": {"concurrency": 2, "duration_s": 2},
-    "workload": {"classes": [{"name": "a", "input_tokens": 32, "output_tokens": {"dist": "uniform", "min": 8, "max": 16}}]},
+    "name": "t",
+    "load": {"concurrency": 2, "duration_s": 2},
+    "workload": {
+        "classes": [{"name": "a", "input_tokens": 32, "output_tokens": {"dist": "uniform", "min": 8, "max": 16}}]
+    },
 }
 
 
@@ -38,11 +41,22 @@ def test_valid_file_derives_the_context_length(tmp_path):
 
 
 def test_every_problem_is_one_line_with_its_field_path(tmp_path):
-    bad = {**good(), "engine": {"kind": "sim", "portt": 1}, "load": {"concurrency": 4, "rate": 2},
-           "steps": ["baseline", "warp-speed"], "measure": {"duration_s": -1}, "budgett": {}}
+    bad = {
+        **good(),
+        "engine": {"kind": "sim", "portt": 1},
+        "load": {"concurrency": 4, "rate": 2},
+        "steps": ["baseline", "warp-speed"],
+        "measure": {"duration_s": -1},
+        "budgett": {},
+    }
     path = write(tmp_path, bad)
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "tune", str(path), "--plan"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "tune", str(path), "--plan"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     lines = [ln.removeprefix("error: ") for ln in proc.stderr.splitlines() if ln.strip()]
@@ -73,11 +87,27 @@ def test_workload_problems_are_collected(tmp_path):
 
 def test_plan_starts_nothing_and_lists_the_steps(tmp_path):
     path = write(tmp_path, {**good(), "candidates": {"max-num-seqs": [8, 16]}})
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "tune", str(path), "--plan"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "tune", str(path), "--plan"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
-    for step in ("context-length", "gpu-memory", "baseline", "max-num-seqs", "cuda-graphs", "max-num-batched-tokens",
-                 "cache-check", "kv-dtype", "parallelism", "speculative", "final"):
+    for step in (
+        "context-length",
+        "gpu-memory",
+        "baseline",
+        "max-num-seqs",
+        "cuda-graphs",
+        "max-num-batched-tokens",
+        "cache-check",
+        "kv-dtype",
+        "parallelism",
+        "speculative",
+        "final",
+    ):
         assert f". {step}:" in proc.stdout
     assert "max-num-seqs: 8, 16" in proc.stdout
     assert not (tmp_path / "results").exists()
@@ -92,21 +122,42 @@ def test_shipped_tune_files_load(path):
     assert spec.scenarios and spec.max_model_len > 0
 
 
-@pytest.mark.parametrize("patch, says", [
-    ({"load": {"concurrency": True}}, "load.concurrency: must be a valid integer"),  # ran at 1 user
-    ({"load": {"concurrency": "4"}}, "load.concurrency: must be a valid integer"),
-    ({"load": {"concurrency": 10_000_000}}, "load.concurrency: 10,000,000 concurrent users is above the limit"),
-    ({"load": {"rate": float("inf")}}, "load.rate: must be a finite number"),
-    ({"load": {"concurrency": 4, "capacity_levels": [1e308]}}, "load.capacity_levels[0]: must be less than or equal to 100"),
-    ({"load": {"concurrency": 400, "capacity_levels": [80]}}, "capacity_levels: the highest level is 32,000 concurrent users"),
-    ({"measure": {"warmup_s": float("inf")}}, "measure.warmup_s: must be a finite number"),  # failed the baseline step
-    ({"measure": {"duration_s": 1e300}}, "measure.duration_s: 1e+300 seconds is above the limit of 604,800 (set HARNESS_MAX_DURATION_S=N"),
-    ({"measure": {"repeats": 10**12}}, "measure.repeats: must be less than or equal to 100"),
-    ({"engine": {"kind": "sim", "ready_timeout_s": float("inf")}}, "engine.ready_timeout_s: must be a finite number"),
-    ({"gpus": 10**20}, "gpus: must be less than or equal to 1024"),
-    ({"context": {"max_model_len": 10**30}}, "context.max_model_len: 1e+30 tokens in one request is above the limit"),
-    ({"candidates": {"max-num-seqs": [8, float("nan")]}}, "candidates.max-num-seqs[1]: must be a finite number"),
-])
+@pytest.mark.parametrize(
+    "patch, says",
+    [
+        ({"load": {"concurrency": True}}, "load.concurrency: must be a valid integer"),  # ran at 1 user
+        ({"load": {"concurrency": "4"}}, "load.concurrency: must be a valid integer"),
+        ({"load": {"concurrency": 10_000_000}}, "load.concurrency: 10,000,000 concurrent users is above the limit"),
+        ({"load": {"rate": float("inf")}}, "load.rate: must be a finite number"),
+        (
+            {"load": {"concurrency": 4, "capacity_levels": [1e308]}},
+            "load.capacity_levels[0]: must be less than or equal to 100",
+        ),
+        (
+            {"load": {"concurrency": 400, "capacity_levels": [80]}},
+            "capacity_levels: the highest level is 32,000 concurrent users",
+        ),
+        (
+            {"measure": {"warmup_s": float("inf")}},
+            "measure.warmup_s: must be a finite number",
+        ),  # failed the baseline step
+        (
+            {"measure": {"duration_s": 1e300}},
+            "measure.duration_s: 1e+300 seconds is above the limit of 604,800 (set HARNESS_MAX_DURATION_S=N",
+        ),
+        ({"measure": {"repeats": 10**12}}, "measure.repeats: must be less than or equal to 100"),
+        (
+            {"engine": {"kind": "sim", "ready_timeout_s": float("inf")}},
+            "engine.ready_timeout_s: must be a finite number",
+        ),
+        ({"gpus": 10**20}, "gpus: must be less than or equal to 1024"),
+        (
+            {"context": {"max_model_len": 10**30}},
+            "context.max_model_len: 1e+30 tokens in one request is above the limit",
+        ),
+        ({"candidates": {"max-num-seqs": [8, float("nan")]}}, "candidates.max-num-seqs[1]: must be a finite number"),
+    ],
+)
 def test_hostile_values_are_one_line_each(tmp_path: Path, patch: dict, says: str) -> None:
     """Audit R13: tune files were not strict like scenario and sweep files."""
     path = write(tmp_path, {**good(), **patch})
@@ -125,24 +176,38 @@ def test_a_workload_that_is_a_device_or_a_symlink_loop_is_one_line(tmp_path: Pat
         load_tune(path)
     assert exc.value.lines == [
         f"{path}: workload[0]: loop_a.yaml: cannot read it (Too many levels of symbolic links) (paths are relative to the tune file)",
-        f"{path}: workload[1]: /dev/zero: is a device, a pipe or a socket, not a file (paths are relative to the tune file)"]
+        f"{path}: workload[1]: /dev/zero: is a device, a pipe or a socket, not a file (paths are relative to the tune file)",
+    ]
     from harness.sweep.plan import build_plan
 
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump({"name": "s", "engine": {"kind": "sim"}, "scenarios": ["loop_a.yaml", "/dev/zero"],
-                                     "vary": {"flags": {"max-num-seqs": [4]}}}))
+    sweep.write_text(
+        yaml.safe_dump(
+            {
+                "name": "s",
+                "engine": {"kind": "sim"},
+                "scenarios": ["loop_a.yaml", "/dev/zero"],
+                "vary": {"flags": {"max-num-seqs": [4]}},
+            }
+        )
+    )
     with pytest.raises(UserError) as exc:
         build_plan(sweep)
     assert [line.split(": ", 3)[3] for line in exc.value.lines] == [
         "cannot read it (Too many levels of symbolic links) (paths are relative to the sweep file)",
-        "is a device, a pipe or a socket, not a file (paths are relative to the sweep file)"]
+        "is a device, a pipe or a socket, not a file (paths are relative to the sweep file)",
+    ]
 
 
 def test_a_guide_name_the_kind_spells_otherwise_is_refused_with_its_spelling(tmp_path: Path) -> None:
     """A tune file's flags are the engine's own: vLLM's `max-num-seqs` on SGLang would fail every start
     (`unrecognized arguments`), a TGI count limit does not exist; each is one line naming the spelling."""
-    data = {**good(), "engine": {"kind": "sglang"}, "base": {"max-num-seqs": 8, "max-running-requests": 8},
-            "candidates": {"enable-prefix-caching": [False], "mem-fraction-static": [0.8]}}
+    data = {
+        **good(),
+        "engine": {"kind": "sglang"},
+        "base": {"max-num-seqs": 8, "max-running-requests": 8},
+        "candidates": {"enable-prefix-caching": [False], "mem-fraction-static": [0.8]},
+    }
     path = write(tmp_path, data)
     with pytest.raises(UserError) as exc:
         load_tune(path)
@@ -157,13 +222,20 @@ def test_a_guide_name_the_kind_spells_otherwise_is_refused_with_its_spelling(tmp
     with pytest.raises(UserError) as exc:
         load_tune(tgi)
     assert len(exc.value.lines) == 1
-    assert exc.value.lines[0].startswith(f"{tgi}: candidates.max-num-seqs: engine kind tgi has no equivalent of --max-num-seqs")
+    assert exc.value.lines[0].startswith(
+        f"{tgi}: candidates.max-num-seqs: engine kind tgi has no equivalent of --max-num-seqs"
+    )
 
 
 def test_the_plan_shows_each_steps_flag_in_the_kinds_spelling(tmp_path: Path) -> None:
     path = write(tmp_path, {**good(), "engine": {"kind": "llamacpp"}, "candidates": {"parallel": [2, 4]}})
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "tune", str(path), "--plan"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "tune", str(path), "--plan"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = [ln.strip() for ln in proc.stdout.splitlines()]
     for line in (
@@ -177,7 +249,9 @@ def test_the_plan_shows_each_steps_flag_in_the_kinds_spelling(tmp_path: Path) ->
     ):
         assert line in lines, proc.stdout
     gpu = next(ln for ln in lines if ln.startswith("gpu-memory-utilization ->"))
-    assert gpu.startswith("gpu-memory-utilization -> engine kind llamacpp has no equivalent (llama-server has no memory")
+    assert gpu.startswith(
+        "gpu-memory-utilization -> engine kind llamacpp has no equivalent (llama-server has no memory"
+    )
     assert gpu.endswith(": the step only checks that the engine starts")
     tp = next(ln for ln in lines if ln.startswith("tensor-parallel-size ->"))
     assert tp.endswith(": the step is skipped, nothing started")

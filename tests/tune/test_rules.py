@@ -13,12 +13,27 @@ from harness.tune import judge as J
 from harness.tune.steps import base
 
 
-def row(key: str, change: float, verdict: str, better: str = "lower", interval: tuple[float, float] | None = None) -> Row:
+def row(
+    key: str, change: float, verdict: str, better: str = "lower", interval: tuple[float, float] | None = None
+) -> Row:
     worse = change if better == "lower" else -change
     label = J._label(key)
     iv = interval or (change - 3, change + 3)
-    return Row(key, label, "ms" if better == "lower" else "req/s", better, 100.0, 100.0 * (1 + change / 100), change, "%", worse, iv,
-               [], verdict in ("REGRESSION", "improved"), verdict)
+    return Row(
+        key,
+        label,
+        "ms" if better == "lower" else "req/s",
+        better,
+        100.0,
+        100.0 * (1 + change / 100),
+        change,
+        "%",
+        worse,
+        iv,
+        [],
+        verdict in ("REGRESSION", "improved"),
+        verdict,
+    )
 
 
 def cmp(guard: str = J.GOODPUT, **rows: Row) -> J.Comparison:
@@ -98,7 +113,9 @@ def test_settle_buys_interleaved_repeats_then_says_what_it_bought(monkeypatch):
             m.runs += 1
         return True
 
-    ctx = SimpleNamespace(threshold_pct=5.0, tune=SimpleNamespace(measure=SimpleNamespace(evidence_repeats=2)), measure_more=more)
+    ctx = SimpleNamespace(
+        threshold_pct=5.0, tune=SimpleNamespace(measure=SimpleNamespace(evidence_repeats=2)), measure_more=more
+    )
     j = base.settle(ctx, "cache-check", inc, cand, TTFT, "incumbent")
     assert j.verdict == "better" and j.evidence == 2
     assert bought == [["base", "cand"], ["base", "cand"]]
@@ -108,10 +125,19 @@ def test_settle_buys_interleaved_repeats_then_says_what_it_bought(monkeypatch):
 def test_settle_stops_at_the_budget_and_calls_the_tie_with_its_cost(monkeypatch):
     inc, cand = FakeMeasurement(runs=1, config_id="base"), FakeMeasurement(runs=1, config_id="cand")
     undecided_cmp = cmp(ttft_p50=row("ttft.p50", -18.0, "within noise", interval=(-30.0, 2.0)))
-    monkeypatch.setattr(base, "judge", lambda i, c, t, o, p, settled=False: J.Judgement("tie" if settled else "undecided", "gain",
-                                                                                        "why", undecided_cmp, o))
-    ctx = SimpleNamespace(threshold_pct=5.0, tune=SimpleNamespace(measure=SimpleNamespace(evidence_repeats=2)),
-                          measure_more=lambda step, ms, tag: False, _budget_reason="budget: 5 of max_starts 5 engine starts used")
+    monkeypatch.setattr(
+        base,
+        "judge",
+        lambda i, c, t, o, p, settled=False: J.Judgement(
+            "tie" if settled else "undecided", "gain", "why", undecided_cmp, o
+        ),
+    )
+    ctx = SimpleNamespace(
+        threshold_pct=5.0,
+        tune=SimpleNamespace(measure=SimpleNamespace(evidence_repeats=2)),
+        measure_more=lambda step, ms, tag: False,
+        _budget_reason="budget: 5 of max_starts 5 engine starts used",
+    )
     j = base.settle(ctx, "cache-check", inc, cand, TTFT, "incumbent")
     assert j.verdict == "tie" and j.evidence == 0
     assert "max_starts" in j.evidence_note and "settled as no measured difference" in j.evidence_note

@@ -31,7 +31,11 @@ def test_each_check_alone() -> None:
     assert inc is None and done.reason == "no --max-num-seqs"
     for missing in (None, BAD):
         done, inc = prologue(Ctx(True, missing), "s", "max-num-seqs", missing="no baseline")
-        assert inc is None and (done.verdict, done.reason, done.chosen) == ("skipped", "no baseline", {"max-num-seqs": 8})
+        assert inc is None and (done.verdict, done.reason, done.chosen) == (
+            "skipped",
+            "no baseline",
+            {"max-num-seqs": 8},
+        )
 
 
 def test_order_decides_which_reason_when_both_fail() -> None:

@@ -50,8 +50,14 @@ def test_gpu_tune_file_runs_on_a_transformers_serve_stand_in(tmp_path):
     tune_file = local_copy(tmp_path)
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "tune", str(tune_file), "--out", str(out), "--quiet"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "tune", str(tune_file), "--out", str(out), "--quiet"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     doc = json.loads((out / "tune.json").read_text())
     steps = {s["step"]: s for s in doc["steps"]}
@@ -66,8 +72,15 @@ def test_gpu_tune_file_runs_on_a_transformers_serve_stand_in(tmp_path):
     assert [t["flags"]["cb-use-cuda-graph"] for t in graphs["tried"]] == [False, True]
     cmd = doc["final"]["command"]
     assert "--cb-num-blocks" in cmd and ("--cb-use-cuda-graph" in cmd or "--no-cb-use-cuda-graph" in cmd)
-    vllm_only = {"--max-model-len", "--max-num-seqs", "--max-num-batched-tokens", "--enable-prefix-caching",
-                 "--enforce-eager", "--gpu-memory-utilization", "--kv-cache-dtype"}
+    vllm_only = {
+        "--max-model-len",
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+        "--enable-prefix-caching",
+        "--enforce-eager",
+        "--gpu-memory-utilization",
+        "--kv-cache-dtype",
+    }
     assert not vllm_only & set(cmd)
     # every engine the tune started took a command `transformers serve` accepts
     for sweep in (out / "steps").iterdir():

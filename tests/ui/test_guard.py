@@ -79,8 +79,9 @@ def test_form_cannot_choose_scenario_path_host_or_come_from_another_site(ui_fact
         live = ui.get("/llm/api/live")
 
         # a path the UI was not started with is refused without being read
-        status, res = _post(ui, "/swarm", {"user_count": "1", "spawn_rate": "1", "host": live["host"],
-                                           "scenario": str(secret)})
+        status, res = _post(
+            ui, "/swarm", {"user_count": "1", "spawn_rate": "1", "host": live["host"], "scenario": str(secret)}
+        )
         assert status == 400 and not res["success"]
         assert "not one of the scenarios this UI was started with" in res["message"]
         assert "TOPSECRET" not in json.dumps(res) and "hunter2" not in json.dumps(res)
@@ -99,9 +100,13 @@ def test_form_cannot_choose_scenario_path_host_or_come_from_another_site(ui_fact
 
         # another site's page cannot start or stop a test (Origin, Sec-Fetch-Site), nor reset stats
         form = {"user_count": "1", "spawn_rate": "1", "host": live["host"]}
-        for headers in ({"Origin": "http://evil.example"}, {"Origin": "null"},
-                        {"Sec-Fetch-Site": "cross-site"}, {"Referer": "http://evil.example/page"},
-                        {"Origin": f"http://127.0.0.1:{free_port()}"}):
+        for headers in (
+            {"Origin": "http://evil.example"},
+            {"Origin": "null"},
+            {"Sec-Fetch-Site": "cross-site"},
+            {"Referer": "http://evil.example/page"},
+            {"Origin": f"http://127.0.0.1:{free_port()}"},
+        ):
             for path in ("/swarm", "/stop", "/stats/reset"):
                 status, res = _post(ui, path, form, headers)
                 assert status == 403 and "refused" in res["message"], (path, headers, res)
@@ -114,10 +119,18 @@ def test_form_cannot_choose_scenario_path_host_or_come_from_another_site(ui_fact
 
         # reads are same-origin only: no answer, a CORS preflight's included, lets another site's page
         # read it (Locust's CORS(app) reflected any Origin: audit R1; the browser test has the page)
-        for method, path in (("GET", "/llm/api/live"), ("GET", "/stats/requests"), ("GET", "/logs"),
-                             ("GET", "/llm/runs/none/summary.json"), ("OPTIONS", "/llm/api/live")):
-            req = urllib.request.Request(ui.base + path, method=method, headers={
-                "Origin": "http://evil.example", "Access-Control-Request-Method": "GET"})
+        for method, path in (
+            ("GET", "/llm/api/live"),
+            ("GET", "/stats/requests"),
+            ("GET", "/logs"),
+            ("GET", "/llm/runs/none/summary.json"),
+            ("OPTIONS", "/llm/api/live"),
+        ):
+            req = urllib.request.Request(
+                ui.base + path,
+                method=method,
+                headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "GET"},
+            )
             try:
                 with urllib.request.urlopen(req, timeout=10) as resp:
                     headers = dict(resp.headers)
@@ -127,8 +140,9 @@ def test_form_cannot_choose_scenario_path_host_or_come_from_another_site(ui_fact
 
         # the UI's own page (same Origin) still starts and stops a test
         own = {"Origin": ui.base, "Sec-Fetch-Site": "same-origin"}
-        status, res = _post(ui, "/swarm", {**form, "measured_window": "0",
-                                           "scenario": str(tmp_path / "webui.yaml")}, own)
+        status, res = _post(
+            ui, "/swarm", {**form, "measured_window": "0", "scenario": str(tmp_path / "webui.yaml")}, own
+        )
         assert status == 200 and res.get("success"), res
         ui.wait_for(lambda: ui.get("/llm/api/live")["state"] == "measuring", 40, "the test to start")
         status, _res = _post(ui, "/stop", {}, own)
@@ -155,8 +169,11 @@ def _listening(pid: int) -> list[tuple[str, int]]:
 
 def test_local_worker_processes_talk_to_the_master_on_loopback_only(ui_factory) -> None:
     ui = ui_factory("--processes", "2")
-    ui.wait_for(lambda: '"worker_count": 2' in urllib.request.urlopen(ui.base + "/", timeout=10).read().decode(),
-                40, "two workers")
+    ui.wait_for(
+        lambda: '"worker_count": 2' in urllib.request.urlopen(ui.base + "/", timeout=10).read().decode(),
+        40,
+        "two workers",
+    )
     addrs = _listening(ui.proc.pid)
     assert addrs, "no listening socket found"
     assert all(psutil_ip in ("127.0.0.1", "::1") for psutil_ip, _port in addrs), addrs
@@ -183,18 +200,26 @@ def test_scenario_choices_from_files_and_directories(tmp_path: Path) -> None:
         ScenarioChoices.from_args([str(tmp_path / "e")])
 
 
-@pytest.mark.parametrize(("method", "headers", "loopback", "refused"), [
-    ("POST", {"Host": "127.0.0.1:8089"}, True, False),  # curl: no browser headers
-    ("POST", {"Host": "127.0.0.1:8089", "Origin": "http://127.0.0.1:8089"}, True, False),
-    ("POST", {"Host": "localhost:8089", "Origin": "http://localhost:8089", "Sec-Fetch-Site": "same-origin"}, True, False),
-    ("POST", {"Host": "127.0.0.1:8089", "Origin": "http://127.0.0.1:9999"}, True, True),
-    ("POST", {"Host": "127.0.0.1:8089", "Origin": "http://evil.example"}, True, True),
-    ("POST", {"Host": "127.0.0.1:8089", "Sec-Fetch-Site": "same-site"}, True, True),
-    ("POST", {"Host": "127.0.0.1:8089", "Referer": "https://evil.example/x"}, True, True),
-    ("GET", {"Host": "127.0.0.1:8089", "Sec-Fetch-Site": "cross-site"}, True, False),  # reading is not a change
-    ("GET", {"Host": "evil.example:8089"}, True, True),  # rebinding
-    ("GET", {"Host": "10.0.0.5:8089"}, False, False),  # --web-host '*': any Host
-    ("POST", {"Host": "[::1]:8089", "Origin": "http://[::1]:8089"}, True, False),
-])
+@pytest.mark.parametrize(
+    ("method", "headers", "loopback", "refused"),
+    [
+        ("POST", {"Host": "127.0.0.1:8089"}, True, False),  # curl: no browser headers
+        ("POST", {"Host": "127.0.0.1:8089", "Origin": "http://127.0.0.1:8089"}, True, False),
+        (
+            "POST",
+            {"Host": "localhost:8089", "Origin": "http://localhost:8089", "Sec-Fetch-Site": "same-origin"},
+            True,
+            False,
+        ),
+        ("POST", {"Host": "127.0.0.1:8089", "Origin": "http://127.0.0.1:9999"}, True, True),
+        ("POST", {"Host": "127.0.0.1:8089", "Origin": "http://evil.example"}, True, True),
+        ("POST", {"Host": "127.0.0.1:8089", "Sec-Fetch-Site": "same-site"}, True, True),
+        ("POST", {"Host": "127.0.0.1:8089", "Referer": "https://evil.example/x"}, True, True),
+        ("GET", {"Host": "127.0.0.1:8089", "Sec-Fetch-Site": "cross-site"}, True, False),  # reading is not a change
+        ("GET", {"Host": "evil.example:8089"}, True, True),  # rebinding
+        ("GET", {"Host": "10.0.0.5:8089"}, False, False),  # --web-host '*': any Host
+        ("POST", {"Host": "[::1]:8089", "Origin": "http://[::1]:8089"}, True, False),
+    ],
+)
 def test_refuse_cross_site(method: str, headers: dict[str, str], loopback: bool, refused: bool) -> None:
     assert (refuse_cross_site(method, headers, loopback) is not None) == refused

@@ -25,20 +25,38 @@ ASSETS = Path(__file__).resolve().parents[2] / "harness" / "ui" / "assets"
 def _delta() -> dict:
     """One request: TTFT 50 ms, 4 ITL samples of 10 ms, TPOT 10 ms (as in tests/metrics/test_table.py)."""
     ms = MetricSet()
-    ms.record(RequestRecord(index=0, class_name="c", intended_ns=100 * MS, sent_ns=103 * MS,
-                            chunk_ns=[150 * MS, 160 * MS, 190 * MS], chunk_tokens=[1, 1, 3], output_tokens=5))
+    ms.record(
+        RequestRecord(
+            index=0,
+            class_name="c",
+            intended_ns=100 * MS,
+            sent_ns=103 * MS,
+            chunk_ns=[150 * MS, 160 * MS, 190 * MS],
+            chunk_tokens=[1, 1, 3],
+            output_tokens=5,
+        )
+    )
     return ms.to_dict(with_all=False)  # what a load process sends (harness.load.messages)
 
 
 def _idle_session() -> SimpleNamespace:
-    return SimpleNamespace(base_path=lambda: "", run=None, state="idle", error=None, opts=SimpleNamespace(scenario=""),
-                           choices=SimpleNamespace(names=lambda: []), sim=None,
-                           env=SimpleNamespace(runner=None, host="http://127.0.0.1:1"))
+    return SimpleNamespace(
+        base_path=lambda: "",
+        run=None,
+        state="idle",
+        error=None,
+        opts=SimpleNamespace(scenario=""),
+        choices=SimpleNamespace(names=lambda: []),
+        sim=None,
+        env=SimpleNamespace(runner=None, host="http://127.0.0.1:1"),
+    )
 
 
 def test_the_table_charts_ttft_and_itl() -> None:
-    assert chart_specs() == [{"key": "ttft", "label": "TTFT", "unit": "ms"},
-                             {"key": "itl", "label": "ITL", "unit": "ms/token"}]
+    assert chart_specs() == [
+        {"key": "ttft", "label": "TTFT", "unit": "ms"},
+        {"key": "itl", "label": "ITL", "unit": "ms/token"},
+    ]
     view = build_view(_idle_session())  # also before any run: the page builds its parts once
     assert view["charts"] == chart_specs()
     assert [m["key"] for m in view["metrics"]] == ["ttft", "itl", "tpot"]  # cards and class columns

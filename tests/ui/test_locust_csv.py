@@ -19,16 +19,45 @@ LOCUSTFILE = ROOT / "harness" / "ui" / "locustfile.py"
 
 def test_locust_csv_and_aggregated_row_count_measured_requests_only(tmp_path: Path) -> None:
     scenario = tmp_path / "warm.yaml"
-    scenario.write_text(json.dumps({
-        "name": "warm", "load": {"concurrency": 4, "duration_s": 3}, "warmup": {"requests": 8},
-        "workload": {"classes": [{"name": "chat", "input_tokens": 32, "output_tokens": 12}]},
-    }))
+    scenario.write_text(
+        json.dumps(
+            {
+                "name": "warm",
+                "load": {"concurrency": 4, "duration_s": 3},
+                "warmup": {"requests": 8},
+                "workload": {"classes": [{"name": "chat", "input_tokens": 32, "output_tokens": 12}]},
+            }
+        )
+    )
     results = tmp_path / "results"
     proc = subprocess.run(
-        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--scenario", str(scenario), "-u", "4",
-         "-r", "4", "-t", "30s", "--results", str(results), "--csv", str(tmp_path / "loc"), "--sim-args",
-         "--sim-speed 4", "--no-report"],
-        capture_output=True, text=True, timeout=180, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(LOCUSTFILE),
+            "--headless",
+            "--scenario",
+            str(scenario),
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "30s",
+            "--results",
+            str(results),
+            "--csv",
+            str(tmp_path / "loc"),
+            "--sim-args",
+            "--sim-speed 4",
+            "--no-report",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = [p for p in results.iterdir() if (p / "summary.json").exists()]
@@ -45,4 +74,7 @@ def test_locust_csv_and_aggregated_row_count_measured_requests_only(tmp_path: Pa
     assert int(history[-1]["Total Request Count"]) == measured, history[-1]
     # Locust's RPS counts from the window: the same requests over about the same seconds
     rps = float(rows["Aggregated"]["Requests/s"])
-    assert 0.7 * summary["requests"]["rps"] <= rps <= 1.3 * summary["requests"]["rps"], (rps, summary["requests"]["rps"])
+    assert 0.7 * summary["requests"]["rps"] <= rps <= 1.3 * summary["requests"]["rps"], (
+        rps,
+        summary["requests"]["rps"],
+    )

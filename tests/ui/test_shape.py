@@ -22,16 +22,43 @@ SHAPE = ROOT / "scenarios" / "shapes" / "stages.py"  # the shipped example, stag
 
 def test_a_load_test_shape_gets_one_block_per_stage(tmp_path: Path) -> None:
     scenario = tmp_path / "staged.yaml"
-    scenario.write_text(json.dumps({
-        "name": "staged",
-        "load": {"concurrency": 2, "duration_s": 600},
-        "workload": {"classes": [{"name": "chat", "input_tokens": 64, "output_tokens": {"dist": "uniform", "min": 8, "max": 24}}]},
-    }))
+    scenario.write_text(
+        json.dumps(
+            {
+                "name": "staged",
+                "load": {"concurrency": 2, "duration_s": 600},
+                "workload": {
+                    "classes": [
+                        {"name": "chat", "input_tokens": 64, "output_tokens": {"dist": "uniform", "min": 8, "max": 24}}
+                    ]
+                },
+            }
+        )
+    )
     results = tmp_path / "results"
     proc = subprocess.run(
-        [sys.executable, "-m", "locust", "-f", f"{LOCUSTFILE},{SHAPE}", "--headless", "--scenario", str(scenario),
-         "--results", str(results), "--measured-window", "0", "--sim-args", "--sim-speed 4", "--no-report"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "HARNESS_STAGES": "2:2,4:6,6:3"},
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            f"{LOCUSTFILE},{SHAPE}",
+            "--headless",
+            "--scenario",
+            str(scenario),
+            "--results",
+            str(results),
+            "--measured-window",
+            "0",
+            "--sim-args",
+            "--sim-speed 4",
+            "--no-report",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "HARNESS_STAGES": "2:2,4:6,6:3"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = [p for p in results.iterdir() if (p / "summary.json").exists()]
@@ -51,8 +78,13 @@ def test_a_load_test_shape_gets_one_block_per_stage(tmp_path: Path) -> None:
     assert any("each stage has its own block" in w for w in summary["validity"]["warnings"]), summary["validity"]
     # users the shape removes (6 -> 3) finish their request instead of being killed mid-stream
     assert summary["client"]["cut_at_end"] == 0 and not any("cut" in w for w in summary["validity"]["warnings"])
-    rep = subprocess.run([sys.executable, "-m", "harness.cli.main", "report", str(run), "--format", "md"], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT)
+    rep = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "report", str(run), "--format", "md"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert rep.returncode == 0, rep.stderr
     md = (run / "report.md").read_text()
     assert "Per LoadTestShape stage" in md

@@ -27,16 +27,25 @@ LOCUSTFILE = ROOT / "harness" / "ui" / "locustfile.py"
 
 
 def _scenario(path: Path, duration_s: float = 600) -> Path:
-    path.write_text(json.dumps({
-        "name": "webui",
-        "load": {"concurrency": 4, "duration_s": duration_s},
-        "warmup": {"requests": 2},
-        "workload": {"classes": [
-            {"name": "chat", "input_tokens": {"dist": "uniform", "min": 16, "max": 128},
-             "output_tokens": {"dist": "uniform", "min": 16, "max": 64}},
-            {"name": "rag", "weight": 0.5, "input_tokens": 512, "output_tokens": 32},
-        ]},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "name": "webui",
+                "load": {"concurrency": 4, "duration_s": duration_s},
+                "warmup": {"requests": 2},
+                "workload": {
+                    "classes": [
+                        {
+                            "name": "chat",
+                            "input_tokens": {"dist": "uniform", "min": 16, "max": 128},
+                            "output_tokens": {"dist": "uniform", "min": 16, "max": 64},
+                        },
+                        {"name": "rag", "weight": 0.5, "input_tokens": 512, "output_tokens": 32},
+                    ]
+                },
+            }
+        )
+    )
     return path
 
 
@@ -47,9 +56,25 @@ class UI:
         self.results = tmp / "results"
         self.log = open(tmp / "ui.log", "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.cli.main", "ui", str(_scenario(tmp / "webui.yaml")), "--web-port",
-             str(self.port), "--results", str(self.results), "--sim-args", "--sim-speed 4", "--no-report", *extra],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "harness.cli.main",
+                "ui",
+                str(_scenario(tmp / "webui.yaml")),
+                "--web-port",
+                str(self.port),
+                "--results",
+                str(self.results),
+                "--sim-args",
+                "--sim-speed 4",
+                "--no-report",
+                *extra,
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            start_new_session=True,
         )
         self.wait_for(lambda: self.get("/llm/api/live")["state"] == "idle", 60, "the UI to come up")
 
@@ -59,7 +84,9 @@ class UI:
 
     def post(self, path: str, form: dict[str, str] | None = None) -> dict:
         data = urllib.parse.urlencode(form or {}).encode()
-        with urllib.request.urlopen(urllib.request.Request(self.base + path, data=data, method="POST"), timeout=120) as r:
+        with urllib.request.urlopen(
+            urllib.request.Request(self.base + path, data=data, method="POST"), timeout=120
+        ) as r:
             body = r.read()
         try:
             return json.loads(body)
@@ -69,15 +96,24 @@ class UI:
     def wait_for(self, cond, timeout_s: float, what: str) -> None:
         def met():
             if self.proc.poll() is not None:
-                raise AssertionError(f"the UI exited with {self.proc.returncode} while waiting for {what}; log:\n"
-                                     + Path(self.log.name).read_text()[-3000:])
+                raise AssertionError(
+                    f"the UI exited with {self.proc.returncode} while waiting for {what}; log:\n"
+                    + Path(self.log.name).read_text()[-3000:]
+                )
             try:
                 return cond()
             except OSError:
                 return False
+
         # `timeout_s` is a hang guard: the figures the callers pass (10-60 s) fit a quiet box, and a
         # busy one (load 22 here) took longer to reach the same state; never less than 120 s
-        wait_until(met, what, timeout_s=max(timeout_s, 120.0), interval_s=0.25, details=lambda: "log:\n" + Path(self.log.name).read_text()[-3000:])
+        wait_until(
+            met,
+            what,
+            timeout_s=max(timeout_s, 120.0),
+            interval_s=0.25,
+            details=lambda: "log:\n" + Path(self.log.name).read_text()[-3000:],
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -119,11 +155,22 @@ def test_start_from_form_live_rows_stop_and_run_directory(ui_factory) -> None:
     assert {"scenario", "measured_window", "open_loop_rate", "warmup"} <= set(args["extra_options"])
 
     # the form: users, spawn rate, host, and the plugin's fields ("0" = measure until Stop)
-    res = ui.post("/swarm", {"user_count": "4", "spawn_rate": "4", "host": live["host"], "measured_window": "0",
-                             "scenario": live["scenario_path"]})
+    res = ui.post(
+        "/swarm",
+        {
+            "user_count": "4",
+            "spawn_rate": "4",
+            "host": live["host"],
+            "measured_window": "0",
+            "scenario": live["scenario_path"],
+        },
+    )
     assert res.get("success"), res
-    ui.wait_for(lambda: any(r["cls"] == "All classes" and r["requests"] not in ("0", "") for r in _llm_rows(ui)[0]),
-                40, "LLM rows with finished requests")
+    ui.wait_for(
+        lambda: any(r["cls"] == "All classes" and r["requests"] not in ("0", "") for r in _llm_rows(ui)[0]),
+        40,
+        "LLM rows with finished requests",
+    )
     rows, run_rows = _llm_rows(ui)
     assert [r["cls"] for r in rows][-1] == "All classes" and {"chat", "rag"} <= {r["cls"] for r in rows}
     total = rows[-1]
@@ -137,8 +184,15 @@ def test_start_from_form_live_rows_stop_and_run_directory(ui_factory) -> None:
     ui.wait_for(lambda: ui.get("/llm/api/live")["state"] == "finished", 30, "the run to be written")
     live = ui.get("/llm/api/live")
     run = Path(live["run_dir"])
-    for name in ("summary.json", "histograms.json", "requests.jsonl", "scenario.yaml", "load_result.json",
-                 "engine_metrics.jsonl", "load_plan.json"):
+    for name in (
+        "summary.json",
+        "histograms.json",
+        "requests.jsonl",
+        "scenario.yaml",
+        "load_result.json",
+        "engine_metrics.jsonl",
+        "load_plan.json",
+    ):
         assert (run / name).exists(), name
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "complete"  # "until Stop": stopping is the normal end
@@ -169,8 +223,11 @@ def test_start_from_form_live_rows_stop_and_run_directory(ui_factory) -> None:
 
 def test_ui_with_two_worker_processes_merges_their_shares(ui_factory) -> None:
     ui = ui_factory("--processes", "2")
-    ui.wait_for(lambda: '"worker_count": 2' in urllib.request.urlopen(ui.base + "/", timeout=10).read().decode(),
-                30, "two workers")
+    ui.wait_for(
+        lambda: '"worker_count": 2' in urllib.request.urlopen(ui.base + "/", timeout=10).read().decode(),
+        30,
+        "two workers",
+    )
     live = ui.get("/llm/api/live")
     res = ui.post("/swarm", {"user_count": "4", "spawn_rate": "4", "host": live["host"], "measured_window": "3"})
     assert res.get("success"), res
@@ -206,7 +263,9 @@ def _assert_cards_are_the_summary(live: dict, summary: dict) -> None:
     per_class = {**summary["per_class"], "All classes": summary}
     for row in live["classes"]:
         block = per_class[row["name"]]
-        assert (row["requests"], row["failed"]) == (block["requests"]["completed"], block["requests"]["failed"]), row["name"]
+        assert (row["requests"], row["failed"]) == (block["requests"]["completed"], block["requests"]["failed"]), row[
+            "name"
+        ]
         for metric, key in (("ttft", "ttft"), ("itl_token", "itl"), ("tpot", "tpot"), ("e2e", "e2e")):
             for p in ("p50", "p90", "p99"):
                 assert row[key][p] == pytest.approx(block["latency_ms"][metric][p], rel=1e-9), (row["name"], metric, p)
@@ -214,11 +273,17 @@ def _assert_cards_are_the_summary(live: dict, summary: dict) -> None:
 
 def test_without_a_scenario_the_plugin_says_how_to_give_one(tmp_path: Path) -> None:
     # importing never needs a scenario (in a child: Locust's import monkey-patches the process)
-    imp = subprocess.run([sys.executable, "-c", "import harness.ui.locustfile"], capture_output=True, text=True,
-                         timeout=60, cwd=ROOT)
+    imp = subprocess.run(
+        [sys.executable, "-c", "import harness.ui.locustfile"], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert imp.returncode == 0, imp.stderr
-    proc = subprocess.run([sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--results",
-                           str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--results", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert proc.returncode == 2
     assert "no scenario given. Pass --scenario FILE" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -244,8 +309,16 @@ def test_every_ui_test_starts_with_a_cold_prefix_cache(ui_factory) -> None:
     live = ui.get("/llm/api/live")
     summaries = []
     for _ in range(2):
-        res = ui.post("/swarm", {"user_count": "4", "spawn_rate": "4", "host": live["host"], "measured_window": "3",
-                                 "scenario": live["scenario_path"]})
+        res = ui.post(
+            "/swarm",
+            {
+                "user_count": "4",
+                "spawn_rate": "4",
+                "host": live["host"],
+                "measured_window": "3",
+                "scenario": live["scenario_path"],
+            },
+        )
         assert res.get("success"), res
         ui.wait_for(lambda: ui.get("/llm/api/live")["state"] in ("warmup", "measuring"), 30, "the test to start")
         ui.wait_for(lambda: ui.get("/llm/api/live")["state"] == "finished", 60, "the test to finish")
@@ -263,12 +336,19 @@ def test_a_harness_worker_process_feeds_the_llm_tab_like_a_local_one(ui_factory,
     port = free_port()
     ui = ui_factory("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port))
     log = open(tmp_path / "worker.log", "w")
-    worker = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "worker", "--master-host", "127.0.0.1",
-                               "--master-port", str(port)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                              start_new_session=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli.main", "worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        start_new_session=True,
+    )
     try:
-        ui.wait_for(lambda: '"worker_count": 1' in urllib.request.urlopen(ui.base + "/", timeout=10).read().decode(),
-                    60, "the worker to connect")
+        ui.wait_for(
+            lambda: '"worker_count": 1' in urllib.request.urlopen(ui.base + "/", timeout=10).read().decode(),
+            60,
+            "the worker to connect",
+        )
         live = ui.get("/llm/api/live")
         res = ui.post("/swarm", {"user_count": "2", "spawn_rate": "2", "host": live["host"], "measured_window": "3"})
         assert res.get("success"), res
@@ -278,7 +358,10 @@ def test_a_harness_worker_process_feeds_the_llm_tab_like_a_local_one(ui_factory,
         assert summary["requests"]["completed"] > 0 and live["workers"] == 1
         assert live["classes"][-1]["requests"] == summary["requests"]["completed"]  # the LLM tab saw every one
         rows, _ = _llm_rows(ui)
-        assert rows[-1]["cls"] == "All classes" and int(rows[-1]["requests"].replace(",", "")) == summary["requests"]["completed"]
+        assert (
+            rows[-1]["cls"] == "All classes"
+            and int(rows[-1]["requests"].replace(",", "")) == summary["requests"]["completed"]
+        )
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         try:
@@ -295,8 +378,11 @@ def _scrape_total(url: str, family: str, suffix: str, **labels: str) -> float:
         fams = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
     if family not in fams:
         return 0.0
-    return sum(s.value for s in fams[family].samples
-               if s.name.endswith(suffix) and all(s.labels.get(k) == v for k, v in labels.items()))
+    return sum(
+        s.value
+        for s in fams[family].samples
+        if s.name.endswith(suffix) and all(s.labels.get(k) == v for k, v in labels.items())
+    )
 
 
 def test_remote_workers_feed_the_masters_prometheus_exporter(ui_factory, tmp_path: Path) -> None:
@@ -305,8 +391,9 @@ def test_remote_workers_feed_the_masters_prometheus_exporter(ui_factory, tmp_pat
     shared with the master). The master's /metrics counts every worker's requests, live and at the
     end, equal to summary.json and the sum of the workers' results; the workers write no files."""
     port, mport = free_port(), free_port()
-    ui = ui_factory("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                    "--metrics-port", str(mport))
+    ui = ui_factory(
+        "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port), "--metrics-port", str(mport)
+    )
     url = f"http://127.0.0.1:{mport}/metrics"
     workers, dirs = [], []
     try:
@@ -316,11 +403,33 @@ def test_remote_workers_feed_the_masters_prometheus_exporter(ui_factory, tmp_pat
             dirs.append(d)
             env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(d), "HARNESS_METRICS_DIR": str(d)}
             log = open(tmp_path / f"worker{k}.log", "w")
-            workers.append((subprocess.Popen(
-                [sys.executable, "-m", "harness.cli.main", "worker", "--master-host", "127.0.0.1", "--master-port",
-                 str(port)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True, env=env), log))
-        ui.wait_for(lambda: '"worker_count": 2' in urllib.request.urlopen(ui.base + "/", timeout=10).read().decode(),
-                    60, "two workers to connect")
+            workers.append(
+                (
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "harness.cli.main",
+                            "worker",
+                            "--master-host",
+                            "127.0.0.1",
+                            "--master-port",
+                            str(port),
+                        ],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        cwd=ROOT,
+                        start_new_session=True,
+                        env=env,
+                    ),
+                    log,
+                )
+            )
+        ui.wait_for(
+            lambda: '"worker_count": 2' in urllib.request.urlopen(ui.base + "/", timeout=10).read().decode(),
+            60,
+            "two workers to connect",
+        )
         live = ui.get("/llm/api/live")
         res = ui.post("/swarm", {"user_count": "4", "spawn_rate": "4", "host": live["host"], "measured_window": "5"})
         assert res.get("success"), res

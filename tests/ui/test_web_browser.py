@@ -35,22 +35,46 @@ def ui(tmp_path_factory: pytest.TempPathFactory):
     cost ~9 CPU-s to start on the 2-core box)."""
     tmp_path = tmp_path_factory.mktemp("webui")
     scenario = tmp_path / "chat.yaml"
-    scenario.write_text(json.dumps({
-        "name": "chat-mix",
-        "load": {"concurrency": 8, "duration_s": 600},
-        "warmup": {"requests": 4},
-        "workload": {"classes": [
-            {"name": "chat", "weight": 3, "input_tokens": {"dist": "uniform", "min": 32, "max": 256},
-             "output_tokens": {"dist": "uniform", "min": 32, "max": 96}},
-            {"name": "summarize", "weight": 1, "input_tokens": 1024, "output_tokens": 48},
-        ]},
-    }))
+    scenario.write_text(
+        json.dumps(
+            {
+                "name": "chat-mix",
+                "load": {"concurrency": 8, "duration_s": 600},
+                "warmup": {"requests": 4},
+                "workload": {
+                    "classes": [
+                        {
+                            "name": "chat",
+                            "weight": 3,
+                            "input_tokens": {"dist": "uniform", "min": 32, "max": 256},
+                            "output_tokens": {"dist": "uniform", "min": 32, "max": 96},
+                        },
+                        {"name": "summarize", "weight": 1, "input_tokens": 1024, "output_tokens": 48},
+                    ]
+                },
+            }
+        )
+    )
     port = free_port()
     log = open(tmp_path / "ui.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli.main", "ui", str(scenario), "--web-port", str(port), "--results",
-         str(tmp_path / "results"), "--sim-args", "--sim-speed 2 --max-num-seqs 16"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "ui",
+            str(scenario),
+            "--web-port",
+            str(port),
+            "--results",
+            str(tmp_path / "results"),
+            "--sim-args",
+            "--sim-speed 2 --max-num-seqs 16",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
 
@@ -61,6 +85,7 @@ def ui(tmp_path_factory: pytest.TempPathFactory):
             return True
         except OSError:
             return False
+
     wait_until(live, "the web UI's /llm/api/live")
     yield base, tmp_path
     os.killpg(proc.pid, signal.SIGTERM)
@@ -78,8 +103,10 @@ def browser():
 
 def _rendered(driver) -> None:
     """Return once the browser has laid out and painted two frames since now (after a resize)."""
-    driver.execute_async_script("const done = arguments[arguments.length - 1];"
-                                "requestAnimationFrame(() => requestAnimationFrame(() => done(true)));")
+    driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "requestAnimationFrame(() => requestAnimationFrame(() => done(true)));"
+    )
 
 
 def _shot(driver, name: str) -> None:
@@ -111,7 +138,11 @@ def test_start_watch_stop_in_chromium(ui, browser) -> None:
     def total_row_filled(drv):
         cells = drv.find_elements(By.XPATH, "//tr[td[1][normalize-space()='All classes']]/td")
         texts = [c.text for c in cells]
-        return texts if len(texts) == 14 and _number(texts[1]) and all(_number(t) is not None for t in texts[5:]) else False
+        return (
+            texts
+            if len(texts) == 14 and _number(texts[1]) and all(_number(t) is not None for t in texts[5:])
+            else False
+        )
 
     cells = wait.until(total_row_filled)
     headers = [h.text for h in d.find_elements(By.XPATH, "//table//th")]
@@ -120,7 +151,9 @@ def test_start_watch_stop_in_chromium(ui, browser) -> None:
     classes = [td.text for td in d.find_elements(By.XPATH, "//tbody/tr/td[1]")]
     assert classes[-1] == "All classes" and "chat" in classes
     first = _number(cells[1])
-    wait.until(lambda drv: (total_row_filled(drv) or [0, 0])[1] and _number(total_row_filled(drv)[1]) >= 2 * first)  # more traffic for the screenshot
+    wait.until(
+        lambda drv: (total_row_filled(drv) or [0, 0])[1] and _number(total_row_filled(drv)[1]) >= 2 * first
+    )  # more traffic for the screenshot
     _shot(d, "llm_tab.png")
 
     # the /llm dashboard in a second tab: cards, per-class table and charts
@@ -141,8 +174,9 @@ def test_start_watch_stop_in_chromium(ui, browser) -> None:
     d.find_element(By.XPATH, "//button[@role='tab'][normalize-space()='LLM run']").click()
     wait.until(lambda drv: drv.find_elements(By.XPATH, "//tr[td[1]='State']/td[2][normalize-space()='finished']"))
     # addresses are links, not plain text (audit D14): a click on the dashboard's opens it
-    dash_cell = wait.until(lambda drv: drv.find_elements(
-        By.XPATH, "//tr[td[1]='Live dashboard']/td[2][@data-harness-link='/llm']"))[0]
+    dash_cell = wait.until(
+        lambda drv: drv.find_elements(By.XPATH, "//tr[td[1]='Live dashboard']/td[2][@data-harness-link='/llm']")
+    )[0]
     assert dash_cell.value_of_css_property("cursor") == "pointer"
     assert not d.find_elements(By.XPATH, "//tr[td[1]='Run directory']/td[2][@data-harness-link]")  # a server path
     handles = set(d.window_handles)
@@ -157,7 +191,8 @@ def test_start_watch_stop_in_chromium(ui, browser) -> None:
 
     d.switch_to.window(d.window_handles[-1])
     link = WebDriverWait(d, 90, poll_frequency=0.5).until(
-        ec.presence_of_element_located((By.XPATH, "//a[normalize-space()='Open report']")))
+        ec.presence_of_element_located((By.XPATH, "//a[normalize-space()='Open report']"))
+    )
     d.execute_script("window.scrollTo(0, 0)")
     _shot(d, "llm_dashboard_finished.png")
     href = link.get_attribute("href")
@@ -193,7 +228,8 @@ def test_a_page_on_another_origin_cannot_read_the_ui(ui, browser) -> None:
     try:
         browser.set_script_timeout(20)
         browser.get(f"http://127.0.0.1:{other.server_address[1]}/")
-        read = browser.execute_async_script("""
+        read = browser.execute_async_script(
+            """
             const [ui, done] = arguments, out = {};
             (async () => {
               for (const path of ["/llm/api/live", "/stats/requests", "/logs", "/tasks"]) {
@@ -201,12 +237,15 @@ def test_a_page_on_another_origin_cannot_read_the_ui(ui, browser) -> None:
                 catch (e) { out[path] = "blocked: " + e.name; }
               }
               done(out);
-            })();""", base)
+            })();""",
+            base,
+        )
         assert read and all(v.startswith("blocked: TypeError") for v in read.values()), read
         # the UI's own page still reads them
         browser.get(base + "/llm")
         own = browser.execute_async_script(
-            "const done = arguments[0]; fetch('/llm/api/live').then(r => r.json()).then(j => done(j.state));")
+            "const done = arguments[0]; fetch('/llm/api/live').then(r => r.json()).then(j => done(j.state));"
+        )
         assert own in ("idle", "finished"), own  # the module's UI: idle, or after the start/watch/stop test
     finally:
         other.shutdown()

@@ -60,7 +60,11 @@ def render(doc: Document) -> str:
             out.append("<ul>" + "".join(f"<li>{inline(i)}</li>" for i in block.items) + "</ul>")
         elif isinstance(block, Callout):
             items = "".join(f"<li>{inline(i)}</li>" for i in block.items)
-            out.append(f'<div class="callout {block.kind}"><strong>{inline(block.title)}</strong>' + (f"<ul>{items}</ul>" if items else "") + "</div>")
+            out.append(
+                f'<div class="callout {block.kind}"><strong>{inline(block.title)}</strong>'
+                + (f"<ul>{items}</ul>" if items else "")
+                + "</div>"
+            )
         elif isinstance(block, Table):
             align = block.alignment()
             # wide tables (a sweep's cells: flags, load, a dozen figures) scroll inside their own box
@@ -68,10 +72,18 @@ def render(doc: Document) -> str:
             rows = ['<div class="tablewrap"><table>']
             if block.caption:
                 rows.append(f"<caption>{inline(block.caption)}</caption>")
-            rows.append("<thead><tr>" + "".join(f'<th class="{a}">{inline(c)}</th>' for c, a in zip(block.columns, align, strict=False)) + "</tr></thead><tbody>")
+            rows.append(
+                "<thead><tr>"
+                + "".join(f'<th class="{a}">{inline(c)}</th>' for c, a in zip(block.columns, align, strict=False))
+                + "</tr></thead><tbody>"
+            )
             for row in block.rows:
                 cells = list(row) + [""] * (len(block.columns) - len(row))
-                rows.append("<tr>" + "".join(f'<td class="{a}">{inline(c)}</td>' for c, a in zip(cells, align, strict=False)) + "</tr>")
+                rows.append(
+                    "<tr>"
+                    + "".join(f'<td class="{a}">{inline(c)}</td>' for c, a in zip(cells, align, strict=False))
+                    + "</tr>"
+                )
             rows.append("</tbody></table></div>")
             out.append("".join(rows))
             for note in block.notes:

@@ -31,8 +31,14 @@ class StepResult:
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "verdict": self.verdict, "reason": self.reason, "tried": self.tried,
-                "chosen": self.chosen, **({"details": self.details} if self.details else {})}
+        return {
+            "step": self.step,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "tried": self.tried,
+            "chosen": self.chosen,
+            **({"details": self.details} if self.details else {}),
+        }
 
 
 class Step(Protocol):
@@ -52,8 +58,9 @@ STEPS: Registry[Step] = Registry("tune step")
 NO_MEASUREMENT = "no measurement of the current flags"
 
 
-def prologue(ctx: Any, step: str, vllm_flag: str, *, incumbent_first: bool = False,
-             missing: str = NO_MEASUREMENT) -> tuple[StepResult | None, Measurement | None]:
+def prologue(
+    ctx: Any, step: str, vllm_flag: str, *, incumbent_first: bool = False, missing: str = NO_MEASUREMENT
+) -> tuple[StepResult | None, Measurement | None]:
     """What most steps check before anything else: that this engine kind has the step's flag (else
     the context's skipped result) and that the current flags have a good measurement (else skipped,
     `missing` saying why). Returns (the step's result when a check fails, else None; the
@@ -101,14 +108,26 @@ def storm(m: Measurement) -> str | None:
 def tried_row(m: Measurement, j: Judgement | None = None, **extra: Any) -> dict[str, Any]:
     row = m.row()
     if j is not None:
-        row["vs_current"] = {"verdict": j.verdict, "by": j.by, "rule": j.why, "evidence_repeats": j.evidence,
-                             "per_scenario": j.per_scenario}
+        row["vs_current"] = {
+            "verdict": j.verdict,
+            "by": j.by,
+            "rule": j.why,
+            "evidence_repeats": j.evidence,
+            "per_scenario": j.per_scenario,
+        }
     row.update(extra)
     return row
 
 
-def settle(ctx: Any, step: str, incumbent: Measurement, candidate: Measurement, objective: Objective = GOODPUT_ONLY,
-           prior: str = "incumbent", tag: str | None = None) -> Judgement:
+def settle(
+    ctx: Any,
+    step: str,
+    incumbent: Measurement,
+    candidate: Measurement,
+    objective: Objective = GOODPUT_ONLY,
+    prior: str = "incumbent",
+    tag: str | None = None,
+) -> Judgement:
     """Judge `candidate` against `incumbent`; while the answer is undecided (a difference beyond
     the threshold not yet beyond noise) buy evidence: another interleaved repeat of both sides,
     up to measure.evidence_repeats and within the budget, and judge again (`tag` names the
@@ -129,8 +148,11 @@ def settle(ctx: Any, step: str, incumbent: Measurement, candidate: Measurement, 
             stop = f"measure.evidence_repeats {limit} reached"
             break
         if need is not None and need > runs + (limit - bought):
-            stop = f"more repeats than measure.evidence_repeats {limit} allows would be needed, so none were bought" if not bought \
+            stop = (
+                f"more repeats than measure.evidence_repeats {limit} allows would be needed, so none were bought"
+                if not bought
                 else f"the {limit - bought} repeat(s) left could not decide it"
+            )
             break
         if not ctx.measure_more(step, [incumbent, candidate], f"{tag or candidate.config_id}-{bought + 1}"):
             stop = getattr(ctx, "_budget_reason", "the budget allows no more")
@@ -144,11 +166,19 @@ def settle(ctx: Any, step: str, incumbent: Measurement, candidate: Measurement, 
         j = judge(incumbent, candidate, t, objective, prior, settled=True)
     notes = []
     if bought:
-        notes.append(f"Undecided at first: bought {bought} more interleaved repeat{'s' if bought > 1 else ''} of both sides "
-                     f"({2 * bought} engine starts), now {runs} runs per side")
+        notes.append(
+            f"Undecided at first: bought {bought} more interleaved repeat{'s' if bought > 1 else ''} of both sides "
+            f"({2 * bought} engine starts), now {runs} runs per side"
+        )
     if unsettled:
-        cost = (f"; deciding it would take about {need} runs per side ({2 * max(0, need - runs)} more engine starts: raise "
-                "measure.evidence_repeats or measure.duration_s)") if need else ""
+        cost = (
+            (
+                f"; deciding it would take about {need} runs per side ({2 * max(0, need - runs)} more engine starts: raise "
+                "measure.evidence_repeats or measure.duration_s)"
+            )
+            if need
+            else ""
+        )
         notes.append(f"Still not beyond noise ({stop}): settled as no measured difference{cost}")
     j.evidence = bought
     j.evidence_note = ". ".join(notes) + ("." if notes else "")
@@ -156,8 +186,10 @@ def settle(ctx: Any, step: str, incumbent: Measurement, candidate: Measurement, 
 
 
 #: said once in the reason of every step that judged a candidate without an SLO
-NO_SLO_NOTE = ("No SLO in the tune file or the scenarios: goodput is plain throughput, so requests/s is the guard and "
-               "the step is judged on the metrics its guide entry names (shown above), not on a latency limit.")
+NO_SLO_NOTE = (
+    "No SLO in the tune file or the scenarios: goodput is plain throughput, so requests/s is the guard and "
+    "the step is judged on the metrics its guide entry names (shown above), not on a latency limit."
+)
 
 
 def no_slo_note(result: StepResult) -> StepResult:
@@ -175,13 +207,24 @@ def dead(results: list[tuple[Any, Measurement, Judgement | None]]) -> list[tuple
     return [(v, m) for v, m, _ in results[1:] if not m.ok]
 
 
-def failed_step(ctx: Any, step: str, flag: str, results: list[tuple[Any, Measurement, Judgement | None]],
-                tried: list[dict[str, Any]]) -> StepResult:
+def failed_step(
+    ctx: Any,
+    step: str,
+    flag: str,
+    results: list[tuple[Any, Measurement, Judgement | None]],
+    tried: list[dict[str, Any]],
+) -> StepResult:
     """A dead candidate is a failed candidate: the step fails with the engine's error (the
     current flags stay) and `--resume` measures it again, since its cells are not complete."""
     bits = [f"{label({flag: v})}: {m.failure_kind()} ({m.failure or 'no reason recorded'})" for v, m in dead(results)]
-    return StepResult(step, "failed", f"{'; '.join(bits)}. A candidate that cannot be measured fails the step: the current "
-                      "flags stay, and `harness tune FILE --resume DIR` measures it again.", dict(ctx.current), tried)
+    return StepResult(
+        step,
+        "failed",
+        f"{'; '.join(bits)}. A candidate that cannot be measured fails the step: the current "
+        "flags stay, and `harness tune FILE --resume DIR` measures it again.",
+        dict(ctx.current),
+        tried,
+    )
 
 
 def one_flag(

@@ -26,19 +26,29 @@ class Baseline:
                 return ctx.budget_skip(self.name)
             m = ms[0]
         if not m.ok:
-            return StepResult(self.name, "failed", f"the current flags do not give a complete run: {m.failure_kind()}: {m.failure}",
-                              dict(ctx.current), [tried_row(m)])
+            return StepResult(
+                self.name,
+                "failed",
+                f"the current flags do not give a complete run: {m.failure_kind()}: {m.failure}",
+                dict(ctx.current),
+                [tried_row(m)],
+            )
         ctx.baseline = m
         r = m.row()
         no_slo = guard_key(m) == THROUGHPUT
-        good = ("no SLO in the tune file or the scenarios: goodput is plain throughput, and the latency steps are judged on "
-                "their latency metrics; " if no_slo else
-                f"goodput {fmt(r['goodput_req_per_s'])} req/s ({fmt((r['goodput_fraction'] or 0) * 100, '.0f')}% within the SLOs), ")
-        text = (f"at {m.expected_level}: {good}"
-                f"{fmt(r['req_per_s'])} req/s, {fmt(r['output_tok_per_s'], '.0f')} output tok/s; TTFT p50/p99 {fmt(r['ttft_p50_ms'], '.0f')}/{fmt(r['ttft_p99_ms'], '.0f')} ms, "
-                f"ITL p50/p99 {fmt(r['itl_p50_ms'], '.1f')}/{fmt(r['itl_p99_ms'], '.1f')} ms, TPOT p50 {fmt(tpot_p50(m), '.1f')} ms, "
-                f"E2E p99 {fmt(r['e2e_p99_ms'], '.0f')} ms; "
-                f"KV usage max {fmt(r['kv_usage_max'])}, {fmt(r['preemptions'], '.0f')} preemptions")
+        good = (
+            "no SLO in the tune file or the scenarios: goodput is plain throughput, and the latency steps are judged on "
+            "their latency metrics; "
+            if no_slo
+            else f"goodput {fmt(r['goodput_req_per_s'])} req/s ({fmt((r['goodput_fraction'] or 0) * 100, '.0f')}% within the SLOs), "
+        )
+        text = (
+            f"at {m.expected_level}: {good}"
+            f"{fmt(r['req_per_s'])} req/s, {fmt(r['output_tok_per_s'], '.0f')} output tok/s; TTFT p50/p99 {fmt(r['ttft_p50_ms'], '.0f')}/{fmt(r['ttft_p99_ms'], '.0f')} ms, "
+            f"ITL p50/p99 {fmt(r['itl_p50_ms'], '.1f')}/{fmt(r['itl_p99_ms'], '.1f')} ms, TPOT p50 {fmt(tpot_p50(m), '.1f')} ms, "
+            f"E2E p99 {fmt(r['e2e_p99_ms'], '.0f')} ms; "
+            f"KV usage max {fmt(r['kv_usage_max'])}, {fmt(r['preemptions'], '.0f')} preemptions"
+        )
         if r["gpu_memory_used_max_bytes"]:
             text += f", GPU memory {r['gpu_memory_used_max_bytes'] / 2**30:.1f} GiB"
         text += "." + short_window(m, ctx.tune.measure.duration_s)
@@ -66,8 +76,10 @@ def short_window(m: Measurement, duration_s: float) -> str:
             bits.append(f"{s}: {done:.0f} requests completed in the window")
     if not bits:
         return ""
-    return (f" Note: the window is short for this traffic ({'; '.join(bits)}): goodput differences will be coarse and "
-            "may end as ties; raise measure.duration_s.")
+    return (
+        f" Note: the window is short for this traffic ({'; '.join(bits)}): goodput differences will be coarse and "
+        "may end as ties; raise measure.duration_s."
+    )
 
 
 STEPS.add(Baseline.name, Baseline())

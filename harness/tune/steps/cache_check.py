@@ -37,7 +37,10 @@ def _hits(v: float | None) -> str:
 def prefill_per_request(m: Measurement) -> float | None:
     """Prompt tokens the engine computed per completed request: its prompt tokens minus those
     served from the prefix cache (the prefill work prefix caching saves)."""
-    prompt, hits = m.summary_value(lambda s: s.engine.prompt_tokens), m.summary_value(lambda s: s.engine.prefix_cache.hits)
+    prompt, hits = (
+        m.summary_value(lambda s: s.engine.prompt_tokens),
+        m.summary_value(lambda s: s.engine.prefix_cache.hits),
+    )
     done = m.summary_value(lambda s: s.requests.completed)
     if prompt is None or not done:
         return None
@@ -61,8 +64,10 @@ def hit_rate(m: Measurement) -> str:
 class CacheCheck:
     name = "cache-check"
     knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
-    summary = ("preemptions and prefix-cache hit rate; when prefix caching is off, on vs off on TTFT p50/p99 and prefill work "
-               "saved, on taken unless worse beyond noise (the guide keeps it on); no start when it is on")
+    summary = (
+        "preemptions and prefix-cache hit rate; when prefix caching is off, on vs off on TTFT p50/p99 and prefill work "
+        "saved, on taken unless worse beyond noise (the guide keeps it on); no start when it is on"
+    )
 
     def run(self, ctx: TuneContext) -> StepResult:
         done, inc = prologue(ctx, self.name, FLAG)
@@ -81,25 +86,44 @@ class CacheCheck:
                 small = f"prefix-cache hit rate {_hits(hit)}: below 5%, the benefit is real but small for this traffic"
             else:
                 small = f"prefix-cache hit rate {_hits(hit)}"
-            return StepResult(self.name, "kept", f"prefix caching on; {small}; {pre_text}.", dict(ctx.current), [tried_row(inc)])
-        done, best, results = one_flag(ctx, self.name, flag, [knob.on], objective=OBJECTIVE, prior=lambda _v: "candidate")
+            return StepResult(
+                self.name, "kept", f"prefix caching on; {small}; {pre_text}.", dict(ctx.current), [tried_row(inc)]
+            )
+        done, best, results = one_flag(
+            ctx, self.name, flag, [knob.on], objective=OBJECTIVE, prior=lambda _v: "candidate"
+        )
         if done is not None:
             return done
         (_, off, _), (_, on, j) = results
         tried = [tried_row(m, jj) for _, m, jj in results]
-        work = (f"prefix-cache hit rate {hit_rate(off)} -> {hit_rate(on)}; prompt tokens computed per request "
-                f"{fmt(prefill_per_request(off), '.0f')} -> {fmt(prefill_per_request(on), '.0f')}")
+        work = (
+            f"prefix-cache hit rate {hit_rate(off)} -> {hit_rate(on)}; prompt tokens computed per request "
+            f"{fmt(prefill_per_request(off), '.0f')} -> {fmt(prefill_per_request(on), '.0f')}"
+        )
         hit_on = on.metric("prefix_hit_rate")
-        small = " (hit rate below 5%: a small benefit for this traffic)" if hit_on is not None and hit_on < SMALL else ""
+        small = (
+            " (hit rate below 5%: a small benefit for this traffic)" if hit_on is not None and hit_on < SMALL else ""
+        )
         rule = "the guide keeps prefix caching enabled unless the platform or a feature needs it off"
         assert j is not None
         if best is None:
-            return StepResult(self.name, "kept", f"prefix caching off -> on: {j.text()}; {work}{small}. Kept off: on is worse "
-                              f"beyond noise, the evidence keeping it off needs ({rule}); {pre_text}.",
-                              dict(ctx.current), tried)
+            return StepResult(
+                self.name,
+                "kept",
+                f"prefix caching off -> on: {j.text()}; {work}{small}. Kept off: on is worse "
+                f"beyond noise, the evidence keeping it off needs ({rule}); {pre_text}.",
+                dict(ctx.current),
+                tried,
+            )
         ctx.current = best.flags
-        return StepResult(self.name, "changed", f"prefix caching off -> on: {j.text()}; {work}{small}. Turned on: {rule}, "
-                          f"and on is not worse beyond noise; {pre_text}.", dict(best.flags), tried)
+        return StepResult(
+            self.name,
+            "changed",
+            f"prefix caching off -> on: {j.text()}; {work}{small}. Turned on: {rule}, "
+            f"and on is not worse beyond noise; {pre_text}.",
+            dict(best.flags),
+            tried,
+        )
 
 
 STEPS.add(CacheCheck.name, CacheCheck())

@@ -49,16 +49,20 @@ def show(flag: str, value: Any) -> str:
 
 
 def describe(name: str, m: Measurement) -> str:
-    return (f"{name}: startup {fmt(startup_s(m), '.1f')} s, goodput {fmt(m.goodput())} req/s, "
-            f"{fmt(m.metric('output_tok_per_s'), '.0f')} output tok/s, ITL p50/p99 {fmt(m.metric('itl_p50_ms'), '.1f')}/"
-            f"{fmt(m.metric('itl_p99_ms'), '.1f')} ms{_gib(m)}")
+    return (
+        f"{name}: startup {fmt(startup_s(m), '.1f')} s, goodput {fmt(m.goodput())} req/s, "
+        f"{fmt(m.metric('output_tok_per_s'), '.0f')} output tok/s, ITL p50/p99 {fmt(m.metric('itl_p50_ms'), '.1f')}/"
+        f"{fmt(m.metric('itl_p99_ms'), '.1f')} ms{_gib(m)}"
+    )
 
 
 class CudaGraphs:
     name = "cuda-graphs"
     knobs = (KNOB,)  # the guide knobs it moves (the plan shows each kind's spelling)
-    summary = ("when the current flags run eager or leave graphs to the engine: CUDA graphs on vs the current flags "
-               "(startup saved vs steady-state lost); no start when graphs are on")
+    summary = (
+        "when the current flags run eager or leave graphs to the engine: CUDA graphs on vs the current flags "
+        "(startup saved vs steady-state lost); no start when graphs are on"
+    )
 
     def run(self, ctx: TuneContext) -> StepResult:
         done, inc = prologue(ctx, self.name, KNOB)
@@ -70,11 +74,24 @@ class CudaGraphs:
         assert flag is not None  # prologue skipped a kind without it
         current = flag_of(ctx.current, flag)
         if current is None and knob.default_on:
-            return StepResult(self.name, "kept", f"CUDA graphs are on (the engine's default; {flag} not set); nothing to try.",
-                              dict(ctx.current), [tried_row(inc)])
+            return StepResult(
+                self.name,
+                "kept",
+                f"CUDA graphs are on (the engine's default; {flag} not set); nothing to try.",
+                dict(ctx.current),
+                [tried_row(inc)],
+            )
         if current is not None and knob.is_on(current):  # the kind's sense (an env value "1" is 1)
-            return StepResult(self.name, "kept", f"CUDA graphs are on ({show(flag, current)}); nothing to try.", dict(ctx.current), [tried_row(inc)])
-        done, best, results = one_flag(ctx, self.name, flag, [knob.on], objective=OBJECTIVE, prior=lambda _v: "candidate")
+            return StepResult(
+                self.name,
+                "kept",
+                f"CUDA graphs are on ({show(flag, current)}); nothing to try.",
+                dict(ctx.current),
+                [tried_row(inc)],
+            )
+        done, best, results = one_flag(
+            ctx, self.name, flag, [knob.on], objective=OBJECTIVE, prior=lambda _v: "candidate"
+        )
         if done is not None:
             return done
         (_, off, _), (_, on, j) = results
@@ -87,15 +104,28 @@ class CudaGraphs:
         if on_s is not None and off_s is not None:
             saved = on_s - off_s
         # guide 000's trade: what eager saves at startup against what it loses in steady state
-        trade = f"; startup with graphs {saved:+.1f} s vs eager (a one-time cost per start)" if saved is not None else ""
+        trade = (
+            f"; startup with graphs {saved:+.1f} s vs eager (a one-time cost per start)" if saved is not None else ""
+        )
         rule = "graphs are the engine's default and guide 000 keeps eager out of production without a benchmark"
         assert j is not None
         if best is None:
-            return StepResult(self.name, "kept", f"{head}: {j.text()}{trade}. Kept eager: graphs on is worse beyond noise, "
-                              f"the evidence staying eager needs ({rule}).", dict(ctx.current), tried)
+            return StepResult(
+                self.name,
+                "kept",
+                f"{head}: {j.text()}{trade}. Kept eager: graphs on is worse beyond noise, "
+                f"the evidence staying eager needs ({rule}).",
+                dict(ctx.current),
+                tried,
+            )
         ctx.current = best.flags
-        return StepResult(self.name, "changed", f"{head}: {j.text()}{trade}. Graphs on: {rule}, and graphs on is not worse "
-                          "beyond noise.", dict(best.flags), tried)
+        return StepResult(
+            self.name,
+            "changed",
+            f"{head}: {j.text()}{trade}. Graphs on: {rule}, and graphs on is not worse beyond noise.",
+            dict(best.flags),
+            tried,
+        )
 
 
 STEPS.add(CudaGraphs.name, CudaGraphs())

@@ -31,8 +31,10 @@ def facts(base: Measurement, final: Measurement) -> list[str]:
             return None
         return f"{fmt(a, spec)}{unit if a is not None else ''} -> {fmt(b, spec)}{unit if b is not None else ''}"
 
-    kv = [(name, base.summary_value(get), final.summary_value(get)) for name, get in
-          (("mean", lambda s: s.engine.kv_usage.mean), ("max", lambda s: s.engine.kv_usage.max))]
+    kv = [
+        (name, base.summary_value(get), final.summary_value(get))
+        for name, get in (("mean", lambda s: s.engine.kv_usage.mean), ("max", lambda s: s.engine.kv_usage.max))
+    ]
     kv_bits = [f"{n} {pair(a, b, '.2f')}" for n, a, b in kv if a is not None or b is not None]
     if kv_bits:
         out.append("KV usage " + ", ".join(kv_bits))
@@ -60,9 +62,19 @@ def vs_baseline(base: Measurement, final: Measurement, threshold_pct: float) -> 
     multi = len(cmp.rows) > 1
     improved, regressed, per = [], [], {}
     for s, rows in cmp.rows.items():
-        per[s] = {r.key: {"baseline": r.baseline, "final": r.candidate, "change": r.change, "unit": r.change_unit,
-                          "verdict": r.verdict, "interval": list(r.interval) if r.interval else None, "p_adjusted": r.p_adjusted}
-                  for r in rows.values() if r.key in MAIN or r.decided}
+        per[s] = {
+            r.key: {
+                "baseline": r.baseline,
+                "final": r.candidate,
+                "change": r.change,
+                "unit": r.change_unit,
+                "verdict": r.verdict,
+                "interval": list(r.interval) if r.interval else None,
+                "p_adjusted": r.p_adjusted,
+            }
+            for r in rows.values()
+            if r.key in MAIN or r.decided
+        }
         for r in rows.values():
             if r.key == "prefix_hit_rate":
                 continue  # a fact, not better or worse: a preempted request's recompute hits the cache too
@@ -80,14 +92,30 @@ def vs_baseline(base: Measurement, final: Measurement, threshold_pct: float) -> 
     else:
         verdict = "same"
     guard = cmp.guard
-    steady = [(f"{s}: " if multi else "") + show_row(rows[guard], cmp.closed_loop.get(s))
-              for s, rows in cmp.rows.items() if guard in rows and not rows[guard].decided]
+    steady = [
+        (f"{s}: " if multi else "") + show_row(rows[guard], cmp.closed_loop.get(s))
+        for s, rows in cmp.rows.items()
+        if guard in rows and not rows[guard].decided
+    ]
     # what moved past the threshold without getting beyond noise: worth a line, not a verdict
-    unsure = [(f"{s}: " if multi else "") + show_row(r) for s, rows in cmp.rows.items() for r in rows.values()
-              if r.key != guard and r.key != "prefix_hit_rate" and r.verdict in ("within noise", "too few samples")]
-    return {"verdict": verdict, "goodput": j.per_scenario, "by": j.by, "guard": guard_name(guard),
-            "improvements": improved, "regressions": regressed, "within_noise": steady, "undecided": unsure,
-            "facts": facts(base, final), "deltas": per}
+    unsure = [
+        (f"{s}: " if multi else "") + show_row(r)
+        for s, rows in cmp.rows.items()
+        for r in rows.values()
+        if r.key != guard and r.key != "prefix_hit_rate" and r.verdict in ("within noise", "too few samples")
+    ]
+    return {
+        "verdict": verdict,
+        "goodput": j.per_scenario,
+        "by": j.by,
+        "guard": guard_name(guard),
+        "improvements": improved,
+        "regressions": regressed,
+        "within_noise": steady,
+        "undecided": unsure,
+        "facts": facts(base, final),
+        "deltas": per,
+    }
 
 
 def story(vs: dict[str, Any]) -> str:
@@ -118,9 +146,11 @@ def drift(earlier: Measurement | None, final: Measurement, threshold_pct: float)
     if not moved:
         return None
     shown = "; ".join((f"{s}: " if len(cmp.rows) > 1 else "") + show_row(r) for s, r in moved[:4])
-    return (f"The same flags measured by the step that chose them ({earlier.sweep_dir.name}) and here differ beyond noise "
-            f"({shown}): the machine's speed changed between runs, so this comparison with the baseline mixes that with "
-            "the flags' effect; repeat on a quiet machine or with measure.repeats")
+    return (
+        f"The same flags measured by the step that chose them ({earlier.sweep_dir.name}) and here differ beyond noise "
+        f"({shown}): the machine's speed changed between runs, so this comparison with the baseline mixes that with "
+        "the flags' effect; repeat on a quiet machine or with measure.repeats"
+    )
 
 
 class Final:
@@ -134,8 +164,13 @@ class Final:
         (m,) = ms
         earlier = ctx.measurer.cache.get(flags_key(ctx.current))  # the measurement the steps decided on
         if not m.ok:
-            return StepResult(self.name, "failed", f"the chosen flags did not give a complete run: {m.failure_kind()}: {m.failure}",
-                              dict(ctx.current), [tried_row(m)])
+            return StepResult(
+                self.name,
+                "failed",
+                f"the chosen flags did not give a complete run: {m.failure_kind()}: {m.failure}",
+                dict(ctx.current),
+                [tried_row(m)],
+            )
         base = ctx.baseline
         if base is None:
             return StepResult(self.name, "kept", "no baseline to compare with.", dict(ctx.current), [tried_row(m)])
@@ -144,9 +179,12 @@ class Final:
         ctx.vs_baseline = vs
         same = m.flags == base.flags
         what = "the baseline flags (nothing changed), measured again," if same else "the chosen flags"
-        head = {"better": f"{what} beat the baseline beyond noise", "worse": f"{what} are worse than the baseline beyond noise",
-                "mixed": f"{what} differ from the baseline beyond noise both ways",
-                "same": f"{what} are within noise of the baseline on every metric compared"}[vs["verdict"]]
+        head = {
+            "better": f"{what} beat the baseline beyond noise",
+            "worse": f"{what} are worse than the baseline beyond noise",
+            "mixed": f"{what} differ from the baseline beyond noise both ways",
+            "same": f"{what} are within noise of the baseline on every metric compared",
+        }[vs["verdict"]]
         body = story(vs)
         moved = drift(earlier, m, ctx.threshold_pct)
         if moved:
@@ -155,7 +193,9 @@ class Final:
         if moved:
             reason = reason.rstrip(".") + f". {moved}"
         verdict = "kept" if same else "changed"
-        return StepResult(self.name, verdict, reason.rstrip(".") + ".", dict(ctx.current), [tried_row(m)], {"vs_baseline": vs})
+        return StepResult(
+            self.name, verdict, reason.rstrip(".") + ".", dict(ctx.current), [tried_row(m)], {"vs_baseline": vs}
+        )
 
 
 STEPS.add(Final.name, Final())

@@ -52,11 +52,23 @@ class KvDtype:
         kv = inc.metric("kv_usage_max")
         signals = f"{pre:.0f} preemptions, KV usage max {fmt(kv)} at {inc.expected_level}"
         if pre == 0 and (kv is None or kv <= 0.95):
-            return StepResult(self.name, "skipped", f"memory is not the limit: {signals}.", dict(ctx.current), [tried_row(inc)])
+            return StepResult(
+                self.name, "skipped", f"memory is not the limit: {signals}.", dict(ctx.current), [tried_row(inc)]
+            )
         if ctx.tune.quality is None or not gate_available():
-            why = "the tune file has no quality block" if ctx.tune.quality is None else "this build has no quality gate (harness.quality)"
-            return StepResult(self.name, "skipped", f"memory is the limit ({signals}), but quality not checked: {why}, and FP8 KV cache "
-                              "or quantized weights are accepted only with the quality gate passed.", dict(ctx.current), [tried_row(inc)])
+            why = (
+                "the tune file has no quality block"
+                if ctx.tune.quality is None
+                else "this build has no quality gate (harness.quality)"
+            )
+            return StepResult(
+                self.name,
+                "skipped",
+                f"memory is the limit ({signals}), but quality not checked: {why}, and FP8 KV cache "
+                "or quantized weights are accepted only with the quality gate passed.",
+                dict(ctx.current),
+                [tried_row(inc)],
+            )
         knob = ctx.knob(FLAG)  # the kind's flag(s) and its spelling of FP8 (llama.cpp: q8_0 for K and V)
         flag = knob.flag or FLAG
         values = ctx.candidates(flag) or list(knob.try_values) or ["fp8"]
@@ -66,8 +78,15 @@ class KvDtype:
             verdicts[m.config_id] = v = verdict(ctx, inc, m)
             return refusal(v)
 
-        done, best, results = one_flag(ctx, self.name, flag, values, disqualify=quality_refused, objective=OBJECTIVE,
-                                       accept_tie_when=lambda i, c: capacity_gain(i, c, ctx.threshold_pct))
+        done, best, results = one_flag(
+            ctx,
+            self.name,
+            flag,
+            values,
+            disqualify=quality_refused,
+            objective=OBJECTIVE,
+            accept_tie_when=lambda i, c: capacity_gain(i, c, ctx.threshold_pct),
+        )
         if done is not None:
             return done
         for _, m, _ in results[1:]:  # every candidate judged, also those that lost on speed
@@ -79,19 +98,33 @@ class KvDtype:
             if m.ok:
                 v = verdicts.get(m.config_id)
                 refused_why = refusal(v)
-                notes.append(f"{knob.value(m.flags)}: " + (refused_why if refused_why else f"quality gate {v.status} ({v.short()})" if v else "-"))
+                notes.append(
+                    f"{knob.value(m.flags)}: "
+                    + (refused_why if refused_why else f"quality gate {v.status} ({v.short()})" if v else "-")
+                )
         qnotes = "; ".join(notes) or "no candidate measured"
         if best is None:
-            return StepResult(self.name, "kept", f"memory is the limit ({signals}); no {flag} in {', '.join(map(str, values))} beats the "
-                              f"current one beyond noise with the quality gate passed. Quality vs current: {qnotes}.",
-                              dict(ctx.current), tried)
+            return StepResult(
+                self.name,
+                "kept",
+                f"memory is the limit ({signals}); no {flag} in {', '.join(map(str, values))} beats the "
+                f"current one beyond noise with the quality gate passed. Quality vs current: {qnotes}.",
+                dict(ctx.current),
+                tried,
+            )
         ctx.current = best.flags
         j = next(jj for _, m, jj in results if m is best)
         assert j is not None  # the best was judged against the current one
         gain = capacity_gain(inc, best, ctx.threshold_pct)
         why = j.text() if j.verdict == "better" else f"{j.text()}; taken for capacity: {gain}"
-        return StepResult(self.name, "changed", f"memory is the limit ({signals}); {flag} {knob.value(best.flags)}: {why}; "
-                          f"it passes the quality gate. Quality vs current: {qnotes}.", dict(best.flags), tried)
+        return StepResult(
+            self.name,
+            "changed",
+            f"memory is the limit ({signals}); {flag} {knob.value(best.flags)}: {why}; "
+            f"it passes the quality gate. Quality vs current: {qnotes}.",
+            dict(best.flags),
+            tried,
+        )
 
 
 STEPS.add(KvDtype.name, KvDtype())

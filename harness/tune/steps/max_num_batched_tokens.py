@@ -51,11 +51,14 @@ OBJECTIVE = Objective(targets=("itl.p99",), costs=("tpot.p50", "ttft.p50", "ttft
 BETWEEN = Objective(targets=("itl.p99", "tpot.p50"), guards=("ttft.p50", "ttft.p99"))
 
 
-def pick(winners: list[tuple[Any, Measurement]], between: Callable[[tuple[Any, Measurement], tuple[Any, Measurement]], Judgement],
-         ) -> tuple[int, list[str]]:
+def pick(
+    winners: list[tuple[Any, Measurement]],
+    between: Callable[[tuple[Any, Measurement], tuple[Any, Measurement]], Judgement],
+) -> tuple[int, list[str]]:
     """The index of the winner to take, and one line per comparison that chose it. The largest
     budget first; each smaller one replaces the holder when `between(holder, smaller)` (the
     BETWEEN judgement, the smaller as the candidate) says it is better beyond noise."""
+
     def size(v: Any) -> float:
         return float(v) if isinstance(v, (int, float)) else 0.0
 
@@ -124,8 +127,10 @@ def longest_prompt(scenarios: list[Any]) -> int | None:
 class MaxNumBatchedTokens:
     name = "max-num-batched-tokens"
     knobs = (FLAG, CHUNKED)  # the guide knobs it moves (the plan shows each kind's spelling)
-    summary = ("when ITL p99 >= 2x p50 and prompts exceed 512 tokens (decodes stalled by prefills): chunked prefill at 512 "
-               "then 2048 tokens; ITL p99 must improve beyond noise, TPOT p50 and TTFT are the named costs, goodput the guard")
+    summary = (
+        "when ITL p99 >= 2x p50 and prompts exceed 512 tokens (decodes stalled by prefills): chunked prefill at 512 "
+        "then 2048 tokens; ITL p99 must improve beyond noise, TPOT p50 and TTFT are the named costs, goodput the guard"
+    )
 
     def run(self, ctx: TuneContext) -> StepResult:
         done, inc = prologue(ctx, self.name, FLAG, incumbent_first=True)
@@ -141,16 +146,31 @@ class MaxNumBatchedTokens:
         stall = f"ITL p99 {fmt(p99, '.1f')} ms is {fmt(ratio, '.1f')}x the median request's time per token (TPOT p50 {fmt(p50, '.1f')} ms)"
         current = flag_of(ctx.current, flag)
         if not given and (ratio is None or ratio < STALL_RATIO):
-            return StepResult(self.name, "skipped", f"{stall}: no decode stalls from long prefills to protect "
-                              f"(below {STALL_RATIO:g}x); the budget stays as it is.", dict(ctx.current))
+            return StepResult(
+                self.name,
+                "skipped",
+                f"{stall}: no decode stalls from long prefills to protect "
+                f"(below {STALL_RATIO:g}x); the budget stays as it is.",
+                dict(ctx.current),
+            )
         longest = longest_prompt(ctx.spec.parsed)
         if not given and longest is not None and longest <= GUIDE_START:
-            return StepResult(self.name, "skipped", f"{stall}, but no prompt is longer than {GUIDE_START} tokens (longest {longest}): "
-                              "no long prefill to chunk; the budget stays as it is.", dict(ctx.current))
+            return StepResult(
+                self.name,
+                "skipped",
+                f"{stall}, but no prompt is longer than {GUIDE_START} tokens (longest {longest}): "
+                "no long prefill to chunk; the budget stays as it is.",
+                dict(ctx.current),
+            )
         chunking_off = chunked is not None and chunk_knob.is_on(flag_of(ctx.current, chunked)) is False
         if not given and isinstance(current, int) and current <= GUIDE_START and not chunking_off:
-            return StepResult(self.name, "skipped", f"{stall}, but the budget is already {current} tokens with chunked prefill, "
-                              f"at or below the guide's starting point ({GUIDE_START}); list candidates to try others.", dict(ctx.current))
+            return StepResult(
+                self.name,
+                "skipped",
+                f"{stall}, but the budget is already {current} tokens with chunked prefill, "
+                f"at or below the guide's starting point ({GUIDE_START}); list candidates to try others.",
+                dict(ctx.current),
+            )
         seqs_flag = ctx.knob("max-num-seqs").flag
         seqs = flag_of(ctx.current, seqs_flag) if seqs_flag else None
         values = [v for v in (given or [GUIDE_START, 2048]) if v != current]
@@ -169,8 +189,11 @@ class MaxNumBatchedTokens:
         # the guide's 512 first: when it wins and leaves no stall (ITL p99 below 2x p50), larger
         # budgets are not started; they run when it loses (e.g. long prompts miss the TTFT SLO)
         # or still stalls. Candidates from the tune file run together.
-        rounds = [values] if given or GUIDE_START not in values or len(values) == 1 else [
-            [GUIDE_START], [v for v in values if v != GUIDE_START]]
+        rounds = (
+            [values]
+            if given or GUIDE_START not in values or len(values) == 1
+            else [[GUIDE_START], [v for v in values if v != GUIDE_START]]
+        )
         rows: list[dict[str, Any]] = []
         winners: list[tuple[Any, ...]] = []
         measured: list[tuple[Any, Measurement, Judgement]] = []
@@ -183,7 +206,10 @@ class MaxNumBatchedTokens:
                     break  # the first round decides alone
                 return ctx.budget_skip(self.name)
             inc = ms[0]
-            results: list[tuple[Any, Measurement, Judgement | None]] = [(current, inc, None), *[(v, m, None) for v, m in zip(vals, ms[1:], strict=True)]]
+            results: list[tuple[Any, Measurement, Judgement | None]] = [
+                (current, inc, None),
+                *[(v, m, None) for v, m in zip(vals, ms[1:], strict=True)],
+            ]
             if dead(results):
                 return failed_step(ctx, self.name, flag, results, rows + [tried_row(m) for _, m, _ in results[1:]])
             if not rows:
@@ -194,11 +220,20 @@ class MaxNumBatchedTokens:
                 rows.append(tried_row(m, j, cost_too_high=cost))
                 measured.append((v, m, j))
                 if j.verdict == "better" and cost is None:
-                    winners.append((j.cmp is not None and j.cmp.direction(j.cmp.guard) == "better",
-                                    v if isinstance(v, (int, float)) else 0, v, m, j))
+                    winners.append(
+                        (
+                            j.cmp is not None and j.cmp.direction(j.cmp.guard) == "better",
+                            v if isinstance(v, (int, float)) else 0,
+                            v,
+                            m,
+                            j,
+                        )
+                    )
             if r + 1 < len(rounds) and winners and not stalls(winners[0][3]):
                 later = ", ".join(map(str, rounds[r + 1]))
-                not_started = f" ({later} not started: {GUIDE_START} leaves no stall, ITL p99 below {STALL_RATIO:g}x TPOT p50)"
+                not_started = (
+                    f" ({later} not started: {GUIDE_START} leaves no stall, ITL p99 below {STALL_RATIO:g}x TPOT p50)"
+                )
                 break
         cur_name = current if current is not None else "the default"
 
@@ -212,9 +247,16 @@ class MaxNumBatchedTokens:
         note += not_started
         slo_note = "" if ttft_slo else " (no TTFT SLO: TTFT is weighed against the ITL gain)"
         if not winners:
-            return StepResult(self.name, "kept", f"{stall}; {cur_name} (current) vs {listing}. No budget taken: leaving {cur_name} "
-                              f"needs ITL p99 better beyond noise, goodput and failed requests not worse, and no larger cost on TPOT p50 "
-                              f"or TTFT{slo_note}{note}.", dict(ctx.current), rows)
+            return StepResult(
+                self.name,
+                "kept",
+                f"{stall}; {cur_name} (current) vs {listing}. No budget taken: leaving {cur_name} "
+                f"needs ITL p99 better beyond noise, goodput and failed requests not worse, and no larger cost on TPOT p50 "
+                f"or TTFT{slo_note}{note}.",
+                dict(ctx.current),
+                rows,
+            )
+
         # guide 001 1.1 "measure both": the winners weighed against each other on ITL and TTFT,
         # the largest holding a tie (a smaller budget only makes long prefills slower)
         def between(holder: tuple[Any, Measurement], smaller: tuple[Any, Measurement]) -> Judgement:
@@ -224,13 +266,21 @@ class MaxNumBatchedTokens:
         _by_goodput, _, v, m, j = winners[best]
         among = ""
         if weighed:
-            among = (f" Among the budgets that win, a smaller one replaces a larger only when better beyond noise on ITL p99 "
-                     f"or TPOT p50 and not worse beyond noise on either, on TTFT p50/p99, {_guard(j)} or failed requests "
-                     f"(as `harness compare LARGER SMALLER` reads their cells): {'; '.join(weighed)}.")
+            among = (
+                f" Among the budgets that win, a smaller one replaces a larger only when better beyond noise on ITL p99 "
+                f"or TPOT p50 and not worse beyond noise on either, on TTFT p50/p99, {_guard(j)} or failed requests "
+                f"(as `harness compare LARGER SMALLER` reads their cells): {'; '.join(weighed)}."
+            )
         ctx.current = m.flags
-        return StepResult(self.name, "changed", f"{stall}; {cur_name} (current) vs {listing}. {flag} {v}: {j.why}, and its costs "
-                          f"on TPOT p50 and TTFT do not exceed the ITL p99 gain{slo_note}{note}.{among}", dict(m.flags), rows,
-                          {"candidates": values})
+        return StepResult(
+            self.name,
+            "changed",
+            f"{stall}; {cur_name} (current) vs {listing}. {flag} {v}: {j.why}, and its costs "
+            f"on TPOT p50 and TTFT do not exceed the ITL p99 gain{slo_note}{note}.{among}",
+            dict(m.flags),
+            rows,
+            {"candidates": values},
+        )
 
 
 def _guard(j: Judgement) -> str:

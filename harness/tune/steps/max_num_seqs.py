@@ -33,7 +33,11 @@ RAISE = Objective(targets=("ttft.p50", "ttft.p99", "preemptions"))
 def kv_full(m: Measurement) -> str | None:
     """Steady-state KV occupancy at or above 85% (guide 001 2.1): no room for the burst."""
     mean = m.summary_value(lambda s: s.engine.kv_usage.mean)
-    return f"steady-state KV usage {mean:.0%} ({100 * RAISE_BELOW_KV:.0f}% or more)" if mean is not None and mean >= RAISE_BELOW_KV else None
+    return (
+        f"steady-state KV usage {mean:.0%} ({100 * RAISE_BELOW_KV:.0f}% or more)"
+        if mean is not None and mean >= RAISE_BELOW_KV
+        else None
+    )
 
 
 def mean_context(m: Measurement) -> float | None:
@@ -47,8 +51,10 @@ def mean_context(m: Measurement) -> float | None:
 class MaxNumSeqs:
     name = "max-num-seqs"
     knobs = (FLAG,)  # the guide knobs it moves (the plan shows each kind's spelling)
-    summary = ("candidates from KV cache tokens / mean context (guide 001 2.1) around the expected concurrency; lower "
-               f"on a storm, raise when requests wait for a sequence slot with KV below {100 * RAISE_BELOW_KV:.0f}%")
+    summary = (
+        "candidates from KV cache tokens / mean context (guide 001 2.1) around the expected concurrency; lower "
+        f"on a storm, raise when requests wait for a sequence slot with KV below {100 * RAISE_BELOW_KV:.0f}%"
+    )
 
     @staticmethod
     def fit(m: Measurement) -> int | None:
@@ -64,8 +70,11 @@ class MaxNumSeqs:
         current = flag_of(ctx.current, flag)
         kv_max = m.metric("kv_usage_max")
         fit = int(kv_tokens // ctx_len) if isinstance(kv_tokens, (int, float)) and ctx_len else None
-        why = (f"KV cache {kv_tokens:,} tokens / mean context {ctx_len:.0f} tokens = {fit} sequences"
-               if fit is not None else "no KV capacity in the startup log")
+        why = (
+            f"KV cache {kv_tokens:,} tokens / mean context {ctx_len:.0f} tokens = {fit} sequences"
+            if fit is not None
+            else "no KV capacity in the startup log"
+        )
         values: set[int] = set()
         nothing = "no value other than the current one to try"
         waiting = m.summary_value(lambda s: s.engine.waiting.mean)
@@ -77,7 +86,11 @@ class MaxNumSeqs:
                 values |= {current // 2, current // 4}
             if expected and fit and expected < fit:
                 values.add(expected)
-        elif (waiting or 0) >= 1 and (kv_max is None or kv_max < RAISE_BELOW_KV) and self._limit_binds(running, expected, current, ctx):
+        elif (
+            (waiting or 0) >= 1
+            and (kv_max is None or kv_max < RAISE_BELOW_KV)
+            and self._limit_binds(running, expected, current, ctx)
+        ):
             # requests wait while the KV cache has room: headroom to raise
             if expected:
                 values.add(expected)
@@ -88,12 +101,16 @@ class MaxNumSeqs:
         elif (waiting or 0) >= 1 and (kv_max is None or kv_max < RAISE_BELOW_KV):
             # requests wait, but not for a sequence slot: every user already ran at once, or the
             # running count stayed below the limit (they wait for the token budget or a prefill)
-            nothing = (f"{fmt(running, '.0f')} sequences ran at most ({self._below(running, ctx.tune.load.concurrency, current)}) and "
-                       f"{fmt(waiting, '.1f')} waited on average: they wait for the token budget or a prefill, not for a sequence slot, "
-                       f"so raising max-num-seqs admits nothing; KV usage max {fmt(kv_max)}, {fmt(m.metric('preemptions'), '.0f')} preemptions")
+            nothing = (
+                f"{fmt(running, '.0f')} sequences ran at most ({self._below(running, ctx.tune.load.concurrency, current)}) and "
+                f"{fmt(waiting, '.1f')} waited on average: they wait for the token budget or a prefill, not for a sequence slot, "
+                f"so raising max-num-seqs admits nothing; KV usage max {fmt(kv_max)}, {fmt(m.metric('preemptions'), '.0f')} preemptions"
+            )
         else:
-            nothing = (f"{fmt(running, '.0f')} sequences ran at most, {fmt(waiting, '.1f')} waited on average, KV usage max {fmt(kv_max)} "
-                            f"and {fmt(m.metric('preemptions'), '.0f')} preemptions: no storm to end and no waiting request to admit")
+            nothing = (
+                f"{fmt(running, '.0f')} sequences ran at most, {fmt(waiting, '.1f')} waited on average, KV usage max {fmt(kv_max)} "
+                f"and {fmt(m.metric('preemptions'), '.0f')} preemptions: no storm to end and no waiting request to admit"
+            )
         values = {v for v in values if v >= 1 and v != current}
         return sorted(values), why, nothing
 
@@ -115,8 +132,9 @@ class MaxNumSeqs:
         return f"below the limit {current}"
 
     def run(self, ctx: TuneContext) -> StepResult:
-        done, inc = prologue(ctx, self.name, FLAG, incumbent_first=True,
-                              missing="no baseline measurement to derive candidates from")
+        done, inc = prologue(
+            ctx, self.name, FLAG, incumbent_first=True, missing="no baseline measurement to derive candidates from"
+        )
         if done is not None:
             return done
         assert inc is not None  # prologue hands the incumbent back when every check passed
@@ -126,9 +144,17 @@ class MaxNumSeqs:
         values, why, nothing = (given, "the tune file's candidates", "") if given else self.derive(ctx, inc)
         if not values:
             # the formula's values are still recorded: what a grid over this flag would try
-            formula = sorted({v for v in (self.fit(inc), ctx.tune.load.concurrency) if v and v != flag_of(ctx.current, flag)})
-            return StepResult(self.name, "kept", f"{why}; {nothing}.", dict(ctx.current), [tried_row(inc)],
-                              {"derived": why, "candidates": [], "formula": formula})
+            formula = sorted(
+                {v for v in (self.fit(inc), ctx.tune.load.concurrency) if v and v != flag_of(ctx.current, flag)}
+            )
+            return StepResult(
+                self.name,
+                "kept",
+                f"{why}; {nothing}.",
+                dict(ctx.current),
+                [tried_row(inc)],
+                {"derived": why, "candidates": [], "formula": formula},
+            )
         current = flag_of(ctx.current, flag)
         cur_name = current if current is not None else "default"
         # the guide's formula first: when its value (KV tokens / mean context) ends the storm or
@@ -140,16 +166,21 @@ class MaxNumSeqs:
         def tie(inc_m: Measurement, cand: Measurement) -> str | None:
             return "ends the storm" if storm(inc_m) and not storm(cand) else None
 
-        lowering = bool(storm(inc)) or all(isinstance(v, int) and isinstance(current, int) and v < current for v in values)
+        lowering = bool(storm(inc)) or all(
+            isinstance(v, int) and isinstance(current, int) and v < current for v in values
+        )
         objective = LOWER if lowering else RAISE
         bar = storm if lowering else (lambda m: storm(m) or kv_full(m))
-        done, best, results = one_flag(ctx, self.name, flag, first, disqualify=bar, accept_tie_when=tie, objective=objective)
+        done, best, results = one_flag(
+            ctx, self.name, flag, first, disqualify=bar, accept_tie_when=tie, objective=objective
+        )
         if done is not None:
             return done
         skipped_note = ""
         if rest and best is None:
-            done, best, more = one_flag(ctx, self.name, flag, rest, disqualify=bar, accept_tie_when=tie, suffix="-more",
-                                        objective=objective)
+            done, best, more = one_flag(
+                ctx, self.name, flag, rest, disqualify=bar, accept_tie_when=tie, suffix="-more", objective=objective
+            )
             if done is not None:
                 return done
             results += more[1:]
@@ -160,8 +191,10 @@ class MaxNumSeqs:
 
         def desc(v: Any, m: Measurement) -> str:
             kv_mean = m.summary_value(lambda s: s.engine.kv_usage.mean)
-            return (f"at {v if v is not None else cur_name}: goodput {fmt(m.goodput())} req/s, KV usage mean/max "
-                    f"{fmt(kv_mean)}/{fmt(m.metric('kv_usage_max'))}, {fmt(m.metric('preemptions'), '.0f')} preemptions")
+            return (
+                f"at {v if v is not None else cur_name}: goodput {fmt(m.goodput())} req/s, KV usage mean/max "
+                f"{fmt(kv_mean)}/{fmt(m.metric('kv_usage_max'))}, {fmt(m.metric('preemptions'), '.0f')} preemptions"
+            )
 
         def verdict(v: Any, m: Measurement, j: Any) -> str:
             barred = bar(m)
@@ -173,18 +206,28 @@ class MaxNumSeqs:
         judged = "; ".join(x for x in (verdict(v, m, j) for v, m, j in results[1:]) if x)
         inc_storm = storm(inc_m)
         head = f"{why}; " + (f"storm at {cur_name}: {inc_storm}; " if inc_storm else "")
-        rule = ("lowering ends a storm: taken for fewer preemptions (or more goodput) beyond noise without a goodput loss"
-                if lowering else "raising admits waiting requests: taken for goodput or TTFT better beyond noise with "
-                f"steady-state KV below {100 * RAISE_BELOW_KV:.0f}%")
+        rule = (
+            "lowering ends a storm: taken for fewer preemptions (or more goodput) beyond noise without a goodput loss"
+            if lowering
+            else "raising admits waiting requests: taken for goodput or TTFT better beyond noise with "
+            f"steady-state KV below {100 * RAISE_BELOW_KV:.0f}%"
+        )
         if best is None:
             reason = head + f"{desc(current, inc_m)}; {others}. {judged}. None taken ({rule})"
-            return StepResult(self.name, "kept", reason + ".", dict(ctx.current), tried, {"derived": why, "candidates": values})
+            return StepResult(
+                self.name, "kept", reason + ".", dict(ctx.current), tried, {"derived": why, "candidates": values}
+            )
         j = next(j for _, m, j in results if m is best)
         assert j is not None  # the best was judged against the current one
         how = "ends the storm at equal goodput (within noise)" if j.verdict == "tie" else j.why
         ctx.current = best.flags
-        reason = head + f"{desc(current, inc_m)}; {others}. {judged}. {label({flag: flag_of(best.flags, flag)})}: {how}{skipped_note}"
-        return StepResult(self.name, "changed", reason + ".", dict(best.flags), tried, {"derived": why, "candidates": values})
+        reason = (
+            head
+            + f"{desc(current, inc_m)}; {others}. {judged}. {label({flag: flag_of(best.flags, flag)})}: {how}{skipped_note}"
+        )
+        return StepResult(
+            self.name, "changed", reason + ".", dict(best.flags), tried, {"derived": why, "candidates": values}
+        )
 
 
 STEPS.add(MaxNumSeqs.name, MaxNumSeqs())

@@ -30,23 +30,45 @@ class Parallelism:
         need = ctx.tune.slo_attainment
         fits = f"the model fits (KV cache {_or(inc.facts.kv_cache_tokens)} tokens)"
         if frac is None or frac >= need:
-            return StepResult(self.name, "skipped", f"{fits} and one replica keeps {fmt((frac or 0) * 100, '.0f')}% of requests within the SLOs "
-                              f"at {inc.expected_level} (needs {need * 100:g}%): not too slow.", dict(ctx.current), [tried_row(inc)])
+            return StepResult(
+                self.name,
+                "skipped",
+                f"{fits} and one replica keeps {fmt((frac or 0) * 100, '.0f')}% of requests within the SLOs "
+                f"at {inc.expected_level} (needs {need * 100:g}%): not too slow.",
+                dict(ctx.current),
+                [tried_row(inc)],
+            )
         flag = ctx.knob(FLAG).flag or FLAG  # the kind's spelling (SGLang --tp-size, TGI --num-shard)
         values = [v for v in (ctx.candidates(flag) or []) if isinstance(v, int) and v <= ctx.tune.gpus]
         if ctx.tune.gpus < 2 or not values:
-            return StepResult(self.name, "skipped", f"one replica keeps only {fmt(frac * 100, '.0f')}% within the SLOs (needs {need * 100:g}%), "
-                              f"but there {'is 1 GPU' if ctx.tune.gpus < 2 else 'are no tensor-parallel-size candidates'} to try.",
-                              dict(ctx.current), [tried_row(inc)])
+            return StepResult(
+                self.name,
+                "skipped",
+                f"one replica keeps only {fmt(frac * 100, '.0f')}% within the SLOs (needs {need * 100:g}%), "
+                f"but there {'is 1 GPU' if ctx.tune.gpus < 2 else 'are no tensor-parallel-size candidates'} to try.",
+                dict(ctx.current),
+                [tried_row(inc)],
+            )
         done, best, results = one_flag(ctx, self.name, flag, values)
         if done is not None:
             return done
         tried = [tried_row(m, j) for _, m, j in results]
         if best is None:
-            return StepResult(self.name, "kept", f"one replica keeps {fmt(frac * 100, '.0f')}% within the SLOs; no width beats it beyond noise.", dict(ctx.current), tried)
+            return StepResult(
+                self.name,
+                "kept",
+                f"one replica keeps {fmt(frac * 100, '.0f')}% within the SLOs; no width beats it beyond noise.",
+                dict(ctx.current),
+                tried,
+            )
         ctx.current = best.flags
-        return StepResult(self.name, "changed", f"one replica keeps {fmt(frac * 100, '.0f')}% within the SLOs; TP {flag_of(best.flags, flag)} beats it beyond noise.",
-                          dict(best.flags), tried)
+        return StepResult(
+            self.name,
+            "changed",
+            f"one replica keeps {fmt(frac * 100, '.0f')}% within the SLOs; TP {flag_of(best.flags, flag)} beats it beyond noise.",
+            dict(best.flags),
+            tried,
+        )
 
 
 STEPS.add(Parallelism.name, Parallelism())

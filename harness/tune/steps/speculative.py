@@ -54,7 +54,9 @@ class Speculative:
         decode_share = (e2e - ttft) / e2e if e2e and ttft is not None else None
         limit = f"decode is {fmt((decode_share or 0) * 100, '.0f')}% of median E2E ({fmt(e2e, '.0f')} ms, TTFT p50 {fmt(ttft, '.0f')} ms)"
         if decode_share is None or decode_share <= 0.5:
-            return StepResult(self.name, "skipped", f"ITL is not the limit: {limit}.", dict(ctx.current), [tried_row(inc)])
+            return StepResult(
+                self.name, "skipped", f"ITL is not the limit: {limit}.", dict(ctx.current), [tried_row(inc)]
+            )
         knob = ctx.knob(FLAG)  # the kind's flag(s): SGLang's algorithm + draft flags, TGI's --speculate N
         flag = knob.flag or FLAG
         current = knob.value(ctx.current)
@@ -62,8 +64,14 @@ class Speculative:
         if current is not None:
             values = [None, *values]  # speculation already on: off is the guide's starting point
         if not values:
-            return StepResult(self.name, "skipped", f"ITL is the limit ({limit}), but no speculative-config candidates: "
-                              "list the draft model / MTP / ngram methods to try under candidates.", dict(ctx.current), [tried_row(inc)])
+            return StepResult(
+                self.name,
+                "skipped",
+                f"ITL is the limit ({limit}), but no speculative-config candidates: "
+                "list the draft model / MTP / ngram methods to try under candidates.",
+                dict(ctx.current),
+                [tried_row(inc)],
+            )
         verdicts: dict[str, QualityVerdict | None] = {}
 
         def refused(m: Measurement) -> str | None:
@@ -75,12 +83,24 @@ class Speculative:
                     return refusal(v)
             return low_acceptance(m)
 
-        done, best, results = one_flag(ctx, self.name, flag, values, disqualify=refused, objective=OBJECTIVE,
-                                       prior=lambda v: "candidate" if v is None else "incumbent",
-                                       rank=lambda m: -(m.summary_value(lambda s: s.latency_ms["tpot"].p50 if "tpot" in s.latency_ms else None) or 1e18))
+        done, best, results = one_flag(
+            ctx,
+            self.name,
+            flag,
+            values,
+            disqualify=refused,
+            objective=OBJECTIVE,
+            prior=lambda v: "candidate" if v is None else "incumbent",
+            rank=lambda m: (
+                -(m.summary_value(lambda s: s.latency_ms["tpot"].p50 if "tpot" in s.latency_ms else None) or 1e18)
+            ),
+        )
         if done is not None:
             return done
-        tried = [tried_row(m, j, low_acceptance=low_acceptance(m), quality=row(verdicts.get(m.config_id))) for _, m, j in results]
+        tried = [
+            tried_row(m, j, low_acceptance=low_acceptance(m), quality=row(verdicts.get(m.config_id)))
+            for _, m, j in results
+        ]
 
         def desc(m: Measurement) -> str:
             a = m.summary_value(RUN["spec_acceptance_rate"].get)
@@ -91,7 +111,9 @@ class Speculative:
         def name(v: object) -> str:
             return "without speculation" if v is None else label(knob.change(v))
 
-        listing = "; ".join(f"{name(v)}{' (current)' if i == 0 else ''}: {desc(m)}" for i, (v, m, _) in enumerate(results))
+        listing = "; ".join(
+            f"{name(v)}{' (current)' if i == 0 else ''}: {desc(m)}" for i, (v, m, _) in enumerate(results)
+        )
         if best is None:
             reasons: list[str] = []
             for _v, m, j in results[1:]:
@@ -104,14 +126,29 @@ class Speculative:
                     reasons.append(f"{j.text()} (at {inc.expected_level}: the guide's high-concurrency warning)")
                 elif j is not None:
                     reasons.append(f"{j.text()}")
-            return StepResult(self.name, "kept", f"ITL is the limit ({limit}); {listing}: rejected: {'; '.join(reasons)}.", dict(ctx.current), tried)
+            return StepResult(
+                self.name,
+                "kept",
+                f"ITL is the limit ({limit}); {listing}: rejected: {'; '.join(reasons)}.",
+                dict(ctx.current),
+                tried,
+            )
         j = next(j for _, m, j in results if m is best)
         assert j is not None  # the best was judged against the current one
         ctx.current = {k: v for k, v in best.flags.items() if v is not None}
         won = "turning speculation off" if knob.value(best.flags) is None else "speculation"
-        why = f" (the guide's high-concurrency warning: at {inc.expected_level} drafts cost more than they save)" if knob.value(best.flags) is None else ""
-        return StepResult(self.name, "changed", f"ITL is the limit ({limit}); {listing}: {won}: {j.text()}{why}.",
-                          dict(ctx.current), tried)
+        why = (
+            f" (the guide's high-concurrency warning: at {inc.expected_level} drafts cost more than they save)"
+            if knob.value(best.flags) is None
+            else ""
+        )
+        return StepResult(
+            self.name,
+            "changed",
+            f"ITL is the limit ({limit}); {listing}: {won}: {j.text()}{why}.",
+            dict(ctx.current),
+            tried,
+        )
 
 
 STEPS.add(Speculative.name, Speculative())
