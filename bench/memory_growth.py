@@ -80,6 +80,7 @@ def main() -> None:
     p.add_argument("--extra", default="", help="more `harness run` arguments, one string")
     p.add_argument("--every", type=float, default=1.0, help="sampling interval, seconds")
     p.add_argument("--json", help="also write the samples here")
+    p.add_argument("--samples", help="append each sample here as it is taken (JSON lines): a long run's figures survive an interruption")
     args = p.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="memgrowth_"))
@@ -152,6 +153,9 @@ def main() -> None:
                 continue
             done = done_so_far(out)
             samples.append({"t": round(time.time() - t0, 1), "requests": done, "rss_mib": rss})
+            if args.samples:
+                with open(args.samples, "a") as f:
+                    f.write(json.dumps(samples[-1]) + "\n")
     finally:
         if run.poll() is None:
             run.send_signal(signal.SIGINT)
