@@ -80,7 +80,10 @@ def main() -> None:
     p.add_argument("--extra", default="", help="more `harness run` arguments, one string")
     p.add_argument("--every", type=float, default=1.0, help="sampling interval, seconds")
     p.add_argument("--json", help="also write the samples here")
-    p.add_argument("--samples", help="append each sample here as it is taken (JSON lines): a long run's figures survive an interruption")
+    p.add_argument(
+        "--samples",
+        help="append each sample here as it is taken (JSON lines): a long run's figures survive an interruption",
+    )
     args = p.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="memgrowth_"))

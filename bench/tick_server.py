@@ -96,8 +96,15 @@ class Conn:
 class Worker:
     """One serving process: accept, read requests (kernel-stamped), write tokens on the ticks."""
 
-    def __init__(self, listener: socket.socket, ttft_ns: int, itl_ns: int, default_tokens: int, epoch: int,
-                 keep_truth: bool = True) -> None:
+    def __init__(
+        self,
+        listener: socket.socket,
+        ttft_ns: int,
+        itl_ns: int,
+        default_tokens: int,
+        epoch: int,
+        keep_truth: bool = True,
+    ) -> None:
         self.listener = listener
         # without --trace nobody reads the truth: an hour at 100 req/s would hold ~400 MB of it
         self.keep_truth = keep_truth
@@ -304,8 +311,14 @@ def listener(host: str, port: int) -> socket.socket:
 
 
 def serve(args: argparse.Namespace, worker: int, epoch: int, ready: EventLike) -> None:
-    w = Worker(listener(args.host, args.port), int(args.ttft_ms * 1e6), int(args.itl_ms * 1e6), args.tokens, epoch,
-               keep_truth=bool(args.trace))
+    w = Worker(
+        listener(args.host, args.port),
+        int(args.ttft_ms * 1e6),
+        int(args.itl_ms * 1e6),
+        args.tokens,
+        epoch,
+        keep_truth=bool(args.trace),
+    )
 
     def _stop(*_a: object) -> None:
         w.stop = True
