@@ -242,6 +242,9 @@ class Judgement:
     #: extra interleaved repeats of both sides bought to decide it (harness.tune.steps.base.settle)
     evidence: int = 0
     evidence_note: str = ""
+    #: the incumbent's cells this judgement read: a later comparison in the same step may buy the
+    #: incumbent more repeats, so its own row lists more cells than this candidate was judged against
+    against: list[str] = field(default_factory=list)
 
     @property
     def by(self) -> str:  # tune.json's vs_current.by

@@ -49,6 +49,13 @@ def run_dirs(out: Path, tried: dict) -> str:
     return ",".join(str(out / "steps" / c.split("/", 1)[0] / "runs" / c.split("/", 1)[1]) for c in tried["cells"])
 
 
+def against(current: dict, cand: dict) -> dict:
+    """The incumbent's cells the candidate was judged against (vs_current.against): a later
+    comparison in the same step may have bought the incumbent more repeats than this one read."""
+    cells = (cand.get("vs_current") or {}).get("against")
+    return {"cells": cells} if cells else current
+
+
 def test_token_budget_on_a_long_prompt_mix_agrees_with_harness_compare(real_vllm, tmp_path):
     out = tmp_path / "out"
     proc = harness(
@@ -73,7 +80,7 @@ def test_token_budget_on_a_long_prompt_mix_agrees_with_harness_compare(real_vllm
     # the same cells through `harness compare` at the tune's threshold
     cmp = harness(
         "compare",
-        run_dirs(out, current),
+        run_dirs(out, against(current, cand)),
         run_dirs(out, cand),
         "--json",
         "--max-regression",
@@ -132,7 +139,7 @@ def agrees(out: Path, tmp_path: Path, base: dict, cand: dict, judged: dict) -> t
     """Whether `harness compare` of the two rows' cells gives the verdicts the tune recorded."""
     cmp = harness(
         "compare",
-        run_dirs(out, base),
+        run_dirs(out, against(base, cand)),
         run_dirs(out, cand),
         "--json",
         "--max-regression",

@@ -92,6 +92,10 @@ class FakeMeasurement(SimpleNamespace):
     def runs_per_scenario(self) -> int:
         return self.runs
 
+    @property
+    def cell_ids(self) -> list[str]:  # one cell per run, as a sweep names them
+        return [f"{self.config_id}__r{r + 1}" for r in range(self.runs)]
+
 
 def test_settle_buys_interleaved_repeats_then_says_what_it_bought(monkeypatch):
     """Undecided twice, decided on the third look: two rounds of evidence (4 starts) bought, each
@@ -119,6 +123,8 @@ def test_settle_buys_interleaved_repeats_then_says_what_it_bought(monkeypatch):
     j = base.settle(ctx, "cache-check", inc, cand, TTFT, "incumbent")
     assert j.verdict == "better" and j.evidence == 2
     assert bought == [["base", "cand"], ["base", "cand"]]
+    # the judgement names the incumbent cells it read, the bought repeats included
+    assert j.against == ["base__r1", "base__r2", "base__r3"]
     assert "bought 2 more interleaved repeats of both sides (4 engine starts), now 3 runs per side" in j.evidence_note
 
 

@@ -53,6 +53,8 @@ class VsCurrent(Block):
     rule: Annotated[str | None, Omit] = None  # that rule in words, with the metrics it read
     evidence_repeats: Annotated[int | None, Omit] = None  # interleaved repeats of both sides bought to decide it
     per_scenario: dict[str, GoodputJudgement] = Field(default_factory=dict)
+    #: the incumbent's cells this judgement read (harness compare THESE CANDIDATE-CELLS reproduces it)
+    against: Annotated[list[str] | None, Omit] = None
 
 
 class FindingBrief(Block):

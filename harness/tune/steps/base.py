@@ -115,6 +115,8 @@ def tried_row(m: Measurement, j: Judgement | None = None, **extra: Any) -> dict[
             "evidence_repeats": j.evidence,
             "per_scenario": j.per_scenario,
         }
+        if j.against:
+            row["vs_current"]["against"] = j.against
     row.update(extra)
     return row
 
@@ -181,6 +183,7 @@ def settle(
         )
         notes.append(f"Still not beyond noise ({stop}): settled as no measured difference{cost}")
     j.evidence = bought
+    j.against = list(incumbent.cell_ids)
     j.evidence_note = ". ".join(notes) + ("." if notes else "")
     return j
 

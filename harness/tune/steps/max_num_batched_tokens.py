@@ -235,6 +235,8 @@ class MaxNumBatchedTokens:
                     f" ({later} not started: {GUIDE_START} leaves no stall, ITL p99 below {STALL_RATIO:g}x TPOT p50)"
                 )
                 break
+        if rows:  # the incumbent's row lists every cell it has now, repeats bought by any comparison included
+            rows[0] = tried_row(inc)
         cur_name = current if current is not None else "the default"
 
         def desc(v: Any, m: Measurement, j: Judgement | None) -> str:
