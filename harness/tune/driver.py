@@ -103,7 +103,10 @@ class Tuner:
                 self._write(steps, "running")
         except KeyboardInterrupt:
             interrupted = True
-        doc = self._write(steps, "interrupted" if interrupted else "complete")
+        # a tune that ran every step but one failed is not "complete": it exits 1, and its
+        # tune.json says so (audit R4: a failed step under status complete read as a finished tune)
+        failed = any(s.verdict == "failed" for s in steps)
+        doc = self._write(steps, "interrupted" if interrupted else "failed" if failed else "complete")
         self.ledger.write()
         if not interrupted:
             self._write_recommended(doc)

@@ -66,7 +66,7 @@ def test_a_tune_killed_before_tune_json_resumes(tmp_path: Path) -> None:
     assert "no tune.json" not in proc.stderr and proc.returncode == 1, proc.stderr
     doc = json.loads((out / "tune.json").read_text())
     assert (
-        doc["status"] == "complete" and doc["steps"][0]["step"] == "baseline" and doc["steps"][0]["verdict"] == "failed"
+        doc["status"] == "failed" and doc["steps"][0]["step"] == "baseline" and doc["steps"][0]["verdict"] == "failed"
     )
     # a directory with neither tune.json nor tune.yaml is not a tune's
     proc = subprocess.run(

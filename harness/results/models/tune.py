@@ -193,7 +193,7 @@ class TuneDoc(Block):
     schema_version: int = 1
     name: str
     tune_file: str
-    status: str  # complete | interrupted
+    status: str  # complete | failed (a step failed; exit 1) | interrupted
     updated: str | None = None
     expected_load: dict[str, Num] = Field(default_factory=dict)  # {"load.concurrency": 8.0}
     baseline_flags: Flags = Field(default_factory=dict)
