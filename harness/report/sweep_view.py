@@ -21,6 +21,7 @@ from harness.report.figures import SweepPoint
 from harness.report.sweep_data import Cell, SweepData
 from harness.results.run_metrics import BY_NAME as RUN
 from harness.results.sweep_index import low_acceptance
+from harness.results.verdict import failure_reason
 
 
 @dataclass
@@ -56,6 +57,9 @@ class ConfigResult:
         for c in self.cells:
             if c.reason:
                 return str(c.reason)
+        for c in self.cells:  # an index written before every failed cell carried a reason (audit N12)
+            if c.run is not None and (why := failure_reason(c.run.summary)):
+                return why
         return None
 
     @property
@@ -191,7 +195,9 @@ def failed_configs(sweep: SweepData) -> dict[str, str]:
     for cfg in sweep.configs:
         rows = [r for (c, _), r in res.items() if c == cfg]
         if rows and not any(r.runs for r in rows):
-            out[cfg] = next((r.reason for r in rows if r.reason), None) or "no results"
+            out[cfg] = next((r.reason for r in rows if r.reason), None) or (
+                f"{rows[0].status}, no reason recorded; see its cells' run directories and the engine log in logs/"
+            )
     return out
 
 

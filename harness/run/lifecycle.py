@@ -20,7 +20,7 @@ from harness.metrics.exporter_server import open_run as open_metrics
 from harness.results.console import Progress, print_summary
 from harness.results.layout import RunDir
 from harness.results.schema import RunSummary
-from harness.results.verdict import kinds
+from harness.results.verdict import nothing_completed
 from harness.run import prepare
 from harness.run.driver import RunDriver
 from harness.run.follow import Follower, signal_group, tail
@@ -188,7 +188,7 @@ def _failed_though_complete(summary: RunSummary, prep: prepare.Prepared, sim: Em
         return
     reason = None
     if summary.requests.completed == 0:
-        reason = f"no request completed in the measured window ({kinds(summary)})"
+        reason = nothing_completed(summary)
     elif sim is None and summary.requests.errors_by_kind.get("connect"):
         for url in prep.scenario.target.endpoints or [prep.target_url]:
             why = refuses_connections(url)

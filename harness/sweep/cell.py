@@ -14,6 +14,7 @@ from harness.results.models.facts import StartupFacts
 from harness.results.models.summary import RunSummary
 from harness.results.models.sweep import Cell as IndexCell
 from harness.results.models.sweep import CellMetrics
+from harness.results.verdict import failure_reason
 from harness.scenario.models import Scenario, Warmup
 from harness.sweep.plan import Cell
 from harness.sweep.results import run_metrics
@@ -85,7 +86,7 @@ def cell_entry(
 ) -> IndexCell:
     """The cell's index entry (harness.results.models.sweep.Cell; `extra`: what the executor knows
     about the engine start, in the order it learnt it); a 'complete' run without summary.json is
-    recorded as partial."""
+    recorded as partial. A failed or partial cell always carries a reason (why_not_complete)."""
     entry: dict[str, Any] = {
         "id": cell.id,
         "config_id": cell.config.id,
@@ -98,7 +99,7 @@ def cell_entry(
         "run_dir": cell.run_dir,
         "startup_s": startup_s,
         "startup_facts": startup_facts if startup_facts is not None else StartupFacts(),
-        "reason": reason,
+        "reason": reason if status == "complete" else why_not_complete(cell, status, reason, summary, extra),
         "varied": cell.config.varied,
         "overrides": cell.overrides,
         "scenario_path": str(cell.scenario.path),
@@ -110,3 +111,29 @@ def cell_entry(
         entry["status"] = "partial"
         entry["reason"] = reason or "the run wrote no summary.json"
     return IndexCell.model_validate(entry)
+
+
+def why_not_complete(
+    cell: Cell, status: str, reason: str | None, summary: RunSummary | None, extra: dict[str, Any] | None
+) -> str:
+    """The failed or partial cell's reason, never empty: what the executor knew, else what the
+    run's summary.json says (its status_reason, the verdict `harness run` exits on, its first
+    validity warning), else the engine log's last line, else where to look. Why: a run that ends
+    'failed' without raising left the sweep row `failed:` with nothing after it (audit N12)."""
+    if reason:
+        return reason
+    if summary is not None:
+        stopped = f"stopped early: {summary.load.stopped_early}" if summary.load.stopped_early else None
+        why = summary.status_reason or failure_reason(summary) or stopped or next(iter(summary.validity.warnings), None)
+        if why:
+            return why
+    tail = [line.strip() for line in (extra or {}).get("log_tail") or [] if line.strip()]
+    if tail:
+        return f"the run ended {status} without saying why; the engine log ends: {tail[-1]}"
+    log = (extra or {}).get("log")
+    return (
+        f"the run ended {status} without saying why"
+        + ("" if summary is not None else " and wrote no summary.json")
+        + f"; see {cell.run_dir}/"
+        + (f" and {log}" if log else "")
+    )

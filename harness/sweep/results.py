@@ -347,7 +347,7 @@ def ranking_table(entries: list[Cell], attainment: float = DEFAULT_ATTAINMENT) -
                     f"{_n(r.itl_p99, '.1f', ' ms'):>8} {_n(r.preemptions, '.0f'):>8} {_pct(r.kv_max):>6}{gpu}{spec}{q}"
                 )
             else:
-                lines.append(f"   -  {_cut(r.config_id, 36):<36} {r.status}: {_cut(r.reason or '', 90)}")
+                lines.append(f"   -  {_cut(r.config_id, 36):<36} {r.status}: {_cut(r.reason or '', 240)}")
         found = [r for r in rows if r.finding]
         if found:
             lines.append("  top finding per config (harness.diagnose; every finding in the cell's summary.json):")
