@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.cli.out_untouched import OutBefore
 from harness.cli.run_flags import (
     add_run_flags,
     chosen_percentiles,
@@ -200,8 +201,12 @@ def run(args: argparse.Namespace) -> int:
             f"--engine-log {args.engine_log}: no such file; give the log the engine writes (e.g. vllm serve ... > vllm.log 2>&1)"
         )
     wanted = parse_thresholds(args, scenario)
+    if args.metrics_port and not 0 < args.metrics_port < 65536:
+        raise UserError(f"--metrics-port {args.metrics_port}: not a port number")
     out = args.out or default_run_dir(scenario.name)
+    made_from = OutBefore.missing_part(out)
     prepare_out(out, args.force)
+    before = OutBefore.take(out, made_from)
     opts = RunOptions(
         out_dir=out,
         target_url=scenario.target.url,
@@ -226,9 +231,11 @@ def run(args: argparse.Namespace) -> int:
         engine_log=args.engine_log,
         slice_s=args.slice_s,
     )
-    if args.metrics_port and not 0 < args.metrics_port < 65536:
-        raise UserError(f"--metrics-port {args.metrics_port}: not a port number")
-    summary = run_scenario(scenario, opts)
+    try:
+        summary = run_scenario(scenario, opts)
+    except BaseException as exc:
+        before.restore(exc)  # a run that never started leaves --out as it found it (audit N7)
+        raise
     write_exports(args, out)
     return outcome(summary, out, wanted)
 
