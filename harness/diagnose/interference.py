@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections import Counter
 from typing import Any
 
 import numpy as np
 
-from harness.diagnose.base import ANALYSES, RunInputs, chunk_times_s, pct, rnd
+from harness.diagnose.base import ANALYSES, Batch, RunInputs, rnd
+from harness.diagnose.tally import Tally, key_ms
 from harness.results.layout import write_text_atomic
 from harness.results.models.summary import RunSummary
 
@@ -63,52 +65,80 @@ class Interference:
     name = "interference"
 
     def analyze(self, inp: RunInputs) -> dict[str, Any] | None:
-        reqs = [r for r in inp.requests if not r.get("error") and r.get("chunk_offsets_us")]
-        if not reqs:
+        """Two passes over the requests in bounded batches: the prompt lengths, the long
+        prompts' prefill intervals and every gap's microsecond key (harness.diagnose.tally);
+        then, with the intervals merged, each gap inside or outside one."""
+        lengths: Counter[float] = Counter()
+        fixed = inp.options.long_prompt_tokens
+        floor = int(fixed) if fixed is not None else 1024  # the threshold is never below it
+        candidates: list[tuple[float, float, float]] = []  # (prompt, sent s, first chunk s), in request order
+        gaps_all = Tally(1)
+        first_gap_start: float | None = None
+        for bt in inp.batches():
+            use = bt.ok & (bt.chunks > 0)
+            lengths.update(bt.prompt[use].tolist())
+            ct = bt.chunk_times_s()
+            starts = np.cumsum(bt.chunks) - bt.chunks
+            long = use & (bt.prompt >= floor) & ~np.isnan(bt.sent_s)
+            for n, sent, c0 in zip(
+                bt.prompt[long].tolist(), bt.sent_s[long].tolist(), ct[starts[long]].tolist(), strict=True
+            ):
+                candidates.append((n, sent, c0))
+            gap = _gaps(bt, use)
+            if gap.any():
+                gaps_ms = (ct[1:] - ct[:-1])[gap[1:]] * 1e3
+                gaps_all.add(np.zeros(int(gap.sum()), dtype=np.int64), bt.gap_keys_us(gaps_ms, gap))
+                a0 = float(ct[:-1][gap[1:]].min())
+                first_gap_start = a0 if first_gap_start is None else min(first_gap_start, a0)
+        if not lengths:
             return None
-        lengths = np.asarray([_prompt_len(r) for r in reqs], dtype=float)
-        threshold = long_threshold(lengths, inp.options.long_prompt_tokens)
-        prefills: list[tuple[float, float]] = []
-        for r, n in zip(reqs, lengths, strict=True):
-            if n >= threshold:
-                ct = chunk_times_s(r)
-                sent = r.get("sent_ns")
-                if ct.size and isinstance(sent, (int, float)):
-                    prefills.append((sent / 1e9, float(ct[0])))
-        a_list, b_list = [], []
-        for r in reqs:
-            ct = chunk_times_s(r)
-            if ct.size > 1:
-                a_list.append(ct[:-1])
-                b_list.append(ct[1:])
-        if not a_list:
+        threshold = long_threshold_of_counts(lengths, fixed)
+        prefills = [(sent, c0) for n, sent, c0 in candidates if n >= threshold]
+        n_gaps = gaps_all.count(0)
+        if not n_gaps:
             return None
-        a, b = np.concatenate(a_list), np.concatenate(b_list)
-        gaps = (b - a) * 1e3
         block: dict[str, Any] = {
             "long_prompt_tokens": threshold,
             "long_prefills": len(prefills),
-            "gaps": int(gaps.size),
+            "gaps": n_gaps,
             "spike_factor": inp.options.spike_factor,
         }
         if not prefills:
             block["verdict"] = "none"
             block["message"] = f"no prompt of {threshold}+ tokens in the window: nothing to interfere with decoding"
             return block
-        starts, ends = _merge(prefills)
-        inside = overlaps(a, b, starts, ends)
-        med = float(np.median(gaps))
-        spike = gaps > inp.options.spike_factor * med
-        gi, go = gaps[inside], gaps[~inside]
+        p_starts, p_ends = _merge(prefills)
+        median_us = gaps_all.median(0)
+        assert median_us is not None
+        med = median_us / 1000
+        limit = inp.options.spike_factor * med
+        sides = Tally(2)  # 0: outside any prefill, 1: inside one
+        spikes = _Spikes()
+        n_inside = n_spike = n_spike_inside = 0
+        for bt in inp.batches():
+            gap = _gaps(bt, bt.ok & (bt.chunks > 0))
+            if not gap.any():
+                continue
+            ct = bt.chunk_times_s()
+            a, b = ct[:-1][gap[1:]], ct[1:][gap[1:]]
+            gaps_ms = (b - a) * 1e3
+            inside = overlaps(a, b, p_starts, p_ends)
+            spike = gaps_ms > limit
+            sides.add(inside.astype(np.int64), bt.gap_keys_us(gaps_ms, gap))
+            n_inside += int(inside.sum())
+            n_spike += int(spike.sum())
+            n_spike_inside += int((spike & inside).sum())
+            spikes.add(b[spike], gaps_ms[spike], inside[spike])
+        n_out = n_gaps - n_inside
         block.update(
             {
                 "itl_median_ms": rnd(med),
-                "inside": {"count": int(gi.size), "p50_ms": rnd(pct(gi, 50)), "p99_ms": rnd(pct(gi, 99))},
-                "outside": {"count": int(go.size), "p50_ms": rnd(pct(go, 50)), "p99_ms": rnd(pct(go, 99))},
-                "inside_share_of_gaps": rnd(float(inside.mean()), 4),
-                "spikes": int(spike.sum()),
-                "spikes_inside": int((spike & inside).sum()),
-                "spike_share_inside": rnd(float((spike & inside).sum() / spike.sum()), 4) if spike.any() else None,
+                "inside": _side(sides, 1, n_inside),
+                "outside": _side(sides, 0, n_out),
+                "inside_share_of_gaps": rnd(n_inside / n_gaps, 4),
+                "spikes": n_spike,
+                "spikes_inside": n_spike_inside,
+                "spike_share_inside": rnd(n_spike_inside / n_spike, 4) if n_spike else None,
             }
         )
         p_in, p_out = block["inside"]["p99_ms"], block["outside"]["p99_ms"]
@@ -116,17 +146,62 @@ class Interference:
         block["p99_ratio"] = rnd(ratio, 2)
         block.update(_verdict(block, ratio))
         block["engine"] = _engine_side(inp.summary)
-        _write_plot_data(inp, a, b, gaps, spike, inside, prefills)
+        _write_plot_data(inp, first_gap_start or 0.0, med, spikes, prefills)
         block["file"] = FILE
         return block
 
 
-def _prompt_len(r: dict[str, Any]) -> float:
-    for key in ("input_tokens", "intended_input_tokens"):
-        v = r.get(key)
-        if isinstance(v, (int, float)):
-            return float(v)
-    return 0.0
+def _side(sides: Tally, g: int, count: int) -> dict[str, Any]:
+    return {"count": count, "p50_ms": key_ms(sides.percentile(g, 50)), "p99_ms": key_ms(sides.percentile(g, 99))}
+
+
+def _gaps(bt: Batch, use: np.ndarray) -> np.ndarray:
+    """Per chunk of the batch: whether a gap ends at it (not a request's first; only `use` rows)."""
+    out: np.ndarray = ~bt.first_chunk() & np.repeat(use, bt.chunks)
+    return out
+
+
+def long_threshold_of_counts(lengths: Counter[float], fixed: int | None) -> int:
+    """`long_threshold` from the prompt lengths' counts (numpy's median of the values they count)."""
+    if fixed is not None:
+        return int(fixed)
+    values = sorted(lengths)
+    cum = np.cumsum([lengths[v] for v in values])
+    n = int(cum[-1])
+    lo = values[int(np.searchsorted(cum, (n - 1) // 2 + 1))]
+    hi = values[int(np.searchsorted(cum, n // 2 + 1))]
+    return int(max(1024, 4 * float(np.mean([lo, hi]))))
+
+
+class _Spikes:
+    """The spikes for the time plot, in gap order: all of them up to MAX_PLOT_POINTS, else the
+    largest MAX_PLOT_POINTS (trimmed as they come, so memory stays bounded)."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.n = 0
+
+    def add(self, t: np.ndarray, gap_ms: np.ndarray, inside: np.ndarray) -> None:
+        if not t.size:
+            return
+        order = np.arange(self.seq, self.seq + t.size)
+        self.seq += t.size
+        self.parts.append((order, t, gap_ms, inside))
+        self.n += t.size
+        if self.n > 2 * MAX_PLOT_POINTS:
+            self.parts = [self.top()]
+            self.n = self.parts[0][0].size
+
+    def top(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        if not self.parts:
+            empty = np.empty(0)
+            return np.empty(0, dtype=np.int64), empty, empty, np.empty(0, dtype=bool)
+        order, t, g, ins = (np.concatenate(c) for c in zip(*self.parts, strict=True))
+        if order.size > MAX_PLOT_POINTS:
+            keep = np.sort(np.argsort(g)[-MAX_PLOT_POINTS:])
+            order, t, g, ins = order[keep], t[keep], g[keep], ins[keep]
+        return order, t, g, ins
 
 
 def _verdict(b: dict[str, Any], ratio: float | None) -> dict[str, Any]:
@@ -163,25 +238,18 @@ def _engine_side(summary: RunSummary) -> dict[str, Any] | None:
 
 
 def _write_plot_data(
-    inp: RunInputs,
-    a: np.ndarray,
-    b: np.ndarray,
-    gaps: np.ndarray,
-    spike: np.ndarray,
-    inside: np.ndarray,
-    prefills: list[tuple[float, float]],
+    inp: RunInputs, first_gap_start: float, med: float, spikes: _Spikes, prefills: list[tuple[float, float]]
 ) -> None:
     off = inp.clock_offset_s()
     w = inp.window
-    base = (w[0] - off) if (w is not None and off is not None) else float(min(a.min(), min(p[0] for p in prefills)))
-    idx = np.flatnonzero(spike)
-    if idx.size > MAX_PLOT_POINTS:
-        idx = idx[np.argsort(gaps[idx])[-MAX_PLOT_POINTS:]]
+    first = min(first_gap_start, min(p[0] for p in prefills))
+    base = (w[0] - off) if (w is not None and off is not None) else float(first)
+    _order, t, g, ins = spikes.top()
     data = {
         "t0_note": "seconds since the window opened",
-        "spikes": [[round(float(b[i] - base), 4), round(float(gaps[i]), 3), bool(inside[i])] for i in sorted(idx)],
+        "spikes": [[round(float(b - base), 4), round(float(x), 3), bool(i)] for b, x, i in zip(t, g, ins, strict=True)],
         "prefills": [[round(s - base, 4), round(e - base, 4)] for s, e in prefills[:MAX_PLOT_POINTS]],
-        "median_ms": round(float(np.median(gaps)), 3),
+        "median_ms": round(float(med), 3),
     }
     with contextlib.suppress(OSError):  # a full disk leaves no empty file
         write_text_atomic(inp.root / FILE, json.dumps(data) + "\n")
