@@ -80,8 +80,9 @@ class RunInputs:
             if not r.get("warmup"):
                 yield r
 
-    def batches(self, max_chunks: int = BATCH_CHUNKS, max_requests: int = BATCH_REQUESTS) -> Iterator[Batch]:
+    def batches(self) -> Iterator[Batch]:
         """One pass over the measured requests as columns, a bounded batch at a time."""
+        max_chunks, max_requests = BATCH_CHUNKS, BATCH_REQUESTS
         rows: list[dict[str, Any]] = []
         chunks = 0
         collect = gc.isenabled()
