@@ -1,10 +1,12 @@
 """bench/gpu/h200x2_tp_vs_replicas.sh (issue 30, waiting for a two-GPU device): its dry run prints
 what each phase would start, with one GPU per replica and NVLink multicast off, and checks the
-sweep and tune files through the harness's own --plan; shellcheck finds nothing."""
+sweep and tune files through the harness's own --plan; shellcheck finds nothing in it or in
+bench/gpu/h200_vllm.sh, which share their helpers through bench/gpu/lib.sh."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,7 +56,31 @@ def test_unknown_phase_is_refused(tmp_path):
     assert r.returncode == 2 and "unknown phase bogus" in r.stderr
 
 
+ONE_GPU = ROOT / "bench" / "gpu" / "h200_vllm.sh"
+LIB = ROOT / "bench" / "gpu" / "lib.sh"
+
+
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
-def test_shellcheck_is_clean():
-    r = subprocess.run(["shellcheck", str(SCRIPT)], capture_output=True, text=True)
+@pytest.mark.parametrize("script", [SCRIPT, ONE_GPU], ids=lambda p: p.name)
+def test_shellcheck_is_clean(script):
+    # -x: follow `source .../lib.sh`, so the helpers and the variables they read are checked together
+    r = subprocess.run(["shellcheck", "-x", str(script)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout
+
+
+def test_both_scripts_take_the_shared_helpers_from_lib():
+    """The helpers are defined once, in bench/gpu/lib.sh (they had drifted apart as two copies)."""
+    shared = re.findall(r"^([a-z_]+)\(\) \{", LIB.read_text(), flags=re.M)
+    assert {"say", "left", "x", "within", "pack_one", "wait_model", "dir_args", "done_or_run"} <= set(shared)
+    for script in (SCRIPT, ONE_GPU):
+        text = script.read_text()
+        assert 'source "$REPO/bench/gpu/lib.sh"' in text
+        assert not [f for f in shared if re.search(rf"^{f}\(\) \{{", text, flags=re.M)], script.name
+
+
+def test_one_gpu_usage_is_the_header():
+    r = subprocess.run(["bash", str(ONE_GPU)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert (
+        r.stdout.splitlines()[-1] == "# Helpers shared with bench/gpu/h200x2_tp_vs_replicas.sh are in bench/gpu/lib.sh."
+    )

@@ -21,8 +21,10 @@
 # cells kept). After every phase and at exit each phase directory is packed into $OUT/<phase>.tgz
 # (requests.jsonl left out when it would pass 15 MiB) with node.tgz (NVML samples every second,
 # the phase log, engine and carry logs): at most 8 files, as the device tool returns.
+# Helpers shared with bench/gpu/h200x2_tp_vs_replicas.sh are in bench/gpu/lib.sh.
+# shellcheck disable=SC2317  # the functions run through "phase_$phase" and the EXIT trap (shellcheck 0.9 misreads both)
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 REPO=$PWD
 W=${H200_WORK:-/tmp/h200}
 MODEL=${H200_MODEL:-/tmp/llama8b}
@@ -31,32 +33,17 @@ HOG_GIB=${H200_HOG_GIB:-16}
 DEADLINE=${H200_DEADLINE:-$(( $(date +%s) + ${H200_LIMIT_S:-560} ))}
 RESUME=0
 [ "${1:-}" = "--resume" ] && { RESUME=1; shift; }
-[ $# -ge 1 ] || { sed -n 2,26p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,24p "$0"; exit 2; }
 mkdir -p "$W" "$OUTD"
 LOG=$W/phases.log
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 \
        HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export PYTHONPATH="/tmp/site:$REPO${PYTHONPATH:+:$PYTHONPATH}"
 harness() { python3 -m harness.cli.main "$@"; }
-say() { echo "== $(date -u +%T) $*" | tee -a "$LOG"; }
-left() { echo $(( DEADLINE - $(date +%s) )); }
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$REPO/bench/gpu/lib.sh"  # say, left, within, pack_one, wait_model, dir_args, done_or_run
+PACK_EXCLUDE=(--exclude=caches)  # startup/caches: compile caches, not results
 
-# run "$@" with what is left of the deadline less a reserve, interrupted like Ctrl-C at the end
-within() {
-  local reserve=$1; shift
-  local t=$(( $(left) - reserve ))
-  if [ "$t" -le 20 ]; then say "no time left for: $*"; return 124; fi
-  timeout -s INT -k 40 "$t" "$@"
-}
-
-pack_one() {  # $1 = phase directory name under $W
-  local d=$1 f="$OUTD/$1.tgz"
-  [ -d "$W/$d" ] || return 0
-  tar -czf "$f" -C "$W" --exclude=caches "$d" 2>/dev/null   # startup/caches: compile caches, not results
-  if [ "$(stat -c %s "$f")" -gt $((15 * 1048576)) ]; then
-    tar -czf "$f" -C "$W" --exclude=caches --exclude=requests.jsonl --exclude="*.png" "$d" 2>/dev/null
-  fi
-}
 pack() {
   local d
   for d in curve small_kv startup tune capacity smoke; do pack_one "$d"; done
@@ -72,30 +59,6 @@ smi=$!
 cleanup() { kill "$smi" 2>/dev/null; stop_hog; pack; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-wait_model() {
-  local t=0
-  until [ -f "$MODEL/.harness-build-ok" ]; do
-    if [ "$t" -eq 0 ] && ! pgrep -f "build_model.py $MODEL" >/dev/null; then
-      say "no model at $MODEL and no build running: building now"
-      python3 bench/gpu/build_model.py "$MODEL" --size llama8b >>"$W/build.log" 2>&1 || { say "model build failed"; return 1; }
-    fi
-    sleep 2; t=$((t + 2))
-    [ "$(left)" -gt 60 ] || { say "model not ready before the deadline"; return 1; }
-  done
-}
-
-# which directory argument a harness command gets: --out (fresh) or --resume (continue)
-dir_args() {  # $1 = directory, $2 = the file that marks a started run
-  local d=$1 marker=$2
-  if [ -e "$d/$marker" ] && [ "$RESUME" -eq 1 ]; then echo "--resume $d"; return; fi
-  if [ -e "$d" ]; then local n=1; while [ -e "$d.$n" ]; do n=$((n + 1)); done; mv "$d" "$d.$n"; fi
-  echo "--out $d"
-}
-done_or_run() {  # $1 = phase; true when it finished in an earlier call and --resume was given
-  [ "$RESUME" -eq 1 ] && [ -f "$W/$1.done" ] && { say "$1: finished in an earlier call"; return 0; }
-  rm -f "$W/$1.done"; return 1
-}
 
 start_server() {  # $1 = log file, rest = extra vLLM flags; sets SERVER_PID (the server itself, not a subshell)
   local log=$1; shift
@@ -114,7 +77,7 @@ start_server() {  # $1 = log file, rest = extra vLLM flags; sets SERVER_PID (the
 stop_server() {
   [ -n "${SERVER_PID:-}" ] || return 0
   kill -TERM -- "-$SERVER_PID" 2>/dev/null || kill -TERM "$SERVER_PID" 2>/dev/null
-  local i; for i in $(seq 30); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 1; done
+  local _; for _ in $(seq 30); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 1; done
   kill -KILL -- "-$SERVER_PID" 2>/dev/null; SERVER_PID=""
 }
 
@@ -123,7 +86,7 @@ start_hog() {
   rm -f "$W/hog.ready"
   setsid nohup python3 bench/gpu/hog.py "$HOG_GIB" "$W/hog.ready" >>"$W/hog.log" 2>&1 </dev/null &
   HOG_PID=$!
-  local i; for i in $(seq 60); do [ -f "$W/hog.ready" ] && break; sleep 0.5; done
+  local _; for _ in $(seq 60); do [ -f "$W/hog.ready" ] && break; sleep 0.5; done
   say "another process holds $(cat "$W/hog.ready" 2>/dev/null || echo '?') GiB of the GPU (pid $HOG_PID)"
 }
 stop_hog() { [ -n "$HOG_PID" ] && kill -- "-$HOG_PID" 2>/dev/null; HOG_PID=""; rm -f "$W/hog.ready"; }

@@ -63,31 +63,9 @@ export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 DO
 export PYTHONPATH="/tmp/site:$REPO${PYTHONPATH:+:$PYTHONPATH}"
 SWEEP=bench/gpu/vllm/tp_vs_replicas.yaml
 TUNE=bench/gpu/vllm/tune_parallelism.yaml
-say() { echo "== $(date -u +%T) $*" | tee -a "$LOG"; }
-left() { echo $(( DEADLINE - $(date +%s) )); }
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$REPO/bench/gpu/lib.sh"  # say, left, x, within, pack_one, wait_model, dir_args, done_or_run
 
-# x CMD...: run it, or with --dry-run print it (quoted as a shell would read it) and succeed
-x() {
-  if [ "$DRY" -eq 1 ]; then printf '+'; printf ' %q' "$@"; printf '\n'; return 0; fi
-  "$@"
-}
-
-# run "$@" with what is left of the deadline less a reserve, interrupted like Ctrl-C at the end
-within() {
-  local reserve=$1; shift
-  local t=$(( $(left) - reserve ))
-  if [ "$t" -le 20 ]; then say "no time left for: $*"; return 124; fi
-  x timeout -s INT -k 40 "$t" "$@"
-}
-
-pack_one() {  # $1 = phase directory name under $W
-  local d=$1 f="$OUTD/$1.tgz"
-  [ -d "$W/$d" ] || return 0
-  tar -czf "$f" -C "$W" "$d" 2>/dev/null
-  if [ "$(stat -c %s "$f")" -gt $((15 * 1048576)) ]; then
-    tar -czf "$f" -C "$W" --exclude=requests.jsonl --exclude="*.png" "$d" 2>/dev/null
-  fi
-}
 pack() {
   [ "$DRY" -eq 1 ] && return 0
   local d
@@ -106,31 +84,6 @@ fi
 cleanup() { [ -n "$smi" ] && kill "$smi" 2>/dev/null; stop_servers; pack; [ -n "$DRY_TMP" ] && rm -rf "$DRY_TMP"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-wait_model() {
-  [ "$DRY" -eq 1 ] && { x test -f "$MODEL/.harness-build-ok"; return 0; }
-  local t=0
-  until [ -f "$MODEL/.harness-build-ok" ]; do
-    if [ "$t" -eq 0 ] && ! pgrep -f "build_model.py $MODEL" >/dev/null; then
-      say "no model at $MODEL and no build running: building now"
-      python3 bench/gpu/build_model.py "$MODEL" --size llama8b >>"$W/build.log" 2>&1 || { say "model build failed"; return 1; }
-    fi
-    sleep 2; t=$((t + 2))
-    [ "$(left)" -gt 60 ] || { say "model not ready before the deadline"; return 1; }
-  done
-}
-
-# which directory argument a harness command gets: --out (fresh) or --resume (continue)
-dir_args() {  # $1 = directory, $2 = the file that marks a started run
-  local d=$1 marker=$2
-  if [ -e "$d/$marker" ] && [ "$RESUME" -eq 1 ]; then echo "--resume $d"; return; fi
-  if [ -e "$d" ] && [ "$DRY" -eq 0 ]; then local n=1; while [ -e "$d.$n" ]; do n=$((n + 1)); done; mv "$d" "$d.$n"; fi
-  echo "--out $d"
-}
-done_or_run() {  # $1 = phase; true when it finished in an earlier call and --resume was given
-  [ "$RESUME" -eq 1 ] && [ -f "$W/$1.done" ] && { say "$1: finished in an earlier call"; return 0; }
-  rm -f "$W/$1.done"; return 1
-}
 
 SERVERS=()
 start_server() {  # $1 = GPUs (CUDA_VISIBLE_DEVICES), $2 = port, $3 = log file, rest = extra vLLM flags
