@@ -111,7 +111,7 @@ class CacheCheck:
                 self.name,
                 "kept",
                 f"prefix caching off -> on: {j.text()}; {work}{small}. Kept off: on is worse "
-                f"beyond noise, the evidence keeping it off needs ({rule}); {pre_text}.",
+                f"beyond noise, the evidence that overrides the default ({rule}); {pre_text}.",
                 dict(ctx.current),
                 tried,
             )

@@ -114,7 +114,7 @@ class CudaGraphs:
                 self.name,
                 "kept",
                 f"{head}: {j.text()}{trade}. Kept eager: graphs on is worse beyond noise, "
-                f"the evidence staying eager needs ({rule}).",
+                f"the evidence that overrides the default ({rule}).",
                 dict(ctx.current),
                 tried,
             )
