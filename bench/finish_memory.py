@@ -134,7 +134,8 @@ def measure(step: str, run_dir: Path) -> dict[str, float]:
     elif step == "merge":
         # two halves as two load processes' files, joined as --processes 2 does
         work = run_dir / "merge"
-        work.mkdir(exist_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
         lines = 0
         with (
             open(run_dir / "requests.jsonl", "rb") as fin,

@@ -12,6 +12,7 @@ offline batch, sessions, a fleet of several endpoints) registers here and is cho
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,6 +48,8 @@ class LoadMode(Protocol):
 
 #: --remote-workers: how long the master waits for every worker on another machine to connect
 REMOTE_CONNECT_TIMEOUT_S = 300.0
+#: merge_worker_files copies the load processes' files in blocks of this many bytes
+_COPY_BLOCK = 1 << 20
 
 #: name -> the mode's class (instantiated per run)
 MODES: Registry[type[LoadMode]] = Registry("run mode")
@@ -179,12 +182,18 @@ def merge_worker_files(run_dir: RunDir) -> None:
             continue
         target = run_dir.root / f"{name}.jsonl"
         tmp = target.with_name(target.name + ".tmp")
-        with open(tmp, "wb") as out:
+        with open(tmp, "wb") as out:  # copied a block at a time: a long run's parts are gigabytes
             if target.exists():
-                out.write(target.read_bytes())
+                with open(target, "rb") as src:
+                    shutil.copyfileobj(src, out, _COPY_BLOCK)
             for part in parts:
-                data = part.read_bytes()
-                out.write(data if not data or data.endswith(b"\n") else data + b"\n")
+                last = b""
+                with open(part, "rb") as src:
+                    while block := src.read(_COPY_BLOCK):
+                        out.write(block)
+                        last = block
+                if last and not last.endswith(b"\n"):  # a part cut mid-line still ends its line
+                    out.write(b"\n")
         os.replace(tmp, target)
         for part in parts:
             part.unlink()
