@@ -37,9 +37,9 @@ def build_document(path: Path | str) -> Document:
         return build_startup_report(p)
     kind = kind_of(p)
     if kind == "sweep":
-        return build_sweep_report(load_sweep(p))
+        return build_sweep_report(load_sweep(p, requests=None))  # reports read no per-request records
     if kind == "run":
-        return build_run_report(load_run(p))
+        return build_run_report(load_run(p, requests=None))
     raise UserError(
         f"{p}: neither a run directory (summary.json, requests.jsonl, ...) nor a sweep directory (index.json)"
     )

@@ -184,8 +184,17 @@ def _in_baseline(run_dir: Path) -> bool:
     return any((d / "baseline.json").is_file() for d in [here, *list(here.parents)[:3]])
 
 
-def load_run(path: Path | str) -> RunData:
-    """Load a run directory; raises UserError only when nothing usable is there."""
+#: the metrics a report reads from requests.jsonl when histograms.json lacks them (RunData.hist)
+_FALLBACK = tuple(name for name, m in BY_NAME.items() if m.record_field)
+
+
+def load_run(path: Path | str, requests: bool | None = True) -> RunData:
+    """Load a run directory; raises UserError only when nothing usable is there.
+
+    `requests`: read requests.jsonl (every per-request record, as dicts: gigabytes for a long
+    run); None reads it only when the report needs it (summary.json or a histogram missing: the
+    values are then computed from it) — a finished run's report is built from its summary and
+    histograms, so `harness run` finishing a 360,000-request run does not hold them all."""
     run_dir = Path(path)
     if not run_dir.is_dir():
         raise UserError(
@@ -199,10 +208,16 @@ def load_run(path: Path | str) -> RunData:
             "pass the directory `harness run` wrote"
         )
 
+    def read_requests() -> list[dict[str, Any]] | None:
+        return _load_jsonl(
+            run_dir,
+            "requests.jsonl",
+            notes,
+            what="per-request records; noise estimates and the fallback summary use them",
+        )
+
     # requests first: a missing summary is rebuilt from them
-    requests = _load_jsonl(
-        run_dir, "requests.jsonl", notes, what="per-request records; noise estimates and the fallback summary use them"
-    )
+    records = read_requests() if requests else None
     # a saved baseline keeps no time series by design (harness.report.baselines.KEEP): not worth a note
     series_notes = [] if _in_baseline(run_dir) else notes
     engine_metrics = _load_jsonl(
@@ -235,10 +250,12 @@ def load_run(path: Path | str) -> RunData:
             notes.append(
                 f"summary.json does not match the summary schema ({loc}: {first['msg']}); values below are computed from requests.jsonl"
             )
+    if summary is None and requests is None:
+        records, requests = read_requests(), True
     if summary is None:
-        summary = summary_from_requests(requests or [], progress or [])
+        summary = summary_from_requests(records or [], progress or [])
         derived = True
-        if not requests:
+        if not records:
             notes.append("requests.jsonl is missing or empty too: no latency or throughput values are available")
 
     histograms: dict[str, dict[str, str]] = {}
@@ -259,6 +276,13 @@ def load_run(path: Path | str) -> RunData:
         except (OSError, json.JSONDecodeError) as exc:
             notes.append(f"histograms.json is unreadable ({_short(exc)}); percentile plots use per-request values")
 
+    if requests is None and any(m not in histograms.get("_all", {}) for m in _FALLBACK):
+        records = read_requests()  # a figure the histograms lack comes from the per-request values
+    elif requests is None and find_file(run_dir, "requests.jsonl") is None:
+        notes.append(
+            "requests.jsonl is missing (per-request records; noise estimates and the fallback summary use them)"
+        )
+
     scenario = None
     sc_path = run_dir / "scenario.yaml"
     if sc_path.is_file():
@@ -274,7 +298,7 @@ def load_run(path: Path | str) -> RunData:
         path=run_dir,
         summary=summary,
         histograms=histograms,
-        requests=requests,
+        requests=records,
         engine_metrics=engine_metrics,
         progress=progress,
         scenario=scenario,

@@ -99,7 +99,8 @@ def _first_error(exc: ValidationError) -> str:
     return f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
 
 
-def load_sweep(path: Path | str, load_runs: bool = True) -> SweepData:
+def load_sweep(path: Path | str, load_runs: bool = True, requests: bool | None = True) -> SweepData:
+    """A sweep directory and (`load_runs`) its cells' runs; `requests` as harness.report.data.load_run."""
     sweep_dir = Path(path)
     ipath = sweep_dir / "index.json"
     if not ipath.is_file():
@@ -143,7 +144,7 @@ def load_sweep(path: Path | str, load_runs: bool = True) -> SweepData:
         )
         if load_runs and run_dir is not None and run_dir.is_dir() and any(find_file(run_dir, n) for n in RUN_FILES):
             try:
-                cell.run = load_run(run_dir)
+                cell.run = load_run(run_dir, requests=requests)
             except UserError as exc:
                 notes.append(f"cell {cell.id}: {exc.lines[0]}")
         elif load_runs and cell.status != "failed":
