@@ -230,3 +230,15 @@ def test_html_tables_scroll_inside_their_own_box(fx, tmp_path):
     parser.feed(text)
     assert len(parser.tables) >= 3 and all(p == ("div", "tablewrap") for p in parser.tables), parser.tables
     assert re.search(r"\.tablewrap\{[^}]*overflow-x:auto", text)
+
+
+def test_a_finished_runs_report_reads_no_per_request_records(fx, tmp_path):
+    # every figure of a finished run's report is in summary.json and histograms.json: the records
+    # (5 GB as dicts for a 360,000-request run) stay on disk; a crashed run's are read (its summary)
+    from harness.report.data import load_run
+
+    run = _copy(fx["run_a"], tmp_path)
+    assert (run / "requests.jsonl").stat().st_size > 0
+    assert load_run(run, requests=None).requests is None
+    assert load_run(run).requests  # compare and baselines still read them
+    assert load_run(_copy(fx["crashed"], tmp_path), requests=None).requests
