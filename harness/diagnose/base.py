@@ -85,6 +85,7 @@ class RunInputs:
         max_chunks, max_requests = BATCH_CHUNKS, BATCH_REQUESTS
         rows: list[dict[str, Any]] = []
         chunks = 0
+        first: int | None = None  # the earliest start, remembered after a whole pass (clock_offset_s)
         collect = gc.isenabled()
         gc.disable()  # the records are acyclic and freed by reference counts; the cyclic collector
         try:  # rescanning millions of short-lived dicts cost ~25% of a pass
@@ -92,10 +93,17 @@ class RunInputs:
                 rows.append(r)
                 chunks += len(r.get("chunk_offsets_us") or ())
                 if chunks >= max_chunks or len(rows) >= max_requests:
-                    yield Batch.of(rows)
+                    batch = Batch.of(rows)
+                    first = _earliest(first, batch.first_start_ns)
                     rows, chunks = [], 0
+                    yield batch
             if rows:
-                yield Batch.of(rows)
+                batch = Batch.of(rows)
+                first = _earliest(first, batch.first_start_ns)
+                rows = []
+                yield batch
+            if not self._first_start_ns:
+                self._first_start_ns.append(first)
         finally:
             if collect:
                 gc.enable()
@@ -108,7 +116,7 @@ class RunInputs:
         return None
 
     def first_start_ns(self) -> int | None:
-        """The earliest measured request's start (one pass, remembered)."""
+        """The earliest measured request's start (remembered from any whole pass, else one pass)."""
         if not self._first_start_ns:
             first: int | None = None
             for r in self.measured():
@@ -150,6 +158,7 @@ class Batch:
     chunks: np.ndarray
     offsets_us: np.ndarray
     tokens: np.ndarray
+    first_start_ns: int | None = None  # the earliest start (exact ns)
 
     @staticmethod
     def of(rows: list[dict[str, Any]]) -> Batch:
@@ -177,6 +186,7 @@ class Batch:
             chunks=chunks,
             offsets_us=np.fromiter(chain.from_iterable(offs), dtype=float, count=int(chunks.sum())),
             tokens=np.fromiter(chain.from_iterable(toks), dtype=float, count=int(chunks.sum())),
+            first_start_ns=min((s for s in starts if s is not None), default=None),
         )
 
     def chunk_times_s(self) -> np.ndarray:
@@ -204,6 +214,10 @@ class Batch:
         if np.array_equal(offs, np.floor(offs)):
             return diff.astype(np.int64)
         return np.asarray([ms_key(g) for g in gaps_ms.tolist()], dtype=np.int64)
+
+
+def _earliest(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _prompt_len(r: dict[str, Any]) -> float:

@@ -65,14 +65,14 @@ class Interference:
     name = "interference"
 
     def analyze(self, inp: RunInputs) -> dict[str, Any] | None:
-        """Two passes over the requests in bounded batches: the prompt lengths, the long
-        prompts' prefill intervals and every gap's microsecond key (harness.diagnose.tally);
-        then, with the intervals merged, each gap inside or outside one."""
+        """Passes over the requests in bounded batches: the prompt lengths and the long prompts'
+        prefill intervals; when there are any, the median gap (microsecond keys:
+        harness.diagnose.tally), then each gap inside or outside a merged interval."""
         lengths: Counter[float] = Counter()
         fixed = inp.options.long_prompt_tokens
         floor = int(fixed) if fixed is not None else 1024  # the threshold is never below it
         candidates: list[tuple[float, float, float]] = []  # (prompt, sent s, first chunk s), in request order
-        gaps_all = Tally(1)
+        n_gaps = 0
         first_gap_start: float | None = None
         for bt in inp.batches():
             use = bt.ok & (bt.chunks > 0)
@@ -86,15 +86,13 @@ class Interference:
                 candidates.append((n, sent, c0))
             gap = _gaps(bt, use)
             if gap.any():
-                gaps_ms = (ct[1:] - ct[:-1])[gap[1:]] * 1e3
-                gaps_all.add(np.zeros(int(gap.sum()), dtype=np.int64), bt.gap_keys_us(gaps_ms, gap))
+                n_gaps += int(gap.sum())
                 a0 = float(ct[:-1][gap[1:]].min())
                 first_gap_start = a0 if first_gap_start is None else min(first_gap_start, a0)
         if not lengths:
             return None
         threshold = long_threshold_of_counts(lengths, fixed)
         prefills = [(sent, c0) for n, sent, c0 in candidates if n >= threshold]
-        n_gaps = gaps_all.count(0)
         if not n_gaps:
             return None
         block: dict[str, Any] = {
@@ -108,6 +106,13 @@ class Interference:
             block["message"] = f"no prompt of {threshold}+ tokens in the window: nothing to interfere with decoding"
             return block
         p_starts, p_ends = _merge(prefills)
+        gaps_all = Tally(1)  # a pass for the median gap (the spikes' yardstick)
+        for bt in inp.batches():
+            gap = _gaps(bt, bt.ok & (bt.chunks > 0))
+            if gap.any():
+                ct = bt.chunk_times_s()
+                gaps_ms = (ct[1:] - ct[:-1])[gap[1:]] * 1e3
+                gaps_all.add(np.zeros(gaps_ms.size, dtype=np.int64), bt.gap_keys_us(gaps_ms, gap))
         median_us = gaps_all.median(0)
         assert median_us is not None
         med = median_us / 1000
