@@ -145,7 +145,7 @@ def build_summary(
     kind = kind_of(p)
     lines: list[str] = []
     if kind == "sweep":
-        sweep = load_sweep(p)
+        sweep = load_sweep(p, requests=None)  # the summary reads no per-request records
         n_ok = sum(1 for c in sweep.cells if c.usable)
         lines += [
             f"## {title or f'harness sweep `{sweep.name}`'}",
@@ -160,7 +160,7 @@ def build_summary(
         lines += _warn_lines(items + sweep.notes)
         lines += _sweep_md(sweep)
     elif kind == "run":
-        run = load_run(p)
+        run = load_run(p, requests=None)
         lines += [
             f"## {title or f'harness run `{run.name}`'}",
             "",
