@@ -38,7 +38,7 @@ from typing import Any
 
 from harness.compare import METRICS, Options, Row, compare_runs, resolve
 from harness.compare.closed_loop import per_request_goodput
-from harness.compare.metrics import ENGINE
+from harness.compare.metrics import DEFAULT_COMPARE, ENGINE
 from harness.report.data import load_run
 from harness.tune.measure import Measurement
 
@@ -263,7 +263,30 @@ class Judgement:
             return self.why
         nums = "; ".join(self.cmp.show(k) for k in self.keys if self.cmp.show(k))
         out = f"{nums}: {self.why}" if nums else self.why
+        aside = self.aside()
+        out += f". Also beyond noise, not weighed by this step: {aside}" if aside else ""
         return out + (f". {self.evidence_note.rstrip('.')}" if self.evidence_note else "")
+
+    def aside(self) -> str:
+        """Every metric of `harness compare`'s default family that moved beyond noise but is not
+        among this step's metrics ('TTFT p50 +5.9% [+3.5, +8.3]% REGRESSION'): the step may accept
+        the trade, but its reason must not hide what `harness compare` of the same cells prints
+        (a budget of 512 tokens that cut ITL p99 while ITL p50 rose +480% read as a clean win)."""
+        if self.cmp is None:
+            return ""
+        shown = set(self.keys)
+        parts = []
+        for scenario, row in self.cmp.moved():
+            if row.key in shown or row.key not in DEFAULT_COMPARE or row.change is None:
+                continue
+            where = f"{scenario}: " if len(self.cmp.rows) > 1 else ""
+            iv = (
+                f" [{row.interval[0]:+.1f}, {row.interval[1]:+.1f}]{row.change_unit}"
+                if row.interval is not None
+                else ""
+            )
+            parts.append(f"{where}{row.label} {row.change:+.1f}{row.change_unit}{iv} {row.verdict}")
+        return ", ".join(parts)
 
     @property
     def per_scenario(self) -> dict[str, dict[str, Any]]:

@@ -247,3 +247,19 @@ def test_winning_budgets_are_weighed_on_itl_and_ttft_not_taken_by_size():
     # a TTFT improvement alone is no reason to take the smaller budget (a guard, not a gain)
     judge_, _ = between(row("itl.p99", 1.0, "ok"), ttft_p50=row("ttft.p50", -30.0, "improved"))
     assert winners[budget.pick(winners, judge_)[0]][0] == 2048
+
+
+def test_the_reason_names_what_moved_beyond_noise_outside_the_steps_metrics():
+    """The storm case's token budget cut ITL p99 while ITL p50 rose +480% beyond noise: the step
+    may take that trade, but its reason shows what `harness compare` of the cells prints."""
+    budget = J.Objective(targets=("itl.p99",))
+    c = cmp(
+        itl_p99=row("itl.p99", -60.0, "improved"),
+        itl_p50=row("itl.p50", 480.0, "REGRESSION", interval=(8.2, 495.7)),
+        ttft_p50=row("ttft.p50", 2.0, "ok"),
+    )
+    text = J.decide(c, budget, "incumbent").text()
+    assert "Also beyond noise, not weighed by this step: ITL p50 +480.0% [+8.2, +495.7]% REGRESSION" in text
+    assert "TTFT p50" not in text.split("Also beyond noise")[1]  # within the threshold: not listed
+    quiet = J.decide(cmp(itl_p99=row("itl.p99", -60.0, "improved")), budget, "incumbent").text()
+    assert "Also beyond noise" not in quiet
