@@ -275,6 +275,8 @@ class Judgement:
         if self.cmp is None:
             return ""
         shown = set(self.keys)
+        if self.cmp.guard == THROUGHPUT:  # without an SLO goodput is requests/s, shown as the guard already
+            shown |= {GOODPUT, "goodput_pct"}
         parts = []
         for scenario, row in self.cmp.moved():
             if row.key in shown or row.key not in DEFAULT_COMPARE or row.change is None:

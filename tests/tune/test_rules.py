@@ -263,3 +263,7 @@ def test_the_reason_names_what_moved_beyond_noise_outside_the_steps_metrics():
     assert "TTFT p50" not in text.split("Also beyond noise")[1]  # within the threshold: not listed
     quiet = J.decide(cmp(itl_p99=row("itl.p99", -60.0, "improved")), budget, "incumbent").text()
     assert "Also beyond noise" not in quiet
+    # without an SLO goodput is requests/s, the guard the reason shows already: not listed again
+    no_slo = cmp(guard=J.THROUGHPUT, itl_p99=row("itl.p99", -60.0, "improved"))
+    no_slo.rows["chat"][J.GOODPUT] = row(J.GOODPUT, 20.0, "improved", "higher")
+    assert "goodput" not in J.decide(no_slo, budget, "incumbent").text()
