@@ -1,5 +1,7 @@
+import os
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,12 @@ from fake_openai import FakeOpenAI
 # `nohup harness run ... &` rightly keeps it; the tests want a terminal's Ctrl-C.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# A tune saves its final run as a baseline in $HARNESS_BASELINES, else results/baselines under the
+# current directory, which is the checkout: a test that forgot to set it (the transformers tune
+# stand-in) left a baseline in the repo that a commit then picked up. Every test and every
+# `harness` it starts uses a throwaway store unless the test sets its own.
+os.environ.setdefault("HARNESS_BASELINES", tempfile.mkdtemp(prefix="harness-test-baselines-"))
 
 
 def _readers() -> list:
