@@ -34,7 +34,7 @@ HOG_GIB=${H200_HOG_GIB:-16}
 DEADLINE=${H200_DEADLINE:-$(( $(date +%s) + ${H200_LIMIT_S:-560} ))}
 RESUME=0
 [ "${1:-}" = "--resume" ] && { RESUME=1; shift; }
-[ $# -ge 1 ] || { sed -n 2,24p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n "2,/^# Helpers shared/p" "$0"; exit 2; }
 mkdir -p "$W" "$OUTD"
 LOG=$W/phases.log
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 \
