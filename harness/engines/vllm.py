@@ -268,7 +268,10 @@ VLLM_FLAGS = FlagMap(
     {
         "max-model-len": Knob("max-model-len"),
         "gpu-memory-utilization": Knob("gpu-memory-utilization", default=0.92),
-        "max-num-seqs": Knob("max-num-seqs"),
+        # the smallest of vLLM 0.26's server defaults (arg_utils.get_batch_defaults: 128 on CPU, 256 on
+        # most GPUs, 1024 on 70+ GiB cards), capped like vLLM's by an explicit token budget: a lower
+        # bound, so "the running count stayed below it" is true on every platform
+        "max-num-seqs": Knob("max-num-seqs", default=128),
         "max-num-batched-tokens": Knob("max-num-batched-tokens"),
         "enable-chunked-prefill": Knob("enable-chunked-prefill", on=True, off=False),
         "enable-prefix-caching": Knob("enable-prefix-caching", on=True, off=False, default_on=True),

@@ -102,7 +102,7 @@ class MaxNumSeqs:
             # requests wait, but not for a sequence slot: every user already ran at once, or the
             # running count stayed below the limit (they wait for the token budget or a prefill)
             nothing = (
-                f"{fmt(running, '.0f')} sequences ran at most ({self._below(running, ctx.tune.load.concurrency, current)}) and "
+                f"{fmt(running, '.0f')} sequences ran at most ({self._below(running, ctx.tune.load.concurrency, current, ctx)}) and "
                 f"{fmt(waiting, '.1f')} waited on average: they wait for the token budget or a prefill, not for a sequence slot, "
                 f"so raising max-num-seqs admits nothing; KV usage max {fmt(kv_max)}, {fmt(m.metric('preemptions'), '.0f')} preemptions"
             )
@@ -115,21 +115,48 @@ class MaxNumSeqs:
         return sorted(values), why, nothing
 
     @staticmethod
-    def _limit_binds(running: float | None, expected: int | None, current: Any, ctx: Any) -> bool:
+    def _limit(current: Any, ctx: Any) -> int | None:
+        """The sequence limit in force: the flag when set, else the engine's default (vLLM: 128 or more),
+        which like vLLM's own default is never above an explicit token budget (every running
+        sequence takes a token of each step). None when the kind computes its default at start."""
+        limit = current if isinstance(current, int) and current > 0 else None
+        if limit is None:
+            default = ctx.knob(FLAG).default
+            if not (isinstance(default, int) and default > 0):
+                return None
+            limit = default
+            budget_flag = ctx.knob("max-num-batched-tokens").flag
+            budget = flag_of(ctx.current, budget_flag) if budget_flag else None
+            if isinstance(budget, int) and budget > 0:
+                limit = min(limit, budget)
+        return limit
+
+    @classmethod
+    def _limit_binds(cls, running: float | None, expected: int | None, current: Any, ctx: Any) -> bool:
         """Whether the sequence limit is what keeps requests waiting: the running count reached
         it. Not when every one of the expected users already ran at once (a closed loop cannot send
-        more), nor when the running count stayed below the current limit."""
+        more), nor when the running count stayed below the limit in force, the flag's or, unset,
+        the engine's default (13 of vLLM's default 128 or more running while 18 wait is a KV or token
+        budget queue, which a higher max-num-seqs cannot drain)."""
         if running is None:
             return True
         if ctx.tune.load.concurrency is not None and expected and running >= expected:
             return False
-        return not (isinstance(current, int) and running < current)
+        limit = cls._limit(current, ctx)
+        return not (limit is not None and running < limit)
 
-    @staticmethod
-    def _below(running: float | None, users: int | None, current: Any) -> str:
+    @classmethod
+    def _below(cls, running: float | None, users: int | None, current: Any, ctx: Any) -> str:
         if users and running is not None and running >= users:
             return f"all {users} users at once"
-        return f"below the limit {current}"
+        if isinstance(current, int):
+            return f"below the limit {current}"
+        limit = cls._limit(current, ctx)
+        return (
+            f"below the engine's default limit, {limit} or more"
+            if limit is not None
+            else "below the engine's default limit"
+        )
 
     def run(self, ctx: TuneContext) -> StepResult:
         done, inc = prologue(
