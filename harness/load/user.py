@@ -135,7 +135,8 @@ class LoadRun:
         self.in_flight: set[gevent.Greenlet] = set()
         self.finisher = Finisher(ctrl, report)
         load = ctrl.scenario.load
-        limit = min(max(load.concurrency or 0, 16), 512) if not ctrl.open_loop else 64
+        # open loop: every arrival a free user takes when the window opens, built in the warmup
+        limit = min(max(load.concurrency or 0, 16), 512) if not ctrl.open_loop else min(max(load.users, 64), 1024)
         self.prefetcher = gevent.spawn(_prefetcher, ctrl, limit)
 
     def stop(self) -> None:
