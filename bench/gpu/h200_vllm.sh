@@ -14,6 +14,7 @@
 #   tune      harness tune bench/gpu/vllm/tune.yaml beside a process holding $H200_HOG_GIB GiB (default 16)
 #   capacity  start vLLM with the tune's final flags (defaults without a tune), harness capacity, stop
 #   spec      harness sweep bench/gpu/vllm/spec.yaml (ngram speculation vs none, chat at 2 and 96 users)
+#   window    harness sweep bench/gpu/vllm/window_start.yaml (open loop at 16 req/s: the window's first sends)
 #
 # --resume continues a phase that was cut short (the harness's own --resume) and skips finished
 # ones; without it a phase that already has a directory is started afresh (the old one is kept
@@ -47,7 +48,7 @@ PACK_EXCLUDE=(--exclude=caches)  # startup/caches: compile caches, not results
 
 pack() {
   local d
-  for d in curve small_kv startup tune capacity spec smoke; do pack_one "$d"; done
+  for d in curve small_kv startup tune capacity spec window smoke; do pack_one "$d"; done
   tar -czf "$OUTD/node.tgz" -C / --ignore-failed-read \
     "${W#/}/phases.log" "${W#/}/nvml.csv" "${W#/}/build.log" "${W#/}/hog.log" "${W#/}/serve.log" "${W#/}/capacity-serve.log" \
     tmp/carry/log 2>/dev/null || true
@@ -185,11 +186,19 @@ phase_spec() {
   touch "$W/spec.done"
 }
 
+phase_window() {
+  done_or_run window && return 0
+  wait_model || return 1
+  # shellcheck disable=SC2046
+  within 30 python3 -m harness.cli.main sweep bench/gpu/vllm/window_start.yaml $(dir_args "$W/window" index.json) || return $?
+  touch "$W/window.done"
+}
+
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /' | tee -a "$LOG"
 say "phases: $* (resume $RESUME, $(left) s to the deadline)"
 rc_all=0
 for phase in "$@"; do
-  case "$phase" in model | smoke | curve | startup | tune | capacity | spec) ;; *) say "unknown phase $phase"; exit 2 ;; esac
+  case "$phase" in model | smoke | curve | startup | tune | capacity | spec | window) ;; *) say "unknown phase $phase"; exit 2 ;; esac
   say "$phase: start ($(left) s left)"
   "phase_$phase"
   rc=$?
