@@ -163,8 +163,12 @@ def _safe_id(text: str) -> str:
     text = re.sub(r"[{}\[\]\"' ]", "", text).replace(":", "-").replace("/", "_").replace(",", "+")
     text = _UNSAFE.sub("_", text) or "config"
     if len(text) > MAX_ID:
-        digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-        text = f"{text[: MAX_ID - 9]}-{digest}"
+        # cut at a flag boundary: "gpu-memory-utilization=0.-44958499" read as a value of 0.
+        # (the H200 tune's id); the flags left out are named by "+more", told apart by the digest
+        suffix = f"+more-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+        head = text[: MAX_ID - len(suffix)]
+        boundary = head.rfind("+")
+        text = (head[:boundary] if boundary > 0 else head) + suffix
     return text
 
 

@@ -351,3 +351,17 @@ def test_a_nul_in_engine_env_is_refused_and_a_newline_in_a_flag_stays_on_its_pla
         )
     )
     assert "config served-model-name=a_b: served-model-name=a\\nb\n" in text
+
+
+def test_a_long_config_id_is_cut_at_a_flag_boundary_and_stays_unique() -> None:
+    """The H200 tune's id read "...+gpu-memory-utilization=0.-44958499": cut inside a value, it
+    named a value of 0. Ids are cut before the first flag that does not fit, name the rest
+    "+more", and two sets that differ only past the cut still get different ids."""
+    from harness.sweep.plan import MAX_ID, _safe_id
+
+    flags = "kv-cache-memory-bytes=2147483648,max-model-len=8192,gpu-memory-utilization=0.85,max-num-batched-tokens="
+    a, b = _safe_id(flags + "512"), _safe_id(flags + "2048")
+    assert a != b and len(a) <= MAX_ID and len(b) <= MAX_ID
+    assert a.startswith("kv-cache-memory-bytes=2147483648+max-model-len=8192+") and "+more-" in a
+    head = a.rsplit("+more-", 1)[0]
+    assert all("=" in part and part.split("=", 1)[1] for part in head.split("+")), head  # whole flags only
