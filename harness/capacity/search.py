@@ -50,6 +50,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.compare import slo
 from harness.errors import UserError
 from harness.results.layout import write_text_atomic
 from harness.results.models import FILES
@@ -333,8 +334,8 @@ def _remeasure(
 
 # ---------------------------------------------------------------- trials as runs
 def has_slo(scenario: Scenario) -> bool:
-    slos = [scenario.slo] + [c.slo for c in scenario.workload.classes if c.slo is not None]
-    return any(v is not None for s in slos for v in s.model_dump().values())
+    """Whether any SLO limit is set: harness.compare's reading, the one tune and compare use."""
+    return slo.has_slo(scenario.model_dump(mode="json"))
 
 
 def scenario_at(scenario: Scenario, knob: Knob, level: float) -> Scenario:
