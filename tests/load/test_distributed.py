@@ -222,3 +222,48 @@ def test_headless_master_with_run_time_waits_for_every_worker(sim: EmbeddedSim, 
     assert [w["sent"] for w in workers] == completed
     assert summary["requests"]["completed"] == sum(completed) == len(ok) > 0
     assert summary["client"]["sent"] == len(ok)  # every request handed out was measured to completion
+
+
+def test_agentic_sessions_stay_on_one_worker_under_distributed(sim: EmbeddedSim, tmp_path: Path) -> None:
+    """Issue 28: a session, its tool-call turns and its sub-agents are one conversation and must
+    go out from one load process (its history and prefix live there); with --distributed 2 every
+    session's requests carry one worker's pid, both workers carry sessions, and the merged summary
+    has the agentic block."""
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "run",
+            str(ROOT / "scenarios" / "agentic_mix.yaml"),
+            "--distributed",
+            "2",
+            "--target",
+            sim.url,
+            "--duration",
+            "8",
+            "--out",
+            str(out),
+            "--no-report",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["client"]["processes"] == 2 and summary["status"] == "complete"
+    reqs = [r for r in _requests(out) if r["error"] is None]
+    pids_of_session: dict[int, set[str]] = {}
+    turns_of_session: dict[int, int] = {}
+    for r in reqs:
+        pids_of_session.setdefault(r["i"], set()).add(r["id"].rsplit("-", 1)[1])
+        turns_of_session[r["i"]] = turns_of_session.get(r["i"], 0) + 1
+    multi = [i for i, n in turns_of_session.items() if n > 1]
+    assert len(multi) >= 4, turns_of_session  # sessions with tool calls: several requests each
+    assert all(len(pids_of_session[i]) == 1 for i in multi), pids_of_session
+    assert len({p for i in multi for p in pids_of_session[i]}) == 2  # both workers ran sessions
+    assert summary["sessions"]["agent"]["tool_calls"] > 0, summary["sessions"]["agent"]
