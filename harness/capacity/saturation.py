@@ -159,6 +159,8 @@ class SaturationDetector:
         if elapsed < self.min_duration_s or len(self.samples) < self.min_points:
             return None
         fill_s = self.fill_s(elapsed)
+        if fill_s is None:
+            return None
         steady = [s for s in self.samples if s[0] >= fill_s]
         if len(steady) < min(3, self.min_points):
             return None
@@ -194,16 +196,18 @@ class SaturationDetector:
             parts.append(f"TTFT {'+' if ttft.slope >= 0 else ''}{ttft.slope:.0f} ms per s (±{ttft.moe:.0f})")
         return f"over-saturated after {elapsed:.1f} s: " + ", ".join(parts)
 
-    def fill_s(self, elapsed: float) -> float:
+    def fill_s(self, elapsed: float) -> float | None:
         """How long in-flight takes to fill up at the start of the window: the median end-to-end
         latency of the requests completed so far, at most half the time elapsed (a saturated
         target's latencies grow with the queue; the later half is always judged). Without a
         requests file (progress lines only) nothing is left out; with one but no completion yet,
-        half the time elapsed."""
+        None: nothing is judged, since in-flight rising with nothing done is also what a stable
+        target with requests longer than the time elapsed shows (a 64 req/s trial was called
+        over-saturated after 4 s "in-flight grew 64.00/s, completions 0.00/s")."""
         if self.run_dir is None:
             return 0.0
         if not self.e2es_ms:
-            return elapsed / 2
+            return None
         return min(statistics.median(self.e2es_ms) / 1000.0, elapsed / 2)
 
     def _read_ttfts(self) -> None:

@@ -67,7 +67,10 @@ def test_ttft_trend_read_from_the_requests_file(tmp_path: Path) -> None:
         for t in range(1, 30):
             for k in range(10):
                 sent = int((t + k / 10) * 1e9)
-                f.write(json.dumps({"warmup": False, "intended_ns": sent, "ttft_ms": 100.0 + 80 * t + k}) + "\n")
+                ttft = 100.0 + 80 * t + k
+                f.write(
+                    json.dumps({"warmup": False, "intended_ns": sent, "ttft_ms": ttft, "e2e_ms": ttft + 500}) + "\n"
+                )
             f.write('{"partial line')  # a half-written line is left for the next read
             f.flush()
             reason = det.observe(lines(float(t), done=int(9.5 * t)))  # completions keep up within 10%
@@ -123,3 +126,13 @@ def test_the_fill_up_is_left_out_but_a_saturated_trial_is_still_caught(tmp_path:
             break
     assert reason is not None and "over-saturated" in reason
     assert t <= 12
+
+
+def test_nothing_is_judged_before_the_first_completion(tmp_path: Path) -> None:
+    """In-flight climbing with nothing done is also a stable target whose requests outlast the
+    time elapsed (5 s requests at 64 req/s fill to 320 in flight): without one completion the
+    fill-up's length is unknown, so no verdict; the first completions allow one."""
+    det = SaturationDetector(offered_rps=64.0, run_dir=tmp_path, min_duration_s=3)
+    (tmp_path / "requests.jsonl").write_text("")
+    assert all(det.observe(lines(float(t), done=0)) is None for t in range(1, 8))
+    assert det.last == {}
