@@ -167,7 +167,8 @@ def test_final_scrape_recovers_counters_after_transient_failures(fake_metrics: F
 def test_final_scrape_is_retried_once(fake_metrics: FakeMetrics, tmp_path) -> None:
     """A failing final scrape is retried once before the window ends at the last good scrape."""
     fake_metrics.set(VLLM_A)
-    s = started_window(fake_metrics.url, tmp_path, interval_s=5.0)
+    # no periodic scrape can fall between the marks, however slow the host (an extra hit at 5 s)
+    s = started_window(fake_metrics.url, tmp_path, interval_s=600.0)
     fake_metrics.set("overloaded", status=503)
     hits = fake_metrics.hits
     s.mark_window_end()
