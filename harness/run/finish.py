@@ -87,10 +87,19 @@ def assemble(
 
 
 def engine_reconcile(summary: RunSummary, engine: dict[str, Any]) -> list[str]:
-    from harness.telemetry.reconcile import reconcile
+    from harness.telemetry.reconcile import counter_coverage, reconcile
 
     client = {k: v.model_dump() for k, v in summary.latency_ms.items()}
-    return list(reconcile(client, engine))
+    warnings = list(reconcile(client, engine))
+    if summary.fleet is None:  # a fleet's engine block is one replica of several
+        warnings += counter_coverage(
+            engine,
+            summary.tokens.input_total,
+            summary.window.start,
+            summary.window.end,
+            failed=summary.requests.failed,
+        )
+    return warnings
 
 
 def conclude(

@@ -31,7 +31,10 @@ class Instruments:
     def window_start(self) -> None:
         self.log.mark_start()
         if self.telemetry is not None:
-            self.telemetry.mark_window_start()
+            warmup = self._prep.scenario.warmup
+            # no warmup: the run sent nothing before the window, so the engine's counters at the last
+            # scrape before it are the window's starting values (TelemetrySession.mark_window_start)
+            self.telemetry.mark_window_start(idle_before=warmup.duration_s <= 0 and warmup.requests <= 0)
 
     def window_end(self) -> None:
         self.log.mark_end()

@@ -21,9 +21,9 @@ class FleetTelemetry:
         self.live = self.primary.live
         self.replica_blocks: list[dict[str, Any]] = []
 
-    def mark_window_start(self) -> None:
+    def mark_window_start(self, *, idle_before: bool = False) -> None:
         for s in self.sessions:
-            s.mark_window_start()
+            s.mark_window_start(idle_before=idle_before)
 
     def mark_window_end(self) -> None:
         for s in self.sessions:

@@ -92,3 +92,57 @@ def _slow_scrapes(tel: dict) -> list[str]:
         f"The engine's /metrics took up to {slowest / 1000:.1f} s to answer: each scrape shows the engine at "
         f"an unknown moment inside that time{covered}, so engine totals need not match the client's."
     ]
+
+
+#: the engine's window counters must see between these shares of the prompt tokens the client's
+#: window requests carried (server usage); outside them the counters are not this window's
+COVERAGE_LOW = 0.5
+COVERAGE_HIGH = 2.0
+#: below this many client prompt tokens the comparison says nothing
+COVERAGE_MIN_TOKENS = 256
+
+
+def counter_coverage(
+    engine: dict,
+    client_prompt_tokens: int,
+    window_start: float | None,
+    window_end: float | None,
+    *,
+    failed: int = 0,
+) -> list[str]:
+    """The engine's counter deltas (prefix hits, preemptions, tokens) are differences between two
+    scrapes; when a scrape is late (a busy host, a slow /metrics) or other clients share the
+    engine, those deltas are not the measured window's, and a hit rate or preemption count taken
+    from them silently describes something else. The prompt-token counter is the check: the
+    engine counts every prompt token it admits, the client knows what its window's requests
+    carried (CI on a busy box: a 1.9-s window whose counters saw 0 of 9,216 prompt tokens).
+    One server only (a fleet's engine block is its first replica). `failed`: the window's failed
+    requests; the engine may have admitted them, the client has no usage for them, so with any
+    failure only the low side is judged."""
+    tel = engine.get("telemetry") or {}
+    counted = engine.get("prompt_tokens")
+    if counted is None or client_prompt_tokens < COVERAGE_MIN_TOKENS:
+        return []
+    share = counted / client_prompt_tokens
+    if COVERAGE_LOW <= share <= COVERAGE_HIGH:
+        return []
+    if share > COVERAGE_HIGH and failed:
+        return []
+    if share > COVERAGE_HIGH:
+        return [
+            f"The engine counted {counted:,} prompt tokens in the window, {share:.1f}x the {client_prompt_tokens:,} "
+            "this run sent: other clients share this engine, so its counters (prefix-cache hits, preemptions, "
+            "tokens) are not this run's alone."
+        ]
+    edges = []
+    baseline_at, final_at = tel.get("baseline_at"), tel.get("final_at")
+    if baseline_at is not None and window_start is not None:
+        edges.append(f"the baseline scrape was sent {baseline_at - window_start:+.2f} s from the window's start")
+    if final_at is not None and window_end is not None:
+        edges.append(f"the final one {final_at - window_end:+.2f} s from its end")
+    why = f" ({', '.join(edges)})" if edges else ""
+    return [
+        f"The engine's counters saw {counted:,} of the {client_prompt_tokens:,} prompt tokens ({share:.0%}) this "
+        f"window's requests carried{why}: the scrapes that bound the window missed part of it, so the engine's "
+        "prefix-cache hit rate, preemptions and token counts describe only part of the window."
+    ]

@@ -111,6 +111,13 @@ class TelemetrySession:
         self._t1: float | None = None
         self._acc: WindowAccumulator | None = None
         self._baseline_late = False
+        #: unix times the marks' scrapes were sent (the window's counter edges): with the load's own
+        #: window times they say how late the edges were (harness.telemetry.reconcile.counter_coverage)
+        self._edge_at: dict[str, float] = {}
+        self._idle_before = False
+        #: the last periodic scrape answered before the window opened (the idle counters' values)
+        self._idle_snap: Snapshot | None = None
+        self._acc_idle: float | None = None  # the idle scrape's time, when it is the counters' baseline
         self._live: dict[str, Any] = {"ok": False}
         self._jsonl: ScrapeLog | None = None
 
@@ -146,11 +153,15 @@ class TelemetrySession:
             self._thread = threading.Thread(target=self._run, name="harness-telemetry", daemon=True)
             self._thread.start()
 
-    def mark_window_start(self) -> None:
+    def mark_window_start(self, *, idle_before: bool = False) -> None:
+        """`idle_before`: the run sent no request before the window (no warmup), so the last
+        periodic scrape answered before this mark holds the counters' values at the window's
+        start (WindowAccumulator.from_idle); the mark's own scrape may be answered late."""
         try:
             with self._lock:
                 if self._t0 is not None:
                     return
+                self._idle_before = idle_before
                 self._t0 = time.time()
                 self._phase = "window"
                 self._baseline_began = True
@@ -329,10 +340,16 @@ class TelemetrySession:
             in_window = self._phase == "window" or "start" in marks or "end" in marks
             if self._nvml is not None and in_window:
                 gpu = self._nvml.sample()
+            if before_baseline and snap is not None and self._t0 is None:
+                self._idle_snap = snap  # answered before the window opened
             # a periodic scrape is not accumulated while the baseline is outstanding
             accumulate = bool(marks) or (not before_baseline and self._baseline_done.is_set())
             if snap is not None and self._src is not None and self._src.live_window and accumulate:
                 self._accumulate(snap, marks)
+                for mark in marks:
+                    self._edge_at[mark] = snap.ts
+                if "start" in marks and self._acc is not None and self._acc_idle:
+                    self._edge_at["start"] = self._acc_idle
             if "end" in marks:
                 self._phase = "post"
             if "start" in marks:
@@ -346,7 +363,10 @@ class TelemetrySession:
         profile = self._profile
         if profile is None:
             return
-        if "start" in marks or (self._phase == "window" and self._acc is None):
+        if "start" in marks and self._idle_before and self._idle_snap is not None:
+            self._acc = WindowAccumulator.from_idle(profile, self._idle_snap, snap)
+            self._acc_idle = self._idle_snap.ts
+        elif "start" in marks or (self._phase == "window" and self._acc is None):
             if "start" not in marks:
                 self._baseline_late = True
             self._acc = WindowAccumulator(profile, snap)
@@ -463,6 +483,8 @@ class TelemetrySession:
             "scrape_ms": {"mean": round(sum(ms) / len(ms), 2), "max": round(max(ms), 2)} if ms else None,
             "page_bytes": self._page_bytes or None,
             "baseline_late": self._baseline_late,
+            "baseline_at": self._edge_at.get("start"),
+            "final_at": self._edge_at.get("end"),
         }
 
     def _window_s(self) -> float | None:

@@ -208,6 +208,8 @@ def main() -> None:
                 state["active"] = False
                 eng.idle()
                 print(json.dumps({k: grand[k] + v for k, v in eng.truth.items()}), flush=True)
+            elif cmd == "peek":  # the truth so far, the engine left as it is
+                print(json.dumps({k: grand[k] + v for k, v in eng.truth.items()}), flush=True)
             elif cmd == "reset":
                 for k, v in eng.truth.items():
                     grand[k] += v

@@ -162,3 +162,31 @@ def test_sources_that_are_none(tmp_path, caplog, kw, target, kind, reason) -> No
     assert block["telemetry"]["source"] == "none" and reason in block["telemetry"]["missing_reason"]
     assert len(telemetry_warnings(caplog)) == (0 if kw.get("enabled") is False else 1)
     caplog.set_level(logging.WARNING)
+
+
+@pytest.mark.parametrize("idle_before", [True, False])
+def test_without_warmup_the_counters_start_at_the_last_idle_scrape(exporter: Exporter, tmp_path, idle_before) -> None:
+    """A run with no warmup sends its first requests as the window opens, and the start mark's own
+    scrape is answered after them (real vLLM on a busy box: 85 ms late, the cold first requests
+    missed; in CI all of a 1.9-s cell's). The last scrape answered before the window, with nothing
+    of the run sent since, holds the counters' starting values; it is the baseline when the run
+    says so (`idle_before`), else the mark's scrape is, and the traffic before it is not counted."""
+    s = TelemetrySession(target_url=exporter.url, config=Telemetry(interval_s=30), out_dir=tmp_path, engine_kind="vllm")
+    s.start()
+    scraped(tmp_path, "the idle scrape before the window", lambda x: x.get("ok"))
+    exporter.cmd("active")  # the first requests: admitted before the mark's scrape is answered
+    wait_until(lambda: exporter.cmd("peek")["prompt_tokens"] >= 400, "traffic before the mark's scrape")
+    before_mark = exporter.cmd("peek")["prompt_tokens"]
+    s.mark_window_start(idle_before=idle_before)
+    scraped(tmp_path, "the start mark's scrape", lambda x: x.get("mark") == "start")
+    truth = exporter.cmd("idle")
+    s.mark_window_end()
+    block = s.stop()
+
+    if idle_before:
+        assert block["prompt_tokens"] == truth["prompt_tokens"] > 0
+        assert block["prefix_cache"]["queries"] == truth["prefix_queries"]
+        assert block["telemetry"]["baseline_at"] < block["telemetry"]["final_at"]
+    else:
+        assert block["prompt_tokens"] <= truth["prompt_tokens"] - before_mark
+    assert block["telemetry"]["scrapes"] == 2  # the mark's scrape and the final: gauges of the window only

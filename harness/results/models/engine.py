@@ -131,6 +131,9 @@ class Telemetry(Block):
     scrape_ms: Annotated[ScrapeMs | None, Omit] = None
     page_bytes: Annotated[int | None, Omit] = None
     baseline_late: Annotated[bool | None, Omit] = None
+    #: unix times the baseline and final scrapes were sent: the counters' window edges
+    baseline_at: Annotated[float | None, Omit] = None
+    final_at: Annotated[float | None, Omit] = None
     prometheus_interval_s: Annotated[Num | None, Omit] = None
 
 
