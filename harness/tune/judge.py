@@ -409,8 +409,8 @@ def decide(
         return j(
             "better",
             "gain",
-            f"leaving the current flags needs a measured gain: better beyond noise on {names(gains)}, "
-            f"not worse beyond noise on {names(list(dict.fromkeys(harm_keys)))}",
+            f"better beyond noise on {names(gains)}, not worse beyond noise on "
+            f"{names(list(dict.fromkeys(harm_keys)))}: the measured gain leaving the current flags needs",
         )
     if maybe_gain or maybe_harm:
         what = [f"{names(maybe_gain)} better" if maybe_gain else "", f"{names(maybe_harm)} worse" if maybe_harm else ""]

@@ -411,7 +411,7 @@ def test_tune_moves_llama_servers_own_flags(real_llamacpp, tmp_path):
     # goodput as the guard (the scenario has SLOs), and the reason says which rule decided
     assert "TTFT p99" in seqs["reason"] and "goodput" in seqs["reason"], seqs["reason"]
     assert seqs["verdict"] == "changed", seqs["reason"]
-    assert "leaving the current flags needs a measured gain" in seqs["reason"]
+    assert "the measured gain leaving the current flags needs" in seqs["reason"]
     budget = by["max-num-batched-tokens"]  # llama-server's --batch-size
     assert budget["verdict"] in ("changed", "kept") and any(
         t["flags"].get("batch-size") == 512 for t in budget["tried"]

@@ -252,9 +252,9 @@ class MaxNumBatchedTokens:
             return StepResult(
                 self.name,
                 "kept",
-                f"{stall}; {cur_name} (current) vs {listing}. No budget taken: leaving {cur_name} "
-                f"needs ITL p99 better beyond noise, goodput and failed requests not worse, and no larger cost on TPOT p50 "
-                f"or TTFT{slo_note}{note}.",
+                f"{stall}. No budget taken: leaving {cur_name} needs ITL p99 better beyond noise, goodput and "
+                f"failed requests not worse, and no larger cost on TPOT p50 or TTFT{slo_note}{note}. "
+                f"Measured: {cur_name} (current) vs {listing}.",
                 dict(ctx.current),
                 rows,
             )
@@ -277,8 +277,8 @@ class MaxNumBatchedTokens:
         return StepResult(
             self.name,
             "changed",
-            f"{stall}; {cur_name} (current) vs {listing}. {flag} {v}: {j.why}, and its costs "
-            f"on TPOT p50 and TTFT do not exceed the ITL p99 gain{slo_note}{note}.{among}",
+            f"{stall}. Taken: {flag} {v} ({j.why}, and its costs on TPOT p50 and TTFT do not exceed the "
+            f"ITL p99 gain){slo_note}{note}. Measured: {cur_name} (current) vs {listing}.{among}",
             dict(m.flags),
             rows,
             {"candidates": values},

@@ -37,7 +37,16 @@ def low_acceptance(m: Measurement) -> str | None:
     a = m.summary_value(RUN["spec_acceptance_rate"].get)
     if a is not None and a < MIN_ACCEPTANCE:
         return f"acceptance {100 * a:.0f}% below 50%"
+    if a is None and _drafted(m) == 0:
+        # vLLM's ngram proposer finds nothing to look up in text without repeats (a model with
+        # random weights): the config pays for the speculative path and accepts nothing
+        return "the engine drafted no tokens in the window (0 draft tokens: nothing to accept)"
     return None
+
+
+def _drafted(m: Measurement) -> float | None:
+    """Draft tokens the engine reports over the window (None when it reports none at all)."""
+    return m.summary_value(lambda s: s.engine.spec_decode.draft_tokens if s.engine.spec_decode else None)
 
 
 class Speculative:
@@ -119,7 +128,8 @@ class Speculative:
             for _v, m, j in results[1:]:
                 v = verdicts.get(m.config_id)
                 if v is not None and (refused_why := refusal(v)):
-                    reasons.append(refused_why)
+                    low = low_acceptance(m)
+                    reasons.append(refused_why + (f" ({low})" if low else ""))
                 elif low := low_acceptance(m):
                     reasons.append(low)
                 elif j is not None and j.verdict == "worse":
