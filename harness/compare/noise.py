@@ -270,13 +270,33 @@ def engine_slices(run: RunLike, counter: str, denominator: str | None, slices: i
     return out
 
 
+#: a hit rate the run's summary took from another pair of counters (harness.telemetry.block: vLLM
+#: looks a waiting request up again at every admission attempt, so under queueing hits/queries
+#: weighs requests by their retries and the summary reads cached / prompt tokens instead); the
+#: interval must be of the figure the summary reports (an H100 tune said 7% beside a 41% final)
+_SUMMARY_SOURCE = {"prompt_tokens_cached": ("prompt_tokens_cached_total", "prompt_tokens_total")}
+
+
+def engine_counters(m: MetricDef, run: RunLike) -> tuple[str, str | None]:
+    """The counters behind engine metric `m` in `run`: the ones its summary figure came from."""
+    if m.key == "prefix_hit_rate":
+        pc = run.summary.engine.prefix_cache
+        source = pc.hit_rate_from if pc is not None else None
+        if source in _SUMMARY_SOURCE:
+            return _SUMMARY_SOURCE[source]
+    return m.engine_counter or "", m.engine_denominator
+
+
+def _slices(m: MetricDef, runs: Sequence[RunLike]) -> list[tuple[float, float]]:
+    return [x for r in runs for x in engine_slices(r, *engine_counters(m, r))]
+
+
 def _engine_test(
     m: MetricDef, base: Sequence[RunLike], cand: Sequence[RunLike], opts: Options, rng: np.random.Generator
 ) -> Test:
     """An engine counter's noise: its increase per time slice of the window (scrape to scrape),
     resampled by slice; a share (a hit rate) as the ratio of the resampled sums."""
-    sb = [x for r in base for x in engine_slices(r, m.engine_counter or "", m.engine_denominator)]
-    sc = [x for r in cand for x in engine_slices(r, m.engine_counter or "", m.engine_denominator)]
+    sb, sc = _slices(m, base), _slices(m, cand)
     if len(sb) < 3 or len(sc) < 3:
         return None, "no engine scrapes over the window (engine_metrics.jsonl)", None
     B = opts.bootstrap
@@ -307,7 +327,7 @@ def _engine_test(
 def engine_interval(m: MetricDef, runs: Sequence[RunLike], opts: Options) -> tuple[float, float, float] | None:
     """(value, low, high) of an engine counter metric on one side (a hit rate in %, over time
     slices of the engine's counters), or None without scrapes: what one side's figure is worth."""
-    sl = [x for r in runs for x in engine_slices(r, m.engine_counter or "", m.engine_denominator)]
+    sl = _slices(m, runs)
     if len(sl) < 3:
         return None
     num, den = np.asarray([x[0] for x in sl]), np.asarray([x[1] for x in sl])

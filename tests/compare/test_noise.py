@@ -4,11 +4,14 @@ a zero-goodput baseline, the engine's counters. Runs are fabricated in the run-d
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from harness.compare import Options, compare_runs, resolve, stats
 from harness.compare.metrics import METRICS
+from harness.compare.noise import engine_interval
 from harness.report.data import load_run
 from tests.report.fabricate import make_run
 
@@ -118,3 +121,20 @@ def test_with_repeats_the_interval_is_of_the_mean_of_the_runs_and_holds_its_chan
     # one run a side: the single-run test, unchanged
     one = compare_runs([fast], [mid], resolve(["ttft.p50"]), Options())[0]
     assert not any("each run" in t for t in one.tests) and one.interval is not None
+
+
+def test_a_hit_rate_interval_is_of_the_figure_the_summary_reports():
+    """vLLM 0.26 on an H100 (results/examples/gpu-h100-vllm-tune, the cache-check step): requests
+    queued, so the engine looked prompts up 8x per prompt token and hits/queries read 7%, while the
+    summary reports cached / prompt tokens, 41%. The interval tune and compare print beside it must
+    be of the same figure."""
+    steps = Path(__file__).resolve().parents[2] / "results" / "examples" / "gpu-h100-vllm-tune" / "steps"
+    (run_dir,) = (steps / "07-cache-check" / "runs").iterdir()
+    run = load_run(run_dir)
+    pc = run.summary.engine.prefix_cache
+    assert pc is not None and pc.hit_rate_from == "prompt_tokens_cached" and pc.lookup_hit_rate < 0.1
+    iv = engine_interval(METRICS["prefix_hit_rate"], [run], Options())
+    assert iv is not None
+    value, low, high = iv
+    assert abs(value - 100 * pc.hit_rate) < 1.0
+    assert low < 100 * pc.hit_rate < high
