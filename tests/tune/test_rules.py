@@ -267,3 +267,30 @@ def test_the_reason_names_what_moved_beyond_noise_outside_the_steps_metrics():
     no_slo = cmp(guard=J.THROUGHPUT, itl_p99=row("itl.p99", -60.0, "improved"))
     no_slo.rows["chat"][J.GOODPUT] = row(J.GOODPUT, 20.0, "improved", "higher")
     assert "goodput" not in J.decide(no_slo, budget, "incumbent").text()
+
+
+def test_a_candidate_the_quality_gate_fails_is_not_taken_by_any_step(monkeypatch):
+    """On an H100 the tune took prefix caching and a 512-token budget while `harness compare` of
+    the same cells said quality FAIL (14 of 16 greedy outputs differed): every step's winner now
+    passes the tune file's gate first."""
+    from harness.quality.gate import QualityVerdict
+
+    inc, cand = FakeMeasurement(runs=1, config_id="base"), FakeMeasurement(runs=1, config_id="cand")
+    win = lambda: J.Judgement("better", "gain", "better beyond noise on ITL p99", None, TTFT)  # noqa: E731
+    ctx = SimpleNamespace(tune=SimpleNamespace(quality=object()))
+    failed = QualityVerdict("cand", "fail", ["exact agreement 12.5% < 95% (14 of 16 outputs differ)"])
+    monkeypatch.setattr(base, "quality_verdict", lambda c, i, k: failed)
+    j = base.quality_guard(ctx, inc, cand, win())
+    assert j.verdict == "worse" and j.rule == "quality"
+    assert "quality gate FAIL" in j.why and "14 of 16" in j.why and "better beyond noise on ITL p99" in j.why
+    # a verdict that passes, or no outputs to judge, or no quality block: the judgement stands
+    monkeypatch.setattr(base, "quality_verdict", lambda c, i, k: QualityVerdict("cand", "pass"))
+    assert base.quality_guard(ctx, inc, cand, win()).verdict == "better"
+    monkeypatch.setattr(base, "quality_verdict", lambda c, i, k: None)
+    assert base.quality_guard(ctx, inc, cand, win()).verdict == "better"
+    monkeypatch.setattr(base, "quality_verdict", lambda c, i, k: failed)
+    no_block = SimpleNamespace(tune=SimpleNamespace(quality=None))
+    assert base.quality_guard(no_block, inc, cand, win()).verdict == "better"
+    # a candidate that lost already is not judged again
+    lost = J.Judgement("worse", "harm", "worse beyond noise on goodput", None, TTFT)
+    assert base.quality_guard(ctx, inc, cand, lost).rule == "harm"

@@ -17,6 +17,7 @@ from harness.registry import Registry
 from harness.sweep.flags import describe
 from harness.tune.judge import GOODPUT_ONLY, THROUGHPUT, Judgement, Objective, judge, repeats_to_decide
 from harness.tune.measure import Measurement, flags_key, merged
+from harness.tune.quality import verdict as quality_verdict
 
 VERDICTS = ("changed", "kept", "skipped", "failed")
 
@@ -225,6 +226,23 @@ def settle(
     j.evidence = bought
     j.against = list(incumbent.cell_ids)
     j.evidence_note = ". ".join(notes) + ("." if notes else "")
+    return quality_guard(ctx, incumbent, candidate, j)
+
+
+def quality_guard(ctx: Any, incumbent: Measurement, candidate: Measurement, j: Judgement) -> Judgement:
+    """A candidate the tune file's quality gate fails is never taken, whichever step judges it
+    (harness.quality.gate: a failed verdict is never ranked best), since `harness compare` of the
+    two cells prints the same verdict and exits 1. Found on an H100: prefix caching and a 512-token
+    budget changed 14 of 16 greedy outputs of a random-weight model, and the tune took both while
+    only its kv-dtype and speculative steps read the gate. Without a quality block, or without
+    outputs on both sides, the judgement stands."""
+    if j.verdict != "better" or getattr(ctx.tune, "quality", None) is None:
+        return j
+    v = quality_verdict(ctx, incumbent, candidate)
+    if v is None or not v.failed:
+        return j
+    j.verdict, j.rule = "worse", "quality"
+    j.why = f"quality gate {v.status.upper()} ({v.short()}): {'; '.join(v.reasons)}; it would have been taken: {j.why}"
     return j
 
 
