@@ -54,7 +54,7 @@ def test_real_vllm_cold_warm_eager_vs_default(real_vllm, tmp_path, capsys):
         "engine": {
             "kind": "vllm",
             "command": real_vllm.command(),
-            "env": real_vllm.env,
+            "env": real_vllm.aot_env,  # the compile phase is read from the AOT path's log lines
             "served_model_name": real_vllm.served_model_name,
             "ready_timeout_s": 1500,
             "stop_timeout_s": 30,
