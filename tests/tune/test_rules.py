@@ -294,3 +294,21 @@ def test_a_candidate_the_quality_gate_fails_is_not_taken_by_any_step(monkeypatch
     # a candidate that lost already is not judged again
     lost = J.Judgement("worse", "harm", "worse beyond noise on goodput", None, TTFT)
     assert base.quality_guard(ctx, inc, cand, lost).rule == "harm"
+
+
+def test_the_final_says_its_quality_against_the_baseline(monkeypatch):
+    """Each step gates its winner against the incumbent of the moment; the final reads the chosen
+    flags' outputs against the baseline's, as `harness compare` of the two cells does."""
+    from harness.quality.gate import QualityVerdict
+    from harness.tune.steps import final as F
+
+    base_m, final_m = FakeMeasurement(runs=1, config_id="base"), FakeMeasurement(runs=1, config_id="final")
+    ctx = SimpleNamespace(tune=SimpleNamespace(quality=object()))
+    failed = QualityVerdict("final", "fail", ["exact agreement 12.5% < 95% (14 of 16 outputs differ)"])
+    monkeypatch.setattr(F, "quality_verdict", lambda c, b, f: failed)
+    row, line = F.quality_vs_baseline(ctx, base_m, final_m)
+    assert row["status"] == "fail" and line.startswith("Quality vs the baseline: FAIL") and "14 of 16" in line
+    monkeypatch.setattr(F, "quality_verdict", lambda c, b, f: QualityVerdict("final", "pass"))
+    row, line = F.quality_vs_baseline(ctx, base_m, final_m)
+    assert row["status"] == "pass" and line.startswith("Quality vs the baseline: PASS")
+    assert F.quality_vs_baseline(SimpleNamespace(tune=SimpleNamespace(quality=None)), base_m, final_m) is None

@@ -146,6 +146,8 @@ class VsBaseline(Block):
     deltas: dict[str, dict[str, Delta]] = Field(default_factory=dict)  # scenario -> metric key -> delta
     #: the chosen flags measured twice (by their step and here) differ beyond noise: the machine drifted
     drift: Annotated[str | None, Omit] = None
+    #: the final flags' greedy outputs against the baseline's (a tune with a quality block)
+    quality: Annotated[TriedQuality | None, Omit] = None
 
 
 class StepDetails(Block):

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness.tune.judge import compare_measurements, guard_name, judge, show_row
 from harness.tune.measure import Measurement, flags_key
+from harness.tune.quality import row as quality_row
+from harness.tune.quality import verdict as quality_verdict
 from harness.tune.steps.base import STEPS, StepResult, fmt, tried_row
 
 if TYPE_CHECKING:
@@ -153,6 +155,19 @@ def drift(earlier: Measurement | None, final: Measurement, threshold_pct: float)
     )
 
 
+def quality_vs_baseline(ctx: TuneContext, base: Measurement, final: Measurement) -> tuple[dict[str, Any], str] | None:
+    """The final flags' greedy outputs judged against the baseline's, as `harness compare` of the
+    two cells prints them: each step gated its own winner against the incumbent of the moment,
+    and small changes can add up along the chain. None without a quality block or outputs."""
+    if getattr(ctx.tune, "quality", None) is None:
+        return None
+    v = quality_verdict(ctx, base, final)
+    if v is None:
+        return None
+    why = f": {'; '.join(v.reasons)}" if v.failed and v.reasons else ""
+    return quality_row(v) or {}, f"Quality vs the baseline: {v.status.upper()} ({v.short()}){why}"
+
+
 class Final:
     name = "final"
     summary = "the full benchmark on the chosen flags, afresh, compared with the baseline: every change beyond noise, good and bad"
@@ -192,6 +207,10 @@ class Final:
         reason = f"{head}. {body}" if body else head
         if moved:
             reason = reason.rstrip(".") + f". {moved}"
+        said = quality_vs_baseline(ctx, base, m) if not same else None
+        if said is not None:
+            vs["quality"], line = said
+            reason = reason.rstrip(".") + f". {line}"
         verdict = "kept" if same else "changed"
         return StepResult(
             self.name, verdict, reason.rstrip(".") + ".", dict(ctx.current), [tried_row(m)], {"vs_baseline": vs}
