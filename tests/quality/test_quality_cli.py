@@ -51,32 +51,44 @@ def scenario(tmp_path: Path, quality: dict | None = None) -> Path:
     return path
 
 
-def test_compare_prints_the_quality_verdict_beside_latency_and_exits_1_on_a_quality_regression(tmp_path):
+def test_compare_prints_the_quality_verdict_beside_latency_and_exits_1_on_a_quality_regression(tmp_path, capsys):
     scen = scenario(tmp_path)
-    # --no-report: compare reads summary.json and quality.jsonl; a report costs ~1.3 CPU-s a run
-    base = harness("run", str(scen), "--out", str(tmp_path / "base"), "--quiet", "--no-report", "--sim-args", FAST)
-    assert base.returncode == 0, base.stderr
-    fp8 = harness(
-        "run",
-        str(scen),
-        "--out",
-        str(tmp_path / "fp8"),
-        "--quiet",
-        "--no-report",
-        "--sim-args",
-        f"{FAST} --kv-cache-dtype fp8 --sim-fp8-kv-error 0.5",
-    )
-    assert fp8.returncode == 0, fp8.stderr
+    # --no-report: compare reads summary.json and quality.jsonl; a report costs ~1.3 CPU-s a run.
+    # The two runs are independent (each starts its own simulated engine): started together
+    runs = {
+        name: subprocess.Popen(
+            [
+                *(sys.executable, "-m", "harness.cli.main", "run", str(scen), "--out", str(tmp_path / name)),
+                *("--quiet", "--no-report", "--sim-args", sim_args),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        for name, sim_args in (("base", FAST), ("fp8", f"{FAST} --kv-cache-dtype fp8 --sim-fp8-kv-error 0.5"))
+    }
+    try:
+        for proc in runs.values():
+            _out, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0, err
+    finally:
+        for proc in runs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     assert (tmp_path / "fp8" / "quality.jsonl").is_file()
 
-    bad = harness("compare", str(tmp_path / "base"), str(tmp_path / "fp8"))
+    # compare reads the two run directories and starts nothing: in this process
+    bad = harness_here(capsys, "compare", str(tmp_path / "base"), str(tmp_path / "fp8"))
     assert bad.returncode == 1, bad.stdout + bad.stderr
     last = bad.stdout.strip().splitlines()[-1]
     assert last.startswith("FAIL: latency and throughput: no regression") or "regression" in last
     assert "quality FAIL" in last and "agree" in last
     assert "quality verdict [fp8]: FAIL" in bad.stdout and "exact agreement" in bad.stdout
 
-    same = harness("compare", str(tmp_path / "base"), str(tmp_path / "base"), "--json")
+    same = harness_here(capsys, "compare", str(tmp_path / "base"), str(tmp_path / "base"), "--json")
     assert same.returncode == 0, same.stdout
     doc = json.loads(same.stdout)
     assert doc["quality"][0]["status"] == "pass" and doc["quality"][0]["agreement"]["exact_rate"] == 1.0
