@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import psutil
 import pytest
-from test_web import UI  # the same running `harness ui` helper as the functional tests
+from webui import UI, started_uis  # the same running `harness ui` helper as the functional tests
 
 from harness.run.target import free_port
 from harness.ui.guard import ScenarioChoices, refuse_cross_site
@@ -27,16 +27,7 @@ from harness.ui.guard import ScenarioChoices, refuse_cross_site
 
 @pytest.fixture
 def ui_factory(tmp_path: Path):
-    made: list[UI] = []
-
-    def make(*extra: str) -> UI:
-        ui = UI(tmp_path, *extra)
-        made.append(ui)
-        return ui
-
-    yield make
-    for ui in made:
-        ui.stop()
+    yield from started_uis(tmp_path)
 
 
 def _post(ui: UI, path: str, form: dict[str, str], headers: dict[str, str] | None = None) -> tuple[int, dict]:
