@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,9 +98,21 @@ def beats_baseline(doc: dict) -> None:
     assert "better beyond noise" in final.lower() and "; ;" not in final and ": ." not in final
 
 
+def shipped_with_window(name: str, dest: Path, duration_s: float) -> Path:
+    """The shipped case with a shorter measured window (its workload paths made absolute)."""
+    data = yaml.safe_load((TUNE / f"{name}.yaml").read_text())
+    data["workload"] = [str(TUNE / w) for w in data["workload"]]
+    data["measure"] = {**data["measure"], "duration_s": duration_s}
+    dest.write_text(yaml.safe_dump(data, sort_keys=False))
+    return dest
+
+
 def test_prefix_caching_off_is_turned_on_and_resume_after_kill_redoes_no_cell(tmp_path):
+    # 5-s windows instead of the shipped 8 s (3 windows: baseline, cache check, final): turning
+    # the cache on moves TTFT p50 by -88% and goodput by about +140%, intervals far from zero
+    case = shipped_with_window("sim_prefix_off", tmp_path / "sim_prefix_off.yaml", 5.0)
     out = tmp_path / "tune"
-    first = tune(str(TUNE / "sim_prefix_off.yaml"), "--out", str(out))
+    first = tune(str(case), "--out", str(out))
     cache_index = out / "steps" / "07-cache-check" / "index.json"
 
     def cache_check_cell_done() -> bool:
@@ -132,7 +145,7 @@ def test_prefix_caching_off_is_turned_on_and_resume_after_kill_redoes_no_cell(tm
     assert len(before) >= 2
     starts_before = json.loads((out / "cost.json").read_text())["engine_starts"]
 
-    second = tune(str(TUNE / "sim_prefix_off.yaml"), "--resume", str(out), baselines=tmp_path / "baselines")
+    second = tune(str(case), "--resume", str(out), baselines=tmp_path / "baselines")
     text = finish(second)
     assert second.returncode == 0, text[-3000:]
     doc = json.loads((out / "tune.json").read_text())
