@@ -9,6 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_openai import FakeOpenAI
+from suite_order import START_FIRST
 
 # A suite started in the background by a shell without job control (`cmd &` in a script, nohup)
 # inherits SIGINT ignored, and an ignored signal stays ignored across exec: every `harness run`
@@ -23,6 +24,12 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # stand-in) left a baseline in the repo that a commit then picked up. Every test and every
 # `harness` it starts uses a throwaway store unless the test sets its own.
 os.environ.setdefault("HARNESS_BASELINES", tempfile.mkdtemp(prefix="harness-test-baselines-"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    first = {path: k for k, path in enumerate(START_FIRST)}
+    # a stable sort: the other files, and the tests within each file, keep their order
+    items.sort(key=lambda item: first.get(item.nodeid.split("::", 1)[0], len(first)))
 
 
 def _readers() -> list:
