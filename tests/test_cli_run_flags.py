@@ -162,7 +162,7 @@ def test_bash_completion_completes_commands_flags_and_choices(tmp_path: Path, ca
     assert zsh.startswith("autoload -U +X bashcompinit") and "complete -o filenames" in zsh
 
 
-def test_a_key_given_in_a_header_is_sent_but_written_nowhere(fake_openai, tmp_path: Path) -> None:
+def test_a_key_given_in_a_header_is_sent_but_written_nowhere(fake_openai, tmp_path: Path, capsys) -> None:
     """Audit R2: `--header 'Authorization: Bearer ...'` put the key in clear into scenario.yaml and
     load_plan.json. Now every file holds `[redacted]`, and every load process (one, several, a
     Locust master's worker) still sends the real value."""
@@ -199,7 +199,9 @@ def test_a_key_given_in_a_header_is_sent_but_written_nowhere(fake_openai, tmp_pa
         assert headers == {"Authorization": "[redacted]", "X-Team": "bench"}
         assert (out / ("load_plan.w0.json" if "--processes" in extra else "load_plan.json")).is_file()
     # a URL with user:password@ was written to scenario.yaml and quoted in the error: refused, masked
-    proc = harness(
+    # (before anything starts: in this process)
+    proc = harness_here(
+        capsys,
         "run",
         str(_file(tmp_path)),
         "--target",
