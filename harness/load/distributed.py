@@ -52,7 +52,7 @@ from harness.load import user as user_module
 from harness.load.collector import Collector
 from harness.load.controller import DONE, LoadController
 from harness.load.gc_policy import GCPolicy
-from harness.load.messages import Delta, Final, Plan, Stage, Stop
+from harness.load.messages import Delta, Final, Plan, Ready, Stage, Stop
 from harness.load.plan import LoadPlan
 from harness.metrics.exporter import ENV_DIR, LiveCounts, MasterMetrics
 from harness.metrics.record import RequestRecord
@@ -328,6 +328,11 @@ def run_master(plan: LoadPlan, expect_workers: int, bind_host: str, port: int, c
     setup_logging("WARNING")
     env = Environment(user_classes=[user_module.LLMUser], events=locust.events)
     runner = env.create_master_runner(master_bind_host=bind_host, master_bind_port=port)
+    # registered before any worker can connect: a worker is counted once its agent listens
+    # (Locust's client_ready comes before the worker's handlers exist, and on a loaded box the
+    # plan then reached a worker first and was dropped: that run waited for it forever)
+    agents: set[str] = set()
+    runner.register_message(Ready.TYPE, lambda environment, msg, **_kw: agents.add(str(msg.node_id)))
     run_dir = Path(plan.out_dir)
     ended: set[int] = set()
 
@@ -379,11 +384,14 @@ def run_master(plan: LoadPlan, expect_workers: int, bind_host: str, port: int, c
     gevent.signal_handler(signal.SIGINT, _stop)
 
     deadline = time.monotonic() + connect_timeout_s
-    while len(runner.clients.ready) < expect_workers:
+
+    def listening() -> int:
+        return len(agents & {str(c.id) for c in runner.clients.ready})
+
+    while listening() < expect_workers:
         if time.monotonic() > deadline or stopping.is_set():
             print(
-                f"error: only {len(runner.clients.ready)} of {expect_workers} workers connected within "
-                f"{connect_timeout_s:.0f} s",
+                f"error: only {listening()} of {expect_workers} workers connected within {connect_timeout_s:.0f} s",
                 file=sys.stderr,
             )
             runner.quit()
@@ -424,6 +432,7 @@ def run_worker(master_host: str, master_port: int) -> int:
         print(f"error: cannot connect to the master at {master_host}:{master_port} ({exc})", file=sys.stderr)
         return 2
     WorkerAgent(env)
+    runner.send_message(Ready.TYPE, Ready(run="").wire())  # the master hands out work from now on
     gevent.signal_handler(signal.SIGTERM, runner.quit)
     runner.greenlet.join()
     return 0

@@ -14,6 +14,10 @@ missing or unknown field fails loudly at the receiver instead of reading as None
                                                            the finished requests' jsonl lines, and
                                                            (plan.live_metrics) the live Prometheus
                                                            counts since the last delta
+    worker -> master   Ready   {run}                       the worker's handlers are registered: only
+                                                           now may the master hand out work (a Plan
+                                                           that arrives first is dropped by Locust
+                                                           as an unknown message type)
     worker -> master   Final   {run, worker, result, reason}
                                                            the controller's complete result
 """
@@ -67,6 +71,11 @@ class Delta(Message):
     metrics: dict[str, Any] = field(default_factory=dict)  # MetricSet.to_dict(with_all=False)
     requests: str = ""  # requests.jsonl lines
     live: dict[str, Any] = field(default_factory=dict)  # harness.metrics.exporter.LiveCounts.take(), or {}
+
+
+@dataclass
+class Ready(Message):
+    TYPE: ClassVar[str] = "harness_ready"
 
 
 @dataclass

@@ -267,3 +267,68 @@ def test_agentic_sessions_stay_on_one_worker_under_distributed(sim: EmbeddedSim,
     assert all(len(pids_of_session[i]) == 1 for i in multi), pids_of_session
     assert len({p for i in multi for p in pids_of_session[i]}) == 2  # both workers ran sessions
     assert summary["sessions"]["agent"]["tool_calls"] > 0, summary["sessions"]["agent"]
+
+
+DEAF_WORKER = """
+import sys, gevent, locust
+from locust.env import Environment
+env = Environment(events=locust.events)
+env.create_worker_runner("127.0.0.1", int(sys.argv[1]))  # connects (client_ready), registers nothing
+gevent.sleep(30)
+"""
+
+
+def test_the_master_hands_out_work_only_to_a_worker_that_listens(tmp_path: Path) -> None:
+    """Locust counts a worker ready at its connect, before the harness agent in it has registered
+    its handlers: on a loaded box a plan reached a worker first, was dropped as an unknown message
+    type, and the run waited for that worker forever. A worker is counted once it says it listens
+    (harness_ready): one that only connects is not handed the plan, and the master says so."""
+    import socket
+
+    from harness.load.plan import LoadPlan
+    from harness.scenario import Scenario
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+
+    sc = Scenario.model_validate(
+        {
+            "name": "deaf",
+            "load": {"concurrency": 1, "duration_s": 2},
+            "workload": {"classes": [{"name": "a", "input_tokens": 8, "output_tokens": 4}]},
+        }
+    )
+    plan_path = tmp_path / "load_plan.json"
+    LoadPlan(
+        scenario=sc.model_dump(mode="json"), target_url="http://127.0.0.1:9", model="m", out_dir=str(tmp_path)
+    ).write(plan_path)
+    master = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.load.distributed",
+            "master",
+            str(plan_path),
+            "--expect-workers",
+            "1",
+            "--port",
+            str(port),
+            "--connect-timeout",
+            "6",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    worker = subprocess.Popen([sys.executable, "-c", DEAF_WORKER, str(port)], cwd=ROOT)
+    try:
+        out, err = master.communicate(timeout=60)
+    finally:
+        for proc in (worker, master):
+            proc.kill()
+            proc.wait()
+    assert master.returncode == 2, (out, err)
+    assert "only 0 of 1 workers connected within 6 s" in err
+    assert not (tmp_path / "requests.jsonl").exists()  # no collector began: nothing was handed out
