@@ -235,7 +235,7 @@ def _closed_loop(row: Row, base: list, cand: list, opts: Options) -> dict[str, A
 @dataclass
 class Judgement:
     verdict: str  # better | worse | tie | undecided | failed
-    rule: str  # which rule decided: prior | gain | harm | capacity | tie | failed
+    rule: str  # which rule decided: prior | gain | harm | capacity | tie | failed | quality (steps.base.quality_guard)
     why: str  # the rule in words, with the numbers that decided
     cmp: Comparison | None = None
     objective: Objective = GOODPUT_ONLY

@@ -311,4 +311,7 @@ def test_the_final_says_its_quality_against_the_baseline(monkeypatch):
     monkeypatch.setattr(F, "quality_verdict", lambda c, b, f: QualityVerdict("final", "pass"))
     row, line = F.quality_vs_baseline(ctx, base_m, final_m)
     assert row["status"] == "pass" and line.startswith("Quality vs the baseline: PASS")
+    from harness.tune.quality import verdict
+
+    monkeypatch.setattr(F, "quality_verdict", verdict)  # the real one: no quality block, nothing to say
     assert F.quality_vs_baseline(SimpleNamespace(tune=SimpleNamespace(quality=None)), base_m, final_m) is None

@@ -17,6 +17,7 @@ from harness.registry import Registry
 from harness.sweep.flags import describe
 from harness.tune.judge import GOODPUT_ONLY, THROUGHPUT, Judgement, Objective, judge, repeats_to_decide
 from harness.tune.measure import Measurement, flags_key, merged
+from harness.tune.quality import refusal
 from harness.tune.quality import verdict as quality_verdict
 
 VERDICTS = ("changed", "kept", "skipped", "failed")
@@ -239,10 +240,10 @@ def quality_guard(ctx: Any, incumbent: Measurement, candidate: Measurement, j: J
     if j.verdict != "better" or getattr(ctx.tune, "quality", None) is None:
         return j
     v = quality_verdict(ctx, incumbent, candidate)
-    if v is None or not v.failed:
+    if v is None or not v.failed:  # no outputs to judge: refusal(None) would refuse, the judgement stands
         return j
     j.verdict, j.rule = "worse", "quality"
-    j.why = f"quality gate {v.status.upper()} ({v.short()}): {'; '.join(v.reasons)}; it would have been taken: {j.why}"
+    j.why = f"{refusal(v)}; it would have been taken: {j.why}"
     return j
 
 

@@ -159,9 +159,7 @@ def quality_vs_baseline(ctx: TuneContext, base: Measurement, final: Measurement)
     """The final flags' greedy outputs judged against the baseline's, as `harness compare` of the
     two cells prints them: each step gated its own winner against the incumbent of the moment,
     and small changes can add up along the chain. None without a quality block or outputs."""
-    if getattr(ctx.tune, "quality", None) is None:
-        return None
-    v = quality_verdict(ctx, base, final)
+    v = quality_verdict(ctx, base, final)  # None without a quality block
     if v is None:
         return None
     why = f": {'; '.join(v.reasons)}" if v.failed and v.reasons else ""
