@@ -1,7 +1,8 @@
 """Build a random-weight Llama-style model (bf16) and a locally trained tokenizer for GPU sweeps
 on a node with no model hub.
 
-    python3 bench/gpu/build_model.py [OUT_DIR] [--size small|gpu|llama8b]   (default /tmp/harness-gpu-model, gpu)
+    python3 bench/gpu/build_model.py [OUT_DIR] [--size small|gpu|llama8b] [--logit-scale X] [--echo]
+                                                              (default /tmp/harness-gpu-model, gpu, 1)
 
 Sizes: `small` 0.16 B, `gpu` 0.77 B, `llama8b` the shape of Llama-3-8B (8.03 B parameters,
 16.1 GB in bf16: hidden 4096, 32 layers, 32 query / 8 KV heads of 128, MLP 14336, a 128,256-row
@@ -13,6 +14,21 @@ Reuses the tokenizer recipe of tools/build_tiny_model.py (byte-level BPE trained
 standard library, ChatML template). Special tokens and partial-UTF-8 tokens are never predicted
 (zeroed tied embeddings), so every streamed token carries text and no request stops at EOS:
 output lengths are exact even on servers that take no `ignore_eos`.
+
+`--logit-scale X` multiplies the output embedding: at 1 the logits of a random model have a
+standard deviation of about 1.3 over 8,192 live tokens, a next-token entropy of 8.2 nats (a flat
+distribution whose top 20 tokens hold 5% of the mass, where any numeric change flips near-tied
+greedy tokens); at 4 the entropy is about 2 nats and the top 20 hold about 94%, the shape of a
+trained model's distribution, so a KL quality gate from top-20 log-probs measures a flag's numeric
+drift on the scale it has for a real model. Timings do not change (same shapes, other values).
+
+`--echo` builds a model whose greedy output repeats the prompt's last token forever: every
+layer's output projections (attention o_proj, MLP down_proj) are zero, so the last hidden state is
+the token's own embedding, and the output embedding is the input one (copied, untied), whose
+largest dot product is with itself. The kernels are the same as the random model's, so its
+timings are too; ngram speculation then drafts and is accepted at its upper bound (a loop of one
+token is in the context after a few tokens), which random text never gives (it drafted 0 tokens
+on an H100).
 """
 
 from __future__ import annotations
@@ -40,6 +56,8 @@ LLAMA3 = {"llama8b": {"vocab_size": 128256, "tie_word_embeddings": False, "rope_
 def main(argv: list[str]) -> int:
     out = Path(argv[0]) if argv and not argv[0].startswith("--") else Path("/tmp/harness-gpu-model")
     size = argv[argv.index("--size") + 1] if "--size" in argv else "gpu"
+    logit_scale = float(argv[argv.index("--logit-scale") + 1]) if "--logit-scale" in argv else 1.0
+    echo = "--echo" in argv
     done = out / ".harness-build-ok"  # written last: a build cut short (a 16 GB save) is not taken for a model
     if done.is_file():
         print(f"model ready: {out}")
@@ -80,13 +98,27 @@ def main(argv: list[str]) -> int:
     # never predict special tokens, partial UTF-8 tokens, nor the padding rows past the tokenizer
     silent = sorted(silent_ids(out) | set(range(len(vocab), config.vocab_size)))
     with torch.no_grad():
+        if echo:
+            for layer in model.model.layers:
+                layer.self_attn.o_proj.weight.zero_()
+                layer.mlp.down_proj.weight.zero_()
+            if not config.tie_word_embeddings:
+                model.get_output_embeddings().weight.copy_(model.get_input_embeddings().weight)
+        if logit_scale != 1.0:
+            if config.tie_word_embeddings:
+                print("--logit-scale needs untied embeddings (--size llama8b)", file=sys.stderr)
+                return 2
+            model.get_output_embeddings().weight.mul_(logit_scale)
         model.get_output_embeddings().weight[silent] = 0
         if not config.tie_word_embeddings:
             model.get_input_embeddings().weight[sorted(silent_ids(out))] = 0
     model.save_pretrained(out, safe_serialization=True)
     params = sum(p.numel() for p in model.parameters())
-    done.write_text(f"{size} {params}\n")
-    print(f"model ready: {out} ({params / 1e9:.2f} B parameters, {time.monotonic() - t0:.1f} s on {device})")
+    done.write_text(f"{size} {params} logit-scale {logit_scale:g}{' echo' if echo else ''}\n")
+    print(
+        f"model ready: {out} ({params / 1e9:.2f} B parameters, logit scale {logit_scale:g}{', echo' if echo else ''},"
+        f" {time.monotonic() - t0:.1f} s on {device})"
+    )
     return 0
 
 

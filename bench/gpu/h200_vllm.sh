@@ -7,13 +7,15 @@
 #   bash bench/gpu/h200_vllm.sh [--resume] PHASE...
 #
 # Phases (priority order; results in $H200_WORK/<phase>/, default /tmp/h200):
-#   model     build the Llama-3-8B-shape model into /tmp/llama8b in the background (16 GB; returns at once)
+#   model     build the Llama-3-8B-shape model into /tmp/llama8b (logit scale $H200_LOGIT_SCALE, default 4),
+#             then its echo variant into /tmp/llama8b-echo, in the background (16 GB each; returns at once)
 #   smoke     start vLLM on it, one streamed completion, /metrics, stop (the log is kept)
 #   curve     harness sweep bench/gpu/vllm/curve.yaml (1-96 users) + curve_small_kv.yaml (768 MiB KV, auto length)
 #   startup   harness startup bench/gpu/vllm/startup.yaml (graphs vs eager, cold vs warm)
 #   tune      harness tune bench/gpu/vllm/tune.yaml beside a process holding $H200_HOG_GIB GiB (default 16)
 #   capacity  start vLLM with the tune's final flags (defaults without a tune), harness capacity, stop
 #   spec      harness sweep bench/gpu/vllm/spec.yaml (ngram speculation vs none, chat at 2 and 96 users)
+#   spec_echo the same on the echo model (bench/gpu/vllm/spec_echo.yaml: drafts accepted at the upper bound)
 #   window    harness sweep bench/gpu/vllm/window_start.yaml (open loop at 16 req/s: the window's first sends)
 #
 # --resume continues a phase that was cut short (the harness's own --resume) and skips finished
@@ -32,6 +34,9 @@ W=${H200_WORK:-/tmp/h200}
 MODEL=${H200_MODEL:-/tmp/llama8b}
 OUTD=${OUT:-$W/out}
 HOG_GIB=${H200_HOG_GIB:-16}
+LOGIT_SCALE=${H200_LOGIT_SCALE:-4}
+ECHO_MODEL=${MODEL}-echo
+MODEL_BUILD_ARGS="--logit-scale $LOGIT_SCALE"
 DEADLINE=${H200_DEADLINE:-$(( $(date +%s) + ${H200_LIMIT_S:-560} ))}
 RESUME=0
 [ "${1:-}" = "--resume" ] && { RESUME=1; shift; }
@@ -48,7 +53,7 @@ PACK_EXCLUDE=(--exclude=caches)  # startup/caches: compile caches, not results
 
 pack() {
   local d
-  for d in curve small_kv startup tune capacity spec window smoke; do pack_one "$d"; done
+  for d in curve small_kv startup tune capacity spec spec_echo window smoke; do pack_one "$d"; done
   tar -czf "$OUTD/node.tgz" -C / --ignore-failed-read \
     "${W#/}/phases.log" "${W#/}/nvml.csv" "${W#/}/build.log" "${W#/}/hog.log" "${W#/}/serve.log" "${W#/}/capacity-serve.log" \
     tmp/carry/log 2>/dev/null || true
@@ -95,8 +100,10 @@ stop_hog() { [ -n "$HOG_PID" ] && kill -- "-$HOG_PID" 2>/dev/null; HOG_PID=""; r
 
 phase_model() {
   [ -f "$MODEL/.harness-build-ok" ] && { say "model ready: $MODEL"; return 0; }
-  setsid nohup python3 bench/gpu/build_model.py "$MODEL" --size llama8b >>"$W/build.log" 2>&1 </dev/null &
-  say "model build started in the background (pid $!): $MODEL"
+  setsid nohup bash -c "python3 bench/gpu/build_model.py $MODEL --size llama8b --logit-scale $LOGIT_SCALE &&
+    python3 bench/gpu/build_model.py $ECHO_MODEL --size llama8b --logit-scale $LOGIT_SCALE --echo" \
+    >>"$W/build.log" 2>&1 </dev/null &
+  say "model build started in the background (pid $!): $MODEL, then $ECHO_MODEL"
 }
 
 phase_smoke() {
@@ -186,6 +193,14 @@ phase_spec() {
   touch "$W/spec.done"
 }
 
+phase_spec_echo() {
+  done_or_run spec_echo && return 0
+  MODEL=$ECHO_MODEL MODEL_BUILD_ARGS="--logit-scale $LOGIT_SCALE --echo" wait_model || return 1
+  # shellcheck disable=SC2046
+  within 45 python3 -m harness.cli.main sweep bench/gpu/vllm/spec_echo.yaml $(dir_args "$W/spec_echo" index.json) || return $?
+  touch "$W/spec_echo.done"
+}
+
 phase_window() {
   done_or_run window && return 0
   wait_model || return 1
@@ -198,7 +213,7 @@ nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv
 say "phases: $* (resume $RESUME, $(left) s to the deadline)"
 rc_all=0
 for phase in "$@"; do
-  case "$phase" in model | smoke | curve | startup | tune | capacity | spec | window) ;; *) say "unknown phase $phase"; exit 2 ;; esac
+  case "$phase" in model | smoke | curve | startup | tune | capacity | spec | spec_echo | window) ;; *) say "unknown phase $phase"; exit 2 ;; esac
   say "$phase: start ($(left) s left)"
   "phase_$phase"
   rc=$?

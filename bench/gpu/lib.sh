@@ -8,6 +8,7 @@
 #   OUTD      where pack_one writes <phase>.tgz (the device tool's $OUT)
 #   LOG       the phase log say() appends to
 #   MODEL     the model directory (ready when $MODEL/.harness-build-ok exists)
+#   MODEL_BUILD_ARGS  extra build_model.py flags when wait_model must build it (optional)
 #   DEADLINE  epoch seconds by which every harness command must have ended
 #   RESUME    1: continue cut-short phases (--resume) and skip finished ones
 #   DRY       1: print the commands instead of running them (--dry-run; 0 when unset)
@@ -49,7 +50,8 @@ wait_model() {
   until [ -f "$MODEL/.harness-build-ok" ]; do
     if [ "$t" -eq 0 ] && ! pgrep -f "build_model.py $MODEL" >/dev/null; then
       say "no model at $MODEL and no build running: building now"
-      python3 bench/gpu/build_model.py "$MODEL" --size llama8b >>"$W/build.log" 2>&1 || { say "model build failed"; return 1; }
+      # shellcheck disable=SC2086  # MODEL_BUILD_ARGS: words, e.g. "--logit-scale 4 --echo"
+      python3 bench/gpu/build_model.py "$MODEL" --size llama8b ${MODEL_BUILD_ARGS:-} >>"$W/build.log" 2>&1 || { say "model build failed"; return 1; }
     fi
     sleep 2; t=$((t + 2))
     [ "$(left)" -gt 60 ] || { say "model not ready before the deadline"; return 1; }

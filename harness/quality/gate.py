@@ -3,12 +3,14 @@
 Statuses:
   baseline        the reference config itself (nothing to judge)
   pass            every limit that is set holds (or a drop is within the noise of the prompt count)
-  fail            exact agreement below `min_exact_agreement`, or an accuracy drop beyond
+  fail            exact agreement below `min_exact_agreement`, a KL divergence from the baseline's
+                  next-token distributions above `max_kl`, or an accuracy drop beyond
                   `max_accuracy_drop` with the whole confidence interval above it
   engine-problem  a config that must be lossless under greedy decoding (speculative decoding,
                   nothing precision-related changed) disagrees with the baseline: a bug in the
                   engine, not a quality trade-off
-  not-judged      no baseline outputs, or the outputs failed to come back
+  not-judged      no baseline outputs, the outputs failed to come back, or `max_kl` is set and the
+                  server returned no top log-probs
 A verdict whose `passed` is False must never be ranked best (sweep tables, tune decisions).
 """
 
@@ -67,6 +69,8 @@ class QualityVerdict:
         parts = []
         if self.agreement is not None and self.agreement.exact_rate is not None:
             parts.append(f"agree {100 * self.agreement.exact_rate:.0f}%")
+        if self.agreement is not None and self.agreement.kl is not None:
+            parts.append(f"KL {self.agreement.kl:.4f}")
         if self.accuracy is not None and self.accuracy.rate is not None:
             parts.append(f"acc {100 * self.accuracy.rate:.0f}%")
         text = " ".join(parts) or "-"
@@ -146,6 +150,17 @@ def judge(
             f"exact agreement {100 * rate:.1f}% < {100 * gate.min_exact_agreement:g}% "
             f"({agree.n - agree.exact} of {agree.n} outputs differ)"
         )
+    if gate.max_kl is not None:
+        if agree.kl is None:
+            if v.status == "pass":
+                v.status = "not-judged"
+            v.reasons.append("KL not measured: the server returned no top log-probs on both sides")
+        elif agree.kl > gate.max_kl:
+            if v.status == "pass":
+                v.status = "fail"
+            v.reasons.append(
+                f"KL {agree.kl:.4f} nats/token > {gate.max_kl:g} ({agree.kl_tokens} positions with the same text)"
+            )
     if drop is not None and gate.max_accuracy_drop is not None:
         limit = gate.max_accuracy_drop
         v.prompts_needed = drop.prompts_needed(limit) if limit > 0 else None

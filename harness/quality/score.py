@@ -60,7 +60,8 @@ class Agreement:
     mean_abs_logprob_diff: float | None = None  # |lp_base - lp_cand| per common-prefix token
     mean_logprob_delta: float | None = None  # lp_cand - lp_base (negative: the candidate is less sure)
     logprob_tokens: int = 0
-    kl: float | None = None  # approx. per-token KL(baseline || candidate) from top_logprobs
+    kl: float | None = None  # approx. per-token KL(baseline || candidate) from top_logprobs, positions 0..k
+    kl_tokens: int = 0
     diverged_ids: list[str] = field(default_factory=list)
 
     @property
@@ -110,7 +111,9 @@ def agreement(baseline: QualityRun, candidate: QualityRun) -> Agreement:
                 lp_delta += d
             lp_n += m
             if b.top_logprobs and c.top_logprobs:
-                for i in range(min(m, len(b.top_logprobs), len(c.top_logprobs))):
+                # positions 0..k saw the same text on both sides, so their next-token distributions
+                # compare, the first differing position included: that is where a flip shows
+                for i in range(min(k + 1, len(b.top_logprobs), len(c.top_logprobs))):
                     kl = _kl_top(b.top_logprobs[i], c.top_logprobs[i])
                     if kl is not None:
                         kl_sum += kl
@@ -127,6 +130,7 @@ def agreement(baseline: QualityRun, candidate: QualityRun) -> Agreement:
         mean_logprob_delta=lp_delta / lp_n if lp_n else None,
         logprob_tokens=lp_n,
         kl=kl_sum / kl_n if kl_n else None,
+        kl_tokens=kl_n,
         diverged_ids=diverged,
     )
 

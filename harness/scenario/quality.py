@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import limits
 from harness.scenario.parts import within
@@ -24,6 +24,13 @@ class QualityGate(_Strict):
 
     min_exact_agreement: Annotated[float, Field(ge=0, le=1)] | None = Field(
         default=None, description="share of prompts whose output equals the baseline's token for token"
+    )
+    max_kl: Annotated[float, Field(ge=0)] | None = Field(
+        default=None,
+        description="largest mean per-token KL divergence (nats) of the candidate's next-token distribution "
+        "from the baseline's, at every position where both had seen the same text (the first differing one "
+        "included; from top_logprobs, which must be >= 5): judges numeric drift (FP8 KV, quantization) on "
+        "its size where exact agreement fails on any flipped near-tie, e.g. batch shapes on a random-weight model",
     )
     max_accuracy_drop: Annotated[float, Field(ge=0, le=1)] | None = Field(
         default=None,
@@ -50,3 +57,12 @@ class QualitySpec(_Strict):
     top_logprobs: Annotated[int, Field(ge=0, le=20)] = 0
     timeout_s: Annotated[float, Field(gt=0)] = 300.0
     confidence: Annotated[float, Field(ge=0.5, lt=1)] = 0.95
+
+    @model_validator(mode="after")
+    def _kl_needs_top_logprobs(self) -> QualitySpec:
+        if self.gate.max_kl is not None and (self.top_logprobs < 5 or not self.logprobs):
+            raise ValueError(
+                f"gate.max_kl needs the distributions: set top_logprobs to 5-20 (is {self.top_logprobs})"
+                + ("" if self.logprobs else " and logprobs: true")
+            )
+        return self
