@@ -16,6 +16,7 @@
 #   capacity  start vLLM with the tune's final flags (defaults without a tune), harness capacity, stop
 #   spec      harness sweep bench/gpu/vllm/spec.yaml (ngram speculation vs none, chat at 2 and 96 users)
 #   spec_echo the same on the echo model (bench/gpu/vllm/spec_echo.yaml: drafts accepted at the upper bound)
+#   tune_spec_echo  harness tune bench/gpu/vllm/tune_spec_echo.yaml (the speculative step on the echo model, 2 users)
 #   window    harness sweep bench/gpu/vllm/window_start.yaml (open loop at 16 req/s: the window's first sends)
 #
 # --resume continues a phase that was cut short (the harness's own --resume) and skips finished
@@ -53,7 +54,7 @@ PACK_EXCLUDE=(--exclude=caches)  # startup/caches: compile caches, not results
 
 pack() {
   local d
-  for d in curve small_kv startup tune capacity spec spec_echo window smoke; do pack_one "$d"; done
+  for d in curve small_kv startup tune capacity spec spec_echo tune_spec_echo window smoke; do pack_one "$d"; done
   tar -czf "$OUTD/node.tgz" -C / --ignore-failed-read \
     "${W#/}/phases.log" "${W#/}/nvml.csv" "${W#/}/build.log" "${W#/}/hog.log" "${W#/}/serve.log" "${W#/}/capacity-serve.log" \
     tmp/carry/log 2>/dev/null || true
@@ -201,6 +202,14 @@ phase_spec_echo() {
   touch "$W/spec_echo.done"
 }
 
+phase_tune_spec_echo() {
+  done_or_run tune_spec_echo && return 0
+  MODEL=$ECHO_MODEL MODEL_BUILD_ARGS="--logit-scale $LOGIT_SCALE --echo" wait_model || return 1
+  # shellcheck disable=SC2046
+  within 45 python3 -m harness.cli.main tune bench/gpu/vllm/tune_spec_echo.yaml $(dir_args "$W/tune_spec_echo" tune.json) || return $?
+  touch "$W/tune_spec_echo.done"
+}
+
 phase_window() {
   done_or_run window && return 0
   wait_model || return 1
@@ -213,7 +222,7 @@ nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv
 say "phases: $* (resume $RESUME, $(left) s to the deadline)"
 rc_all=0
 for phase in "$@"; do
-  case "$phase" in model | smoke | curve | startup | tune | capacity | spec | spec_echo | window) ;; *) say "unknown phase $phase"; exit 2 ;; esac
+  case "$phase" in model | smoke | curve | startup | tune | capacity | spec | spec_echo | tune_spec_echo | window) ;; *) say "unknown phase $phase"; exit 2 ;; esac
   say "$phase: start ($(left) s left)"
   "phase_$phase"
   rc=$?
