@@ -119,3 +119,20 @@ def test_a_lossless_config_that_disagrees_is_an_engine_problem(sims, tmp_path):
     v = judge("spec", qset, base, bad, QualityGate(), lossless=True)
     assert v.status == "engine-problem" and not v.passed
     assert "must be lossless" in v.reasons[0]
+
+
+def test_the_kl_gate_passes_identical_configs_and_fails_the_fp8_knob(sims, tmp_path):
+    """Over real HTTP with top log-probs: two servers with the same flags give KL 0 exactly; the fp8
+    knob's diverging prompts move the distribution where they diverge, which the KL gate sees."""
+    prompts = plain_set(tmp_path, 120)
+    spec = QualitySpec(prompts=str(prompts), max_tokens=32, top_logprobs=5)
+    qset = load_quality_set(spec.prompts, None)
+    a = run_quality(qset, spec, sims("a").url, out_dir=tmp_path / "a")
+    b = run_quality(qset, spec, sims("b").url, out_dir=tmp_path / "b")
+    fp8 = run_quality(qset, spec, sims("fp8").url, out_dir=tmp_path / "fp8")
+    gate = QualityGate(max_kl=0.01)
+    same = judge("b", qset, a, b, gate)
+    assert same.status == "pass" and same.agreement is not None and same.agreement.kl == 0.0
+    lossy = judge("fp8", qset, a, fp8, gate)
+    assert lossy.agreement is not None and lossy.agreement.kl is not None
+    assert lossy.status == "fail" and any("KL" in r for r in lossy.reasons), (lossy.agreement.kl, lossy.reasons)
