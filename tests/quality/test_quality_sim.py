@@ -124,7 +124,7 @@ def test_a_lossless_config_that_disagrees_is_an_engine_problem(sims, tmp_path):
 def test_the_kl_gate_passes_identical_configs_and_fails_the_fp8_knob(sims, tmp_path):
     """Over real HTTP with top log-probs: two servers with the same flags give KL 0 exactly; the fp8
     knob's diverging prompts move the distribution where they diverge, which the KL gate sees."""
-    prompts = plain_set(tmp_path, 120)
+    prompts = plain_set(tmp_path, 60)
     spec = QualitySpec(prompts=str(prompts), max_tokens=32, top_logprobs=5)
     qset = load_quality_set(spec.prompts, None)
     a = run_quality(qset, spec, sims("a").url, out_dir=tmp_path / "a")
