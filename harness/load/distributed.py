@@ -27,6 +27,9 @@ from __future__ import annotations
 from harness.load import gevent_patch  # noqa: F401 - gevent's patching first (its entry points read once)
 
 # isort: split
+from harness.load import lazy_web  # noqa: F401 - before Locust: its web UI module on first use
+
+# isort: split
 import argparse
 import json
 import logging
