@@ -2,7 +2,7 @@
 gpu-h200-vllm-*) vs `harness sim --profile h200-llama8b-vllm026` on the same cells
 (bench/gpu/vllm/sim/*.yaml), as a table of errors; fit cells (bench/sim_fit_h200.py) are marked.
 
-    python bench/sim_vs_h200.py SIM_DIR [--out bench/results/sim_vs_h200.md] [--before OLD.md]
+    python bench/sim_vs_h200.py SIM_DIR [--out bench/results/sim_vs_h200.md] [--before OLD.md [--before-label TEXT]]
 
 --before: an earlier table of this script (bench/results/sim_vs_h200_before.md: the profile before
 the API-server term and the whole-prompt admission gate) is put beside this one, cell by cell.
@@ -285,9 +285,14 @@ def main(argv: list[str]) -> int:
     ]
     if "--before" in argv:
         before = Path(argv[argv.index("--before") + 1])
+        what = (
+            argv[argv.index("--before-label") + 1]
+            if "--before-label" in argv
+            else "the profile without the API server's per-sequence delay and the whole-prompt admission gate, "
+            "the simulator at half speed"
+        )
         text += [
-            f"## Before / after ({before.name}: the profile without the API server's per-sequence delay and the whole-prompt "
-            "admission gate, the simulator at half speed)",
+            f"## Before / after ({before.name}: {what})",
             "",
             *before_after(before.read_text(), "\n".join(text)),
             "",
