@@ -52,6 +52,15 @@ def tail_cost_too_high(j: Judgement) -> str | None:
     return None
 
 
+def tail_worse(j: Judgement) -> str | None:
+    """Turning speculation off: ITL p99 worse beyond noise is harm, as for any other target."""
+    for rows in j.cmp.rows.values() if j.cmp is not None else []:
+        tail = rows.get("itl.p99")
+        if tail is not None and tail.verdict == "REGRESSION" and tail.change is not None:
+            return f"ITL p99 worse beyond noise by {tail.change:+.0f}% without speculation"
+    return None
+
+
 def tail_cost(j: Judgement) -> str:
     """The named cost a taken candidate pays, said beside the decision ('' when the tail held)."""
     for rows in j.cmp.rows.values() if j.cmp is not None else []:
@@ -140,10 +149,13 @@ class Speculative:
         )
         if done is not None:
             return done
+        # the tail is a cost only of speculating; turning it off must not worsen it at all
         costly = {
             m.config_id: why
-            for _, m, j in results[1:]
-            if j is not None and j.verdict == "better" and (why := tail_cost_too_high(j))
+            for v, m, j in results[1:]
+            if j is not None
+            and j.verdict == "better"
+            and (why := tail_cost_too_high(j) if v is not None else tail_worse(j))
         }
         if best is not None and best.config_id in costly:
             # the next best whose trade holds, by the same rank (TPOT p50)
@@ -210,7 +222,7 @@ class Speculative:
         return StepResult(
             self.name,
             "changed",
-            f"ITL is the limit ({limit}); {listing}: {won}: {j.text()}{tail_cost(j)}{why}.",
+            f"ITL is the limit ({limit}); {listing}: {won}: {j.text()}{tail_cost(j) if not why else ''}{why}.",
             dict(ctx.current),
             tried,
         )

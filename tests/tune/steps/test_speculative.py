@@ -14,7 +14,7 @@ from harness.results.run_metrics import BY_NAME as RUN
 from harness.sweep.results import read_run_summary
 from harness.tune.judge import judge
 from harness.tune.measure import Measurement
-from harness.tune.steps.speculative import OBJECTIVE, low_acceptance, tail_cost, tail_cost_too_high
+from harness.tune.steps.speculative import OBJECTIVE, low_acceptance, tail_cost, tail_cost_too_high, tail_worse
 
 ROOT = Path(__file__).resolve().parents[3]
 RUNS = ROOT / "results" / "examples" / "gpu-h100-vllm-tune-memory-spec" / "steps"
@@ -92,3 +92,14 @@ def test_a_tail_cost_larger_than_the_median_gain_is_refused():
     assert j.cmp is not None
     j.cmp.rows["chat"]["tpot.p50"].change = -10.0  # as if the median had gained only 10%
     assert tail_cost_too_high(j) == "ITL p99 worse beyond noise by +21%, more than TPOT p50 improved (10%)"
+
+
+def test_turning_speculation_off_pays_no_tail_cost():
+    """The tail is a cost only of speculating: off with ITL p99 worse beyond noise is refused."""
+    on, off = sweep_measurement("ngram-3", "concurrency=2"), sweep_measurement("no-spec", "concurrency=2")
+    j = judge(on, off, 5.0, OBJECTIVE, "candidate", settled=True)
+    assert j.cmp is not None
+    assert tail_worse(j) is None  # off improves the tail here (8.4 -> 6.9 ms)
+    row = j.cmp.rows["chat"]["itl.p99"]
+    row.verdict, row.change = "REGRESSION", 10.0
+    assert tail_worse(j) == "ITL p99 worse beyond noise by +10% without speculation"
