@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--strict",
         action="store_true",
-        help="exit 1 when any cell failed or is partial (without it: exit 1 only when every cell failed)",
+        help="exit 1 when any cell failed or is partial (without it: exit 1 only when no cell completed)",
     )
     p.add_argument(
         "--capacity-search",
@@ -151,6 +151,14 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1  # a sweep that measured nothing is never a success, --strict or not
+    if outcome.counts.get("partial") and not outcome.counts.get("complete"):
+        # an engine that died in every config's run: what was measured is kept, but no cell is a result
+        print(
+            f"error: no cell completed ({outcome.counts['partial']} partial, {outcome.counts.get('failed', 0)} "
+            f"failed): {_failure_reasons(out)}; see {out}/index.json and {out}/logs/",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

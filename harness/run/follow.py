@@ -3,7 +3,8 @@
 Every run mode's load processes print the same lines on stdout (harness.load.main): window_start,
 window_end, drained, abort, progress. The follower tells the run driver (harness.run.driver) when
 the measured window opens and when the last in-flight request has drained, feeds the progress display, asks
-the early-stop watcher, and stops the load when the embedded simulated engine dies.
+the early-stop watcher, and stops the load when the engine it watches dies (the embedded simulator,
+or the engine a sweep started: requests sent to a dead port only add connection errors).
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ def tail(path: Path, n: int = 8) -> list[str]:
         return []
 
 
+class WatchedEngine(Protocol):
+    """An engine process the run watches (harness.run.target.EmbeddedSim, a sweep's
+    harness.sweep.launcher.EngineProcess): `proc` is None before it started."""
+
+    proc: subprocess.Popen[bytes] | None
+    log_path: Path
+    #: how messages name it ("the simulated engine", "the engine")
+    label: str
+
+
 class WindowMarks(Protocol):
     """Who hears the window's marks (harness.run.driver.RunDriver)."""
 
@@ -51,12 +62,12 @@ class Follower:
         progress: Progress,
         marks: WindowMarks | None,
         watch: Callable[[list[dict[str, Any]]], str | None] | None = None,
-        engine: Any = None,
+        engine: WatchedEngine | None = None,
     ) -> None:
         self.procs = procs
         self.watch = watch
         self.stopped_early: str | None = None
-        self.engine = engine  # the embedded simulator: its death mid-run stops the load and fails the run
+        self.engine = engine  # its death mid-run stops the load and fails the run
         self.engine_exit: tuple[int, float] | None = None  # (exit code, unix time first seen)
         self.talked: set[int] = set()  # load processes that printed a line (signal handlers installed)
         self.stopped: set[int] = set()
@@ -125,16 +136,17 @@ class Follower:
                 signal_group(p, signal.SIGTERM)
 
     def _watch_engine(self) -> None:
-        proc = self.engine.proc if self.engine is not None else None
-        if proc is None:
+        engine = self.engine
+        proc = engine.proc if engine is not None else None
+        if engine is None or proc is None:
             return
         if self.engine_exit is None:
             if proc.poll() is None:
                 return
             self.engine_exit = (proc.returncode, time.time())
             self.progress.note(
-                f"the simulated engine exited (code {proc.returncode}): stopping the load, "
-                f"keeping what was measured; see {self.engine.log_path}"
+                f"{engine.label} exited (code {proc.returncode}): stopping the load, "
+                f"keeping what was measured; see {engine.log_path}"
             )
         # stop each load process once it has said something (its SIGTERM handler is installed by
         # then; a SIGTERM during its start-up would kill it before it could write anything)

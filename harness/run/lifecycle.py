@@ -57,6 +57,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunSummary:
 def _measure(driver: RunDriver, env: dict[str, str] | None) -> RunSummary:
     """Start the load processes (the run mode), follow them through the window, finish the run."""
     opts, prep, sim = driver.opts, driver._prepared(), driver.target.sim if driver.target is not None else None
+    watched = sim if sim is not None else opts.engine  # the engine whose death stops the load
     run_dir = prep.run_dir
     instruments = driver.instrument()
     started = Started([], processes=max(1, opts.processes))
@@ -70,7 +71,7 @@ def _measure(driver: RunDriver, env: dict[str, str] | None) -> RunSummary:
             # started inside the try: a Ctrl-C (or SIGTERM, which the CLI turns into one) while
             # the processes start still stops the ones already running, in their own sessions
             MODES.get(opts.mode)().start(prep, opts, log, env, started)
-            follower = Follower(started.procs, progress, driver, opts.watch, sim)
+            follower = Follower(started.procs, progress, driver, opts.watch, watched)
             follower.wait()
         except KeyboardInterrupt as exc:
             status = "partial"
@@ -79,7 +80,7 @@ def _measure(driver: RunDriver, env: dict[str, str] | None) -> RunSummary:
             for p in started.procs:
                 signal_group(p, signal.SIGTERM)
             if follower is None:
-                follower = Follower(started.procs, progress, driver, opts.watch, sim)
+                follower = Follower(started.procs, progress, driver, opts.watch, watched)
             follower.interrupted = True
             try:
                 follower.wait(grace_s=opts.stop_grace_s + 10)
@@ -106,11 +107,11 @@ def _measure(driver: RunDriver, env: dict[str, str] | None) -> RunSummary:
     if follower is not None:
         results += follower.inline_results  # a full disk: sent on stdout instead
     write_error = follower.write_error if follower is not None else None
-    if not results and follower is not None and follower.engine_exit is not None:
+    if not results and follower is not None and follower.engine_exit is not None and watched is not None:
         raise RunFailed(
-            f"the simulated engine exited (code {follower.engine_exit[0]}) before anything was measured; "
-            f"see {run_dir.sim_log}",
-            *tail(run_dir.sim_log, 3),
+            f"{watched.label} exited (code {follower.engine_exit[0]}) before anything was measured; "
+            f"see {watched.log_path}",
+            *tail(watched.log_path, 3),
         )
     if not results and stopped_by is not None:
         # Ctrl-C / SIGTERM while the load processes were still starting: nothing was measured, and
@@ -174,7 +175,9 @@ def _note_how_it_ended(
         start = summary.window.start
         at = f"at t={when - start:.1f} s of the window" if start and when >= start else "before the window opened"
         summary.status = "failed"
-        summary.status_reason = f"the simulated engine exited (code {code}) {at}; see {run_dir.sim_log}"
+        engine = follower.engine
+        what, log = (engine.label, engine.log_path) if engine is not None else ("the engine", run_dir.sim_log)
+        summary.status_reason = f"{what} exited (code {code}) {at}; see {log}"
         summary.validity.warnings.insert(0, summary.status_reason)
         summary.validity.ok = False
 

@@ -64,6 +64,10 @@ class RunOptions:
     engine_log: Path | None = None
     #: width of the per-interval figures (timeslices.json, the steady-state check), `--slice-s`
     slice_s: float = 10.0
+    #: the engine process another driver started (a sweep's; harness.run.follow.WatchedEngine): its
+    #: exit mid-run stops the load and fails the run, as the embedded simulator's does, instead of
+    #: sending the rest of the requests to a dead port
+    engine: Any = None
 
     @property
     def mode(self) -> str:

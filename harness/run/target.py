@@ -119,6 +119,8 @@ class EmbeddedSim:
     """The built-in simulated engine as a child process on a free loopback port (reporting cached
     tokens and per-request timings: `reporting_args`)."""
 
+    label = "the simulated engine"  # harness.run.follow.WatchedEngine
+
     def __init__(self, args: list[str], log_path: Path, ready_timeout_s: float = 60.0) -> None:
         self.args = reporting_args(args)
         self.log_path = log_path

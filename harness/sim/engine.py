@@ -175,11 +175,13 @@ class Engine(EngineBase):
             # Start from the previous deadline unless we fell more than SLIP_S behind: then the
             # schedule moves to now, and that time is lost for good (the simulator ran slower
             # than its model: counted, so the harness can say so).
+            slipped = 0.0  # how late this step started against its schedule, when the schedule moved
             if prev_deadline is not None and now - prev_deadline < SLIP_S:
                 start = prev_deadline
             else:
                 if prev_deadline is not None:
-                    self.stats.behind_s += now - prev_deadline
+                    slipped = now - prev_deadline
+                    self.stats.behind_s += slipped
                 start = now
             deadline = start + duration
             if self._stall_every and deadline >= self._next_stall:
@@ -190,7 +192,10 @@ class Engine(EngineBase):
             delay = deadline - loop.time()
             await asyncio.sleep(delay if delay > 0 else 0)
             stats = self.stats
-            stats.lag(loop.time() - deadline)  # how late this step's tokens go out
+            # how late this step's tokens go out against the schedule it was on: a stall between two
+            # steps (the process stopped outside its sleep) makes the next step's tokens late by the
+            # slip, though the moved schedule's own deadline is then met
+            stats.lag(loop.time() - deadline + slipped)
             stats.modelled_s += deadline - start
             stats.steps += 1
             stats.iteration_tokens.observe(prefill + decode)

@@ -49,8 +49,10 @@ def cell_run_options(
     metrics_server: Any,
     progress_sink: Any,
     engine_log: Path | None,
+    engine: Any = None,
 ) -> Any:
-    """harness.run.RunOptions for the cell: no report or progress of its own, sweep labels."""
+    """harness.run.RunOptions for the cell: no report or progress of its own, sweep labels; the
+    engine the sweep started is watched (its death ends the cell's load at once)."""
     from harness.run import RunOptions
 
     return RunOptions(
@@ -72,6 +74,7 @@ def cell_run_options(
         progress_sink=progress_sink,
         # the engine's log: the run counts what it says during the window (harness.diagnose)
         engine_log=engine_log,
+        engine=engine,
     )
 
 

@@ -385,6 +385,7 @@ class SweepExecutor:
             self.opts.metrics_server,
             self.progress.cell_progress,
             (self.out / extra["log"]) if extra.get("log") else None,
+            proc if isinstance(proc, EngineProcess) else None,  # a fleet's replicas: the executor checks them
         )
         self.progress.cell_starting(cell.id, cell.what, cell.repeat)
         t0 = time.monotonic()

@@ -116,6 +116,7 @@ def tail_lines(path: Path, n: int = 20, start: int = 0) -> list[str]:
 class EngineProcess:
     #: prefix of the not-ready reason (an attached server names its URL)
     what = ""
+    label = "the engine"  # harness.run.follow.WatchedEngine: a run stops its load when it exits
 
     def __init__(
         self, argv: list[str], log_path: Path, env: dict[str, str] | None = None, cwd: str | Path | None = None

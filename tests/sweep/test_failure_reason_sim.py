@@ -41,3 +41,39 @@ def test_a_config_that_finishes_nothing_says_why(tmp_path, capsys):
     assert f"max-num-seqs=1                       failed: {WHY}" in got.stdout
     assert f"produced no results: {WHY}" in got.stdout
     assert "no results\n" not in got.stdout
+
+
+DIES = {
+    "name": "dies",
+    "load": {"concurrency": 4, "requests": 400},
+    "workload": {"classes": [{"name": "short", "input_tokens": 32, "output_tokens": 16}]},
+}
+
+
+def test_an_engine_that_dies_mid_cell_ends_its_load_at_once(tmp_path, capsys):
+    """The sweep's engine exits after 20 requests: the cell's load stops there (as the embedded
+    simulator's does), not after sending the other ~380 requests to a dead port (they took 55 s of
+    connection errors on two cores, a real engine's thousands would take minutes), and the run's
+    summary names the engine's exit and its log."""
+    (tmp_path / "dies.yaml").write_text(yaml.safe_dump(DIES))
+    sweep = {
+        "name": "dies",
+        "engine": {"kind": "sim", "ready_timeout_s": 60, "stop_timeout_s": 10},
+        "base": {"sim-speed": 4, "fault-crash-after-requests": 20},
+        "vary": {"flags": {"max-num-seqs": [4]}, "include_base": False},
+        "scenarios": ["dies.yaml"],
+    }
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    out = tmp_path / "out"
+    got = harness_here(capsys, "sweep", str(tmp_path / "sweep.yaml"), "--out", str(out), "--no-report")
+    assert got.returncode == 1, got.stdout + got.stderr
+    [cell] = json.loads((out / "index.json").read_text())["cells"]
+    assert cell["reason"].startswith("engine exited with code 1 during the run"), cell
+    summary = json.loads((out / cell["run_dir"] / "summary.json").read_text())
+    assert summary["status"] == "failed"
+    assert summary["status_reason"].startswith("the engine exited (code 1)"), summary["status_reason"]
+    assert "logs/max-num-seqs=4.log" in summary["status_reason"]
+    sent = summary["requests"]["completed"] + summary["requests"]["failed"]
+    assert summary["requests"]["completed"] >= 20 and sent < 100, summary["requests"]
+    assert "the engine exited (code 1): stopping the load" in got.stderr
+    assert "error: no cell completed (1 partial, 0 failed): engine exited with code 1 during the run" in got.stderr
