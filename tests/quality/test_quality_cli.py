@@ -115,7 +115,7 @@ def test_a_sweep_marks_the_config_that_fails_the_gate_and_never_ranks_it_best(tm
         },
     }
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep, sort_keys=False))
-    proc = harness("sweep", str(tmp_path / "sweep.yaml"), "--out", str(tmp_path / "out"), timeout=400)
+    proc = harness("sweep", str(tmp_path / "sweep.yaml"), "--out", str(tmp_path / "out"), "--no-report", timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     index = json.loads((tmp_path / "out" / "index.json").read_text())
     q = {c["config_id"]: c.get("quality") for c in index["cells"]}
