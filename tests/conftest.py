@@ -24,7 +24,9 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # current directory, which is the checkout: a test that forgot to set it (the transformers tune
 # stand-in) left a baseline in the repo that a commit then picked up. Every test and every
 # `harness` it starts uses a throwaway store unless the test sets its own.
-os.environ.setdefault("HARNESS_BASELINES", tempfile.mkdtemp(prefix="harness-test-baselines-"))
+_BASELINES = None
+if "HARNESS_BASELINES" not in os.environ:
+    _BASELINES = os.environ["HARNESS_BASELINES"] = tempfile.mkdtemp(prefix="harness-test-baselines-")
 
 # The suite starts ~500 Python processes (xdist workers, `harness run`s, their load processes and
 # simulated engines), and each imports 100-300 modules. With PYTHONDONTWRITEBYTECODE set (as on the
@@ -42,8 +44,10 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCAC
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _PYCACHE is not None:
-        shutil.rmtree(_PYCACHE, ignore_errors=True)
+    # removed by the process that made it (the controller; its xdist workers inherit both)
+    for made in (_PYCACHE, _BASELINES):
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
