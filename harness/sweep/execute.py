@@ -414,7 +414,7 @@ class SweepExecutor:
             self._record(
                 cell,
                 "partial",
-                reason="interrupted",
+                reason=f"interrupted ({STOP.signal_name})",
                 extra={**extra, "started": started, "duration_s": round(wall, 3)},
                 **startup,
             )

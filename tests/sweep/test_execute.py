@@ -303,6 +303,6 @@ def test_a_stop_the_run_turned_into_an_error_still_stops_the_sweep(write_sweep, 
     assert outcome.interrupted
     assert [(c["status"], c["reason"]) for c in read_index(out)["cells"]] == [
         ("complete", None),
-        ("partial", "interrupted"),
+        ("partial", "interrupted (Ctrl-C)"),
     ]
     STOP.requested = False
