@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.run.follow import WatchedEngine
 
 
 @dataclass
@@ -67,7 +70,7 @@ class RunOptions:
     #: the engine process another driver started (a sweep's; harness.run.follow.WatchedEngine): its
     #: exit mid-run stops the load and fails the run, as the embedded simulator's does, instead of
     #: sending the rest of the requests to a dead port
-    engine: Any = None
+    engine: WatchedEngine | None = None
 
     @property
     def mode(self) -> str:
