@@ -125,7 +125,7 @@ def _measure(driver: RunDriver, env: dict[str, str] | None) -> RunSummary:
         )
 
     def amend(summary: RunSummary) -> None:
-        _note_how_it_ended(summary, follower, stopped_by, run_dir)
+        _note_how_it_ended(summary, follower, stopped_by)
         _failed_though_complete(summary, prep, sim)
         if opts.distributed and len(results) < started.processes:
             summary.validity.warnings.append(
@@ -159,10 +159,8 @@ def _measure(driver: RunDriver, env: dict[str, str] | None) -> RunSummary:
     return summary
 
 
-def _note_how_it_ended(
-    summary: RunSummary, follower: Follower | None, stopped_by: BaseException | None, run_dir: RunDir
-) -> None:
-    """An early stop (watcher), a stop signal, a dead embedded engine: status and warnings say so."""
+def _note_how_it_ended(summary: RunSummary, follower: Follower | None, stopped_by: BaseException | None) -> None:
+    """An early stop (watcher), a stop signal, a dead watched engine: status and warnings say so."""
     if follower is not None and follower.stopped_early:
         summary.load.stopped_early = follower.stopped_early
         summary.validity.warnings.append(f"stopped early: {follower.stopped_early}")
@@ -170,14 +168,13 @@ def _note_how_it_ended(
         summary.status = "partial"
     if stopped_by is not None:
         summary.status_reason = stop_reason(stopped_by)
-    if follower is not None and follower.engine_exit is not None:
+    engine = follower.engine if follower is not None else None
+    if follower is not None and follower.engine_exit is not None and engine is not None:  # set only with one
         code, when = follower.engine_exit
         start = summary.window.start
         at = f"at t={when - start:.1f} s of the window" if start and when >= start else "before the window opened"
         summary.status = "failed"
-        engine = follower.engine
-        what, log = (engine.label, engine.log_path) if engine is not None else ("the engine", run_dir.sim_log)
-        summary.status_reason = f"{what} exited (code {code}) {at}; see {log}"
+        summary.status_reason = f"{engine.label} exited (code {code}) {at}; see {engine.log_path}"
         summary.validity.warnings.insert(0, summary.status_reason)
         summary.validity.ok = False
 

@@ -24,12 +24,14 @@ def measurement(step: str) -> Measurement:
     return Measurement(dict(cell.flags), cell.config_id, STEPS / step, [cell], LEVEL)
 
 
+def between(holder: tuple[int, Measurement], smaller: tuple[int, Measurement]):
+    """The step's BETWEEN judgement, the smaller budget as the candidate (no more evidence to buy)."""
+    return judge(holder[1], smaller[1], 5.0, BETWEEN, "incumbent", settled=True)
+
+
 def test_the_h200s_smaller_budget_holds_when_it_is_better_beyond_noise() -> None:
     b512, b2048 = measurement("06-max-num-batched-tokens"), measurement("06-max-num-batched-tokens-more")
     assert b512.ok and b2048.ok
-
-    def between(holder, smaller):
-        return judge(holder[1], smaller[1], 5.0, BETWEEN, "incumbent", settled=True)
 
     best, notes = pick([(512, b512), (2048, b2048)], between)
     assert best == 0, notes  # 512
@@ -43,9 +45,6 @@ def test_a_tie_keeps_the_larger_budget() -> None:
     """The same cells on both sides: no difference beyond noise, and the larger budget holds (a
     smaller one only makes long prompts slower to start)."""
     b2048 = measurement("06-max-num-batched-tokens-more")
-
-    def between(holder, smaller):
-        return judge(holder[1], smaller[1], 5.0, BETWEEN, "incumbent", settled=True)
 
     best, notes = pick([(512, b2048), (2048, b2048)], between)
     assert best == 1 and notes[0].endswith("2048 holds"), notes
